@@ -1,0 +1,192 @@
+//! Exception vectors, kernel entry and exit, and the boot entry point.
+//!
+//! Every interrupt saves the complete user register state into a [`TrapFrame`]:
+//! - from user mode (SRRn[PR] = 1) into the frame at the top of the current thread's
+//!   kernel stack, whose address the scheduler keeps in SPRG1;
+//! - from supervisor mode (the idle loop, or a kernel bug) below the interrupted stack
+//!   pointer, so kernel entry is reentrant.
+//! It then calls `kestrel_trap(frame, vector)`, which returns the frame to resume
+//! (possibly another thread's) and the exit path restores it and returns with
+//! rfi / rfci / rfmci according to the interrupt class (Book E §7.1): critical-class
+//! interrupts (critical input, watchdog, debug) use CSRR0/1, machine checks MCSRR0/1.
+//!
+//! Scratch registers: SPRG0 = vector number, SPRG2 = interrupted r1, SPRG3 =
+//! interrupted r3; SPRG1 = current thread's frame. The kernel never runs with MSR[CE]
+//! or MSR[DE] set, so a critical interrupt cannot hit a non-critical prologue; a
+//! machine check inside the kernel is fatal, so clobbering scratch SPRGs there is moot.
+//!
+//! Multi-word saves use `stmw`/`lmw`; each vector stub is exactly 16 bytes, so
+//! IVORn = 16 * n from IVPR = `__vectors_start`.
+
+use core::arch::global_asm;
+use kestrel_abi::FrameRegs;
+
+/// A thread's saved user state plus the fault registers captured at entry.
+#[derive(Clone, Copy, Default)]
+#[repr(C)]
+pub struct TrapFrame {
+    pub regs: FrameRegs,
+    pub esr: u32,
+    pub dear: u32,
+    pub vector: u32,
+    _pad: [u32; 3],
+}
+
+pub const FRAME_SIZE: usize = 176;
+const _: () = assert!(core::mem::size_of::<TrapFrame>() == FRAME_SIZE);
+const _: () = assert!(core::mem::offset_of!(FrameRegs, cr) == 128);
+const _: () = assert!(core::mem::offset_of!(FrameRegs, ip) == 144);
+const _: () = assert!(core::mem::offset_of!(FrameRegs, msr) == 148);
+
+macro_rules! save_restore {
+    ($name:literal, $srr0:literal, $srr1:literal, $rfi:literal) => {
+        concat!(
+            "    .balign 16\n",
+            $name, ":\n",
+            "    mtspr 272, 3\n",
+            "    mfcr 3\n",
+            "    mfspr 1, ", $srr1, "\n",
+            "    andi. 1, 1, 0x4000\n",
+            "    beq 1f\n",
+            "    mfspr 1, 273\n",
+            "    b 2f\n",
+            "1:  mfspr 1, 274\n",
+            "    subi 1, 1, 176\n",
+            "2:  stw 3, 128(1)\n",
+            "    stw 0, 0(1)\n",
+            "    mfspr 3, 274\n",
+            "    stw 3, 4(1)\n",
+            "    stw 2, 8(1)\n",
+            "    mfspr 3, 275\n",
+            "    stw 3, 12(1)\n",
+            "    stmw 4, 16(1)\n",
+            "    mflr 3\n",
+            "    stw 3, 132(1)\n",
+            "    mfctr 3\n",
+            "    stw 3, 136(1)\n",
+            "    mfxer 3\n",
+            "    stw 3, 140(1)\n",
+            "    mfspr 3, ", $srr0, "\n",
+            "    stw 3, 144(1)\n",
+            "    mfspr 3, ", $srr1, "\n",
+            "    stw 3, 148(1)\n",
+            "    mfspr 4, 272\n",
+            "    mr 3, 1\n",
+            "    li 0, 0\n",
+            "    stwu 0, -16(1)\n",
+            "    bl kestrel_trap\n",
+            "    .global ", $name, "_exit\n",
+            $name, "_exit:\n",
+            "    mr 1, 3\n",
+            "    lwz 0, 132(1)\n",
+            "    mtlr 0\n",
+            "    lwz 0, 136(1)\n",
+            "    mtctr 0\n",
+            "    lwz 0, 140(1)\n",
+            "    mtxer 0\n",
+            "    lwz 0, 128(1)\n",
+            "    mtcr 0\n",
+            "    lwz 0, 144(1)\n",
+            "    mtspr ", $srr0, ", 0\n",
+            "    lwz 0, 148(1)\n",
+            "    mtspr ", $srr1, ", 0\n",
+            "    lwz 0, 0(1)\n",
+            "    lwz 2, 8(1)\n",
+            "    lmw 3, 12(1)\n",
+            "    lwz 1, 4(1)\n",
+            "    ", $rfi, "\n",
+        )
+    };
+}
+
+macro_rules! stub {
+    ($n:literal, $target:literal) => {
+        concat!(
+            "    mtspr 274, 1\n",
+            "    mtspr 275, 3\n",
+            "    li 3, ", $n, "\n",
+            "    b ", $target, "\n",
+        )
+    };
+}
+
+global_asm!(
+    "    .section .text.vectors, \"ax\"",
+    "    .balign 16",
+    "    .global __vectors_start",
+    "__vectors_start:",
+    stub!(0, "__crit_entry"),
+    stub!(1, "__mcheck_entry"),
+    stub!(2, "__noncrit_entry"),
+    stub!(3, "__noncrit_entry"),
+    stub!(4, "__noncrit_entry"),
+    stub!(5, "__noncrit_entry"),
+    stub!(6, "__noncrit_entry"),
+    stub!(7, "__noncrit_entry"),
+    stub!(8, "__noncrit_entry"),
+    stub!(9, "__noncrit_entry"),
+    stub!(10, "__noncrit_entry"),
+    stub!(11, "__noncrit_entry"),
+    stub!(12, "__crit_entry"),
+    stub!(13, "__noncrit_entry"),
+    stub!(14, "__noncrit_entry"),
+    stub!(15, "__crit_entry"),
+    save_restore!("__noncrit_entry", "26", "27", "rfi"),
+    save_restore!("__crit_entry", "58", "59", "rfci"),
+    save_restore!("__mcheck_entry", "570", "571", "rfmci"),
+    "",
+    "    .section .text.boot, \"ax\"",
+    "    .global _start",
+    "_start:",
+    "    mr 31, 3",
+    "    lis 4, __bss_start@ha",
+    "    addi 4, 4, __bss_start@l",
+    "    lis 5, __bss_end@ha",
+    "    addi 5, 5, __bss_end@l",
+    "    li 0, 0",
+    "1:  cmplw 4, 5",
+    "    bge 2f",
+    "    stw 0, 0(4)",
+    "    addi 4, 4, 4",
+    "    b 1b",
+    "2:  lis 1, __boot_stack_top@ha",
+    "    addi 1, 1, __boot_stack_top@l",
+    "    stwu 0, -16(1)",
+    "    mr 3, 31",
+    "    bl kestrel_boot",
+    "3:  b 3b",
+    "",
+    "    .section .bss.boot_stack, \"aw\", @nobits",
+    "    .balign 16",
+    "    .space 16384",
+    "__boot_stack_top:",
+    "    .space 16",
+);
+
+extern "C" {
+    static __vectors_start: u8;
+    /// The non-critical exit path: restores `frame` and `rfi`s to it.
+    fn __noncrit_entry_exit(frame: *mut TrapFrame) -> !;
+}
+
+/// Leaves the kernel for the first time, into the thread whose frame is `frame`.
+///
+/// # Safety
+/// `frame` must be a complete frame of a thread that `sched::switch_to` just made
+/// current (SPRG1, PID and SPRG4 set up for it).
+pub unsafe fn resume(frame: *mut TrapFrame) -> ! {
+    // SAFETY: guaranteed by the caller; the exit path only reads the frame.
+    unsafe { __noncrit_entry_exit(frame) }
+}
+
+/// Points IVPR and IVOR0..15 at the vector stubs.
+pub fn install_vectors() {
+    // SAFETY: only the address of the linker-placed symbol is taken.
+    let base = unsafe { core::ptr::addr_of!(__vectors_start) } as u32;
+    assert!(base & 0xffff == 0, "vectors must be 64 KiB aligned for IVPR");
+    super::spr::write::<{ super::spr::IVPR }>(base);
+    macro_rules! ivor {
+        ($($n:literal)*) => { $( super::spr::write::<{ super::spr::IVOR0 + $n }>(16 * $n); )* };
+    }
+    ivor!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+}

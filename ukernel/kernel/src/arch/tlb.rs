@@ -1,0 +1,166 @@
+//! The PPC440 software-managed TLB (PPC440 UM §5): 64 entries, three words each.
+//!
+//! Entries [`KERNEL_FIRST`]..64 are pinned for the kernel; user refills rotate through
+//! 0..KERNEL_FIRST. LLVM silently assembles `tlbwe rS,rA,1|2` and `tlbre rT,rA,1|2` as
+//! word 0 (see platform notes), so those instructions are emitted as literal words
+//! with fixed registers; the encodings are spelled out next to each.
+
+use super::spr;
+use core::arch::asm;
+
+pub const ENTRIES: u32 = 64;
+/// First pinned kernel entry.
+pub const KERNEL_FIRST: u32 = 60;
+/// Entry mapping RAM for the kernel.
+const KERNEL_RAM_ENTRY: u32 = 63;
+/// Entry mapping the console UART page for the kernel.
+const KERNEL_IO_ENTRY: u32 = 62;
+/// Kernel virtual address of the I/O page (UART0 lives at offset 0x300).
+pub const KERNEL_IO_VA: u32 = 0xF000_0000;
+
+/// Word 0 (PPC440 UM Figure 5-3): EPN[0:21], V[22], TS[23], SIZE[24:27].
+pub mod w0 {
+    pub const EPN_MASK: u32 = 0xFFFF_FC00;
+    pub const V: u32 = 1 << (31 - 22);
+    pub const TS: u32 = 1 << (31 - 23);
+    pub const SIZE_SHIFT: u32 = 4;
+    pub const SIZE_4K: u32 = 1 << SIZE_SHIFT;
+    pub const SIZE_256M: u32 = 9 << SIZE_SHIFT;
+}
+
+/// Word 2: storage attributes W I M G E [20:24], permissions UX UW UR SX SW SR [26:31].
+pub mod w2 {
+    pub const I: u32 = 1 << (31 - 21);
+    pub const G: u32 = 1 << (31 - 23);
+    pub const UX: u32 = 1 << (31 - 26);
+    pub const UW: u32 = 1 << (31 - 27);
+    pub const UR: u32 = 1 << (31 - 28);
+    pub const SX: u32 = 1 << (31 - 29);
+    pub const SW: u32 = 1 << (31 - 30);
+    pub const SR: u32 = 1 << (31 - 31);
+}
+
+/// MMUCR[STS] (bit 15) and MMUCR[STID] (bits 24:31).
+const MMUCR_STS: u32 = 1 << (31 - 15);
+const MMUCR_STID_MASK: u32 = 0xff;
+
+/// Writes all three words of entry `index`, tagging it with `tid` (through MMUCR[STID]).
+#[inline(always)]
+pub fn write(index: u32, tid: u8, word0: u32, word1: u32, word2: u32) {
+    let mmucr = spr::read::<{ spr::MMUCR }>();
+    spr::write::<{ spr::MMUCR }>((mmucr & !MMUCR_STID_MASK) | tid as u32);
+    // SAFETY: the kernel owns the TLB; callers never overwrite the pinned kernel
+    // entries except during boot. Encodings: tlbwe r4,r3,0 = 0x7C8307A4,
+    // tlbwe r5,r3,1 = 0x7CA30FA4, tlbwe r6,r3,2 = 0x7CC317A4.
+    unsafe {
+        asm!(
+            ".long 0x7C8307A4",
+            ".long 0x7CA30FA4",
+            ".long 0x7CC317A4",
+            "isync",
+            in("r3") index, in("r4") word0, in("r5") word1, in("r6") word2,
+            options(nostack, preserves_flags)
+        );
+    }
+}
+
+/// Reads entry `index`: (word0, word1, word2, tid).
+pub fn read(index: u32) -> (u32, u32, u32, u8) {
+    let (a, b, c): (u32, u32, u32);
+    // SAFETY: tlbre only reads the TLB and sets MMUCR[STID]. Encodings:
+    // tlbre r4,r3,0 = 0x7C830764, tlbre r5,r3,1 = 0x7CA30F64, tlbre r6,r3,2 = 0x7CC31764.
+    unsafe {
+        asm!(
+            ".long 0x7C830764",
+            ".long 0x7CA30F64",
+            ".long 0x7CC31764",
+            in("r3") index, out("r4") a, out("r5") b, out("r6") c,
+            options(nostack, preserves_flags, nomem)
+        );
+    }
+    let tid = (spr::read::<{ spr::MMUCR }>() & MMUCR_STID_MASK) as u8;
+    (a, b, c, tid)
+}
+
+/// Invalidates entry `index`.
+#[inline]
+pub fn invalidate(index: u32) {
+    write(index, 0, 0, 0, 0);
+}
+
+/// Finds the entry translating `ea` for `tid` in translation space `ts`.
+pub fn search(ea: u32, tid: u8, ts: bool) -> Option<u32> {
+    let mmucr = spr::read::<{ spr::MMUCR }>() & !(MMUCR_STID_MASK | MMUCR_STS);
+    spr::write::<{ spr::MMUCR }>(mmucr | tid as u32 | if ts { MMUCR_STS } else { 0 });
+    let index: u32;
+    let cr: u32;
+    // SAFETY: tlbsx. only searches the TLB and sets CR0[EQ] when an entry matches.
+    unsafe {
+        asm!("tlbsx. {idx}, 0, {ea}", "mfcr {cr}", idx = out(reg) index, ea = in(reg) ea,
+             cr = out(reg) cr, options(nostack, nomem));
+    }
+    // CR0[EQ] is CR bit 2 (MSB-0).
+    if cr & (1 << (31 - 2)) != 0 {
+        Some(index & 0x3f)
+    } else {
+        None
+    }
+}
+
+/// Invalidates every user entry tagged `tid` (used when a PID is recycled).
+pub fn flush_tid(tid: u8) {
+    for i in 0..KERNEL_FIRST {
+        let (w0, _, _, t) = read(i);
+        if w0 & w0::V != 0 && t == tid {
+            invalidate(i);
+        }
+    }
+}
+
+/// Invalidates the translation of the page at `ea` for `tid` in space 0, if any.
+pub fn flush_page(ea: u32, tid: u8) {
+    if let Some(i) = search(ea, tid, false) {
+        if i < KERNEL_FIRST {
+            invalidate(i);
+        }
+    }
+}
+
+/// Invalidates all user entries.
+pub fn flush_user() {
+    for i in 0..KERNEL_FIRST {
+        invalidate(i);
+    }
+}
+
+/// Installs the kernel's pinned entries and removes QEMU's boot entries.
+///
+/// QEMU enters with entries 0 and 1 mapping 2 GiB 1:1 each (supervisor, TID 0); it
+/// searches in index order with first match winning, so as long as they exist no user
+/// mapping would ever be found. We map RAM 1:1 with one 256 MiB entry (supervisor
+/// only, so user accesses to kernel memory fault) and the console UART page at
+/// [`KERNEL_IO_VA`], then invalidate everything else.
+pub fn install_kernel_map(uart_phys_page: u32) {
+    write(KERNEL_RAM_ENTRY, 0, w0::V | w0::SIZE_256M, 0, w2::SX | w2::SW | w2::SR);
+    write(KERNEL_IO_ENTRY, 0, KERNEL_IO_VA | w0::V | w0::SIZE_4K, uart_phys_page & w0::EPN_MASK,
+          w2::I | w2::G | w2::SW | w2::SR);
+    for i in 0..KERNEL_FIRST {
+        invalidate(i);
+    }
+    invalidate(KERNEL_FIRST);
+    invalidate(KERNEL_FIRST + 1);
+}
+
+/// Round-robin victim selection for user refills.
+pub struct Victim(u32);
+
+impl Victim {
+    pub const fn new() -> Victim {
+        Victim(0)
+    }
+    pub fn next(&mut self) -> u32 {
+        let v = self.0;
+        self.0 = if v + 1 >= KERNEL_FIRST { 0 } else { v + 1 };
+        v
+    }
+}

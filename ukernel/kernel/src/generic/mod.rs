@@ -1,0 +1,120 @@
+//! The kernel's semantics: threads, address spaces, IPC, mapping, scheduling and
+//! interrupts as IPC. Hardware is reached only through `arch` and `platform`.
+//!
+//! All kernel state lives in one [`Kernel`] value. The kernel runs on one CPU with
+//! interrupts disabled and never blocks inside a system call (an "interrupt model"
+//! kernel: a blocked thread's whole state is its saved user frame plus its TCB), so
+//! there is never more than one live `&mut Kernel`.
+
+pub mod boot;
+pub mod ipc;
+pub mod kmem;
+pub mod sched;
+pub mod space;
+pub mod syscall;
+pub mod thread;
+pub mod trap;
+
+use crate::arch::TrapFrame;
+use kestrel_abi::{MAX_THREAD_NO, FIRST_THREAD_NO, NUM_IRQS};
+use kestrel_kcore::{mapdb::MapDb, pid::PidAllocator, readyq::ReadyQueues};
+use space::Space;
+use thread::Tcb;
+
+/// TCB slots for real threads, plus one for the idle thread.
+pub const NTHREADS: usize = (MAX_THREAD_NO - FIRST_THREAD_NO) as usize;
+pub const IDLE: usize = NTHREADS;
+pub const NTCB: usize = NTHREADS + 1;
+/// Address spaces.
+pub const NSPACES: usize = 64;
+/// Mapping-database nodes: every mapped page in every space needs one.
+pub const MAPDB_NODES: usize = 48 * 1024;
+/// Per-thread kernel stack size (the user frame sits at its top).
+pub const KSTACK_SIZE: usize = 8192;
+
+/// Interrupt line state.
+#[derive(Clone, Copy)]
+pub struct IrqLine {
+    /// Thread-slot index of the handler, or `usize::MAX`.
+    pub handler: usize,
+    /// Fired and not yet delivered.
+    pub pending: bool,
+    /// Delivered and not yet acknowledged (line masked).
+    pub in_service: bool,
+}
+
+/// Board and memory facts fixed at boot.
+#[derive(Clone, Copy)]
+pub struct MemInfo {
+    pub ram_end: u32,
+    /// First physical byte the root task may hand out.
+    pub free_start: u32,
+    pub module: (u32, u32),
+    pub tb_hz: u32,
+    pub tick_us: u32,
+}
+
+pub struct Kernel {
+    pub threads: [Tcb; NTCB],
+    pub spaces: [Space; NSPACES],
+    pub rq: ReadyQueues<NTCB>,
+    pub mapdb: MapDb<MAPDB_NODES>,
+    pub pids: PidAllocator,
+    pub kmem: kmem::FramePool,
+    pub irqs: [IrqLine; NUM_IRQS as usize],
+    /// Slot index of the running thread (IDLE when none).
+    pub current: usize,
+    /// Decrementer ticks since boot.
+    pub ticks: u64,
+    /// Threads with a pending relative timeout (skip the scan when zero).
+    pub timeouts_armed: u32,
+    pub mem: MemInfo,
+    pub victim: crate::arch::tlb::Victim,
+}
+
+#[repr(C, align(16))]
+pub struct KernelStacks(pub [[u8; KSTACK_SIZE]; NTCB]);
+
+/// Kernel stacks, one per TCB slot; each thread's user frame is at the top of its stack.
+static mut KSTACKS: KernelStacks = KernelStacks([[0; KSTACK_SIZE]; NTCB]);
+
+/// Address of the user frame of TCB slot `i`.
+pub fn frame_slot(i: usize) -> *mut TrapFrame {
+    // SAFETY: only an address inside the static stack array is computed.
+    let base = unsafe { core::ptr::addr_of_mut!(KSTACKS.0[i]) } as usize;
+    (base + KSTACK_SIZE - crate::arch::FRAME_SIZE) as *mut TrapFrame
+}
+
+static mut KERNEL: Kernel = Kernel {
+    threads: [Tcb::FREE; NTCB],
+    spaces: [Space::EMPTY; NSPACES],
+    rq: ReadyQueues::new(),
+    mapdb: MapDb::new(),
+    pids: PidAllocator::new(),
+    kmem: kmem::FramePool::empty(),
+    irqs: [IrqLine { handler: usize::MAX, pending: false, in_service: false }; NUM_IRQS as usize],
+    current: IDLE,
+    ticks: 0,
+    timeouts_armed: 0,
+    mem: MemInfo { ram_end: 0, free_start: 0, module: (0, 0), tb_hz: 0, tick_us: 1000 },
+    victim: crate::arch::tlb::Victim::new(),
+};
+
+/// The kernel state.
+///
+/// Only `kestrel_trap` and `kestrel_boot` call this, once per kernel entry, and pass
+/// the reference down; see the module comment for why it is never aliased.
+pub fn kernel() -> &'static mut Kernel {
+    // SAFETY: single CPU, kernel entered with interrupts disabled and never re-entered
+    // except for fatal exceptions (which only print and stop), so this is the only
+    // live mutable reference for the duration of a kernel entry.
+    unsafe { &mut *core::ptr::addr_of_mut!(KERNEL) }
+}
+
+/// The saved user frame of thread slot `i` (valid while it is not running).
+pub fn frame_of(k: &Kernel, i: usize) -> &'static mut TrapFrame {
+    // SAFETY: `threads[i].frame` always points into slot i's kernel stack (set at
+    // creation and on every entry); the kernel is not re-entered while the reference
+    // is used.
+    unsafe { &mut *(k.threads[i].frame as *mut TrapFrame) }
+}

@@ -1,0 +1,379 @@
+//! Address spaces: per-space page tables, the mapping operations (map, grant, unmap)
+//! on top of the mapping database, and software TLB refill.
+//!
+//! Page table: a 2048-entry root (2 MiB per entry) inside the [`Space`], pointing to
+//! 4 KiB leaf frames from the kernel pool with 512 `(pte, node)` word pairs. A pte is
+//! `frame << 12 | flags`; `node` is the mapping-database node of the mapping (or
+//! `NIL_NODE` for kernel-owned UTCB pages, which user code cannot unmap or map on).
+//!
+//! Invariant: a hardware TLB entry tagged with a space's PID is always a subset of
+//! a present pte of that space; every pte change flushes the matching TLB entry.
+
+use super::Kernel;
+use crate::arch::tlb;
+use kestrel_abi::{
+    map_target, Fpage, IpcError, MapItem, Rights, DEVICE_WINDOW, DEVICE_WINDOW_END, PAGE_SHIFT,
+    PAGE_SIZE, SIGMA0_WINDOW, USER_BASE, USER_END,
+};
+use kestrel_kcore::mapdb::{NodeId, Revoked, NIL_NODE};
+
+pub const ROOT_ENTRIES: usize = 2048;
+const LEAF_SHIFT: u32 = 21;
+const LEAF_ENTRIES: u32 = 512;
+
+/// pte flag bits (low 12 bits; rights use the ABI's r4/w2/x1 encoding).
+pub mod pte {
+    pub const RIGHTS: u32 = 0x7;
+    /// Uncached, guarded device page.
+    pub const DEVICE: u32 = 0x8;
+    /// Kernel-owned page (UTCB): not in the mapping database.
+    pub const KERNEL: u32 = 0x10;
+    pub const VALID: u32 = 0x20;
+}
+
+pub struct Space {
+    pub live: bool,
+    /// Hardware PID, 0 when none is assigned (assigned lazily on switch).
+    pub pid: u8,
+    pub nthreads: u16,
+    pub privileged: bool,
+    pub root: [u32; ROOT_ENTRIES],
+}
+
+impl Space {
+    pub const EMPTY: Space =
+        Space { live: false, pid: 0, nthreads: 0, privileged: false, root: [0; ROOT_ENTRIES] };
+}
+
+/// Leaf table entry pointer for `va` (None when no leaf exists).
+fn leaf_slot(s: &Space, va: u32) -> Option<*mut u32> {
+    let leaf = s.root[(va >> LEAF_SHIFT) as usize];
+    if leaf == 0 {
+        return None;
+    }
+    let idx = (va >> PAGE_SHIFT) & (LEAF_ENTRIES - 1);
+    Some((leaf + idx * 8) as *mut u32)
+}
+
+/// The `(pte, node)` of `va` in space `sid`, if present.
+pub fn lookup(k: &Kernel, sid: u16, va: u32) -> Option<(u32, NodeId)> {
+    let p = leaf_slot(&k.spaces[sid as usize], va)?;
+    // SAFETY: leaf frames are kernel pool pages owned by this space; `p` is in bounds.
+    let (e, n) = unsafe { (p.read(), p.add(1).read()) };
+    if e & pte::VALID != 0 {
+        Some((e, n))
+    } else {
+        None
+    }
+}
+
+/// Sets the pte of `va` (allocating a leaf) and flushes any stale TLB entry.
+pub fn set_pte(k: &mut Kernel, sid: u16, va: u32, e: u32, node: NodeId) -> Result<(), IpcError> {
+    let ri = (va >> LEAF_SHIFT) as usize;
+    if k.spaces[sid as usize].root[ri] == 0 {
+        let leaf = k.kmem.alloc().ok_or(IpcError::NoMemory)?;
+        k.spaces[sid as usize].root[ri] = leaf;
+    }
+    let p = leaf_slot(&k.spaces[sid as usize], va).expect("leaf allocated above");
+    // SAFETY: as in `lookup`; the kernel is the only writer of page tables.
+    unsafe {
+        p.write(e | pte::VALID);
+        p.add(1).write(node);
+    }
+    flush_va(k, sid, va);
+    Ok(())
+}
+
+pub fn clear_pte(k: &mut Kernel, sid: u16, va: u32) {
+    if let Some(p) = leaf_slot(&k.spaces[sid as usize], va) {
+        // SAFETY: as in `lookup`.
+        unsafe {
+            p.write(0);
+            p.add(1).write(NIL_NODE);
+        }
+    }
+    flush_va(k, sid, va);
+}
+
+fn flush_va(k: &Kernel, sid: u16, va: u32) {
+    let pid = k.spaces[sid as usize].pid;
+    if pid != 0 {
+        tlb::flush_page(va, pid);
+    }
+}
+
+/// Creates an empty space in a free slot.
+pub fn create(k: &mut Kernel, privileged: bool) -> Option<u16> {
+    let sid = k.spaces.iter().position(|s| !s.live)?;
+    let s = &mut k.spaces[sid];
+    s.live = true;
+    s.pid = 0;
+    s.nthreads = 0;
+    s.privileged = privileged;
+    s.root = [0; ROOT_ENTRIES];
+    Some(sid as u16)
+}
+
+/// Tears down a space: revokes every mapping it holds (and everything derived from
+/// them), frees its page tables and UTCB frames, and releases its PID.
+pub fn destroy(k: &mut Kernel, sid: u16) {
+    for ri in 0..ROOT_ENTRIES {
+        let leaf = k.spaces[sid as usize].root[ri];
+        if leaf == 0 {
+            continue;
+        }
+        for i in 0..LEAF_ENTRIES {
+            let va = ((ri as u32) << LEAF_SHIFT) | (i << PAGE_SHIFT);
+            if let Some((e, node)) = lookup(k, sid, va) {
+                if e & pte::KERNEL != 0 {
+                    k.kmem.free(e & !(PAGE_SIZE - 1));
+                    clear_pte(k, sid, va);
+                } else {
+                    revoke_node(k, node, Rights::RWX, true);
+                }
+            }
+        }
+        k.spaces[sid as usize].root[ri] = 0;
+        k.kmem.free(leaf);
+    }
+    let pid = k.spaces[sid as usize].pid;
+    if pid != 0 {
+        tlb::flush_tid(pid);
+        k.pids.free(pid);
+    }
+    k.spaces[sid as usize] = Space::EMPTY;
+}
+
+/// Hardware PID for `sid`, assigning (and possibly stealing) one.
+pub fn ensure_pid(k: &mut Kernel, sid: u16) -> u8 {
+    let pid = k.spaces[sid as usize].pid;
+    if pid != 0 {
+        return pid;
+    }
+    let g = k.pids.alloc(sid);
+    if let Some(victim) = g.evicted {
+        k.spaces[victim as usize].pid = 0;
+    }
+    if g.flush {
+        tlb::flush_tid(g.pid);
+    }
+    k.spaces[sid as usize].pid = g.pid;
+    g.pid
+}
+
+/// Revokes `rights` from everything derived from `node` (and from `node` itself if
+/// `include_self`), fixing page tables and TLB entries of every affected space.
+pub fn revoke_node(k: &mut Kernel, node: NodeId, rights: Rights, include_self: bool) {
+    let Kernel { mapdb, spaces, .. } = k;
+    // An invalid node means there is nothing left to revoke.
+    let _ = mapdb.revoke(node, rights, include_self, &mut |r: Revoked| apply_revoked(spaces, &r));
+}
+
+/// Applies one revocation result to the page table of the affected space. Only
+/// rewrites existing leaf entries, so it needs no allocation.
+fn apply_revoked(spaces: &mut [Space], r: &Revoked) {
+    let va = r.vpage << PAGE_SHIFT;
+    let s = &spaces[r.space as usize];
+    let Some(p) = leaf_slot(s, va) else { return };
+    // SAFETY: as in `lookup`; the kernel is the only writer of page tables.
+    unsafe {
+        let e = p.read();
+        if e & pte::VALID == 0 || p.add(1).read() != r.node {
+            return;
+        }
+        if r.new_rights.is_empty() {
+            p.write(0);
+            p.add(1).write(NIL_NODE);
+        } else {
+            p.write((e & !pte::RIGHTS) | r.new_rights.0 as u32);
+        }
+    }
+    if s.pid != 0 {
+        tlb::flush_page(va, s.pid);
+    }
+}
+
+/// The root space's sigma0 windows: resolve a fault at `va` by creating an
+/// idempotent root mapping of free RAM or of a device page.
+pub fn sigma0_resolve(k: &mut Kernel, sid: u16, va: u32) -> bool {
+    if !k.spaces[sid as usize].privileged {
+        return false;
+    }
+    let (frame_addr, flags) = if (SIGMA0_WINDOW..SIGMA0_WINDOW + kestrel_abi::SIGMA0_WINDOW_SIZE).contains(&va) {
+        let phys = va - SIGMA0_WINDOW;
+        if phys < k.mem.free_start || phys >= k.mem.ram_end {
+            return false;
+        }
+        (phys & !(PAGE_SIZE - 1), Rights::RWX.0 as u32)
+    } else if (DEVICE_WINDOW..DEVICE_WINDOW_END).contains(&va) {
+        (va & !(PAGE_SIZE - 1), Rights::RW.0 as u32 | pte::DEVICE)
+    } else {
+        return false;
+    };
+    if lookup(k, sid, va).is_some() {
+        return true;
+    }
+    let Ok(node) = k.mapdb.insert_root(sid, va >> PAGE_SHIFT, frame_addr >> PAGE_SHIFT, Rights((flags & 7) as u8)) else {
+        return false;
+    };
+    set_pte(k, sid, va & !(PAGE_SIZE - 1), frame_addr | flags, node).is_ok()
+}
+
+/// Looks up `va` in `sid`, resolving sigma0 windows on the way.
+pub fn lookup_or_sigma0(k: &mut Kernel, sid: u16, va: u32) -> Option<(u32, NodeId)> {
+    if let Some(x) = lookup(k, sid, va) {
+        return Some(x);
+    }
+    if sigma0_resolve(k, sid, va) {
+        lookup(k, sid, va)
+    } else {
+        None
+    }
+}
+
+/// Software TLB refill: installs `va` of the current space if its pte grants
+/// `access`. Returns false if the access must become a page fault.
+pub fn refill(k: &mut Kernel, sid: u16, va: u32, access: Rights) -> bool {
+    let Some((e, _)) = lookup_or_sigma0(k, sid, va) else { return false };
+    if !Rights((e & pte::RIGHTS) as u8).contains(access) {
+        return false;
+    }
+    let pid = ensure_pid(k, sid);
+    let mut w2 = 0;
+    if e & Rights::R.0 as u32 != 0 {
+        w2 |= tlb::w2::UR;
+    }
+    if e & Rights::W.0 as u32 != 0 {
+        w2 |= tlb::w2::UW | tlb::w2::UR;
+    }
+    if e & Rights::X.0 as u32 != 0 {
+        w2 |= tlb::w2::UX;
+    }
+    if e & pte::DEVICE != 0 {
+        w2 |= tlb::w2::I | tlb::w2::G;
+    }
+    let idx = k.victim.next();
+    tlb::write(idx, pid, (va & !(PAGE_SIZE - 1)) | tlb::w0::V | tlb::w0::SIZE_4K, e & !(PAGE_SIZE - 1), w2);
+    true
+}
+
+/// Physical address of user byte `va` in `sid` if mapped with `access`.
+pub fn translate(k: &Kernel, sid: u16, va: u32, access: Rights) -> Option<u32> {
+    let (e, _) = lookup(k, sid, va)?;
+    if e & pte::DEVICE != 0 || !Rights((e & pte::RIGHTS) as u8).contains(access) {
+        return None;
+    }
+    Some((e & !(PAGE_SIZE - 1)) | (va & (PAGE_SIZE - 1)))
+}
+
+/// Maps (or grants) the pages of `item` from space `src` into space `dst` through the
+/// receive window `window` (L4 X.2 map semantics, see `kestrel_abi::map_target`).
+pub fn map_item(k: &mut Kernel, src: u16, dst: u16, item: MapItem, window: Fpage) -> Result<(), IpcError> {
+    let (sbase, dbase, log2) = map_target(item.fpage, window, item.hot_spot).ok_or(IpcError::MapFailed)?;
+    let pages: u64 = 1u64 << (log2 - PAGE_SHIFT);
+    let mut mapped = 0u32;
+    let mut i: u64 = 0;
+    while i < pages {
+        let sva = sbase.wrapping_add((i as u32) << PAGE_SHIFT);
+        let dva = dbase.wrapping_add((i as u32) << PAGE_SHIFT);
+        // Skip whole empty leaves of the source quickly (complete-space fpages).
+        if k.spaces[src as usize].root[(sva >> LEAF_SHIFT) as usize] == 0 && !k.spaces[src as usize].privileged {
+            let skip = (LEAF_ENTRIES - ((sva >> PAGE_SHIFT) & (LEAF_ENTRIES - 1))) as u64;
+            i += skip;
+            continue;
+        }
+        i += 1;
+        if !(USER_BASE..USER_END).contains(&dva) {
+            continue;
+        }
+        let Some((se, snode)) = lookup_or_sigma0(k, src, sva) else { continue };
+        if se & pte::KERNEL != 0 {
+            continue;
+        }
+        let rights = item.fpage.rights().intersect(Rights((se & pte::RIGHTS) as u8));
+        if rights.is_empty() {
+            continue;
+        }
+        if let Some((de, dnode)) = lookup(k, dst, dva) {
+            if de & pte::KERNEL != 0 {
+                return Err(IpcError::MapFailed);
+            }
+            // Re-mapping the same derivation only changes rights (a pager upgrading a
+            // read-only page); anything else replaces the old mapping.
+            let same = k.mapdb.get(dnode).map(|n| n.parent() == snode).unwrap_or(false) && !item.grant;
+            if same {
+                let e = (de & !pte::RIGHTS) | rights.0 as u32;
+                k.mapdb.set_rights(dnode, rights);
+                set_pte(k, dst, dva, e, dnode)?;
+                mapped += 1;
+                continue;
+            }
+            revoke_node(k, dnode, Rights::RWX, true);
+        }
+        let flags = (se & (pte::DEVICE)) | rights.0 as u32;
+        let frame = se & !(PAGE_SIZE - 1);
+        if item.grant {
+            let node = k.mapdb.grant(snode, dst, dva >> PAGE_SHIFT, rights).map_err(|_| IpcError::MapFailed)?;
+            clear_pte(k, src, sva);
+            set_pte(k, dst, dva, frame | flags, node)?;
+        } else {
+            let node = k.mapdb.map(snode, dst, dva >> PAGE_SHIFT, rights).map_err(|_| IpcError::NoMemory)?;
+            if let Err(e) = set_pte(k, dst, dva, frame | flags, node) {
+                revoke_node(k, node, Rights::RWX, true);
+                return Err(e);
+            }
+        }
+        mapped += 1;
+    }
+    if mapped == 0 {
+        return Err(IpcError::MapFailed);
+    }
+    Ok(())
+}
+
+/// `Unmap`: revoke `fpage.rights()` from mappings derived from the caller's pages.
+pub fn unmap(k: &mut Kernel, sid: u16, fpage: Fpage, flush_own: bool) {
+    let base = fpage.base();
+    let pages: u64 = fpage.size() >> PAGE_SHIFT;
+    let mut i = 0u64;
+    while i < pages {
+        let va = base.wrapping_add((i as u32) << PAGE_SHIFT);
+        if k.spaces[sid as usize].root[(va >> LEAF_SHIFT) as usize] == 0 {
+            i += (LEAF_ENTRIES - ((va >> PAGE_SHIFT) & (LEAF_ENTRIES - 1))) as u64;
+            continue;
+        }
+        i += 1;
+        if let Some((e, node)) = lookup(k, sid, va) {
+            if e & pte::KERNEL == 0 {
+                revoke_node(k, node, fpage.rights(), flush_own);
+            }
+        }
+    }
+}
+
+/// Maps a fresh kernel-owned UTCB page at `va` in `sid`; returns its physical address.
+pub fn map_utcb(k: &mut Kernel, sid: u16, va: u32) -> Result<u32, kestrel_abi::KError> {
+    if va & (PAGE_SIZE - 1) != 0 || !(USER_BASE..USER_END).contains(&va) {
+        return Err(kestrel_abi::KError::UtcbArea);
+    }
+    if lookup(k, sid, va).is_some() {
+        return Err(kestrel_abi::KError::UtcbArea);
+    }
+    let f = k.kmem.alloc().ok_or(kestrel_abi::KError::OutOfMemory)?;
+    if set_pte(k, sid, va, f | pte::KERNEL | Rights::RW.0 as u32, NIL_NODE).is_err() {
+        k.kmem.free(f);
+        return Err(kestrel_abi::KError::OutOfMemory);
+    }
+    Ok(f)
+}
+
+/// Removes a UTCB page mapped by [`map_utcb`].
+pub fn unmap_utcb(k: &mut Kernel, sid: u16, va: u32) {
+    if let Some((e, _)) = lookup(k, sid, va) {
+        if e & pte::KERNEL != 0 {
+            k.kmem.free(e & !(PAGE_SIZE - 1));
+            clear_pte(k, sid, va);
+        }
+    }
+}
+

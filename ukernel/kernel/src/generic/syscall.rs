@@ -1,0 +1,195 @@
+//! System-call dispatch: decode r0 and the argument registers, call the handler,
+//! write results back into the caller's frame.
+
+use super::{frame_of, ipc, kmem, sched, space, thread, Kernel};
+use kestrel_abi::{kdebug, kinfo, spacectl, unmapflags, Fpage, KError, Syscall, ThreadId, ABI_VERSION, MAX_THREAD_NO, NUM_IRQS, SIGMA0_WINDOW, THREAD_NAME_LEN};
+
+/// Handles the system call of thread `cur`; returns a thread to switch to, if any.
+pub fn dispatch(k: &mut Kernel, cur: usize) -> Option<usize> {
+    let r = frame_of(k, cur).regs.gpr;
+    let Some(nr) = Syscall::from_raw(r[0]) else {
+        frame_of(k, cur).regs.gpr[3] = KError::NoSyscall as u32;
+        return None;
+    };
+    if nr == Syscall::Ipc {
+        return ipc::sys_ipc(k, cur);
+    }
+    let mut out = [0u32; 5];
+    let res: Result<(), KError> = match nr {
+        Syscall::Ipc => unreachable!("handled above"),
+        Syscall::ThreadControl => thread::sys_thread_control(k, cur, &[r[3], r[4], r[5], r[6], r[7]]),
+        Syscall::ExchangeRegisters => thread::sys_exchange_registers(k, cur, &[r[3], r[4], r[5], r[6], r[7], r[8]]).map(|o| {
+            out = o;
+        }),
+        Syscall::ThreadSwitch => {
+            let dest = ThreadId(r[3]);
+            frame_of(k, cur).regs.gpr[3] = 0;
+            return yield_to(k, cur, dest);
+        }
+        Syscall::Schedule => thread::sys_schedule(k, cur, &[r[3], r[4], r[5]]),
+        Syscall::Unmap => {
+            let fp = Fpage(r[3]);
+            if fp.is_nil() || !fp.is_mappable() || r[4] & !unmapflags::FLUSH_OWN != 0 {
+                Err(KError::InvalidParam)
+            } else {
+                let sid = k.threads[cur].space;
+                space::unmap(k, sid, fp, r[4] & unmapflags::FLUSH_OWN != 0);
+                Ok(())
+            }
+        }
+        Syscall::SpaceControl => space_control(k, cur, r[3], r[4]).map(|v| out[0] = v),
+        Syscall::InterruptControl => interrupt_control(k, cur, r[3], ThreadId(r[4]), r[5]),
+        Syscall::KernelInfo => kernel_info(k, cur, r[3]).map(|v| out[..4].copy_from_slice(&v)),
+        Syscall::KDebug => kdebug(k, cur, r[3], r[4], r[5]).map(|v| {
+            out[0] = v[0];
+            out[1] = v[1];
+        }),
+    };
+    let f = frame_of(k, cur);
+    f.regs.gpr[3] = match res {
+        Ok(()) => 0,
+        Err(e) => e as u32,
+    };
+    if res.is_ok() {
+        f.regs.gpr[4..9].copy_from_slice(&out);
+    }
+    None
+}
+
+fn privileged(k: &Kernel, cur: usize) -> bool {
+    k.spaces[k.threads[cur].space as usize].privileged
+}
+
+/// `ThreadSwitch`: give up the processor (to `dest` if it is ready).
+fn yield_to(k: &mut Kernel, cur: usize, dest: ThreadId) -> Option<usize> {
+    let p = k.threads[cur].prio;
+    if let Some(d) = thread::lookup(k, dest) {
+        if d != cur && k.threads[d].runnable() && k.rq.contains(d) {
+            k.rq.remove(d);
+            k.rq.enqueue(cur, p);
+            k.current = super::IDLE;
+            return Some(d);
+        }
+    }
+    if matches!(k.rq.highest(), Some((_, top)) if top >= p) {
+        k.rq.enqueue(cur, p);
+        k.current = super::IDLE;
+    }
+    None
+}
+
+fn space_control(k: &mut Kernel, cur: usize, space: u32, control: u32) -> Result<u32, KError> {
+    if !privileged(k, cur) {
+        return Err(KError::NoPrivilege);
+    }
+    let j = thread::lookup(k, ThreadId(space)).ok_or(KError::InvalidSpace)?;
+    let sid = k.threads[j].space;
+    if control & !(spacectl::GET_PID | spacectl::SET_UTCB_AREA) != 0 {
+        return Err(KError::InvalidParam);
+    }
+    if control & spacectl::SET_UTCB_AREA != 0 {
+        // UTCB pages are placed per thread by ThreadControl; no separate area exists.
+        return Err(KError::InvalidParam);
+    }
+    Ok(space::ensure_pid(k, sid) as u32)
+}
+
+fn interrupt_control(k: &mut Kernel, cur: usize, line: u32, handler: ThreadId, flags: u32) -> Result<(), KError> {
+    if !privileged(k, cur) {
+        return Err(KError::NoPrivilege);
+    }
+    if line >= NUM_IRQS || line >= crate::platform::uic::LINES {
+        return Err(KError::InvalidIrq);
+    }
+    if flags & !(kestrel_abi::irqflags::EDGE | kestrel_abi::irqflags::ACTIVE_LOW) != 0 {
+        return Err(KError::InvalidParam);
+    }
+    let irq = &mut k.irqs[line as usize];
+    if handler.is_nil() {
+        crate::platform::uic::mask(line);
+        *irq = super::IrqLine { handler: usize::MAX, pending: false, in_service: false };
+        return Ok(());
+    }
+    let h = thread::lookup(k, handler).ok_or(KError::InvalidThread)?;
+    let irq = &mut k.irqs[line as usize];
+    if irq.handler != usize::MAX && irq.handler != h {
+        return Err(KError::InvalidIrq);
+    }
+    *irq = super::IrqLine { handler: h, pending: false, in_service: false };
+    crate::platform::uic::enable(
+        line,
+        flags & kestrel_abi::irqflags::EDGE != 0,
+        flags & kestrel_abi::irqflags::ACTIVE_LOW == 0,
+    );
+    Ok(())
+}
+
+fn kernel_info(k: &Kernel, cur: usize, op: u32) -> Result<[u32; 4], KError> {
+    match op {
+        kinfo::MEMORY if privileged(k, cur) => Ok([k.mem.free_start, k.mem.ram_end, SIGMA0_WINDOW, 0]),
+        kinfo::BOOT_MODULE if privileged(k, cur) => Ok([k.mem.module.0, k.mem.module.1, 0, 0]),
+        kinfo::MEMORY | kinfo::BOOT_MODULE => Err(KError::NoPrivilege),
+        kinfo::CLOCK => Ok([k.mem.tb_hz, k.mem.tick_us, 0, 0]),
+        kinfo::VERSION => Ok([ABI_VERSION, MAX_THREAD_NO, 0, 0]),
+        _ => Err(KError::InvalidParam),
+    }
+}
+
+/// Copies at most `N` bytes of a user buffer, validating every page.
+fn read_user<const N: usize>(k: &Kernel, cur: usize, addr: u32, len: u32) -> Result<([u8; N], usize), KError> {
+    let len = len as usize;
+    if len > N || !kestrel_abi::is_user_range(addr, len as u32) {
+        return Err(KError::InvalidBuffer);
+    }
+    let sid = k.threads[cur].space;
+    let mut buf = [0u8; N];
+    for (i, b) in buf.iter_mut().enumerate().take(len) {
+        let va = addr + i as u32;
+        let pa = space::translate(k, sid, va, kestrel_abi::Rights::R).ok_or(KError::InvalidBuffer)?;
+        // SAFETY: `pa` is a RAM byte mapped readable in the caller's space (translate
+        // checks the pte and rejects device pages); RAM is mapped 1:1 for the kernel.
+        *b = unsafe { (pa as *const u8).read_volatile() };
+    }
+    Ok((buf, len))
+}
+
+fn kdebug(k: &mut Kernel, cur: usize, op: u32, a: u32, b: u32) -> Result<[u32; 2], KError> {
+    match op {
+        kdebug::PUTC => {
+            crate::platform::uart::Uart::console().putc(a as u8);
+            Ok([0; 2])
+        }
+        kdebug::WRITE => {
+            let mut done = 0;
+            while done < b {
+                let n = (b - done).min(128);
+                let (buf, len) = read_user::<128>(k, cur, a.wrapping_add(done), n)?;
+                crate::platform::uart::Uart::console().write_bytes(&buf[..len]);
+                done += n;
+            }
+            Ok([0; 2])
+        }
+        kdebug::SET_NAME => {
+            let (buf, len) = read_user::<THREAD_NAME_LEN>(k, cur, a, b.min(THREAD_NAME_LEN as u32))?;
+            k.threads[cur].name = [0; THREAD_NAME_LEN];
+            k.threads[cur].name[..len].copy_from_slice(&buf[..len]);
+            Ok([0; 2])
+        }
+        kdebug::SHUTDOWN => {
+            if !privileged(k, cur) {
+                return Err(KError::NoPrivilege);
+            }
+            super::boot::shutdown(a)
+        }
+        kdebug::TIMEBASE => {
+            let tb = crate::arch::spr::timebase();
+            Ok([(tb >> 32) as u32, tb as u32])
+        }
+        _ => Err(KError::InvalidParam),
+    }
+}
+
+#[allow(dead_code)]
+fn _uses(_: &kmem::FramePool) {
+    let _ = sched::make_ready;
+}

@@ -1,0 +1,378 @@
+//! Thread control blocks and thread management (ThreadControl, ExchangeRegisters).
+//!
+//! A TCB slot `i` holds thread number `FIRST_THREAD_NO + i`; the slot's version
+//! must match the id's version, so stale ids are rejected. The thread's user frame
+//! lives at the top of its kernel stack (`frame_slot(i)`).
+
+use super::{frame_of, frame_slot, ipc, sched, space, Kernel, IDLE, NTHREADS};
+use crate::arch::{msr, TrapFrame};
+use kestrel_abi::{
+    exreg, KError, ThreadId, FIRST_THREAD_NO, MAX_PRIORITY, THREAD_NAME_LEN, DEFAULT_TIMESLICE_US,
+};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum State {
+    /// Slot unused.
+    Free,
+    /// Created, never started.
+    Inactive,
+    /// Runnable (queued or current).
+    Ready,
+    /// Blocked sending to `partner`.
+    Sending,
+    /// Blocked receiving from `partner` (or any).
+    Receiving,
+    /// Stopped by the kernel after an unhandled fault; kept until deleted.
+    Dead,
+}
+
+/// What the thread is waiting for when blocked in an IPC the kernel started for it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum FaultWait {
+    None,
+    PageFault,
+    Exception,
+}
+
+#[derive(Clone, Copy)]
+pub struct Tcb {
+    pub version: u32,
+    pub state: State,
+    /// Halted by ExchangeRegisters: not scheduled even when Ready.
+    pub halted: bool,
+    pub space: u16,
+    pub prio: u8,
+    pub timeslice_ticks: u32,
+    pub remaining_ticks: u32,
+    pub pager: ThreadId,
+    pub exc_handler: ThreadId,
+    pub utcb_va: u32,
+    pub utcb_pa: u32,
+    /// Saved frame (for user threads: always the frame at the top of the stack).
+    pub frame: usize,
+    // --- IPC state ---
+    /// Partner of a blocked IPC (destination when sending, source spec when receiving).
+    pub partner: ThreadId,
+    /// After the send phase completes, receive from this (NIL = send only).
+    pub then_receive: ThreadId,
+    /// Receive timeout (raw `Timeout`) for the receive phase after a blocked send.
+    pub recv_timeout: u16,
+    /// Absolute tick at which the current block times out (0 = none).
+    pub deadline: u64,
+    /// Senders blocked on this thread (slot indices, FIFO, `NO_SLOT` terminated).
+    pub send_head: usize,
+    pub send_tail: usize,
+    pub send_next: usize,
+    /// The message is kernel-synthesised (fault/exception) and lives in `fault_msg`.
+    pub fault: FaultWait,
+    pub fault_msg: [u32; 7],
+    pub name: [u8; THREAD_NAME_LEN],
+}
+
+pub const NO_SLOT: usize = usize::MAX;
+
+impl Tcb {
+    pub const FREE: Tcb = Tcb {
+        version: 0,
+        state: State::Free,
+        halted: false,
+        space: 0,
+        prio: 0,
+        timeslice_ticks: 10,
+        remaining_ticks: 10,
+        pager: ThreadId::NIL,
+        exc_handler: ThreadId::NIL,
+        utcb_va: 0,
+        utcb_pa: 0,
+        frame: 0,
+        partner: ThreadId::NIL,
+        then_receive: ThreadId::NIL,
+        recv_timeout: 0xffff,
+        deadline: 0,
+        send_head: NO_SLOT,
+        send_tail: NO_SLOT,
+        send_next: NO_SLOT,
+        fault: FaultWait::None,
+        fault_msg: [0; 7],
+        name: [0; THREAD_NAME_LEN],
+    };
+
+    pub fn name(&self) -> &str {
+        let n = self.name.iter().position(|&c| c == 0).unwrap_or(THREAD_NAME_LEN);
+        core::str::from_utf8(&self.name[..n]).unwrap_or("?")
+    }
+
+    pub fn runnable(&self) -> bool {
+        self.state == State::Ready && !self.halted
+    }
+}
+
+/// The slot of thread `id` if it exists with that version.
+pub fn lookup(k: &Kernel, id: ThreadId) -> Option<usize> {
+    if !id.is_thread() {
+        return None;
+    }
+    let i = (id.number() - FIRST_THREAD_NO) as usize;
+    let t = &k.threads[i];
+    if t.state != State::Free && t.version == id.version() {
+        Some(i)
+    } else {
+        None
+    }
+}
+
+/// The global id of slot `i`.
+pub fn id_of(k: &Kernel, i: usize) -> ThreadId {
+    if i >= NTHREADS {
+        return ThreadId::NIL;
+    }
+    ThreadId::new(i as u32 + FIRST_THREAD_NO, k.threads[i].version)
+}
+
+/// Writes the thread's id into its UTCB.
+fn init_utcb(k: &Kernel, i: usize) {
+    let t = &k.threads[i];
+    // SAFETY: `utcb_pa` is the thread's kernel-owned UTCB frame, mapped 1:1.
+    let u = unsafe { &mut *(t.utcb_pa as *mut kestrel_abi::Utcb) };
+    u.my_global_id = id_of(k, i).0;
+}
+
+/// Creates thread slot `i` (version `version`) in space `sid`.
+pub fn create(
+    k: &mut Kernel,
+    i: usize,
+    version: u32,
+    sid: u16,
+    prio: u8,
+    pager: ThreadId,
+    utcb_va: u32,
+) -> Result<(), KError> {
+    let utcb_pa = space::map_utcb(k, sid, utcb_va)?;
+    let ticks = ticks_for_us(k, DEFAULT_TIMESLICE_US);
+    k.threads[i] = Tcb {
+        version,
+        state: State::Inactive,
+        space: sid,
+        prio,
+        timeslice_ticks: ticks,
+        remaining_ticks: ticks,
+        pager,
+        utcb_va,
+        utcb_pa,
+        frame: frame_slot(i) as usize,
+        ..Tcb::FREE
+    };
+    let f = frame_of(k, i);
+    *f = TrapFrame::default();
+    f.regs.msr = msr::USER;
+    k.spaces[sid as usize].nthreads += 1;
+    init_utcb(k, i);
+    Ok(())
+}
+
+pub fn ticks_for_us(k: &Kernel, us: u32) -> u32 {
+    us.div_ceil(k.mem.tick_us).max(1)
+}
+
+/// Deletes thread slot `i`: cancels IPC partners, detaches interrupts, frees the UTCB
+/// and, with the last thread, the whole space.
+pub fn delete(k: &mut Kernel, i: usize) {
+    let me = id_of(k, i);
+    sched::dequeue(k, i);
+    ipc::cancel_all(k, i, me);
+    for irq in k.irqs.iter_mut() {
+        if irq.handler == i {
+            irq.handler = usize::MAX;
+            irq.pending = false;
+        }
+    }
+    if k.threads[i].deadline != 0 {
+        k.threads[i].deadline = 0;
+        k.timeouts_armed -= 1;
+    }
+    let sid = k.threads[i].space;
+    space::unmap_utcb(k, sid, k.threads[i].utcb_va);
+    let version = k.threads[i].version;
+    k.threads[i] = Tcb::FREE;
+    // Keep the version so a re-created thread is distinguishable only by its new id.
+    k.threads[i].version = version;
+    k.threads[i].state = State::Free;
+    let s = &mut k.spaces[sid as usize];
+    s.nthreads -= 1;
+    if s.nthreads == 0 {
+        space::destroy(k, sid);
+    }
+}
+
+/// Stops a thread that faulted with nobody to tell, printing one line.
+pub fn stop(k: &mut Kernel, i: usize, cause: core::fmt::Arguments) {
+    let id = id_of(k, i);
+    crate::kprintln!("kestrel: thread {:?} ({}) stopped: {}", id, k.threads[i].name(), cause);
+    sched::dequeue(k, i);
+    ipc::cancel_all(k, i, id);
+    k.threads[i].state = State::Dead;
+    if id == ThreadId::ROOT {
+        crate::kprintln!("kestrel: the root task is gone; stopping the machine");
+        crate::generic::boot::shutdown(1);
+    }
+}
+
+/// `ThreadControl(dest, space_spec, priority, pager, utcb)`.
+pub fn sys_thread_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), KError> {
+    if !k.spaces[k.threads[cur].space as usize].privileged {
+        return Err(KError::NoPrivilege);
+    }
+    let dest = ThreadId(r[0]);
+    let space_spec = ThreadId(r[1]);
+    let prio = r[2];
+    let pager = ThreadId(r[3]);
+    let utcb = r[4];
+    if !dest.is_thread() {
+        return Err(KError::InvalidThread);
+    }
+    let i = (dest.number() - FIRST_THREAD_NO) as usize;
+    if space_spec.is_nil() {
+        // Delete.
+        let j = lookup(k, dest).ok_or(KError::InvalidThread)?;
+        if j == cur {
+            return Err(KError::InvalidThread);
+        }
+        delete(k, j);
+        return Ok(());
+    }
+    if prio > MAX_PRIORITY {
+        return Err(KError::InvalidScheduler);
+    }
+    if k.threads[i].state != State::Free {
+        // Modify an existing thread: only pager and priority.
+        let j = lookup(k, dest).ok_or(KError::Busy)?;
+        k.threads[j].pager = pager;
+        sched::set_priority(k, j, prio as u8);
+        return Ok(());
+    }
+    let sid = if space_spec == dest {
+        space::create(k, false).ok_or(KError::OutOfMemory)?
+    } else {
+        let j = lookup(k, space_spec).ok_or(KError::InvalidSpace)?;
+        k.threads[j].space
+    };
+    match create(k, i, dest.version(), sid, prio as u8, pager, utcb) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            if k.spaces[sid as usize].nthreads == 0 {
+                space::destroy(k, sid);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// `ExchangeRegisters(dest, control, sp, ip, pager, exc_handler)` -> old values.
+pub fn sys_exchange_registers(k: &mut Kernel, cur: usize, r: &[u32; 6]) -> Result<[u32; 5], KError> {
+    let dest = ThreadId(r[0]);
+    let control = r[1];
+    if control & !exreg::ALL != 0 {
+        return Err(KError::InvalidParam);
+    }
+    let j = lookup(k, dest).ok_or(KError::InvalidThread)?;
+    let cs = k.threads[cur].space;
+    if k.threads[j].space != cs && !k.spaces[cs as usize].privileged {
+        return Err(KError::NoPrivilege);
+    }
+    let t = k.threads[j];
+    let mut state = 0;
+    if t.halted {
+        state |= exreg::STATE_HALTED;
+    }
+    match t.state {
+        State::Inactive => state |= exreg::STATE_INACTIVE,
+        State::Sending => state |= exreg::STATE_SENDING,
+        State::Receiving => state |= exreg::STATE_RECEIVING,
+        State::Dead => state |= exreg::STATE_DEAD,
+        _ => {}
+    }
+    let old = {
+        let f = frame_of(k, j);
+        [state, f.regs.gpr[1], f.regs.ip, t.pager.0, t.exc_handler.0]
+    };
+    if control & (exreg::GET_FRAME | exreg::SET_FRAME) != 0 && j == cur {
+        return Err(KError::Busy);
+    }
+    if control & exreg::GET_FRAME != 0 {
+        let regs = frame_of(k, j).regs;
+        // SAFETY: the caller's UTCB is its kernel-owned frame, mapped 1:1.
+        unsafe { (*(k.threads[cur].utcb_pa as *mut kestrel_abi::Utcb)).frame = regs };
+    }
+    if control & exreg::SET_FRAME != 0 {
+        // SAFETY: as above.
+        let regs = unsafe { (*(k.threads[cur].utcb_pa as *const kestrel_abi::Utcb)).frame };
+        let f = frame_of(k, j);
+        let keep_msr = f.regs.msr;
+        f.regs = regs;
+        // Only the condition/fixed-point state is user-controlled; the MSR stays.
+        f.regs.msr = keep_msr;
+    }
+    {
+        let f = frame_of(k, j);
+        if control & exreg::SET_SP != 0 {
+            f.regs.gpr[1] = r[2];
+        }
+        if control & exreg::SET_IP != 0 {
+            f.regs.ip = r[3];
+        }
+    }
+    if control & exreg::SET_PAGER != 0 {
+        k.threads[j].pager = ThreadId(r[4]);
+    }
+    if control & exreg::SET_EXC_HANDLER != 0 {
+        k.threads[j].exc_handler = ThreadId(r[5]);
+    }
+    if control & exreg::ABORT_IPC != 0 && matches!(k.threads[j].state, State::Sending | State::Receiving) {
+        let phase = if k.threads[j].state == State::Sending { kestrel_abi::IpcPhase::Send } else { kestrel_abi::IpcPhase::Receive };
+        ipc::abort(k, j, kestrel_abi::IpcError::Aborted, phase);
+    }
+    if control & exreg::HALT != 0 {
+        k.threads[j].halted = true;
+        sched::dequeue(k, j);
+    }
+    if control & exreg::START != 0 {
+        k.threads[j].halted = false;
+        if k.threads[j].state == State::Inactive {
+            k.threads[j].state = State::Ready;
+        }
+        if k.threads[j].runnable() && j != cur {
+            sched::make_ready(k, j);
+        }
+    }
+    Ok(old)
+}
+
+/// `Schedule(dest, priority, timeslice_us)`.
+pub fn sys_schedule(k: &mut Kernel, cur: usize, r: &[u32; 3]) -> Result<(), KError> {
+    let j = lookup(k, ThreadId(r[0])).ok_or(KError::InvalidThread)?;
+    let cs = k.threads[cur].space;
+    if k.threads[j].space != cs && !k.spaces[cs as usize].privileged {
+        return Err(KError::NoPrivilege);
+    }
+    if r[1] > MAX_PRIORITY || r[2] > 10_000_000 {
+        return Err(KError::InvalidScheduler);
+    }
+    if r[2] != 0 {
+        let ticks = ticks_for_us(k, r[2]);
+        k.threads[j].timeslice_ticks = ticks;
+        k.threads[j].remaining_ticks = ticks;
+    }
+    sched::set_priority(k, j, r[1] as u8);
+    Ok(())
+}
+
+/// Marks the idle slot as a kernel-mode thread running `idle_loop`.
+pub fn init_idle(k: &mut Kernel, idle_loop: usize) {
+    let f = frame_slot(IDLE);
+    k.threads[IDLE] = Tcb { version: 1, state: State::Ready, frame: f as usize, ..Tcb::FREE };
+    let fr = frame_of(k, IDLE);
+    *fr = TrapFrame::default();
+    fr.regs.ip = idle_loop as u32;
+    fr.regs.msr = msr::IDLE;
+    fr.regs.gpr[1] = (f as u32) - 16;
+}

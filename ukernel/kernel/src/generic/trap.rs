@@ -1,0 +1,152 @@
+//! The single kernel entry point: every exception, interrupt and system call arrives
+//! in `kestrel_trap` with the interrupted state saved in a [`TrapFrame`].
+//!
+//! User-mode exceptions become TLB refills, page-fault IPCs to the pager, or
+//! exception IPCs to the exception handler; a thread with neither is stopped with one
+//! console line. Any exception taken in supervisor mode other than the idle loop's
+//! timer and external interrupts is a kernel bug: we print a register dump and stop
+//! the machine.
+
+use super::{ipc, kernel, sched, space, syscall, thread, thread::FaultWait, Kernel, IDLE};
+use crate::arch::{esr, msr, spr, timer, vector, TrapFrame};
+use crate::platform::uic;
+use kestrel_abi::{label, ExceptionClass, MsgTag, Rights, USER_BASE, USER_END};
+
+#[no_mangle]
+extern "C" fn kestrel_trap(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame {
+    let k = kernel();
+    // SAFETY: the entry code passes the frame it has just filled; it stays valid until
+    // the exit path restores it.
+    let f = unsafe { &mut *frame };
+    let from_user = f.regs.msr & msr::PR != 0;
+    if !from_user {
+        if k.current == IDLE && (vec == vector::DECREMENTER || vec == vector::EXTERNAL) {
+            k.threads[IDLE].frame = frame as usize;
+        } else {
+            fatal(f, vec, "exception in kernel mode");
+        }
+    }
+    let cur = k.current;
+    let hint = match vec {
+        vector::SYSCALL => syscall::dispatch(k, cur),
+        vector::DECREMENTER => {
+            spr::write::<{ spr::TSR }>(timer::TSR_DIS);
+            sched::tick(k)
+        }
+        vector::EXTERNAL => {
+            let mut hint = None;
+            while let Some(line) = uic::pending() {
+                ipc::raise_irq(k, line, &mut hint);
+            }
+            hint
+        }
+        vector::DTLB_MISS | vector::DSI => {
+            let ea = spr::read::<{ spr::DEAR }>();
+            let esr = spr::read::<{ spr::ESR }>();
+            f.esr = esr;
+            f.dear = ea;
+            let access = if esr & esr::ST != 0 { Rights::W } else { Rights::R };
+            if (USER_BASE..USER_END).contains(&ea) {
+                page_fault(k, cur, ea, access)
+            } else {
+                exception(k, cur, ExceptionClass::DataStorage, esr, ea)
+            }
+        }
+        vector::ITLB_MISS | vector::ISI => {
+            let ip = f.regs.ip;
+            if (USER_BASE..USER_END).contains(&ip) {
+                page_fault(k, cur, ip, Rights::X)
+            } else {
+                exception(k, cur, ExceptionClass::InstructionStorage, spr::read::<{ spr::ESR }>(), ip)
+            }
+        }
+        vector::PROGRAM => exception(k, cur, ExceptionClass::Program, spr::read::<{ spr::ESR }>(), 0),
+        vector::ALIGNMENT => {
+            exception(k, cur, ExceptionClass::Alignment, spr::read::<{ spr::ESR }>(), spr::read::<{ spr::DEAR }>())
+        }
+        vector::FP_UNAVAILABLE => exception(k, cur, ExceptionClass::FpUnavailable, 0, 0),
+        vector::AP_UNAVAILABLE => exception(k, cur, ExceptionClass::ApUnavailable, 0, 0),
+        vector::DEBUG => exception(k, cur, ExceptionClass::Debug, 0, 0),
+        vector::MACHINE_CHECK => exception(k, cur, ExceptionClass::MachineCheck, spr::read::<{ spr::MCSR }>(), 0),
+        vector::FIT | vector::WATCHDOG | vector::CRITICAL => {
+            // Never enabled by the kernel; acknowledge and carry on.
+            spr::write::<{ spr::TSR }>(timer::TSR_FIS | timer::TSR_WIS | timer::TSR_ENW);
+            crate::kprintln!("kestrel: unexpected {} interrupt ignored", vector::NAMES[vec as usize & 15]);
+            None
+        }
+        _ => fatal(f, vec, "unknown vector"),
+    };
+    let next = sched::pick_next(k, hint);
+    sched::switch_to(k, next)
+}
+
+/// A user access to `ea` missed in the TLB or lacked rights.
+fn page_fault(k: &mut Kernel, cur: usize, ea: u32, access: Rights) -> Option<usize> {
+    let sid = k.threads[cur].space;
+    if space::refill(k, sid, ea, access) {
+        return None;
+    }
+    let ip = super::frame_of(k, cur).regs.ip;
+    let pager = k.threads[cur].pager;
+    let tag = MsgTag::new(label::PAGEFAULT | access.0 as u16, kestrel_abi::pf::WORDS, 0);
+    match ipc::fault_ipc(k, cur, FaultWait::PageFault, pager, [tag.0, ea, ip, 0, 0, 0, 0]) {
+        Ok(h) => h,
+        Err(()) => {
+            let kind = match access {
+                Rights::W => "write",
+                Rights::X => "execute",
+                _ => "read",
+            };
+            thread::stop(k, cur, format_args!("page fault ({kind}) at {ea:#010x}, ip {ip:#010x}, no pager to resolve it"));
+            None
+        }
+    }
+}
+
+/// A user exception other than a page fault.
+fn exception(k: &mut Kernel, cur: usize, class: ExceptionClass, esr: u32, dear: u32) -> Option<usize> {
+    let (ip, sp) = {
+        let f = super::frame_of(k, cur);
+        (f.regs.ip, f.regs.gpr[1])
+    };
+    let sid = k.threads[cur].space;
+    let insn = space::translate(k, sid, ip, Rights::X)
+        .and_then(|p| crate::arch::read_phys_u32(p, k.mem.ram_end))
+        .unwrap_or(0);
+    let handler = k.threads[cur].exc_handler;
+    let tag = MsgTag::new(label::EXCEPTION, kestrel_abi::exc::WORDS, 0);
+    match ipc::fault_ipc(k, cur, FaultWait::Exception, handler, [tag.0, ip, sp, class as u32, esr, dear, insn]) {
+        Ok(h) => h,
+        Err(()) => {
+            thread::stop(
+                k,
+                cur,
+                format_args!("{} at ip {ip:#010x} (insn {insn:#010x}, esr {esr:#x}, dear {dear:#x}), no exception handler", class.as_str()),
+            );
+            None
+        }
+    }
+}
+
+/// Prints a register dump and stops the machine.
+pub fn fatal(f: &TrapFrame, vec: u32, why: &str) -> ! {
+    crate::kprintln!("KERNEL PANIC: {} ({} interrupt, vector {})", why, vector::NAMES[vec as usize & 15], vec);
+    crate::kprintln!(
+        "  ip {:#010x} msr {:#010x} lr {:#010x} ctr {:#010x} cr {:#010x} xer {:#010x}",
+        f.regs.ip, f.regs.msr, f.regs.lr, f.regs.ctr, f.regs.cr, f.regs.xer
+    );
+    crate::kprintln!(
+        "  esr {:#010x} dear {:#010x} mcsr {:#010x}",
+        spr::read::<{ spr::ESR }>(),
+        spr::read::<{ spr::DEAR }>(),
+        spr::read::<{ spr::MCSR }>()
+    );
+    for row in 0..8 {
+        let g = &f.regs.gpr[row * 4..row * 4 + 4];
+        crate::kprintln!(
+            "  r{:<2} {:#010x} {:#010x} {:#010x} {:#010x}",
+            row * 4, g[0], g[1], g[2], g[3]
+        );
+    }
+    super::boot::shutdown(2)
+}

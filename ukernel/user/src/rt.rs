@@ -1,0 +1,129 @@
+//! Start-up code, thread spawning and the panic handler for native tasks.
+
+use crate::sys::{exchange_registers, my_id, shutdown, thread_control};
+use core::arch::global_asm;
+use kestrel_abi::{exreg, KError, ThreadId, MAX_THREAD_NO};
+
+// `_start`: the kernel enters the root task's first thread at the ELF entry with the
+// stack pointer undefined; we switch to the static main stack and call Rust.
+// `__kestrel_thread_start`: entry for spawned threads; the spawner stored the entry
+// function and its argument in the two words at the initial stack pointer.
+global_asm!(
+    r#"
+    .section .text.start, "ax"
+    .global _start
+_start:
+    lis 1, __kestrel_main_stack_top@ha
+    addi 1, 1, __kestrel_main_stack_top@l
+    li 0, 0
+    stwu 0, -16(1)
+    bl __kestrel_rt_main
+1:  b 1b
+
+    .global __kestrel_thread_start
+__kestrel_thread_start:
+    lwz 12, 0(1)
+    lwz 3, 4(1)
+    li 0, 0
+    stwu 0, -16(1)
+    mtctr 12
+    bctrl
+    bl __kestrel_thread_exit
+2:  b 2b
+
+    .section .bss.kestrel_stack, "aw", @nobits
+    .balign 16
+    .space 65536
+    .global __kestrel_main_stack_top
+__kestrel_main_stack_top:
+    .space 16
+    "#
+);
+
+extern "C" {
+    fn task_main();
+    fn __kestrel_thread_start();
+}
+
+#[no_mangle]
+extern "C" fn __kestrel_rt_main() -> ! {
+    // SAFETY: `task_main` is provided by the task binary with this exact signature.
+    unsafe { task_main() };
+    exit(0)
+}
+
+/// Ends the calling thread: the root task's first thread shuts the machine down,
+/// any other thread halts itself.
+pub fn exit(code: u32) -> ! {
+    if my_id() == ThreadId::ROOT {
+        shutdown(code);
+    }
+    halt_self()
+}
+
+#[no_mangle]
+extern "C" fn __kestrel_thread_exit() -> ! {
+    halt_self()
+}
+
+fn halt_self() -> ! {
+    loop {
+        let _ = exchange_registers(my_id(), exreg::HALT, 0, 0, ThreadId::NIL, ThreadId::NIL);
+    }
+}
+
+/// Address of the entry stub for threads started with [`spawn`].
+pub fn thread_entry_stub() -> u32 {
+    __kestrel_thread_start as *const () as usize as u32
+}
+
+/// Virtual address of the UTCB page this runtime uses for thread number `n`.
+pub const fn utcb_addr_for(n: u32) -> u32 {
+    0x7f00_0000 + n * 0x1000
+}
+
+/// Stack size of threads spawned from the built-in stack pool.
+pub const STACK_SIZE: usize = 8192;
+const POOL: usize = (MAX_THREAD_NO - kestrel_abi::FIRST_THREAD_NO) as usize;
+
+#[repr(C, align(16))]
+struct Stacks([[u8; STACK_SIZE]; POOL]);
+static mut STACKS: Stacks = Stacks([[0; STACK_SIZE]; POOL]);
+
+/// The top of the pool stack reserved for thread number `n` (in this space's image).
+pub fn pool_stack_top(n: u32) -> u32 {
+    let i = (n - kestrel_abi::FIRST_THREAD_NO) as usize % POOL;
+    // SAFETY: only the address is taken; each thread number owns its own slot.
+    let base = unsafe { core::ptr::addr_of!(STACKS.0[i]) } as u32;
+    base + STACK_SIZE as u32 - 16
+}
+
+/// Creates thread `id` in the caller's space, running `entry(arg)` on a pool stack, at
+/// `priority`, with `pager`. Root task only (ThreadControl is privileged).
+pub fn spawn(id: ThreadId, entry: extern "C" fn(u32), arg: u32, priority: u32, pager: ThreadId) -> Result<(), KError> {
+    thread_control(id, my_id(), priority, pager, utcb_addr_for(id.number()))?;
+    let sp = pool_stack_top(id.number());
+    // SAFETY: the pool slot belongs to thread `id` which has not started yet; we write
+    // the two words `__kestrel_thread_start` expects at its initial stack pointer.
+    unsafe {
+        let p = sp as *mut u32;
+        p.write_volatile(entry as *const () as usize as u32);
+        p.add(1).write_volatile(arg);
+    }
+    exchange_registers(id, exreg::START | exreg::SET_IP | exreg::SET_SP, sp, thread_entry_stub(), ThreadId::NIL, ThreadId::NIL)?;
+    Ok(())
+}
+
+/// Creates thread `id` as the first thread of a new address space. It starts at `ip`
+/// with stack pointer `sp`; every page it touches is resolved by `pager`.
+pub fn spawn_space(id: ThreadId, ip: u32, sp: u32, priority: u32, pager: ThreadId) -> Result<(), KError> {
+    thread_control(id, id, priority, pager, utcb_addr_for(id.number()))?;
+    exchange_registers(id, exreg::START | exreg::SET_IP | exreg::SET_SP, sp, ip, ThreadId::NIL, ThreadId::NIL)?;
+    Ok(())
+}
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    crate::println!("task {:?} panicked: {}", my_id(), info);
+    exit(1)
+}

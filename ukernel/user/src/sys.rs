@@ -1,0 +1,173 @@
+//! Raw system-call wrappers: register conventions are documented in `kestrel_abi`.
+
+use core::arch::asm;
+use kestrel_abi::{
+    kdebug, FrameRegs, Fpage, KError, Syscall, ThreadId, Utcb, UTCB_SPR,
+};
+
+/// Registers r3..r12 after a system call.
+pub type Regs = [u32; 10];
+
+/// Issues `sc` with r0 = `nr` and r3..r12 = `a`; returns r3..r12.
+#[inline(always)]
+pub fn syscall(nr: Syscall, a: Regs) -> Regs {
+    let mut r = a;
+    // SAFETY: `sc` enters the kernel, which validates every argument and only writes
+    // r3..r12 back (and r0, declared clobbered); no memory is touched behind Rust's back
+    // except the UTCB, which is only accessed through `utcb()`.
+    unsafe {
+        asm!(
+            "sc",
+            inout("r0") nr as u32 => _,
+            inout("r3") r[0], inout("r4") r[1], inout("r5") r[2], inout("r6") r[3],
+            inout("r7") r[4], inout("r8") r[5], inout("r9") r[6], inout("r10") r[7],
+            inout("r11") r[8], inout("r12") r[9],
+            options(nostack)
+        );
+    }
+    r
+}
+
+/// The calling thread's UTCB.
+#[inline(always)]
+pub fn utcb() -> &'static mut Utcb {
+    let addr: u32;
+    // SAFETY: reading SPRG4 (SPR 260) is allowed in user mode and has no side effects.
+    unsafe { asm!("mfspr {0}, 260", out(reg) addr, options(nomem, nostack, preserves_flags)) };
+    let _ = UTCB_SPR; // SPR 260 is named in the ABI; asm needs the literal.
+    // SAFETY: the kernel maps a 4 KiB UTCB page, private to this thread, at the address
+    // it keeps in SPRG4 for as long as the thread exists. Only this thread touches it.
+    unsafe { &mut *(addr as *mut Utcb) }
+}
+
+/// The calling thread's id.
+pub fn my_id() -> ThreadId {
+    ThreadId(utcb().my_global_id)
+}
+
+pub fn thread_control(
+    dest: ThreadId,
+    space: ThreadId,
+    priority: u32,
+    pager: ThreadId,
+    utcb_addr: u32,
+) -> Result<(), KError> {
+    let r = syscall(
+        Syscall::ThreadControl,
+        [dest.0, space.0, priority, pager.0, utcb_addr, 0, 0, 0, 0, 0],
+    );
+    KError::check(r[0])
+}
+
+/// Results of `ExchangeRegisters`: the values before the call.
+#[derive(Clone, Copy, Debug)]
+pub struct ExRegs {
+    pub state: u32,
+    pub sp: u32,
+    pub ip: u32,
+    pub pager: ThreadId,
+    pub exc_handler: ThreadId,
+}
+
+pub fn exchange_registers(
+    dest: ThreadId,
+    control: u32,
+    sp: u32,
+    ip: u32,
+    pager: ThreadId,
+    exc_handler: ThreadId,
+) -> Result<ExRegs, KError> {
+    let r = syscall(
+        Syscall::ExchangeRegisters,
+        [dest.0, control, sp, ip, pager.0, exc_handler.0, 0, 0, 0, 0],
+    );
+    KError::check(r[0])?;
+    Ok(ExRegs { state: r[1], sp: r[2], ip: r[3], pager: ThreadId(r[4]), exc_handler: ThreadId(r[5]) })
+}
+
+/// Reads another thread's full user register frame.
+pub fn get_frame(dest: ThreadId) -> Result<FrameRegs, KError> {
+    exchange_registers(dest, kestrel_abi::exreg::GET_FRAME, 0, 0, ThreadId::NIL, ThreadId::NIL)?;
+    Ok(utcb().frame)
+}
+
+/// Replaces another (not running) thread's full user register frame.
+pub fn set_frame(dest: ThreadId, frame: &FrameRegs) -> Result<(), KError> {
+    utcb().frame = *frame;
+    exchange_registers(dest, kestrel_abi::exreg::SET_FRAME, 0, 0, ThreadId::NIL, ThreadId::NIL)
+        .map(|_| ())
+}
+
+pub fn thread_switch(dest: ThreadId) {
+    syscall(Syscall::ThreadSwitch, [dest.0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+}
+
+pub fn schedule(dest: ThreadId, priority: u32, timeslice_us: u32) -> Result<(), KError> {
+    let r = syscall(Syscall::Schedule, [dest.0, priority, timeslice_us, 0, 0, 0, 0, 0, 0, 0]);
+    KError::check(r[0])
+}
+
+pub fn unmap(fpage: Fpage, flags: u32) -> Result<(), KError> {
+    let r = syscall(Syscall::Unmap, [fpage.0, flags, 0, 0, 0, 0, 0, 0, 0, 0]);
+    KError::check(r[0])
+}
+
+/// Returns r4 (e.g. the PID for `GET_PID`).
+pub fn space_control(space: ThreadId, control: u32, arg: u32) -> Result<u32, KError> {
+    let r = syscall(Syscall::SpaceControl, [space.0, control, arg, 0, 0, 0, 0, 0, 0, 0]);
+    KError::check(r[0]).map(|_| r[1])
+}
+
+pub fn interrupt_control(irq: u32, handler: ThreadId, flags: u32) -> Result<(), KError> {
+    let r = syscall(Syscall::InterruptControl, [irq, handler.0, flags, 0, 0, 0, 0, 0, 0, 0]);
+    KError::check(r[0])
+}
+
+/// Returns r4..r7 of `KernelInfo(op)`.
+pub fn kernel_info(op: u32) -> Result<[u32; 4], KError> {
+    let r = syscall(Syscall::KernelInfo, [op, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    KError::check(r[0]).map(|_| [r[1], r[2], r[3], r[4]])
+}
+
+pub fn kdebug_putc(c: u8) {
+    syscall(Syscall::KDebug, [kdebug::PUTC, c as u32, 0, 0, 0, 0, 0, 0, 0, 0]);
+}
+
+/// Writes raw bytes given by address; the kernel validates the buffer.
+pub fn kdebug_write_raw(addr: u32, len: u32) -> Result<(), KError> {
+    let r = syscall(Syscall::KDebug, [kdebug::WRITE, addr, len, 0, 0, 0, 0, 0, 0, 0]);
+    KError::check(r[0])
+}
+
+pub fn kdebug_write(bytes: &[u8]) -> Result<(), KError> {
+    kdebug_write_raw(bytes.as_ptr() as u32, bytes.len() as u32)
+}
+
+pub fn set_name(name: &str) -> Result<(), KError> {
+    let r = syscall(
+        Syscall::KDebug,
+        [kdebug::SET_NAME, name.as_ptr() as u32, name.len() as u32, 0, 0, 0, 0, 0, 0, 0],
+    );
+    KError::check(r[0])
+}
+
+/// Stops the machine (root task only). Returns only on error.
+pub fn shutdown(code: u32) -> KError {
+    let r = syscall(Syscall::KDebug, [kdebug::SHUTDOWN, code, 0, 0, 0, 0, 0, 0, 0, 0]);
+    KError::from_raw(r[0]).unwrap_or(KError::InvalidParam)
+}
+
+/// Reads the 64-bit timebase directly (user-readable on the 440).
+pub fn timebase() -> u64 {
+    loop {
+        let (hi, lo, hi2): (u32, u32, u32);
+        // SAFETY: mfspr of TBU/TBL (SPR 269/268) is permitted in user mode, no side effects.
+        unsafe {
+            asm!("mfspr {0}, 269", "mfspr {1}, 268", "mfspr {2}, 269",
+                 out(reg) hi, out(reg) lo, out(reg) hi2, options(nomem, nostack, preserves_flags));
+        }
+        if hi == hi2 {
+            return ((hi as u64) << 32) | lo as u64;
+        }
+    }
+}
