@@ -15,6 +15,9 @@
 //! or MSR[DE] set, so a critical interrupt cannot hit a non-critical prologue; a
 //! machine check inside the kernel is fatal, so clobbering scratch SPRGs there is moot.
 //!
+//! System calls enter through their own copy of the prologue so the IPC fast path
+//! (`generic::fastpath`) runs before the general dispatcher.
+//!
 //! Multi-word saves use `stmw`/`lmw`; each vector stub is exactly 16 bytes, so
 //! IVORn = 16 * n from IVPR = `__vectors_start`.
 
@@ -39,7 +42,7 @@ const _: () = assert!(core::mem::offset_of!(FrameRegs, ip) == 144);
 const _: () = assert!(core::mem::offset_of!(FrameRegs, msr) == 148);
 
 macro_rules! save_restore {
-    ($name:literal, $srr0:literal, $srr1:literal, $rfi:literal) => {
+    ($name:literal, $srr0:literal, $srr1:literal, $rfi:literal, $handler:literal) => {
         concat!(
             "    .balign 16\n",
             $name, ":\n",
@@ -52,6 +55,23 @@ macro_rules! save_restore {
             "    b 2f\n",
             "1:  mfspr 1, 274\n",
             "    subi 1, 1, 176\n",
+            save_restore!(@body $srr0, $srr1, $rfi, $handler, $name)
+        )
+    };
+    // System calls only come from user mode (the kernel never executes `sc`), so the
+    // frame is always the thread's own.
+    (user_only $name:literal, $srr0:literal, $srr1:literal, $rfi:literal, $handler:literal) => {
+        concat!(
+            "    .balign 16\n",
+            $name, ":\n",
+            "    mtspr 272, 3\n",
+            "    mfcr 3\n",
+            "    mfspr 1, 273\n",
+            save_restore!(@body $srr0, $srr1, $rfi, $handler, $name)
+        )
+    };
+    (@body $srr0:literal, $srr1:literal, $rfi:literal, $handler:literal, $name:literal) => {
+        concat!(
             "2:  stw 3, 128(1)\n",
             "    stw 0, 0(1)\n",
             "    mfspr 3, 274\n",
@@ -74,7 +94,7 @@ macro_rules! save_restore {
             "    mr 3, 1\n",
             "    li 0, 0\n",
             "    stwu 0, -16(1)\n",
-            "    bl kestrel_trap\n",
+            "    bl ", $handler, "\n",
             "    .global ", $name, "_exit\n",
             $name, "_exit:\n",
             "    mr 1, 3\n",
@@ -123,7 +143,7 @@ global_asm!(
     stub!(5, "__noncrit_entry"),
     stub!(6, "__noncrit_entry"),
     stub!(7, "__noncrit_entry"),
-    stub!(8, "__noncrit_entry"),
+    stub!(8, "__syscall_entry"),
     stub!(9, "__noncrit_entry"),
     stub!(10, "__noncrit_entry"),
     stub!(11, "__noncrit_entry"),
@@ -131,9 +151,10 @@ global_asm!(
     stub!(13, "__noncrit_entry"),
     stub!(14, "__noncrit_entry"),
     stub!(15, "__crit_entry"),
-    save_restore!("__noncrit_entry", "26", "27", "rfi"),
-    save_restore!("__crit_entry", "58", "59", "rfci"),
-    save_restore!("__mcheck_entry", "570", "571", "rfmci"),
+    save_restore!("__noncrit_entry", "26", "27", "rfi", "kestrel_trap"),
+    save_restore!(user_only "__syscall_entry", "26", "27", "rfi", "kestrel_syscall"),
+    save_restore!("__crit_entry", "58", "59", "rfci", "kestrel_trap"),
+    save_restore!("__mcheck_entry", "570", "571", "rfmci", "kestrel_trap"),
     "",
     "    .section .text.boot, \"ax\"",
     "    .global _start",
@@ -181,8 +202,7 @@ pub unsafe fn resume(frame: *mut TrapFrame) -> ! {
 
 /// Points IVPR and IVOR0..15 at the vector stubs.
 pub fn install_vectors() {
-    // SAFETY: only the address of the linker-placed symbol is taken.
-    let base = unsafe { core::ptr::addr_of!(__vectors_start) } as u32;
+    let base = core::ptr::addr_of!(__vectors_start) as u32;
     assert!(base & 0xffff == 0, "vectors must be 64 KiB aligned for IVPR");
     super::spr::write::<{ super::spr::IVPR }>(base);
     macro_rules! ivor {

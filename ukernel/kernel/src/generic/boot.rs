@@ -56,8 +56,7 @@ extern "C" fn kestrel_boot(fdt: *const u8) -> ! {
     uic::init();
 
     let k = kernel();
-    // SAFETY: only the address of the linker symbol is taken.
-    let kernel_end = unsafe { core::ptr::addr_of!(__kernel_end) } as u32;
+    let kernel_end = core::ptr::addr_of!(__kernel_end) as u32;
     let ram_end = board.mem_size.min(MAX_RAM) as u32;
     let fdt_start = fdt as u32;
     let fdt_end = fdt_start + blob.len() as u32;

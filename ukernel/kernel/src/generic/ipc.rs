@@ -101,14 +101,13 @@ fn transfer(k: &mut Kernel, s: usize, d: usize) -> Result<Delivered, IpcError> {
         return Ok(Delivered::Normal);
     }
     let from = thread::id_of(k, s);
-    for n in 0..REG_MRS.min(words + 1) {
-        let mut v = src_mr(k, s, n);
-        if n == 0 {
-            // Flags are the kernel's to set (error bit), never the sender's.
-            v &= !(0xf << 12);
-        }
-        frame_of(k, d).regs.gpr[6 + n] = v;
+    let mut regs = [0u32; REG_MRS];
+    for (n, r) in regs.iter_mut().enumerate() {
+        *r = src_mr(k, s, n);
     }
+    // Flags are the kernel's to set (error bit), never the sender's.
+    regs[0] &= !(0xf << 12);
+    frame_of(k, d).regs.gpr[6..6 + REG_MRS].copy_from_slice(&regs);
     if words >= REG_MRS {
         let (su, du) = (utcb(k, s), utcb(k, d));
         du.mr[REG_MRS..=words].copy_from_slice(&su.mr[REG_MRS..=words]);
@@ -242,11 +241,12 @@ pub fn sys_ipc(k: &mut Kernel, cur: usize) -> Option<usize> {
 /// Receive phase of thread `r` (which may be blocked-sending until now).
 fn receive(k: &mut Kernel, r: usize, from: ThreadId, timeout: Timeout, hint: &mut Option<usize>) {
     // Pending interrupts attached to `r`.
-    if from.is_any() || from.is_irq() {
+    if k.irq_pending != 0 && (from.is_any() || from.is_irq()) {
         for line in 0..k.irqs.len() {
             let irq = k.irqs[line];
             if irq.handler == r && irq.pending && (from.is_any() || from.irq_line() == Some(line as u32)) {
                 k.irqs[line].pending = false;
+                k.irq_pending &= !(1 << line);
                 k.irqs[line].in_service = true;
                 deliver_irq_msg(k, r, line as u32);
                 if r != k.current {
@@ -378,8 +378,10 @@ pub fn raise_irq(k: &mut Kernel, line: u32, hint: &mut Option<usize>) {
         return;
     }
     k.irqs[line as usize].pending = true;
+    k.irq_pending |= 1 << line;
     if accepts(k, h, ThreadId::irq(line)) {
         k.irqs[line as usize].pending = false;
+        k.irq_pending &= !(1 << line);
         k.irqs[line as usize].in_service = true;
         disarm(k, h);
         deliver_irq_msg(k, h, line);

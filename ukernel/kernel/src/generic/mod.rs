@@ -7,6 +7,7 @@
 //! there is never more than one live `&mut Kernel`.
 
 pub mod boot;
+pub mod fastpath;
 pub mod ipc;
 pub mod kmem;
 pub mod sched;
@@ -66,6 +67,8 @@ pub struct Kernel {
     pub current: usize,
     /// Decrementer ticks since boot.
     pub ticks: u64,
+    /// Interrupt lines fired but not yet delivered (bit n = line n).
+    pub irq_pending: u32,
     /// Threads with a pending relative timeout (skip the scan when zero).
     pub timeouts_armed: u32,
     pub mem: MemInfo,
@@ -96,6 +99,7 @@ static mut KERNEL: Kernel = Kernel {
     current: IDLE,
     ticks: 0,
     timeouts_armed: 0,
+    irq_pending: 0,
     mem: MemInfo { ram_end: 0, free_start: 0, module: (0, 0), tb_hz: 0, tick_us: 1000 },
     victim: crate::arch::tlb::Victim::new(),
 };

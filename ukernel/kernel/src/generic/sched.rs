@@ -85,6 +85,7 @@ pub fn pick_next(k: &mut Kernel, hint: Option<usize>) -> usize {
 }
 
 /// Makes `next` the current thread and returns the frame to resume.
+#[inline(always)]
 pub fn switch_to(k: &mut Kernel, next: usize) -> *mut TrapFrame {
     k.current = next;
     if next != IDLE {

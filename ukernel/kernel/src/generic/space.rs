@@ -145,11 +145,17 @@ pub fn destroy(k: &mut Kernel, sid: u16) {
 }
 
 /// Hardware PID for `sid`, assigning (and possibly stealing) one.
+#[inline(always)]
 pub fn ensure_pid(k: &mut Kernel, sid: u16) -> u8 {
     let pid = k.spaces[sid as usize].pid;
     if pid != 0 {
         return pid;
     }
+    assign_pid(k, sid)
+}
+
+#[inline(never)]
+fn assign_pid(k: &mut Kernel, sid: u16) -> u8 {
     let g = k.pids.alloc(sid);
     if let Some(victim) = g.evicted {
         k.spaces[victim as usize].pid = 0;
@@ -298,16 +304,12 @@ pub fn map_item(k: &mut Kernel, src: u16, dst: u16, item: MapItem, window: Fpage
             if de & pte::KERNEL != 0 {
                 return Err(IpcError::MapFailed);
             }
-            // Re-mapping the same derivation only changes rights (a pager upgrading a
-            // read-only page); anything else replaces the old mapping.
-            let same = k.mapdb.get(dnode).map(|n| n.parent() == snode).unwrap_or(false) && !item.grant;
-            if same {
-                let e = (de & !pte::RIGHTS) | rights.0 as u32;
-                k.mapdb.set_rights(dnode, rights);
-                set_pte(k, dst, dva, e, dnode)?;
+            if dnode == snode {
+                // Mapping a page onto itself: nothing to do.
                 mapped += 1;
                 continue;
             }
+            // Replace the old mapping (a pager upgrading rights re-maps the page).
             revoke_node(k, dnode, Rights::RWX, true);
         }
         let flags = (se & (pte::DEVICE)) | rights.0 as u32;

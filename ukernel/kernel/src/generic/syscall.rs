@@ -1,19 +1,20 @@
 //! System-call dispatch: decode r0 and the argument registers, call the handler,
 //! write results back into the caller's frame.
 
-use super::{frame_of, ipc, kmem, sched, space, thread, Kernel};
+use super::{frame_of, ipc, space, thread, Kernel};
 use kestrel_abi::{kdebug, kinfo, spacectl, unmapflags, Fpage, KError, Syscall, ThreadId, ABI_VERSION, MAX_THREAD_NO, NUM_IRQS, SIGMA0_WINDOW, THREAD_NAME_LEN};
 
 /// Handles the system call of thread `cur`; returns a thread to switch to, if any.
 pub fn dispatch(k: &mut Kernel, cur: usize) -> Option<usize> {
-    let r = frame_of(k, cur).regs.gpr;
-    let Some(nr) = Syscall::from_raw(r[0]) else {
+    let nr = frame_of(k, cur).regs.gpr[0];
+    let Some(nr) = Syscall::from_raw(nr) else {
         frame_of(k, cur).regs.gpr[3] = KError::NoSyscall as u32;
         return None;
     };
     if nr == Syscall::Ipc {
         return ipc::sys_ipc(k, cur);
     }
+    let r = frame_of(k, cur).regs.gpr;
     let mut out = [0u32; 5];
     let res: Result<(), KError> = match nr {
         Syscall::Ipc => unreachable!("handled above"),
@@ -108,6 +109,7 @@ fn interrupt_control(k: &mut Kernel, cur: usize, line: u32, handler: ThreadId, f
     if handler.is_nil() {
         crate::platform::uic::mask(line);
         *irq = super::IrqLine { handler: usize::MAX, pending: false, in_service: false };
+        k.irq_pending &= !(1 << line);
         return Ok(());
     }
     let h = thread::lookup(k, handler).ok_or(KError::InvalidThread)?;
@@ -189,7 +191,3 @@ fn kdebug(k: &mut Kernel, cur: usize, op: u32, a: u32, b: u32) -> Result<[u32; 2
     }
 }
 
-#[allow(dead_code)]
-fn _uses(_: &kmem::FramePool) {
-    let _ = sched::make_ready;
-}

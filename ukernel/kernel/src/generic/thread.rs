@@ -36,6 +36,8 @@ pub enum FaultWait {
 
 #[derive(Clone, Copy)]
 pub struct Tcb {
+    /// The thread's global id (number and version), cached for the IPC paths.
+    pub id: ThreadId,
     pub version: u32,
     pub state: State,
     /// Halted by ExchangeRegisters: not scheduled even when Ready.
@@ -73,6 +75,7 @@ pub const NO_SLOT: usize = usize::MAX;
 
 impl Tcb {
     pub const FREE: Tcb = Tcb {
+        id: ThreadId::NIL,
         version: 0,
         state: State::Free,
         halted: false,
@@ -150,6 +153,7 @@ pub fn create(
     let utcb_pa = space::map_utcb(k, sid, utcb_va)?;
     let ticks = ticks_for_us(k, DEFAULT_TIMESLICE_US);
     k.threads[i] = Tcb {
+        id: ThreadId::new(i as u32 + FIRST_THREAD_NO, version),
         version,
         state: State::Inactive,
         space: sid,
@@ -184,6 +188,11 @@ pub fn delete(k: &mut Kernel, i: usize) {
         if irq.handler == i {
             irq.handler = usize::MAX;
             irq.pending = false;
+        }
+    }
+    for line in 0..k.irqs.len() {
+        if !k.irqs[line].pending {
+            k.irq_pending &= !(1 << line);
         }
     }
     if k.threads[i].deadline != 0 {

@@ -14,6 +14,12 @@ use kestrel_abi::{label, ExceptionClass, MsgTag, Rights, USER_BASE, USER_END};
 
 #[no_mangle]
 extern "C" fn kestrel_trap(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame {
+    trap_slow(frame, vec)
+}
+
+/// The general kernel entry (also the system-call slow path).
+#[inline(never)]
+pub fn trap_slow(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame {
     let k = kernel();
     // SAFETY: the entry code passes the frame it has just filled; it stays valid until
     // the exit path restores it.
