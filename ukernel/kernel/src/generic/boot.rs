@@ -88,7 +88,11 @@ extern "C" fn kestrel_boot(fdt: *const u8) -> ! {
         let mut va = first;
         while va <= last {
             let frame = match space::lookup(k, sid, va) {
-                Some((e, _)) => e & !(PAGE_SIZE - 1),
+                Some((e, node)) => {
+                    // A page shared by two segments gets the union of their rights.
+                    let _ = space::set_pte(k, sid, va, e | seg.rights.0 as u32, node);
+                    e & !(PAGE_SIZE - 1)
+                }
                 None => {
                     let f = next_free;
                     next_free += PAGE_SIZE;

@@ -315,7 +315,10 @@ pub fn map_item(k: &mut Kernel, src: u16, dst: u16, item: MapItem, window: Fpage
         let flags = (se & (pte::DEVICE)) | rights.0 as u32;
         let frame = se & !(PAGE_SIZE - 1);
         if item.grant {
-            let node = k.mapdb.grant(snode, dst, dva >> PAGE_SHIFT, rights).map_err(|_| IpcError::MapFailed)?;
+            let Kernel { mapdb, spaces, .. } = &mut *k;
+            let node = mapdb
+                .grant_revoking(snode, dst, dva >> PAGE_SHIFT, rights, &mut |r: Revoked| apply_revoked(spaces, &r))
+                .map_err(|_| IpcError::MapFailed)?;
             clear_pte(k, src, sva);
             set_pte(k, dst, dva, frame | flags, node)?;
         } else {
