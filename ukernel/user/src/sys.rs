@@ -143,10 +143,15 @@ pub fn kdebug_write(bytes: &[u8]) -> Result<(), KError> {
     kdebug_write_raw(bytes.as_ptr() as u32, bytes.len() as u32)
 }
 
+/// Names the calling thread (kernel messages use the name). The kernel does not
+/// fault pages in for debug calls, so the name is copied to the (mapped) stack first.
 pub fn set_name(name: &str) -> Result<(), KError> {
+    let mut buf = [0u8; kestrel_abi::THREAD_NAME_LEN];
+    let n = name.len().min(buf.len());
+    buf[..n].copy_from_slice(&name.as_bytes()[..n]);
     let r = syscall(
         Syscall::KDebug,
-        [kdebug::SET_NAME, name.as_ptr() as u32, name.len() as u32, 0, 0, 0, 0, 0, 0, 0],
+        [kdebug::SET_NAME, buf.as_ptr() as u32, n as u32, 0, 0, 0, 0, 0, 0, 0],
     );
     KError::check(r[0])
 }
