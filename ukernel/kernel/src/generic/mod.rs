@@ -55,24 +55,27 @@ pub struct MemInfo {
     pub tick_us: u32,
 }
 
+/// Field order matters for the IPC fast path: the small, hot fields come first so
+/// their offsets fit in a load's 16-bit displacement from the `Kernel` base.
+#[repr(C)]
 pub struct Kernel {
-    pub threads: [Tcb; NTCB],
-    pub spaces: [Space; NSPACES],
-    pub rq: ReadyQueues<NTCB>,
-    pub mapdb: MapDb<MAPDB_NODES>,
-    pub pids: PidAllocator,
-    pub kmem: kmem::FramePool,
-    pub irqs: [IrqLine; NUM_IRQS as usize],
     /// Slot index of the running thread (IDLE when none).
     pub current: usize,
-    /// Decrementer ticks since boot.
-    pub ticks: u64,
     /// Interrupt lines fired but not yet delivered (bit n = line n).
     pub irq_pending: u32,
     /// Threads with a pending relative timeout (skip the scan when zero).
     pub timeouts_armed: u32,
+    /// Decrementer ticks since boot.
+    pub ticks: u64,
     pub mem: MemInfo,
     pub victim: crate::arch::tlb::Victim,
+    pub rq: ReadyQueues<NTCB>,
+    pub threads: [Tcb; NTCB],
+    pub irqs: [IrqLine; NUM_IRQS as usize],
+    pub kmem: kmem::FramePool,
+    pub pids: PidAllocator,
+    pub spaces: [Space; NSPACES],
+    pub mapdb: MapDb<MAPDB_NODES>,
 }
 
 #[repr(C, align(16))]
@@ -89,19 +92,19 @@ pub fn frame_slot(i: usize) -> *mut TrapFrame {
 }
 
 static mut KERNEL: Kernel = Kernel {
-    threads: [Tcb::FREE; NTCB],
-    spaces: [Space::EMPTY; NSPACES],
-    rq: ReadyQueues::new(),
-    mapdb: MapDb::new(),
-    pids: PidAllocator::new(),
-    kmem: kmem::FramePool::empty(),
-    irqs: [IrqLine { handler: usize::MAX, pending: false, in_service: false }; NUM_IRQS as usize],
     current: IDLE,
-    ticks: 0,
-    timeouts_armed: 0,
     irq_pending: 0,
+    timeouts_armed: 0,
+    ticks: 0,
     mem: MemInfo { ram_end: 0, free_start: 0, module: (0, 0), tb_hz: 0, tick_us: 1000 },
     victim: crate::arch::tlb::Victim::new(),
+    rq: ReadyQueues::new(),
+    threads: [Tcb::FREE; NTCB],
+    irqs: [IrqLine { handler: usize::MAX, pending: false, in_service: false }; NUM_IRQS as usize],
+    kmem: kmem::FramePool::empty(),
+    pids: PidAllocator::new(),
+    spaces: [Space::EMPTY; NSPACES],
+    mapdb: MapDb::new(),
 };
 
 /// The kernel state.

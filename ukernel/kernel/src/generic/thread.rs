@@ -34,7 +34,9 @@ pub enum FaultWait {
     Exception,
 }
 
+/// Hot IPC fields first (`repr(C)` keeps the order).
 #[derive(Clone, Copy)]
+#[repr(C)]
 pub struct Tcb {
     /// The thread's global id (number and version), cached for the IPC paths.
     pub id: ThreadId,
