@@ -174,10 +174,16 @@ pub mod kinfo {
     pub const VERSION: u32 = 2;
     /// r4 = physical address of the boot module (root task ELF), r5 = its size.
     pub const BOOT_MODULE: u32 = 3;
+    /// The kernel command line (QEMU `-append`): copied into the caller's UTCB message
+    /// registers from MR0 on as bytes (at most [`super::BOOTARGS_LEN`]); r4 = length.
+    pub const BOOTARGS: u32 = 4;
 }
 
 /// Bumped on every incompatible change to this crate.
 pub const ABI_VERSION: u32 = 1;
+
+/// Longest kernel command line passed to the root task, in bytes.
+pub const BOOTARGS_LEN: usize = 128;
 
 /// Longest thread name kept by the kernel, in bytes.
 pub const THREAD_NAME_LEN: usize = 16;

@@ -129,6 +129,17 @@ pub fn kernel_info(op: u32) -> Result<[u32; 4], KError> {
     KError::check(r[0]).map(|_| [r[1], r[2], r[3], r[4]])
 }
 
+/// Copies the kernel command line (QEMU `-append`) into `buf`; returns its length.
+pub fn bootargs(buf: &mut [u8; kestrel_abi::BOOTARGS_LEN]) -> usize {
+    let Ok([n, ..]) = kernel_info(kestrel_abi::kinfo::BOOTARGS) else { return 0 };
+    let n = (n as usize).min(buf.len());
+    let u = utcb();
+    for (i, b) in buf.iter_mut().enumerate().take(n) {
+        *b = u.mr[i / 4].to_be_bytes()[i % 4];
+    }
+    n
+}
+
 pub fn kdebug_putc(c: u8) {
     syscall(Syscall::KDebug, [kdebug::PUTC, c as u32, 0, 0, 0, 0, 0, 0, 0, 0]);
 }

@@ -64,7 +64,14 @@ extern "C" fn kestrel_boot(fdt: *const u8) -> ! {
     let pool_end = fdt_start.min(mod_start) & !(PAGE_SIZE - 1);
     k.kmem.init(kernel_end, pool_end);
     let mut next_free = fdt_end.max(mod_end).next_multiple_of(PAGE_SIZE);
-    k.mem = super::MemInfo { ram_end, free_start: 0, module: (mod_start, mod_end - mod_start), tb_hz: board.timebase_hz, tick_us: TICK_US };
+    k.mem.ram_end = ram_end;
+    k.mem.module = (mod_start, mod_end - mod_start);
+    k.mem.tb_hz = board.timebase_hz;
+    k.mem.tick_us = TICK_US;
+    let args = board.bootargs.as_bytes();
+    let n = args.len().min(k.mem.bootargs.len());
+    k.mem.bootargs[..n].copy_from_slice(&args[..n]);
+    k.mem.bootargs_len = n;
     crate::kprintln!(
         "kestrel: {} MiB RAM, timebase {} MHz, kernel {:#x}..{:#x}, pool {} KiB, boot module {} KiB",
         ram_end >> 20, board.timebase_hz / 1_000_000, 0x0010_0000, kernel_end,

@@ -53,6 +53,9 @@ pub struct MemInfo {
     pub module: (u32, u32),
     pub tb_hz: u32,
     pub tick_us: u32,
+    /// Kernel command line from the device tree's /chosen/bootargs.
+    pub bootargs: [u8; kestrel_abi::BOOTARGS_LEN],
+    pub bootargs_len: usize,
 }
 
 /// Field order matters for the IPC fast path: the small, hot fields come first so
@@ -96,7 +99,15 @@ static mut KERNEL: Kernel = Kernel {
     irq_pending: 0,
     timeouts_armed: 0,
     ticks: 0,
-    mem: MemInfo { ram_end: 0, free_start: 0, module: (0, 0), tb_hz: 0, tick_us: 1000 },
+    mem: MemInfo {
+        ram_end: 0,
+        free_start: 0,
+        module: (0, 0),
+        tb_hz: 0,
+        tick_us: 1000,
+        bootargs: [0; kestrel_abi::BOOTARGS_LEN],
+        bootargs_len: 0,
+    },
     victim: crate::arch::tlb::Victim::new(),
     rq: ReadyQueues::new(),
     threads: [Tcb::FREE; NTCB],

@@ -131,6 +131,21 @@ fn kernel_info(k: &Kernel, cur: usize, op: u32) -> Result<[u32; 4], KError> {
         kinfo::MEMORY if privileged(k, cur) => Ok([k.mem.free_start, k.mem.ram_end, SIGMA0_WINDOW, 0]),
         kinfo::BOOT_MODULE if privileged(k, cur) => Ok([k.mem.module.0, k.mem.module.1, 0, 0]),
         kinfo::MEMORY | kinfo::BOOT_MODULE => Err(KError::NoPrivilege),
+        kinfo::BOOTARGS => {
+            // SAFETY: the caller's UTCB is its kernel-owned frame, mapped 1:1.
+            let u = unsafe { &mut *(k.threads[cur].utcb_pa as *mut kestrel_abi::Utcb) };
+            let n = k.mem.bootargs_len;
+            for (i, w) in u.mr.iter_mut().enumerate().take(kestrel_abi::BOOTARGS_LEN / 4) {
+                let mut b = [0u8; 4];
+                for (j, byte) in b.iter_mut().enumerate() {
+                    if i * 4 + j < n {
+                        *byte = k.mem.bootargs[i * 4 + j];
+                    }
+                }
+                *w = u32::from_be_bytes(b);
+            }
+            Ok([n as u32, 0, 0, 0])
+        }
         kinfo::CLOCK => Ok([k.mem.tb_hz, k.mem.tick_us, 0, 0]),
         kinfo::VERSION => Ok([ABI_VERSION, MAX_THREAD_NO, 0, 0]),
         _ => Err(KError::InvalidParam),

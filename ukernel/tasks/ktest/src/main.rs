@@ -39,8 +39,22 @@ pub extern "C" fn task_main() {
         println!("ktest: 0 passed, {} failed", tests.len());
         return;
     }
+    // `ktest.filter=TEXT` on the kernel command line (QEMU `-append`) runs only the
+    // tests whose name contains TEXT, plus the final leak check.
+    let mut args = [0u8; kestrel_abi::BOOTARGS_LEN];
+    let n = kestrel_user::sys::bootargs(&mut args);
+    let args = core::str::from_utf8(&args[..n]).unwrap_or("");
+    let filter = args.split(' ').find_map(|a| a.strip_prefix("ktest.filter="));
+    if let Some(f) = filter {
+        println!("ktest: running only tests matching \"{f}\"");
+    }
     let (mut passed, mut failed) = (0u32, 0u32);
     for (name, test) in tests {
+        if let Some(f) = filter {
+            if !name.contains(f) && *name != "harness_no_leaked_threads" {
+                continue;
+            }
+        }
         match test() {
             Ok(()) => {
                 passed += 1;

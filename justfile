@@ -1,0 +1,52 @@
+# Kestrel's entry points. Recipes stay thin: the logic lives in scripts/ and bench/.
+# Fresh machine: `cargo install --locked just && just run` (setup installs everything else).
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+# Debian's Rust 1.96 builds everything (see rust-toolchain.toml); cargo must not pick up
+# rustup's rustc from PATH.
+export RUSTC := "/usr/bin/rustc"
+cargo := if path_exists("/usr/bin/cargo") == "true" { "/usr/bin/cargo" } else { "cargo" }
+
+# List the recipes
+default:
+    @{{ just_executable() }} --justfile {{ quote(justfile()) }} --list
+
+# Install the Debian packages and tools Kestrel needs (fast no-op when present)
+setup:
+    scripts/setup.sh
+
+# Build the host crates and the PowerPC 440 ELF files
+build: setup
+    {{ cargo }} build
+    scripts/build-target.sh
+
+# Boot the native demo (kestrel-demo as root task) under QEMU
+run: setup
+    scripts/build-target.sh -p kestrel-kernel -p kestrel-demo
+    scripts/qemu-run.sh kestrel-demo --timeout 60
+
+# Host unit tests, bench script tests, then the on-target ktest suite under QEMU
+test: setup
+    {{ cargo }} test
+    cd bench && python3 -m unittest
+    scripts/ontarget-test.sh
+
+# Run a benchmark by name (available: ipc)
+bench NAME: setup
+    #!/usr/bin/env bash
+    set -euo pipefail
+    case {{ quote(NAME) }} in
+        ipc) exec python3 bench/ipc.py ;;
+        *) echo "unknown benchmark {{ quote(NAME) }}; available: ipc" >&2; exit 1 ;;
+    esac
+
+# Build and boot any root task by package name, e.g. `just qemu ktest` (ARGS go to qemu-run.sh)
+[positional-arguments]
+qemu ROOTTASK *ARGS: setup
+    scripts/build-target.sh -p kestrel-kernel -p "$1"
+    scripts/qemu-run.sh "$@"
+
+# Remove build output and logs
+clean:
+    {{ cargo }} clean
