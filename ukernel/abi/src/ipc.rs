@@ -61,6 +61,12 @@ pub mod label {
     pub const EXCEPTION: u16 = 0xffb0;
     /// Reply label a handler may use to ask the kernel to stop the faulting thread.
     pub const KILL: u16 = 0xffa0;
+    /// Virtualization fault from a vCPU: `VIRT_FAULT | VirtFault` (see `crate::vcpu`).
+    pub const VIRT_FAULT: u16 = 0xffc0;
+
+    pub const fn is_virt_fault(l: u16) -> bool {
+        l & 0xfff0 == VIRT_FAULT
+    }
 
     pub const fn is_pagefault(l: u16) -> bool {
         l & 0xfff0 == PAGEFAULT

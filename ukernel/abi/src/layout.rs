@@ -49,7 +49,13 @@ pub struct Utcb {
     pub user_defined: [u32; 5],
     /// Scratch area for `ExchangeRegisters(GET_FRAME/SET_FRAME)`.
     pub frame: FrameRegs,
+    /// Scratch area for `VcpuControl(GET_STATE/SET_STATE)`.
+    pub vcpu: crate::vcpu::VcpuState,
+    /// Filled by `TraceControl(READ)`.
+    pub trace: [crate::vcpu::TraceCounter; crate::vcpu::NUM_TRACEPOINTS],
 }
+
+const _: () = assert!(core::mem::size_of::<Utcb>() <= 4096);
 
 /// Offsets (in words) used by code that cannot use the struct.
 pub const UTCB_ACCEPTOR_WORD: usize = crate::ipc::NUM_MRS;

@@ -23,12 +23,14 @@ pub mod fpage;
 pub mod ipc;
 pub mod layout;
 pub mod thread;
+pub mod vcpu;
 
 pub use fault::*;
 pub use fpage::*;
 pub use ipc::*;
 pub use layout::*;
 pub use thread::*;
+pub use vcpu::*;
 
 /// System call numbers, passed in r0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +56,10 @@ pub enum Syscall {
     KernelInfo = 8,
     /// `KDebug(op, a, b)`: console output, thread names, shutdown.
     KDebug = 9,
+    /// `VcpuControl(dest, op, a, b)`: vCPU state, transfer masks, virtual interrupts.
+    VcpuControl = 10,
+    /// `TraceControl(op, space_spec)`: read or reset the VM-exit trace points.
+    TraceControl = 11,
 }
 
 impl Syscall {
@@ -70,6 +76,8 @@ impl Syscall {
             7 => Self::InterruptControl,
             8 => Self::KernelInfo,
             9 => Self::KDebug,
+            10 => Self::VcpuControl,
+            11 => Self::TraceControl,
             _ => return None,
         })
     }

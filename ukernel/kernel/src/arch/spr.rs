@@ -12,6 +12,8 @@ pub const CSRR1: u32 = 59;
 pub const DEAR: u32 = 61;
 pub const ESR: u32 = 62;
 pub const IVPR: u32 = 63;
+/// USPRG0: user read/write.
+pub const USPRG0: u32 = 256;
 pub const SPRG0: u32 = 272;
 pub const SPRG1: u32 = 273;
 pub const SPRG2: u32 = 274;

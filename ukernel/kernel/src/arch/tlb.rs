@@ -1,7 +1,7 @@
 //! The PPC440 software-managed TLB (PPC440 UM §5): 64 entries, three words each.
 //!
-//! Entries [`KERNEL_FIRST`]..64 are pinned for the kernel; user refills rotate through
-//! 0..KERNEL_FIRST. LLVM silently assembles `tlbwe rS,rA,1|2` and `tlbre rT,rA,1|2` as
+//! Entries [`KERNEL_FIRST`]..64 are pinned for the kernel; native refills rotate through
+//! 0..[`GUEST_FIRST`], the running VM's shadow entries use GUEST_FIRST..KERNEL_FIRST. LLVM silently assembles `tlbwe rS,rA,1|2` and `tlbre rT,rA,1|2` as
 //! word 0 (see platform notes), so those instructions are emitted as literal words
 //! with fixed registers; the encodings are spelled out next to each.
 
@@ -11,6 +11,9 @@ use core::arch::asm;
 pub const ENTRIES: u32 = 64;
 /// First pinned kernel entry.
 pub const KERNEL_FIRST: u32 = 60;
+/// Entries GUEST_FIRST..KERNEL_FIRST hold the running VM's shadow entries (TS 1);
+/// native refills use 0..GUEST_FIRST.
+pub const GUEST_FIRST: u32 = 32;
 /// Entry mapping RAM for the kernel.
 const KERNEL_RAM_ENTRY: u32 = 63;
 /// Entry mapping the console UART page for the kernel.
@@ -160,7 +163,7 @@ impl Victim {
     }
     pub fn next(&mut self) -> u32 {
         let v = self.0;
-        self.0 = if v + 1 >= KERNEL_FIRST { 0 } else { v + 1 };
+        self.0 = if v + 1 >= GUEST_FIRST { 0 } else { v + 1 };
         v
     }
 }

@@ -15,7 +15,7 @@ use kestrel_abi::{MsgTag, Syscall, ThreadId, FIRST_THREAD_NO};
 extern "C" fn kestrel_syscall(frame: *mut TrapFrame) -> *mut TrapFrame {
     // SAFETY: the entry path passes the frame it has just filled.
     let f = unsafe { &mut *frame };
-    if f.regs.gpr[0] == Syscall::Ipc as u32 {
+    if f.regs.gpr[0] == Syscall::Ipc as u32 && f.regs.msr & crate::arch::msr::IS == 0 {
         if let Some(next) = fast_ipc(f) {
             return next;
         }

@@ -29,7 +29,9 @@ fn utcb(k: &Kernel, i: usize) -> &'static mut Utcb {
 /// Message register `n` of sender `s` (MR0 = tag).
 fn src_mr(k: &Kernel, s: usize, n: usize) -> u32 {
     if k.threads[s].fault != FaultWait::None && k.threads[s].state != State::Receiving {
-        return if n < REG_MRS { k.threads[s].fault_msg[n] } else { 0 };
+        // Kernel-synthesised message: registers from `fault_msg`, the rest (vCPU
+        // state) was written into the faulting thread's UTCB.
+        return if n < REG_MRS { k.threads[s].fault_msg[n] } else { utcb(k, s).mr[n] };
     }
     if n < REG_MRS {
         frame_of(k, s).regs.gpr[6 + n]
@@ -82,6 +84,11 @@ fn transfer(k: &mut Kernel, s: usize, d: usize) -> Result<Delivered, IpcError> {
         }
         space::map_item(k, sid, did, item, window)?;
         n += 2;
+    }
+    if fault == FaultWait::VirtFault {
+        k.threads[d].fault = FaultWait::None;
+        let resume = super::virt::apply_reply(k, d, tag, &|k: &Kernel, n| src_mr(k, s, n));
+        return Ok(if resume { Delivered::Normal } else { Delivered::Killed });
     }
     if fault != FaultWait::None {
         // Reply to a thread blocked in a kernel-synthesised fault IPC.

@@ -15,6 +15,7 @@ pub mod space;
 pub mod syscall;
 pub mod thread;
 pub mod trap;
+pub mod virt;
 
 use crate::arch::TrapFrame;
 use kestrel_abi::{MAX_THREAD_NO, FIRST_THREAD_NO, NUM_IRQS};
@@ -78,6 +79,10 @@ pub struct Kernel {
     pub kmem: kmem::FramePool,
     pub pids: PidAllocator,
     pub spaces: [Space; NSPACES],
+    /// vCPUs and the shadow TLB of the VM whose vCPU ran last.
+    pub vcpus: [virt::Vcpu; virt::NVCPUS],
+    pub shadow: virt::mmu::Shadow,
+    pub shadow_owner: u8,
     pub mapdb: MapDb<MAPDB_NODES>,
 }
 
@@ -115,6 +120,9 @@ static mut KERNEL: Kernel = Kernel {
     kmem: kmem::FramePool::empty(),
     pids: PidAllocator::new(),
     spaces: [Space::EMPTY; NSPACES],
+    vcpus: [virt::Vcpu::EMPTY; virt::NVCPUS],
+    shadow: virt::mmu::Shadow::new(),
+    shadow_owner: virt::NO_VCPU,
     mapdb: MapDb::new(),
 };
 

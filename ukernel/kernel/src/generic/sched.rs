@@ -89,11 +89,16 @@ pub fn pick_next(k: &mut Kernel, hint: Option<usize>) -> usize {
 pub fn switch_to(k: &mut Kernel, next: usize) -> *mut TrapFrame {
     k.current = next;
     if next != IDLE {
-        let sid = k.threads[next].space;
-        let pid = space::ensure_pid(k, sid);
-        spr::write::<{ spr::PID }>(pid as u32);
         spr::write::<{ spr::SPRG1 }>(k.threads[next].frame as u32);
-        spr::write::<{ spr::SPRG4W }>(k.threads[next].utcb_va);
+        let vcpu = k.threads[next].vcpu;
+        if vcpu != super::virt::NO_VCPU {
+            super::virt::on_switch(k, vcpu as usize);
+        } else {
+            let sid = k.threads[next].space;
+            let pid = space::ensure_pid(k, sid);
+            spr::write::<{ spr::PID }>(pid as u32);
+            spr::write::<{ spr::SPRG4W }>(k.threads[next].utcb_va);
+        }
     }
     k.threads[next].frame as *mut TrapFrame
 }

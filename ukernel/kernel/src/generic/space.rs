@@ -37,12 +37,14 @@ pub struct Space {
     pub pid: u8,
     pub nthreads: u16,
     pub privileged: bool,
+    /// A VM's guest-physical space: every address is the guest's.
+    pub vm: bool,
     pub root: [u32; ROOT_ENTRIES],
 }
 
 impl Space {
     pub const EMPTY: Space =
-        Space { live: false, pid: 0, nthreads: 0, privileged: false, root: [0; ROOT_ENTRIES] };
+        Space { live: false, pid: 0, nthreads: 0, privileged: false, vm: false, root: [0; ROOT_ENTRIES] };
 }
 
 /// Leaf table entry pointer for `va` (None when no leaf exists).
@@ -110,6 +112,7 @@ pub fn create(k: &mut Kernel, privileged: bool) -> Option<u16> {
     s.pid = 0;
     s.nthreads = 0;
     s.privileged = privileged;
+    s.vm = false;
     s.root = [0; ROOT_ENTRIES];
     Some(sid as u16)
 }
@@ -171,8 +174,16 @@ fn assign_pid(k: &mut Kernel, sid: u16) -> u8 {
 /// `include_self`), fixing page tables and TLB entries of every affected space.
 pub fn revoke_node(k: &mut Kernel, node: NodeId, rights: Rights, include_self: bool) {
     let Kernel { mapdb, spaces, .. } = k;
+    let mut vm_touched = false;
     // An invalid node means there is nothing left to revoke.
-    let _ = mapdb.revoke(node, rights, include_self, &mut |r: Revoked| apply_revoked(spaces, &r));
+    let _ = mapdb.revoke(node, rights, include_self, &mut |r: Revoked| {
+        vm_touched |= spaces[r.space as usize].vm;
+        apply_revoked(spaces, &r)
+    });
+    if vm_touched {
+        // Hardware entries of a VM are keyed by guest-virtual address: drop them all.
+        super::virt::host_mapping_revoked(k);
+    }
 }
 
 /// Applies one revocation result to the page table of the affected space. Only
@@ -289,7 +300,7 @@ pub fn map_item(k: &mut Kernel, src: u16, dst: u16, item: MapItem, window: Fpage
             continue;
         }
         i += 1;
-        if !(USER_BASE..USER_END).contains(&dva) {
+        if !k.spaces[dst as usize].vm && !(USER_BASE..USER_END).contains(&dva) {
             continue;
         }
         let Some((se, snode)) = lookup_or_sigma0(k, src, sva) else { continue };

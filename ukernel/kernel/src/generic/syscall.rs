@@ -18,7 +18,7 @@ pub fn dispatch(k: &mut Kernel, cur: usize) -> Option<usize> {
     let mut out = [0u32; 5];
     let res: Result<(), KError> = match nr {
         Syscall::Ipc => unreachable!("handled above"),
-        Syscall::ThreadControl => thread::sys_thread_control(k, cur, &[r[3], r[4], r[5], r[6], r[7]]),
+        Syscall::ThreadControl => thread::sys_thread_control(k, cur, &[r[3], r[4], r[5], r[6], r[7], r[8]]),
         Syscall::ExchangeRegisters => thread::sys_exchange_registers(k, cur, &[r[3], r[4], r[5], r[6], r[7], r[8]]).map(|o| {
             out = o;
         }),
@@ -41,6 +41,8 @@ pub fn dispatch(k: &mut Kernel, cur: usize) -> Option<usize> {
         Syscall::SpaceControl => space_control(k, cur, r[3], r[4]).map(|v| out[0] = v),
         Syscall::InterruptControl => interrupt_control(k, cur, r[3], ThreadId(r[4]), r[5]),
         Syscall::KernelInfo => kernel_info(k, cur, r[3]).map(|v| out[..4].copy_from_slice(&v)),
+        Syscall::VcpuControl => super::virt::control::sys_vcpu_control(k, cur, &[r[3], r[4], r[5], r[6], r[7]]),
+        Syscall::TraceControl => super::virt::control::sys_trace_control(k, cur, r[3], ThreadId(r[4])),
         Syscall::KDebug => kdebug(k, cur, r[3], r[4], r[5]).map(|v| {
             out[0] = v[0];
             out[1] = v[1];

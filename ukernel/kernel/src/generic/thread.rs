@@ -32,6 +32,8 @@ pub enum FaultWait {
     None,
     PageFault,
     Exception,
+    /// A vCPU waiting for the VMM's reply to a virtualization fault.
+    VirtFault,
 }
 
 /// Hot IPC fields first (`repr(C)` keeps the order).
@@ -71,6 +73,8 @@ pub struct Tcb {
     pub fault: FaultWait,
     pub fault_msg: [u32; 7],
     pub name: [u8; THREAD_NAME_LEN],
+    /// Index into `Kernel::vcpus`, or `virt::NO_VCPU` for native threads.
+    pub vcpu: u8,
 }
 
 pub const NO_SLOT: usize = usize::MAX;
@@ -100,6 +104,7 @@ impl Tcb {
         fault: FaultWait::None,
         fault_msg: [0; 7],
         name: [0; THREAD_NAME_LEN],
+        vcpu: super::virt::NO_VCPU,
     };
 
     pub fn name(&self) -> &str {
@@ -202,7 +207,12 @@ pub fn delete(k: &mut Kernel, i: usize) {
         k.timeouts_armed -= 1;
     }
     let sid = k.threads[i].space;
-    space::unmap_utcb(k, sid, k.threads[i].utcb_va);
+    if super::virt::vcpu_of(k, i).is_some() {
+        super::virt::destroy(k, i);
+        k.kmem.free(k.threads[i].utcb_pa);
+    } else {
+        space::unmap_utcb(k, sid, k.threads[i].utcb_va);
+    }
     let version = k.threads[i].version;
     k.threads[i] = Tcb::FREE;
     // Keep the version so a re-created thread is distinguishable only by its new id.
@@ -229,7 +239,7 @@ pub fn stop(k: &mut Kernel, i: usize, cause: core::fmt::Arguments) {
 }
 
 /// `ThreadControl(dest, space_spec, priority, pager, utcb)`.
-pub fn sys_thread_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), KError> {
+pub fn sys_thread_control(k: &mut Kernel, cur: usize, r: &[u32; 6]) -> Result<(), KError> {
     if !k.spaces[k.threads[cur].space as usize].privileged {
         return Err(KError::NoPrivilege);
     }
@@ -238,6 +248,10 @@ pub fn sys_thread_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<()
     let prio = r[2];
     let pager = ThreadId(r[3]);
     let utcb = r[4];
+    let flags = r[5];
+    if flags & !kestrel_abi::tcflags::VCPU != 0 {
+        return Err(KError::InvalidParam);
+    }
     if !dest.is_thread() {
         return Err(KError::InvalidThread);
     }
@@ -260,6 +274,12 @@ pub fn sys_thread_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<()
         k.threads[j].pager = pager;
         sched::set_priority(k, j, prio as u8);
         return Ok(());
+    }
+    if flags & kestrel_abi::tcflags::VCPU != 0 {
+        if space_spec != dest {
+            return Err(KError::InvalidSpace);
+        }
+        return create_vcpu(k, i, dest.version(), prio as u8, pager);
     }
     let sid = if space_spec == dest {
         space::create(k, false).ok_or(KError::OutOfMemory)?
@@ -386,4 +406,39 @@ pub fn init_idle(k: &mut Kernel, idle_loop: usize) {
     fr.regs.ip = idle_loop as u32;
     fr.regs.msr = msr::IDLE;
     fr.regs.gpr[1] = (f as u32) - 16;
+}
+
+/// Creates a vCPU thread in a new VM space (ThreadControl with `tcflags::VCPU`). Its
+/// UTCB is kernel-only: the VM space's addresses all belong to the guest.
+pub fn create_vcpu(k: &mut Kernel, i: usize, version: u32, prio: u8, pager: ThreadId) -> Result<(), KError> {
+    let sid = space::create(k, false).ok_or(KError::OutOfMemory)?;
+    k.spaces[sid as usize].vm = true;
+    let Some(utcb_pa) = k.kmem.alloc() else {
+        space::destroy(k, sid);
+        return Err(KError::OutOfMemory);
+    };
+    let ticks = ticks_for_us(k, DEFAULT_TIMESLICE_US);
+    k.threads[i] = Tcb {
+        id: ThreadId::new(i as u32 + FIRST_THREAD_NO, version),
+        version,
+        state: State::Inactive,
+        space: sid,
+        prio,
+        timeslice_ticks: ticks,
+        remaining_ticks: ticks,
+        pager,
+        exc_handler: pager,
+        utcb_va: 0,
+        utcb_pa,
+        frame: frame_slot(i) as usize,
+        ..Tcb::FREE
+    };
+    *frame_of(k, i) = TrapFrame::default();
+    k.spaces[sid as usize].nthreads += 1;
+    init_utcb(k, i);
+    if let Err(e) = super::virt::create(k, i) {
+        delete(k, i);
+        return Err(e);
+    }
+    Ok(())
 }

@@ -33,6 +33,13 @@ pub fn trap_slow(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame {
         }
     }
     let cur = k.current;
+    if let Some(vi) = super::virt::vcpu_of(k, cur) {
+        if from_user {
+            let hint = super::virt::emulate::trap(k, cur, vi, vec, f);
+            let next = sched::pick_next(k, hint);
+            return sched::switch_to(k, next);
+        }
+    }
     let hint = match vec {
         vector::SYSCALL => syscall::dispatch(k, cur),
         vector::DECREMENTER => {

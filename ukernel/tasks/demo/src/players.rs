@@ -3,22 +3,10 @@
 //! arguments), so they never return; every page they touch comes from the pager.
 
 use crate::{DONE, PONG, REQUEST, ROUNDS};
-use kestrel_abi::{kinfo, ThreadId, Timeout, THREAD_NAME_LEN};
+use kestrel_abi::{kinfo, ThreadId, Timeout};
 use kestrel_user::ipc::{self, Msg};
 use kestrel_user::{println, rt, sys};
 
-/// Names the calling thread for kernel messages (failure is harmless). The name is
-/// copied to the stack first: the kernel checks the buffer without faulting pages in,
-/// and the page holding the string constant may not be mapped here yet.
-fn set_name(name: &str) {
-    let mut buf = [0u8; THREAD_NAME_LEN];
-    let n = name.len().min(THREAD_NAME_LEN);
-    buf[..n].copy_from_slice(&name.as_bytes()[..n]);
-    let buf = core::hint::black_box(&buf);
-    if let Ok(s) = core::str::from_utf8(&buf[..n]) {
-        let _ = sys::set_name(s);
-    }
-}
 
 /// Pong's state, folded over every request: a rotate-and-xor checksum.
 fn fold(checksum: u32, value: u32) -> u32 {
@@ -27,7 +15,7 @@ fn fold(checksum: u32, value: u32) -> u32 {
 
 /// Pong serves requests forever, answering each with `[requests so far, checksum]`.
 pub extern "C" fn pong_main() -> ! {
-    set_name("pong");
+    let _ = sys::set_name("pong");
     let (mut count, mut checksum) = (0u32, 0u32);
     let mut next = ipc::receive(ThreadId::ANY, Timeout::NEVER);
     loop {
@@ -46,7 +34,7 @@ pub extern "C" fn pong_main() -> ! {
 /// Ping calls pong [`ROUNDS`] times, printing each round trip, then reports
 /// `[rounds, pong's request count, total microseconds]` to the root and stops.
 pub extern "C" fn ping_main() -> ! {
-    set_name("ping");
+    let _ = sys::set_name("ping");
     let hz = sys::kernel_info(kinfo::CLOCK).map(|[hz, ..]| hz as u64).unwrap_or(0).max(1);
     let (mut total_us, mut pong_count, mut done) = (0u64, 0u32, 0u32);
     for round in 1..=ROUNDS {

@@ -6,7 +6,7 @@
 //! before as an indented `ktest:   ` note, so a FAIL line always has its cause above it.
 
 use core::fmt;
-use kestrel_abi::{kinfo, IpcError, IpcPhase, KError, MsgTag, ThreadId, Timeout, Timeouts, THREAD_NAME_LEN};
+use kestrel_abi::{kinfo, IpcError, IpcPhase, KError, MsgTag, ThreadId, Timeout, Timeouts};
 use kestrel_user::ipc::{self, IpcErr, Msg};
 use kestrel_user::{println, sys};
 
@@ -150,18 +150,8 @@ pub fn raw_msg(tag: MsgTag) -> Msg {
 }
 
 /// Names the calling thread (the name shows in kernel messages; failure is harmless).
-///
-/// The name is copied to the stack first: the kernel validates the buffer without
-/// faulting pages in, and in a child space the page of a string constant may not be
-/// mapped yet, while the running thread's stack page is.
 pub fn set_name(name: &str) {
-    let mut buf = [0u8; THREAD_NAME_LEN];
-    let n = name.len().min(THREAD_NAME_LEN);
-    buf[..n].copy_from_slice(&name.as_bytes()[..n]);
-    let buf = core::hint::black_box(&buf);
-    if let Ok(s) = core::str::from_utf8(&buf[..n]) {
-        let _ = sys::set_name(s);
-    }
+    let _ = sys::set_name(name);
 }
 
 /// Timebase ticks per second (`KernelInfo(CLOCK)`).

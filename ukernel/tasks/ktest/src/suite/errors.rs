@@ -88,7 +88,7 @@ fn raw_syscall(nr: u32) -> u32 {
 }
 
 pub fn unknown_syscall() -> TestResult {
-    for nr in [Syscall::KDebug as u32 + 1, 42, u32::MAX] {
+    for nr in [Syscall::TraceControl as u32 + 1, 42, u32::MAX] {
         let r = raw_syscall(nr);
         ensure!(r == KError::NoSyscall as u32, "an unknown system call did not fail with NoSyscall", "number {nr:#x}: status {r}");
     }

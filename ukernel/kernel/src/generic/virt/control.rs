@@ -1,0 +1,126 @@
+//! The VMM's calls on vCPUs: `VcpuControl` (state, transfer masks, virtual interrupt
+//! line, guest TLB and MMIO set-up) and `TraceControl` (the exit trace points).
+
+use super::{mmu, vcpu_of, TRACE_ALL};
+use crate::generic::{frame_of, thread, Kernel};
+use kestrel_abi::{tracectl, vcpuctl, KError, ThreadId, TraceCounter, Utcb, VcpuState, NUM_FAULT_CLASSES, NUM_TRACEPOINTS};
+
+fn caller_utcb(k: &Kernel, cur: usize) -> &'static mut Utcb {
+    // SAFETY: the caller's UTCB is its kernel-owned frame, mapped 1:1 for the kernel.
+    unsafe { &mut *(k.threads[cur].utcb_pa as *mut Utcb) }
+}
+
+/// `VcpuControl(dest, op, a, b, c)`: allowed to the root task and to threads in the
+/// space of the vCPU's exception handler (its VMM).
+pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), KError> {
+    let j = thread::lookup(k, ThreadId(r[0])).ok_or(KError::InvalidThread)?;
+    let vi = vcpu_of(k, j).ok_or(KError::InvalidThread)?;
+    let cs = k.threads[cur].space;
+    let vmm_space = thread::lookup(k, k.threads[j].exc_handler).map(|h| k.threads[h].space);
+    if !k.spaces[cs as usize].privileged && vmm_space != Some(cs) {
+        return Err(KError::NoPrivilege);
+    }
+    let (op, a, b, c) = (r[1], r[2], r[3], r[4]);
+    match op {
+        vcpuctl::GET_STATE => {
+            super::update_dec(k, vi);
+            let f = frame_of(k, j);
+            let mut s = k.vcpus[vi].s;
+            s.gpr = f.regs.gpr;
+            s.cr = f.regs.cr;
+            s.lr = f.regs.lr;
+            s.ctr = f.regs.ctr;
+            s.xer = f.regs.xer;
+            s.pc = f.regs.ip;
+            caller_utcb(k, cur).vcpu = s;
+        }
+        vcpuctl::SET_STATE => {
+            if j == k.current {
+                return Err(KError::Busy);
+            }
+            let s: VcpuState = caller_utcb(k, cur).vcpu;
+            let f = frame_of(k, j);
+            f.regs.gpr = s.gpr;
+            f.regs.cr = s.cr;
+            f.regs.lr = s.lr;
+            f.regs.ctr = s.ctr;
+            f.regs.xer = s.xer;
+            f.regs.ip = s.pc;
+            f.regs.msr = super::VCPU_MSR;
+            let v = &mut k.vcpus[vi];
+            v.s = s;
+            v.s.msr &= super::GUEST_MSR_MASK;
+            v.s.ivpr &= 0xffff_0000;
+            for ivor in v.s.ivor.iter_mut() {
+                *ivor &= 0xfff0;
+            }
+            v.dec_deadline = if s.dec == 0 { None } else { Some(crate::arch::spr::timebase() + s.dec as u64) };
+            if k.shadow_owner as usize == vi {
+                mmu::flush_shadow(k);
+            }
+        }
+        vcpuctl::SET_TRANSFER_MASK => {
+            if a as usize >= NUM_FAULT_CLASSES || b & !0x7 != 0 {
+                return Err(KError::InvalidParam);
+            }
+            k.vcpus[vi].masks[a as usize] = b;
+        }
+        vcpuctl::SET_IRQ => {
+            k.vcpus[vi].s.irq_line = (a != 0) as u32;
+        }
+        vcpuctl::SET_TLB => {
+            let u = caller_utcb(k, cur);
+            let (w0, w1, w2, tid) = (u.mr[1], u.mr[2], u.mr[3], u.mr[4]);
+            let index = b;
+            let mmucr = tid & 0xff;
+            let t = &mut k.vcpus[vi].tlb;
+            t.tlbwe(index, 0, w0, mmucr).map_err(|_| KError::InvalidParam)?;
+            t.tlbwe(index, 1, w1, mmucr).map_err(|_| KError::InvalidParam)?;
+            t.tlbwe(index, 2, w2, mmucr).map_err(|_| KError::InvalidParam)?;
+            if k.shadow_owner as usize == vi {
+                mmu::guest_tlb_written(k, vi, index & 63);
+            }
+        }
+        vcpuctl::SET_MMIO => {
+            k.vcpus[vi].mmio[(a % 4) as usize] = (b, c);
+        }
+        _ => return Err(KError::InvalidParam),
+    }
+    Ok(())
+}
+
+/// `TraceControl(op, space_spec)`: `space_spec` names a vCPU for its own counters, or
+/// is nil for the sum over all VMs. Reading copies the counters to the UTCB.
+pub fn sys_trace_control(k: &mut Kernel, cur: usize, op: u32, who: ThreadId) -> Result<(), KError> {
+    let vi = if who.is_nil() {
+        None
+    } else {
+        let j = thread::lookup(k, who).ok_or(KError::InvalidThread)?;
+        Some(vcpu_of(k, j).ok_or(KError::InvalidThread)?)
+    };
+    match op {
+        tracectl::READ => {
+            let counters: [TraceCounter; NUM_TRACEPOINTS] = match vi {
+                Some(vi) => k.vcpus[vi].trace,
+                // SAFETY: single CPU; only the kernel writes the counters.
+                None => unsafe { *core::ptr::addr_of!(TRACE_ALL) },
+            };
+            caller_utcb(k, cur).trace = counters;
+        }
+        tracectl::RESET => {
+            let zero = [TraceCounter::default(); NUM_TRACEPOINTS];
+            match vi {
+                Some(vi) => k.vcpus[vi].trace = zero,
+                None => {
+                    for v in k.vcpus.iter_mut() {
+                        v.trace = zero;
+                    }
+                    // SAFETY: as above.
+                    unsafe { *core::ptr::addr_of_mut!(TRACE_ALL) = zero };
+                }
+            }
+        }
+        _ => return Err(KError::InvalidParam),
+    }
+    Ok(())
+}

@@ -1,0 +1,383 @@
+//! Trap-and-emulate for vCPUs: the kernel-side handler of every guest trap, and the
+//! emulation of the hot privileged instructions (mfmsr, mtmsr, wrtee, wrteei, rfi,
+//! rfci, rfmci, mfspr/mtspr of the shadow SPRs, tlbwe, tlbre, tlbsx, tlbsync, iccci,
+//! dccci, dcbi). Everything else becomes a virtualization fault IPC to the VMM.
+//!
+//! Instruction fields follow Book E (MSB-0): opcode 0:5, RS/RT 6:10, RA 11:15,
+//! RB 16:20, extended opcode 21:30, Rc 31; the SPR/DCR number is the 10-bit field
+//! 11:20 with its two halves swapped.
+
+use super::{deliver_pending, inject, mmu, set_guest_mode, trace, update_dec, virt_fault, Class, GUEST_MSR_MASK};
+use crate::arch::{esr, msr, spr, timer, vector, TrapFrame};
+use crate::generic::{sched, Kernel};
+use kestrel_abi::{TracePoint, VirtFault};
+use kestrel_vtlb::Access;
+
+/// Guest TCR/TSR bits (PPC440 UM §8), re-exported for the virtual timer.
+pub const TCR_DIE: u32 = timer::TCR_DIE;
+pub const TCR_ARE: u32 = timer::TCR_ARE;
+pub const TSR_DIS: u32 = timer::TSR_DIS;
+/// DBCR0[RST] (bits 2:3): a guest reset request.
+const DBCR0_RST: u32 = 0x3000_0000;
+
+/// Handles a trap of vCPU thread `cur` (vector `vec`, frame `f`).
+pub fn trap(k: &mut Kernel, cur: usize, vi: usize, vec: u32, f: &mut TrapFrame) -> Option<usize> {
+    // The guest's USPRG0 is a real user register while it runs.
+    k.vcpus[vi].s.usprg0 = spr::read::<{ spr::USPRG0 }>();
+    let t0 = spr::timebase();
+    let mut tp = None;
+    let hint = match vec {
+        vector::SYSCALL => {
+            // `sc` in the guest: reflect the system call into the guest kernel.
+            let pc = f.regs.ip;
+            inject(k, vi, f, 8, Class::NonCritical, pc);
+            tp = Some(TracePoint::ExceptSyscall);
+            None
+        }
+        vector::PROGRAM => {
+            let e = spr::read::<{ spr::ESR }>();
+            if e & esr::PPR != 0 {
+                let (h, t) = privileged(k, cur, vi, f);
+                tp = t;
+                h
+            } else {
+                // Illegal instruction or trap: the guest's own business.
+                k.vcpus[vi].s.esr = e;
+                let pc = f.regs.ip;
+                inject(k, vi, f, 6, Class::NonCritical, pc);
+                tp = Some(TracePoint::ExceptReflect);
+                None
+            }
+        }
+        vector::DTLB_MISS | vector::DSI => {
+            let ea = spr::read::<{ spr::DEAR }>();
+            let e = spr::read::<{ spr::ESR }>();
+            let access = if e & esr::ST != 0 { Access::Write } else { Access::Read };
+            mmu::tlb_fault(k, cur, vi, f, ea, access, e)
+        }
+        vector::ITLB_MISS | vector::ISI => {
+            let ea = f.regs.ip;
+            mmu::tlb_fault(k, cur, vi, f, ea, Access::Execute, 0)
+        }
+        vector::DECREMENTER => {
+            spr::write::<{ spr::TSR }>(timer::TSR_DIS);
+            sched::tick(k)
+        }
+        vector::EXTERNAL => {
+            let mut hint = None;
+            while let Some(line) = crate::platform::uic::pending() {
+                crate::generic::ipc::raise_irq(k, line, &mut hint);
+            }
+            hint
+        }
+        vector::ALIGNMENT => {
+            k.vcpus[vi].s.dear = spr::read::<{ spr::DEAR }>();
+            k.vcpus[vi].s.esr = spr::read::<{ spr::ESR }>();
+            let pc = f.regs.ip;
+            inject(k, vi, f, 5, Class::NonCritical, pc);
+            tp = Some(TracePoint::ExceptReflect);
+            None
+        }
+        vector::FP_UNAVAILABLE | vector::AP_UNAVAILABLE => {
+            // The kernel keeps the real FPU off; a guest FP instruction is reflected as
+            // FP unavailable whatever the guest MSR[FP] says (no FP state switching yet).
+            let pc = f.regs.ip;
+            inject(k, vi, f, vec as usize, Class::NonCritical, pc);
+            tp = Some(TracePoint::ExceptReflect);
+            None
+        }
+        _ => {
+            let pc = f.regs.ip;
+            let insn = mmu::guest_read_u32(k, vi, pc, true).unwrap_or(0);
+            virt_fault(k, cur, vi, VirtFault::Halt, insn, vec)
+        }
+    };
+    if let Some(tp) = tp {
+        let cost = (spr::timebase() - t0) as u32;
+        trace(k, vi, tp, cost);
+    }
+    if k.current == cur && k.threads[cur].runnable() {
+        if let Some(tp) = deliver_pending(k, vi, f) {
+            trace(k, vi, tp, 0);
+        }
+    }
+    hint
+}
+
+fn rs(insn: u32) -> usize {
+    ((insn >> 21) & 31) as usize
+}
+fn ra(insn: u32) -> usize {
+    ((insn >> 16) & 31) as usize
+}
+fn rb(insn: u32) -> usize {
+    ((insn >> 11) & 31) as usize
+}
+/// The swapped 10-bit SPR/DCR field.
+fn sprn(insn: u32) -> u32 {
+    ((insn >> 16) & 31) | (((insn >> 11) & 31) << 5)
+}
+
+/// A privileged-instruction program exception: emulate or send to the VMM.
+fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> (Option<usize>, Option<TracePoint>) {
+    let pc = f.regs.ip;
+    let Some(insn) = mmu::guest_read_u32(k, vi, pc, true) else {
+        return (virt_fault(k, cur, vi, VirtFault::Instruction, 0, 0), Some(TracePoint::SyscallIpc));
+    };
+    let op = insn >> 26;
+    let xo = (insn >> 1) & 0x3ff;
+    let next = pc.wrapping_add(4);
+    let tp = match (op, xo) {
+        (31, 83) => {
+            // mfmsr
+            f.regs.gpr[rs(insn)] = k.vcpus[vi].s.msr;
+            TracePoint::EmulMfmsr
+        }
+        (31, 146) => {
+            // mtmsr
+            let v = f.regs.gpr[rs(insn)];
+            if !set_msr(k, cur, vi, f, v, next) {
+                return (virt_fault(k, cur, vi, VirtFault::Idle, insn, 0), Some(TracePoint::GuestIdle));
+            }
+            return (None, Some(TracePoint::EmulMtmsr));
+        }
+        (31, 131) => {
+            // wrtee
+            let s = &mut k.vcpus[vi].s;
+            s.msr = (s.msr & !msr::EE) | (f.regs.gpr[rs(insn)] & msr::EE);
+            TracePoint::EmulWrtee
+        }
+        (31, 163) => {
+            // wrteei: E is bit 16.
+            let s = &mut k.vcpus[vi].s;
+            s.msr = (s.msr & !msr::EE) | if insn & 0x8000 != 0 { msr::EE } else { 0 };
+            TracePoint::EmulWrteei
+        }
+        (31, 339) => {
+            // mfspr
+            match read_spr(k, vi, sprn(insn)) {
+                Some(v) => f.regs.gpr[rs(insn)] = v,
+                None => return (virt_fault(k, cur, vi, VirtFault::Instruction, insn, 0), Some(TracePoint::SyscallIpc)),
+            }
+            TracePoint::EmulMfspr
+        }
+        (31, 467) => {
+            // mtspr
+            let v = f.regs.gpr[rs(insn)];
+            match write_spr(k, vi, sprn(insn), v) {
+                SprWrite::Done => {}
+                SprWrite::Unknown => {
+                    return (virt_fault(k, cur, vi, VirtFault::Instruction, insn, 0), Some(TracePoint::SyscallIpc))
+                }
+                SprWrite::Reset => {
+                    return (virt_fault(k, cur, vi, VirtFault::Halt, insn, 0), Some(TracePoint::SyscallIpc))
+                }
+            }
+            TracePoint::EmulMtspr
+        }
+        (31, 978) => {
+            // tlbwe RS,RA,WS
+            let (index, word, value) = (f.regs.gpr[ra(insn)], rb(insn) as u32, f.regs.gpr[rs(insn)]);
+            let mmucr = k.vcpus[vi].s.mmucr;
+            if k.vcpus[vi].tlb.tlbwe(index, word, value, mmucr).is_err() {
+                return reflect_illegal(k, vi, f);
+            }
+            mmu::guest_tlb_written(k, vi, index & 63);
+            TracePoint::EmulTlbwe
+        }
+        (31, 946) => {
+            // tlbre RT,RA,WS
+            let (index, word) = (f.regs.gpr[ra(insn)], rb(insn) as u32);
+            let mmucr = k.vcpus[vi].s.mmucr;
+            match k.vcpus[vi].tlb.tlbre(index, word, mmucr) {
+                Ok((v, new_mmucr)) => {
+                    f.regs.gpr[rs(insn)] = v;
+                    if let Some(m) = new_mmucr {
+                        k.vcpus[vi].s.mmucr = m;
+                    }
+                }
+                Err(_) => return reflect_illegal(k, vi, f),
+            }
+            TracePoint::EmulTlbre
+        }
+        (31, 914) => {
+            // tlbsx[.] RT,RA,RB
+            let ea = if ra(insn) == 0 { 0 } else { f.regs.gpr[ra(insn)] }.wrapping_add(f.regs.gpr[rb(insn)]);
+            let hit = k.vcpus[vi].tlb.tlbsx(ea, k.vcpus[vi].s.mmucr);
+            if let Some(i) = hit {
+                f.regs.gpr[rs(insn)] = i;
+            }
+            if insn & 1 != 0 {
+                // CR0 = LT GT EQ SO: EQ set on a hit, SO copied from XER[SO].
+                let so = (f.regs.xer >> 31) & 1;
+                let cr0 = if hit.is_some() { 0b0010 } else { 0 } | so;
+                f.regs.cr = (f.regs.cr & 0x0fff_ffff) | (cr0 << 28);
+            }
+            TracePoint::EmulTlbsx
+        }
+        (31, 566) | (31, 454) | (31, 966) | (31, 470) => {
+            // tlbsync, dccci, iccci, dcbi: no guest-visible effect under emulation
+            // (the emulated TLB is coherent, QEMU has no caches to model).
+            TracePoint::EmulCacheTlbOp
+        }
+        (19, 50) => {
+            // rfi
+            let (pc, m) = (k.vcpus[vi].s.srr0, k.vcpus[vi].s.srr1);
+            if !set_msr(k, cur, vi, f, m, pc) {
+                return (virt_fault(k, cur, vi, VirtFault::Idle, insn, 0), Some(TracePoint::GuestIdle));
+            }
+            return (None, Some(TracePoint::EmulRfi));
+        }
+        (19, 51) | (19, 38) => {
+            // rfci / rfmci
+            let (pc, m) = if xo == 51 {
+                (k.vcpus[vi].s.csrr0, k.vcpus[vi].s.csrr1)
+            } else {
+                (k.vcpus[vi].s.mcsrr0, k.vcpus[vi].s.mcsrr1)
+            };
+            if !set_msr(k, cur, vi, f, m, pc) {
+                return (virt_fault(k, cur, vi, VirtFault::Idle, insn, 0), Some(TracePoint::GuestIdle));
+            }
+            return (None, Some(TracePoint::EmulRfciMci));
+        }
+        _ => return (virt_fault(k, cur, vi, VirtFault::Instruction, insn, 0), Some(TracePoint::SyscallIpc)),
+    };
+    f.regs.ip = next;
+    (None, Some(tp))
+}
+
+/// An emulated instruction with invalid operands: the guest gets an illegal-instruction
+/// program exception, as on hardware.
+fn reflect_illegal(k: &mut Kernel, vi: usize, f: &mut TrapFrame) -> (Option<usize>, Option<TracePoint>) {
+    k.vcpus[vi].s.esr = esr::PIL;
+    let pc = f.regs.ip;
+    inject(k, vi, f, 6, Class::NonCritical, pc);
+    (None, Some(TracePoint::ExceptReflect))
+}
+
+/// Installs a new guest MSR and continues at `pc`. Returns false if the guest asked to
+/// wait (MSR[WE]) with nothing pending, which the VMM handles.
+fn set_msr(k: &mut Kernel, _cur: usize, vi: usize, f: &mut TrapFrame, value: u32, pc: u32) -> bool {
+    let old = k.vcpus[vi].s.msr;
+    k.vcpus[vi].s.msr = value & GUEST_MSR_MASK & !msr::WE;
+    set_guest_mode(k, vi, old);
+    f.regs.ip = pc;
+    if value & msr::WE != 0 {
+        update_dec(k, vi);
+        let s = &k.vcpus[vi].s;
+        let pending = s.irq_line != 0 || (s.tsr & TSR_DIS != 0 && s.tcr & TCR_DIE != 0);
+        return pending;
+    }
+    true
+}
+
+/// Reads a shadow SPR; `None` for SPRs the kernel does not emulate.
+fn read_spr(k: &mut Kernel, vi: usize, n: u32) -> Option<u32> {
+    update_dec(k, vi);
+    let v = &k.vcpus[vi];
+    let s = &v.s;
+    Some(match n {
+        26 => s.srr0,
+        27 => s.srr1,
+        58 => s.csrr0,
+        59 => s.csrr1,
+        570 => s.mcsrr0,
+        571 => s.mcsrr1,
+        572 => s.mcsr,
+        272..=279 => s.sprg[(n - 272) as usize],
+        256 => s.usprg0,
+        62 => s.esr,
+        61 => s.dear,
+        63 => s.ivpr,
+        400..=415 => s.ivor[(n - 400) as usize],
+        48 => s.pid,
+        946 => s.mmucr,
+        22 => match v.dec_deadline {
+            Some(d) => d.saturating_sub(spr::timebase()) as u32,
+            None => s.dec,
+        },
+        54 => s.decar,
+        340 => s.tcr,
+        336 => s.tsr,
+        308 => s.dbcr0,
+        309 => s.dbcr1,
+        310 => s.dbcr2,
+        304 => s.dbsr,
+        947 => s.ccr0,
+        888 => s.ccr1,
+        287 => spr::read::<{ spr::PVR }>(),
+        286 => 0, // PIR: uniprocessor guests are CPU 0
+        268 => spr::read::<{ spr::TBL_R }>(),
+        269 => spr::read::<{ spr::TBU_R }>(),
+        _ => return None,
+    })
+}
+
+enum SprWrite {
+    Done,
+    Unknown,
+    Reset,
+}
+
+/// Writes a shadow SPR.
+fn write_spr(k: &mut Kernel, vi: usize, n: u32, val: u32) -> SprWrite {
+    update_dec(k, vi);
+    let v = &mut k.vcpus[vi];
+    let s = &mut v.s;
+    match n {
+        26 => s.srr0 = val,
+        27 => s.srr1 = val,
+        58 => s.csrr0 = val,
+        59 => s.csrr1 = val,
+        570 => s.mcsrr0 = val,
+        571 => s.mcsrr1 = val,
+        572 => s.mcsr &= !val,
+        272..=279 => {
+            s.sprg[(n - 272) as usize] = val;
+            // SPRG4-7 are user-readable: the guest reads them from the real registers.
+            match n {
+                276 => spr::write::<{ spr::SPRG4W }>(val),
+                277 => spr::write::<{ spr::SPRG4W + 1 }>(val),
+                278 => spr::write::<{ spr::SPRG4W + 2 }>(val),
+                279 => spr::write::<{ spr::SPRG4W + 3 }>(val),
+                _ => {}
+            }
+        }
+        62 => s.esr = val,
+        61 => s.dear = val,
+        63 => s.ivpr = val & 0xffff_0000,
+        400..=415 => s.ivor[(n - 400) as usize] = val & 0xfff0,
+        48 => {
+            let changed = s.pid != val & 0xff;
+            s.pid = val & 0xff;
+            if changed {
+                // A guest address-space switch: the only flush besides world switches.
+                mmu::flush_shadow(k);
+            }
+        }
+        946 => s.mmucr = val,
+        22 => {
+            s.dec = val;
+            v.dec_deadline = if val == 0 { None } else { Some(spr::timebase() + val as u64) };
+        }
+        54 => s.decar = val,
+        340 => s.tcr = val,
+        336 => s.tsr &= !val,
+        308 => {
+            if val & DBCR0_RST != 0 {
+                return SprWrite::Reset;
+            }
+            s.dbcr0 = val;
+        }
+        309 => s.dbcr1 = val,
+        310 => s.dbcr2 = val,
+        304 => s.dbsr &= !val,
+        947 => s.ccr0 = val,
+        888 => s.ccr1 = val,
+        // Timebase writes: the guest reads the real timebase without trapping, so they
+        // cannot take effect; accepted and ignored.
+        284 | 285 => {}
+        _ => return SprWrite::Unknown,
+    }
+    SprWrite::Done
+}

@@ -1,0 +1,151 @@
+//! The in-kernel virtual TLB glue (paper §3.2): guest TLB misses are resolved here from
+//! the guest's TLB (first stage) and the VM space's page table (second stage), and
+//! the merged translation is written into the guest slots of the hardware TLB.
+
+use super::{inject, trace, virt_fault, Class, Kernel};
+use crate::arch::{msr, tlb, TrapFrame};
+use crate::generic::{frame_of, ipc, space, thread, thread::FaultWait};
+use kestrel_abi::{label, MsgTag, Rights, TracePoint, VirtFault, PAGE_SIZE};
+use kestrel_vtlb::{shadow_fill, Access, FillResult, GuestPhysMap, HostPage, ShadowTlb};
+
+/// Hardware TLB slots used for the running VM.
+pub const GUEST_SLOTS: usize = (tlb::KERNEL_FIRST - tlb::GUEST_FIRST) as usize;
+pub type Shadow = ShadowTlb<GUEST_SLOTS>;
+
+/// Second stage: the VM space's page table (guest-physical → host-physical).
+struct VmSpace<'a> {
+    k: &'a Kernel,
+    sid: u16,
+}
+
+impl GuestPhysMap for VmSpace<'_> {
+    fn translate(&self, gpa: u64) -> Option<HostPage> {
+        if gpa > u32::MAX as u64 {
+            return None;
+        }
+        let (e, _) = space::lookup(self.k, self.sid, gpa as u32)?;
+        let rights = Rights((e & space::pte::RIGHTS) as u8);
+        HostPage::new(e & !(PAGE_SIZE - 1), PAGE_SIZE, rights, e & space::pte::DEVICE != 0)
+    }
+}
+
+/// Invalidates every hardware entry of the running VM.
+pub fn flush_shadow(k: &mut Kernel) {
+    let dropped = k.shadow.flush_all();
+    for slot in 0..GUEST_SLOTS {
+        if dropped.contains(slot) {
+            tlb::invalidate(tlb::GUEST_FIRST + slot as u32);
+        }
+    }
+}
+
+fn invalidate_slots(mask: kestrel_vtlb::SlotMask) {
+    for slot in 0..GUEST_SLOTS {
+        if mask.contains(slot) {
+            tlb::invalidate(tlb::GUEST_FIRST + slot as u32);
+        }
+    }
+}
+
+/// A guest TLB write to `index`: drop the hardware entries derived from it.
+pub fn guest_tlb_written(k: &mut Kernel, vi: usize, index: u32) {
+    let Kernel { shadow, vcpus, .. } = k;
+    let m = shadow.invalidate_guest_write(&vcpus[vi].tlb, index);
+    invalidate_slots(m);
+}
+
+/// Guest-virtual → host-physical for the kernel's own reads of guest memory (fetching
+/// the instruction to emulate): the same two stages as a fill, in software.
+pub fn guest_read_u32(k: &Kernel, vi: usize, ea: u32, fetch: bool) -> Option<u32> {
+    let v = &k.vcpus[vi];
+    let ts = v.s.msr & if fetch { msr::IS } else { msr::DS } != 0;
+    let (_, e) = v.tlb.lookup(ea, v.s.pid as u8, ts)?;
+    let size = e.size_bytes();
+    let gpa = e.rpn() + (ea as u64 & (size - 1));
+    let sid = k.threads[v.thread].space;
+    let hpa = space::translate(k, sid, gpa as u32, Rights::R)?;
+    crate::arch::read_phys_u32(hpa, k.mem.ram_end)
+}
+
+/// A hardware TLB miss or storage exception of the running vCPU.
+pub fn tlb_fault(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, ea: u32, access: Access, esr: u32) -> Option<usize> {
+    let (ts, pr, pid) = {
+        let s = &k.vcpus[vi].s;
+        let ts = s.msr & if access == Access::Execute { msr::IS } else { msr::DS } != 0;
+        (ts, s.msr & msr::PR != 0, s.pid as u8)
+    };
+    let sid = k.threads[cur].space;
+    let res = shadow_fill(&k.vcpus[vi].tlb, &VmSpace { k, sid }, ea, pid, pr, access, ts);
+    let is_fetch = access == Access::Execute;
+    let tp = if is_fetch { TracePoint::ItlbMiss } else { TracePoint::DtlbMiss };
+    let t0 = crate::arch::spr::timebase();
+    let out = match res {
+        FillResult::Hit { hw, guest_index } => {
+            let hw = if k.vcpus[vi].s.msr & msr::IS != 0 && k.vcpus[vi].s.msr & msr::DS == 0
+                || k.vcpus[vi].s.msr & msr::IS == 0 && k.vcpus[vi].s.msr & msr::DS != 0
+            {
+                hw.restricted_to(access)
+            } else {
+                hw
+            };
+            let place = k.shadow.insert(hw, guest_index);
+            invalidate_slots(place.invalidate);
+            let (w0, w1, w2) = hw.words();
+            tlb::write(tlb::GUEST_FIRST + place.slot as u32, hw.tid, w0, w1, w2);
+            None
+        }
+        FillResult::GuestMiss => {
+            let s = &mut k.vcpus[vi].s;
+            if !is_fetch {
+                s.dear = ea;
+                s.esr = esr & crate::arch::esr::ST;
+            }
+            let pc = f.regs.ip;
+            inject(k, vi, f, if is_fetch { 14 } else { 13 }, Class::NonCritical, pc);
+            None
+        }
+        FillResult::GuestProtection => {
+            let s = &mut k.vcpus[vi].s;
+            if !is_fetch {
+                s.dear = ea;
+                s.esr = esr & crate::arch::esr::ST;
+            } else {
+                s.esr = 0;
+            }
+            let pc = f.regs.ip;
+            inject(k, vi, f, if is_fetch { 3 } else { 2 }, Class::NonCritical, pc);
+            trace(k, vi, TracePoint::ExceptReflect, 0);
+            None
+        }
+        FillResult::PhysMiss { gpa } => {
+            let gpa = gpa as u32;
+            let mmio = k.vcpus[vi].mmio.iter().any(|&(b, s)| s != 0 && gpa.wrapping_sub(b) < s);
+            if mmio && !is_fetch {
+                let pc = f.regs.ip;
+                let insn = guest_read_u32(k, vi, pc, true).unwrap_or(0);
+                trace(k, vi, TracePoint::SyscallIpc, 0);
+                return virt_fault(k, cur, vi, VirtFault::Mmio, insn, gpa);
+            }
+            let right = match access {
+                Access::Read => Rights::R,
+                Access::Write => Rights::W,
+                Access::Execute => Rights::X,
+            };
+            let tag = MsgTag::new(label::PAGEFAULT | right.0 as u16, kestrel_abi::pf::WORDS, 0);
+            let pager = k.threads[cur].pager;
+            let pc = f.regs.ip;
+            trace(k, vi, TracePoint::PageFaultIpc, 0);
+            match ipc::fault_ipc(k, cur, FaultWait::PageFault, pager, [tag.0, gpa, pc, 0, 0, 0, 0]) {
+                Ok(h) => return h,
+                Err(()) => {
+                    thread::stop(k, cur, format_args!("guest-physical fault at {gpa:#010x} (pc {pc:#010x}) and no VMM pager"));
+                    return None;
+                }
+            }
+        }
+    };
+    let cost = (crate::arch::spr::timebase() - t0) as u32;
+    trace(k, vi, tp, cost);
+    let _ = frame_of;
+    out
+}

@@ -1,0 +1,315 @@
+//! Virtualization (paper §3): vCPU threads, in-kernel emulation of the hot privileged
+//! instructions, the virtual TLB, exception injection, virtualization-fault IPC to the
+//! VMM, and the trace points.
+//!
+//! A vCPU is an ordinary thread whose frame runs with MSR[PR,IS,DS] = 1: the guest's
+//! kernel and user both run in problem state in translation space 1, which no native
+//! task uses. Its general registers and pc live in the thread's frame like any
+//! thread's; everything else the guest sees (its MSR, shadow SPRs, its TLB) lives in a
+//! [`Vcpu`]. Hardware TLB entries for the running VM occupy the guest slots of the TLB
+//! and are tagged with the TIDs of the paper's Fig. 5 (see `kestrel_vtlb::shadow`).
+
+pub mod control;
+pub mod emulate;
+pub mod mmu;
+
+use super::{frame_of, ipc, thread, thread::FaultWait, Kernel};
+use crate::arch::{msr, spr, TrapFrame};
+use kestrel_abi::{
+    label, vfault, xfer, MsgTag, TraceCounter, TracePoint, VcpuState, VirtFault, NUM_FAULT_CLASSES,
+    NUM_TRACEPOINTS,
+};
+use kestrel_vtlb::GuestTlb;
+
+/// vCPUs the kernel supports at once.
+pub const NVCPUS: usize = 8;
+/// No vCPU (value of `Tcb::vcpu` for native threads).
+pub const NO_VCPU: u8 = 0xff;
+/// Device (MMIO) ranges per VM.
+pub const MMIO_RANGES: usize = 4;
+
+/// Guest MSR bits the kernel keeps (Book E MSR; everything else reads as 0).
+pub const GUEST_MSR_MASK: u32 = msr::WE | msr::CE | msr::EE | msr::PR | msr::FP | msr::ME
+    | msr::DE | msr::IS | msr::DS | (1 << (31 - 20)) | (1 << (31 - 21)) | (1 << (31 - 23));
+
+/// The real MSR a vCPU runs with.
+pub const VCPU_MSR: u32 = msr::PR | msr::EE | msr::ME | msr::IS | msr::DS;
+
+pub struct Vcpu {
+    pub live: bool,
+    /// TCB slot of the vCPU thread.
+    pub thread: usize,
+    /// The guest's architectural state except GPRs/pc (those live in the frame).
+    pub s: VcpuState,
+    pub tlb: GuestTlb,
+    pub masks: [u32; NUM_FAULT_CLASSES],
+    /// Timebase value at which the virtual DEC reaches zero (None: stopped).
+    pub dec_deadline: Option<u64>,
+    pub mmio: [(u32, u32); MMIO_RANGES],
+    /// Mask and guest-physical address of the pending virtualization fault.
+    pub fault_mask: u32,
+    pub fault_gpa: u32,
+    pub trace: [TraceCounter; NUM_TRACEPOINTS],
+}
+
+impl Vcpu {
+    pub const EMPTY: Vcpu = Vcpu {
+        live: false,
+        thread: 0,
+        s: VCPU_STATE_ZERO,
+        tlb: GuestTlb::new(),
+        masks: [xfer::DEFAULT; NUM_FAULT_CLASSES],
+        dec_deadline: None,
+        mmio: [(0, 0); MMIO_RANGES],
+        fault_mask: 0,
+        fault_gpa: 0,
+        trace: [TRACE_ZERO; NUM_TRACEPOINTS],
+    };
+}
+
+const TRACE_ZERO: TraceCounter = TraceCounter { count: 0, min: 0, max: 0, sum_lo: 0, sum_hi: 0 };
+const VCPU_STATE_ZERO: VcpuState = VcpuState {
+    gpr: [0; 32], cr: 0, lr: 0, ctr: 0, xer: 0, pc: 0, msr: 0, srr0: 0, srr1: 0, csrr0: 0,
+    csrr1: 0, mcsrr0: 0, mcsrr1: 0, sprg: [0; 8], usprg0: 0, esr: 0, dear: 0, mcsr: 0, ivpr: 0,
+    ivor: [0; 16], pid: 0, mmucr: 0, dec: 0, decar: 0, tcr: 0, tsr: 0, dbcr0: 0, dbcr1: 0,
+    dbcr2: 0, dbsr: 0, ccr0: 0, ccr1: 0, irq_line: 0,
+};
+
+/// Global trace counters (all VMs).
+pub static mut TRACE_ALL: [TraceCounter; NUM_TRACEPOINTS] = [TRACE_ZERO; NUM_TRACEPOINTS];
+
+/// Records one exit of class `tp` that cost `ticks` timebase ticks.
+pub fn trace(k: &mut Kernel, vi: usize, tp: TracePoint, ticks: u32) {
+    fn bump(c: &mut TraceCounter, ticks: u32) {
+        if c.count == 0 || ticks < c.min {
+            c.min = ticks;
+        }
+        if ticks > c.max {
+            c.max = ticks;
+        }
+        c.count = c.count.wrapping_add(1);
+        let (lo, carry) = c.sum_lo.overflowing_add(ticks);
+        c.sum_lo = lo;
+        c.sum_hi = c.sum_hi.wrapping_add(carry as u32);
+    }
+    bump(&mut k.vcpus[vi].trace[tp as usize], ticks);
+    // SAFETY: single CPU, kernel not re-entered; only the kernel touches the counters.
+    unsafe { bump(&mut (*core::ptr::addr_of_mut!(TRACE_ALL))[tp as usize], ticks) };
+}
+
+/// The vCPU index of thread slot `i`, if it is one.
+pub fn vcpu_of(k: &Kernel, i: usize) -> Option<usize> {
+    let v = k.threads.get(i)?.vcpu;
+    if v == NO_VCPU {
+        None
+    } else {
+        Some(v as usize)
+    }
+}
+
+/// Makes thread slot `i` a vCPU (called by ThreadControl on creation).
+pub fn create(k: &mut Kernel, i: usize) -> Result<(), kestrel_abi::KError> {
+    let vi = k.vcpus.iter().position(|v| !v.live).ok_or(kestrel_abi::KError::OutOfMemory)?;
+    k.vcpus[vi] = Vcpu::EMPTY;
+    k.vcpus[vi].live = true;
+    k.vcpus[vi].thread = i;
+    k.threads[i].vcpu = vi as u8;
+    let f = frame_of(k, i);
+    f.regs.msr = VCPU_MSR;
+    Ok(())
+}
+
+/// Releases the vCPU of thread slot `i` (thread deletion).
+pub fn destroy(k: &mut Kernel, i: usize) {
+    if let Some(vi) = vcpu_of(k, i) {
+        if k.shadow_owner == vi as u8 {
+            mmu::flush_shadow(k);
+        }
+        k.vcpus[vi].live = false;
+        k.threads[i].vcpu = NO_VCPU;
+    }
+}
+
+/// Called when switching to thread `i`: loads the guest's view of the user-readable
+/// SPRs and the hardware PID, and flushes the guest TLB slots on a world switch.
+pub fn on_switch(k: &mut Kernel, vi: usize) {
+    if k.shadow_owner != vi as u8 {
+        mmu::flush_shadow(k);
+        k.shadow_owner = vi as u8;
+    }
+    let s = &k.vcpus[vi].s;
+    spr::write::<{ spr::PID }>(kestrel_vtlb::hw_pid(s.msr & msr::PR != 0) as u32);
+    spr::write::<{ spr::SPRG4W }>(s.sprg[4]);
+    spr::write::<{ spr::SPRG4W + 1 }>(s.sprg[5]);
+    spr::write::<{ spr::SPRG4W + 2 }>(s.sprg[6]);
+    spr::write::<{ spr::SPRG4W + 3 }>(s.sprg[7]);
+    spr::write::<{ spr::USPRG0 }>(s.usprg0);
+}
+
+/// Vector classes for injection (Book E §7.6).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    NonCritical,
+    Critical,
+    MachineCheck,
+}
+
+/// Injects exception `ivor` into the guest: saves pc/MSR in the class's save/restore
+/// pair, updates the guest MSR as the hardware would, and continues at IVPR | IVORn.
+pub fn inject(k: &mut Kernel, vi: usize, f: &mut TrapFrame, ivor: usize, class: Class, pc: u32) {
+    let v = &mut k.vcpus[vi];
+    let old = v.s.msr;
+    let mut clear = msr::WE | msr::EE | msr::PR | msr::FP | msr::IS | msr::DS
+        | (1 << (31 - 20)) | (1 << (31 - 23));
+    match class {
+        Class::NonCritical => {
+            v.s.srr0 = pc;
+            v.s.srr1 = old;
+        }
+        Class::Critical => {
+            v.s.csrr0 = pc;
+            v.s.csrr1 = old;
+            clear |= msr::CE | msr::DE;
+        }
+        Class::MachineCheck => {
+            v.s.mcsrr0 = pc;
+            v.s.mcsrr1 = old;
+            clear |= msr::CE | msr::DE | msr::ME;
+        }
+    }
+    v.s.msr = old & !clear;
+    f.regs.ip = (v.s.ivpr & 0xffff_0000) | (v.s.ivor[ivor] & 0xfff0);
+    set_guest_mode(k, vi, old);
+}
+
+/// The guest MSR changed from `old`: switch the hardware PID between the guest-user and
+/// guest-kernel TIDs (Fig. 5), flush when the guest's translation space changes.
+pub fn set_guest_mode(k: &mut Kernel, vi: usize, old: u32) {
+    let new = k.vcpus[vi].s.msr;
+    if (old ^ new) & msr::PR != 0 {
+        spr::write::<{ spr::PID }>(kestrel_vtlb::hw_pid(new & msr::PR != 0) as u32);
+    }
+    if (old ^ new) & (msr::IS | msr::DS) != 0 {
+        mmu::flush_shadow(k);
+    }
+}
+
+/// Delivers pending virtual interrupts the guest can take now.
+pub fn deliver_pending(k: &mut Kernel, vi: usize, f: &mut TrapFrame) -> Option<TracePoint> {
+    update_dec(k, vi);
+    let s = &k.vcpus[vi].s;
+    if s.msr & msr::EE == 0 {
+        return None;
+    }
+    if s.irq_line != 0 {
+        let pc = f.regs.ip;
+        inject(k, vi, f, 4, Class::NonCritical, pc);
+        return Some(TracePoint::ExceptExternal);
+    }
+    let s = &k.vcpus[vi].s;
+    if s.tsr & emulate::TSR_DIS != 0 && s.tcr & emulate::TCR_DIE != 0 {
+        let pc = f.regs.ip;
+        inject(k, vi, f, 10, Class::NonCritical, pc);
+        return Some(TracePoint::ExceptDecr);
+    }
+    None
+}
+
+/// Advances the virtual decrementer to "now": sets TSR[DIS] when it reached zero and
+/// reloads it from DECAR with TCR[ARE].
+pub fn update_dec(k: &mut Kernel, vi: usize) {
+    let v = &mut k.vcpus[vi];
+    let Some(deadline) = v.dec_deadline else { return };
+    let now = spr::timebase();
+    if now < deadline {
+        return;
+    }
+    v.s.tsr |= emulate::TSR_DIS;
+    if v.s.tcr & emulate::TCR_ARE != 0 && v.s.decar != 0 {
+        let period = v.s.decar as u64;
+        let missed = (now - deadline) / period + 1;
+        v.dec_deadline = Some(deadline + missed * period);
+    } else {
+        v.dec_deadline = None;
+    }
+}
+
+/// Sends a virtualization fault for the current vCPU thread `cur` to its VMM.
+pub fn virt_fault(k: &mut Kernel, cur: usize, vi: usize, class: VirtFault, insn: u32, gpa: u32) -> Option<usize> {
+    let mask = k.vcpus[vi].masks[class as usize];
+    k.vcpus[vi].fault_mask = mask;
+    k.vcpus[vi].fault_gpa = gpa;
+    let (pc, gprs, special) = {
+        let f = frame_of(k, cur);
+        (f.regs.ip, f.regs.gpr, [f.regs.cr, f.regs.lr, f.regs.ctr, f.regs.xer])
+    };
+    // Long parts of the message go through the vCPU's own (kernel-only) UTCB.
+    // SAFETY: a vCPU's UTCB is a kernel pool frame not mapped into any space.
+    let u = unsafe { &mut *(k.threads[cur].utcb_pa as *mut kestrel_abi::Utcb) };
+    let mut words = vfault::MASK as u32;
+    if mask & (xfer::GPRS | xfer::SPECIAL) != 0 {
+        u.mr[vfault::GPR0..vfault::GPR0 + 32].copy_from_slice(&gprs);
+        u.mr[vfault::CR..vfault::CR + 4].copy_from_slice(&special);
+        words = vfault::WORDS;
+    }
+    let tag = MsgTag::new(label::VIRT_FAULT | class as u16, words, 0);
+    let msg = [tag.0, pc, insn, gpa, k.vcpus[vi].s.msr, mask, 0];
+    let handler = k.threads[cur].exc_handler;
+    match ipc::fault_ipc(k, cur, FaultWait::VirtFault, handler, msg) {
+        Ok(h) => h,
+        Err(()) => {
+            thread::stop(k, cur, format_args!("vCPU fault ({class:?}, insn {insn:#010x}, pc {pc:#010x}) and no VMM to handle it"));
+            None
+        }
+    }
+}
+
+/// Applies the VMM's reply to a virtualization fault of vCPU thread `d`.
+/// `mr(n)` reads message register `n` of the reply.
+pub fn apply_reply(k: &mut Kernel, d: usize, tag: MsgTag, mr: &dyn Fn(&Kernel, usize) -> u32) -> bool {
+    let Some(vi) = vcpu_of(k, d) else { return true };
+    let mask = k.vcpus[vi].fault_mask;
+    let u = tag.untyped();
+    if u >= 1 {
+        frame_of(k, d).regs.ip = mr(k, vfault::REPLY_PC);
+    }
+    let flags = if u >= 2 { mr(k, vfault::REPLY_FLAGS) } else { 0 };
+    if mask & xfer::GPRS != 0 && u >= vfault::GPR0 + 31 {
+        for r in 0..32 {
+            let v = mr(k, vfault::GPR0 + r);
+            frame_of(k, d).regs.gpr[r] = v;
+        }
+    }
+    if mask & xfer::SPECIAL != 0 && u >= vfault::CR + 3 {
+        let (cr, lr, ctr, xer) = (mr(k, vfault::CR), mr(k, vfault::CR + 1), mr(k, vfault::CR + 2), mr(k, vfault::CR + 3));
+        let f = frame_of(k, d);
+        f.regs.cr = cr;
+        f.regs.lr = lr;
+        f.regs.ctr = ctr;
+        f.regs.xer = xer;
+    }
+    if flags & vfault::REPLY_IRQ_RAISE != 0 {
+        k.vcpus[vi].s.irq_line = 1;
+    }
+    if flags & vfault::REPLY_IRQ_LOWER != 0 {
+        k.vcpus[vi].s.irq_line = 0;
+    }
+    let f = frame_of(k, d);
+    let pc = f.regs.ip;
+    if flags & vfault::REPLY_DSI != 0 {
+        k.vcpus[vi].s.dear = k.vcpus[vi].fault_gpa;
+        inject(k, vi, f, 2, Class::NonCritical, pc);
+    } else if flags & vfault::REPLY_PROGRAM != 0 {
+        k.vcpus[vi].s.esr = crate::arch::esr::PIL;
+        inject(k, vi, f, 6, Class::NonCritical, pc);
+    } else if flags & vfault::REPLY_MACHINE_CHECK != 0 {
+        inject(k, vi, f, 1, Class::MachineCheck, pc);
+    }
+    flags & vfault::REPLY_STOP == 0
+}
+
+/// Flushes the guest TLB slots if a revoked host mapping belonged to a VM.
+pub fn host_mapping_revoked(k: &mut Kernel) {
+    mmu::flush_shadow(k);
+}
+

@@ -1,0 +1,39 @@
+//! Kestrel's user-level VMM: the pure, host-tested part.
+//!
+//! The VMM is a native L4 task (paper §4). The kernel runs a guest's vCPU as a thread in
+//! user mode; when the guest executes a sensitive instruction or touches guest-physical
+//! memory that is not mapped yet, the kernel turns the trap into a fault IPC to the VMM
+//! carrying the vCPU state and the trapping instruction word (§3.1). The VMM decodes the
+//! instruction, emulates it against its vCPU and device models, and replies with the
+//! updated state and an advanced program counter (§4.1); a page fault on guest RAM is
+//! answered with a mapping of the backing page (§4.2).
+//!
+//! This crate holds the pieces of that loop that need no kernel:
+//!
+//! - [`decode`]: the PPC440 instruction decoder and encoder for the privileged set and the
+//!   integer loads and stores that reach emulated devices (MMIO), with effective-address
+//!   computation and load/store data conversion;
+//! - [`segment`]: guest-physical memory as linear segments (§4.2) and the checked
+//!   translation of a guest-physical access to the VMM memory that backs it.
+//!
+//! Still to come, in later changes: the VMM binary with the fault-IPC loop, the vCPU
+//! state and instruction emulation on top of [`decode`], and the device models (UIC,
+//! UARTs) behind `read`/`write`.
+//!
+//! Invariants for the whole crate: `no_std`, no `alloc`, no `unsafe`, nothing assumes a
+//! 64-bit `usize`, and no guest-controlled value (instruction word, register, address) can
+//! make a function here panic.
+#![no_std]
+#![forbid(unsafe_code)]
+
+#[cfg(test)]
+extern crate std;
+
+pub mod decode;
+pub mod segment;
+
+pub use decode::{
+    decode, encode, try_decode, AccessKind, AddrMode, Dcr, Gpr, Insn, InsnError, LoadStore, LsOp,
+    Mo, Spr, TlbWord, Width,
+};
+pub use segment::{GuestMemory, GuestPhysAddr, HostAddr, Segment, SegmentError};

@@ -1,0 +1,722 @@
+//! The guest-visible PowerPC 440 TLB: 64 entries of three words, written with `tlbwe`,
+//! read with `tlbre` and searched with `tlbsx`, exactly as the guest would see them on
+//! QEMU's `-M bamboo` (PPC440 core user's manual ch. 5; QEMU `target/ppc/mmu_helper.c`
+//! `helper_440_tlbwe/tlbre/tlbsx` and `mmu_common.c` `mmubooke_check_tlb`).
+//!
+//! Invariants:
+//! - An entry stores only the bits the 440 keeps: parity (TPAR, PAR1, PAR2) and reserved
+//!   bits are dropped on `tlbwe` and read back as 0. Everything else reads back as written.
+//! - All translation (guest `lookup`, `tlbsx`) uses the one matching rule of
+//!   [`GuestEntry::matches`]: the first entry in index order that matches wins; its
+//!   permissions are checked only afterwards, so an earlier entry that denies the access
+//!   hides a later one that would allow it (QEMU `mmubooke_get_physical_address`).
+//!
+//! Behaviour where the manual leaves a choice, and which one we take:
+//! - **Undefined SIZE codes.** The 440 defines 0,1,2,3,4,5,7,9,0xA (1K..1G). QEMU
+//!   computes every code as `1024 << (2 * code)`: code 6 is a 4 MiB page and code 8 a
+//!   64 MiB page (Book E sizes the 440 lacks), and codes 0xB..=0xF overflow 32 bits to
+//!   size 0, so the mask is 0 and the entry matches *every* address when its EPN is 0 and
+//!   none otherwise. We model those as 4 GiB pages, which is the same thing. `tlbre` cannot
+//!   convert size 0 back and QEMU reports SIZE = 1 (4 KiB) for them; so do we.
+//! - **EPN bits below the page size.** QEMU stores EPN as written and compares
+//!   `(ea & mask) == EPN`, so an entry whose EPN is not aligned to its size never matches
+//!   (for lookups and `tlbsx` alike) but reads back unchanged. We do the same. RPN bits
+//!   below the page size are ignored in translation.
+//! - **E (little-endian) bit.** The manual stores it; QEMU drops it (it keeps word-2 bits
+//!   16:23 only). We store it and read it back like the hardware, so that a guest can
+//!   see what it wrote; QEMU translates every page big-endian either way.
+//! - **`tlbsx` and MMUCR[STS].** The manual compares TS with MMUCR[STS]; QEMU's helper
+//!   ignores STS. We follow the manual (a guest such as Linux's boot code can hold a TS=0
+//!   and a TS=1 entry for the same address and must find the one it asks for).
+//! - **Word numbers above 2** are an invalid instruction form: [`TlbError::InvalidWord`];
+//!   QEMU raises a program interrupt (illegal instruction), and so should the emulator.
+//! - **ERPN** extends the real address to 36 bits (QEMU applies it for the 440).
+
+use crate::bits::Field;
+use core::fmt;
+use kestrel_abi::Rights;
+
+/// Number of entries in the 440's unified TLB (UM §5.2).
+pub const ENTRIES: u32 = 64;
+
+/// `tlbwe`/`tlbre` use only the low six bits of the index register.
+const INDEX_MASK: u32 = ENTRIES - 1;
+
+/// TLB word 0, page identification (UM Figure 5-3).
+pub mod word0 {
+    use crate::bits::Field;
+    /// EPN[0:21]: effective page number (1 KiB granular; bits below the page size are
+    /// compared too, see the module doc).
+    pub const EPN: Field = Field::bits(0, 21);
+    /// V[22]: valid.
+    pub const V: Field = Field::bit(22);
+    /// TS[23]: translation space, compared with MSR[IS] (fetch) or MSR[DS] (data).
+    pub const TS: Field = Field::bit(23);
+    /// SIZE[24:27]: page size code, see [`super::size_bytes`].
+    pub const SIZE: Field = Field::bits(24, 27);
+    /// TPAR[28:31]: tag parity; ignored on write, reads as 0.
+    pub const TPAR: Field = Field::bits(28, 31);
+}
+
+/// TLB word 1, translation (UM Figure 5-3).
+pub mod word1 {
+    use crate::bits::Field;
+    /// RPN[0:21]: real page number.
+    pub const RPN: Field = Field::bits(0, 21);
+    /// PAR1[22:23]: parity; ignored on write, reads as 0. Bits 24:27 are reserved.
+    pub const PAR1: Field = Field::bits(22, 23);
+    /// ERPN[28:31]: extended real page number, real-address bits 0:3 of 36.
+    pub const ERPN: Field = Field::bits(28, 31);
+}
+
+/// TLB word 2, storage attributes and access control (UM Figure 5-3).
+pub mod word2 {
+    use crate::bits::Field;
+    /// PAR2[0:1]: parity; ignored on write, reads as 0. Bits 2:15 and 25 are reserved.
+    pub const PAR2: Field = Field::bits(0, 1);
+    /// U0..U3[16:19]: user-definable storage attributes.
+    pub const U0_U3: Field = Field::bits(16, 19);
+    /// W I M G E [20:24]: write-through, caching-inhibited, memory coherence, guarded,
+    /// little-endian. Read as one field in this order, see [`super::Wimge`].
+    pub const WIMGE: Field = Field::bits(20, 24);
+    /// UX[26]: user (problem state) execute.
+    pub const UX: Field = Field::bit(26);
+    /// UW[27]: user write.
+    pub const UW: Field = Field::bit(27);
+    /// UR[28]: user read.
+    pub const UR: Field = Field::bit(28);
+    /// SX[29]: supervisor execute.
+    pub const SX: Field = Field::bit(29);
+    /// SW[30]: supervisor write.
+    pub const SW: Field = Field::bit(30);
+    /// SR[31]: supervisor read.
+    pub const SR: Field = Field::bit(31);
+}
+
+/// MMU control register (SPR 0x3B2, UM §5.4 "MMUCR").
+pub mod mmucr {
+    use crate::bits::Field;
+    /// SWOA[7]: store without allocate.
+    pub const SWOA: Field = Field::bit(7);
+    /// U1TE[9]: U1 transient enable.
+    pub const U1TE: Field = Field::bit(9);
+    /// U2SWOAE[10]: U2 store without allocate enable.
+    pub const U2SWOAE: Field = Field::bit(10);
+    /// DULXE[12]: data cache unlock exception enable.
+    pub const DULXE: Field = Field::bit(12);
+    /// IULXE[13]: instruction cache unlock exception enable.
+    pub const IULXE: Field = Field::bit(13);
+    /// STS[15]: search translation space, the TS `tlbsx` compares.
+    pub const STS: Field = Field::bit(15);
+    /// STID[24:31]: search/load translation ID: `tlbsx` compares it, `tlbwe` word 0 copies
+    /// it into the entry's TID, `tlbre` word 0 copies the entry's TID into it.
+    pub const STID: Field = Field::bits(24, 31);
+}
+
+/// Bits of word 0 an entry keeps (everything but TPAR).
+const WORD0_KEEP: u32 = word0::EPN.mask() | word0::V.mask() | word0::TS.mask() | word0::SIZE.mask();
+/// Bits of word 1 an entry keeps (RPN and ERPN).
+const WORD1_KEEP: u32 = word1::RPN.mask() | word1::ERPN.mask();
+/// Bits of word 2 an entry keeps (U0-U3, WIMGE, the six permissions).
+const WORD2_KEEP: u32 = word2::U0_U3.mask()
+    | word2::WIMGE.mask()
+    | word2::UX.mask()
+    | word2::UW.mask()
+    | word2::UR.mask()
+    | word2::SX.mask()
+    | word2::SW.mask()
+    | word2::SR.mask();
+
+/// The page sizes the 440 defines (UM Table 5-2), with their SIZE codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum PageSize {
+    K1 = 0x0,
+    K4 = 0x1,
+    K16 = 0x2,
+    K64 = 0x3,
+    K256 = 0x4,
+    M1 = 0x5,
+    M16 = 0x7,
+    M256 = 0x9,
+    G1 = 0xA,
+}
+
+impl PageSize {
+    /// Every architected size, smallest first.
+    pub const ALL: [PageSize; 9] = [
+        PageSize::K1,
+        PageSize::K4,
+        PageSize::K16,
+        PageSize::K64,
+        PageSize::K256,
+        PageSize::M1,
+        PageSize::M16,
+        PageSize::M256,
+        PageSize::G1,
+    ];
+
+    /// The SIZE field value.
+    pub const fn code(self) -> u8 {
+        self as u8
+    }
+
+    pub const fn bytes(self) -> u32 {
+        1024 << (2 * self as u32)
+    }
+
+    /// The architected size with this SIZE code, if it is one.
+    pub const fn from_code(code: u8) -> Option<PageSize> {
+        match code {
+            0x0 => Some(PageSize::K1),
+            0x1 => Some(PageSize::K4),
+            0x2 => Some(PageSize::K16),
+            0x3 => Some(PageSize::K64),
+            0x4 => Some(PageSize::K256),
+            0x5 => Some(PageSize::M1),
+            0x7 => Some(PageSize::M16),
+            0x9 => Some(PageSize::M256),
+            0xA => Some(PageSize::G1),
+            _ => None,
+        }
+    }
+
+    /// The largest architected size not above `bytes`, if any (none below 1 KiB).
+    pub fn largest_at_most(bytes: u64) -> Option<PageSize> {
+        PageSize::ALL.iter().rev().copied().find(|s| u64::from(s.bytes()) <= bytes)
+    }
+}
+
+/// Page size in bytes of any 4-bit SIZE code, as QEMU computes it (see the module doc):
+/// `1 KiB << 2*code` for codes 0..=0xA (so 6 is 4 MiB and 8 is 64 MiB) and 4 GiB for
+/// codes 0xB..=0xF. Only the low four bits of `code` are used.
+pub const fn size_bytes(code: u8) -> u64 {
+    let code = code & 0xF;
+    if code <= 0xA {
+        1024u64 << (2 * code as u32)
+    } else {
+        1u64 << 32
+    }
+}
+
+/// The SIZE code `tlbre` reports for a stored code: QEMU cannot express the codes whose
+/// size overflows (0xB..=0xF) and reports 1 (4 KiB) for them.
+const fn readback_size_code(code: u8) -> u8 {
+    if code & 0xF <= 0xA {
+        code & 0xF
+    } else {
+        PageSize::K4.code()
+    }
+}
+
+/// Storage attributes W I M G E, as the five-bit value of word 2 bits 20:24.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
+pub struct Wimge(pub u8);
+
+impl Wimge {
+    /// Write-through (bit 20).
+    pub const W: Wimge = Wimge(0x10);
+    /// Caching inhibited (bit 21).
+    pub const I: Wimge = Wimge(0x08);
+    /// Memory coherence required (bit 22).
+    pub const M: Wimge = Wimge(0x04);
+    /// Guarded (bit 23).
+    pub const G: Wimge = Wimge(0x02);
+    /// Little-endian (bit 24).
+    pub const E: Wimge = Wimge(0x01);
+
+    pub const fn contains(self, other: Wimge) -> bool {
+        self.0 & other.0 == other.0
+    }
+    pub const fn union(self, other: Wimge) -> Wimge {
+        Wimge((self.0 | other.0) & 0x1F)
+    }
+}
+
+/// An entry's access permissions, per privilege level, as [`Rights`] (R, W, X).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Perms {
+    /// UR, UW, UX: problem state (MSR[PR] = 1).
+    pub user: Rights,
+    /// SR, SW, SX: supervisor state (MSR[PR] = 0).
+    pub supervisor: Rights,
+}
+
+impl Perms {
+    /// The permissions that apply with MSR[PR] = `pr`.
+    pub const fn for_mode(self, pr: bool) -> Rights {
+        if pr {
+            self.user
+        } else {
+            self.supervisor
+        }
+    }
+}
+
+/// Decodes one privilege level's permission bits into [`Rights`].
+const fn rights_of(word2: u32, r: Field, w: Field, x: Field) -> Rights {
+    let mut bits = 0;
+    if r.is_set(word2) {
+        bits |= Rights::R.0;
+    }
+    if w.is_set(word2) {
+        bits |= Rights::W.0;
+    }
+    if x.is_set(word2) {
+        bits |= Rights::X.0;
+    }
+    Rights(bits)
+}
+
+/// One TLB entry as stored: the kept bits of the three words plus the 8-bit TID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct GuestEntry {
+    word0: u32,
+    word1: u32,
+    word2: u32,
+    tid: u8,
+}
+
+impl GuestEntry {
+    /// V: whether the entry takes part in translation at all.
+    pub const fn valid(&self) -> bool {
+        word0::V.is_set(self.word0)
+    }
+
+    /// TS: the translation space the entry belongs to.
+    pub const fn ts(&self) -> bool {
+        word0::TS.is_set(self.word0)
+    }
+
+    /// TID: the process ID the entry belongs to; 0 matches every PID.
+    pub const fn tid(&self) -> u8 {
+        self.tid
+    }
+
+    /// EPN as an address, exactly as written (bits below the page size included).
+    pub const fn epn(&self) -> u32 {
+        self.word0 & word0::EPN.mask()
+    }
+
+    /// The SIZE code as written (0..=0xF).
+    pub const fn size_code(&self) -> u8 {
+        word0::SIZE.get(self.word0) as u8
+    }
+
+    /// Page size in bytes (QEMU's reading of undefined codes, see [`size_bytes`]).
+    pub const fn size_bytes(&self) -> u64 {
+        size_bytes(self.size_code())
+    }
+
+    /// The architected page size, or `None` for an undefined SIZE code.
+    pub const fn page_size(&self) -> Option<PageSize> {
+        PageSize::from_code(self.size_code())
+    }
+
+    /// ERPN:RPN as a 36-bit real page address, exactly as written.
+    pub const fn rpn(&self) -> u64 {
+        ((word1::ERPN.get(self.word1) as u64) << 32) | (self.word1 & word1::RPN.mask()) as u64
+    }
+
+    /// UX UW UR / SX SW SR.
+    pub const fn perms(&self) -> Perms {
+        Perms {
+            user: rights_of(self.word2, word2::UR, word2::UW, word2::UX),
+            supervisor: rights_of(self.word2, word2::SR, word2::SW, word2::SX),
+        }
+    }
+
+    pub const fn wimge(&self) -> Wimge {
+        Wimge(word2::WIMGE.get(self.word2) as u8)
+    }
+
+    /// U0..U3 as a four-bit value (U0 most significant).
+    pub const fn user_attributes(&self) -> u8 {
+        word2::U0_U3.get(self.word2) as u8
+    }
+
+    /// `!(size - 1)` over 64 bits; 0 for the 4 GiB reading of undefined codes.
+    const fn mask(&self) -> u64 {
+        !(self.size_bytes() - 1)
+    }
+
+    /// The effective-address block `(base, size)` this entry can translate, or `None` if
+    /// it can translate nothing (invalid, or EPN not aligned to the size).
+    pub const fn block(&self) -> Option<(u32, u64)> {
+        if !self.valid() {
+            return None;
+        }
+        let epn = self.epn() as u64;
+        if epn & self.mask() != epn {
+            return None;
+        }
+        Some((self.epn(), self.size_bytes()))
+    }
+
+    /// Whether the entry can translate addresses for process `pid` in space `ts`
+    /// (valid, TID 0 or equal to `pid`, TS equal to `ts`).
+    pub const fn in_context(&self, pid: u8, ts: bool) -> bool {
+        self.valid() && (self.tid == 0 || self.tid == pid) && self.ts() == ts
+    }
+
+    /// The 440's match rule: valid, TID 0 or `pid`, TS equal to `ts`, and
+    /// `ea & mask == EPN` (QEMU `ppcemb_tlb_check` plus the AS check of
+    /// `mmubooke_check_tlb`).
+    pub const fn matches(&self, ea: u32, pid: u8, ts: bool) -> bool {
+        self.in_context(pid, ts) && (ea as u64 & self.mask()) == self.epn() as u64
+    }
+
+    /// The real (guest-physical) address of `ea` through this entry:
+    /// `ERPN:(RPN & mask) | (ea & !mask)`. Meaningful only when the entry matches `ea`.
+    pub const fn translate(&self, ea: u32) -> u64 {
+        let mask = self.mask();
+        let rpn = (self.word1 & word1::RPN.mask()) as u64;
+        ((word1::ERPN.get(self.word1) as u64) << 32) | (rpn & mask) | (ea as u64 & !mask)
+    }
+
+    /// The three words as `tlbre` returns them.
+    pub const fn words(&self) -> [u32; 3] {
+        let w0 = word0::SIZE.set(self.word0, readback_size_code(self.size_code()) as u32);
+        [w0, self.word1, self.word2]
+    }
+}
+
+/// Errors of the TLB instructions. Each message says what the emulator must do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlbError {
+    /// The instruction's word-select field is above 2: an invalid instruction form; inject
+    /// a program interrupt (illegal instruction) as QEMU does.
+    InvalidWord { word: u32 },
+}
+
+impl fmt::Display for TlbError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TlbError::InvalidWord { word } => write!(
+                f,
+                "tlbwe/tlbre word {word} does not exist (0..=2): inject an illegal-instruction program interrupt"
+            ),
+        }
+    }
+}
+
+/// The whole guest TLB. Starts with every entry invalid (all words and TIDs 0).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuestTlb {
+    entries: [GuestEntry; ENTRIES as usize],
+}
+
+impl Default for GuestTlb {
+    fn default() -> Self {
+        GuestTlb::new()
+    }
+}
+
+impl GuestTlb {
+    pub const fn new() -> GuestTlb {
+        GuestTlb { entries: [GuestEntry { word0: 0, word1: 0, word2: 0, tid: 0 }; ENTRIES as usize] }
+    }
+
+    /// Entry `index` (low six bits used, as by the instructions).
+    pub fn entry(&self, index: u32) -> &GuestEntry {
+        &self.entries[(index & INDEX_MASK) as usize]
+    }
+
+    /// All entries in index order.
+    pub fn entries(&self) -> &[GuestEntry] {
+        &self.entries
+    }
+
+    /// `tlbwe value, index, word` with the guest's current `mmucr`. Word 0 also sets the
+    /// entry's TID from MMUCR[STID]; words 1 and 2 leave the other words alone.
+    pub fn tlbwe(&mut self, index: u32, word: u32, value: u32, mmucr: u32) -> Result<(), TlbError> {
+        if word > 2 {
+            return Err(TlbError::InvalidWord { word });
+        }
+        let entry = &mut self.entries[(index & INDEX_MASK) as usize];
+        match word {
+            0 => {
+                entry.word0 = value & WORD0_KEEP;
+                entry.tid = mmucr::STID.get(mmucr) as u8;
+            }
+            1 => entry.word1 = value & WORD1_KEEP,
+            _ => entry.word2 = value & WORD2_KEEP,
+        }
+        Ok(())
+    }
+
+    /// `tlbre index, word` with the guest's current `mmucr`: the word's value and, for
+    /// word 0, the new MMUCR (STID replaced by the entry's TID, other bits kept).
+    pub fn tlbre(&self, index: u32, word: u32, mmucr: u32) -> Result<(u32, Option<u32>), TlbError> {
+        if word > 2 {
+            return Err(TlbError::InvalidWord { word });
+        }
+        let entry = self.entry(index);
+        let words = entry.words();
+        let new_mmucr = if word == 0 { Some(mmucr::STID.set(mmucr, entry.tid as u32)) } else { None };
+        Ok((words[word as usize], new_mmucr))
+    }
+
+    /// `tlbsx ea`: the index of the first entry matching `ea` for PID MMUCR[STID] in
+    /// space MMUCR[STS].
+    pub fn tlbsx(&self, ea: u32, mmucr: u32) -> Option<u32> {
+        self.lookup(ea, mmucr::STID.get(mmucr) as u8, mmucr::STS.is_set(mmucr)).map(|(index, _)| index)
+    }
+
+    /// The entry translating `ea` for process `pid` in space `ts` (MSR[IS] for fetches,
+    /// MSR[DS] for data): the first match in index order, whatever its permissions.
+    pub fn lookup(&self, ea: u32, pid: u8, ts: bool) -> Option<(u32, &GuestEntry)> {
+        self.entries.iter().enumerate().find(|(_, e)| e.matches(ea, pid, ts)).map(|(i, e)| (i as u32, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V: u32 = 0x200;
+    const TS: u32 = 0x100;
+
+    fn size(code: u32) -> u32 {
+        code << 4
+    }
+
+    /// A TLB with one entry at `index`: word 0..2 and TID.
+    fn with_entry(index: u32, w: [u32; 3], tid: u8) -> GuestTlb {
+        let mut t = GuestTlb::new();
+        for (word, value) in w.iter().enumerate() {
+            t.tlbwe(index, word as u32, *value, tid as u32).unwrap();
+        }
+        t
+    }
+
+    #[test]
+    fn field_layout_matches_qemu_constants() {
+        // The masks QEMU's helper_440_tlbwe uses, spelled as hex.
+        assert_eq!(word0::EPN.mask(), 0xFFFF_FC00);
+        assert_eq!(word0::V.mask(), 0x200);
+        assert_eq!(word0::TS.mask(), 0x100);
+        assert_eq!(word0::SIZE.mask(), 0xF0);
+        assert_eq!(word0::TPAR.mask(), 0xF);
+        assert_eq!(WORD1_KEEP, 0xFFFF_FC0F);
+        assert_eq!(word1::PAR1.mask(), 0x300);
+        assert_eq!(word2::PAR2.mask(), 0xC000_0000);
+        assert_eq!(word2::U0_U3.mask(), 0xF000);
+        assert_eq!(word2::WIMGE.mask(), 0x0F80);
+        assert_eq!(word2::SR.mask(), 0x1);
+        assert_eq!(word2::SW.mask(), 0x2);
+        assert_eq!(word2::SX.mask(), 0x4);
+        assert_eq!(word2::UR.mask(), 0x8);
+        assert_eq!(word2::UW.mask(), 0x10);
+        assert_eq!(word2::UX.mask(), 0x20);
+        assert_eq!(WORD2_KEEP, 0xFFBF);
+        // Linux's PPC44x_MMUCR_STS and PPC44x_MMUCR_TID.
+        assert_eq!(mmucr::STS.mask(), 0x0001_0000);
+        assert_eq!(mmucr::STID.mask(), 0xFF);
+        assert_eq!(mmucr::SWOA.mask(), 0x0100_0000);
+        assert_eq!(mmucr::U1TE.mask(), 0x0040_0000);
+        assert_eq!(mmucr::U2SWOAE.mask(), 0x0020_0000);
+        assert_eq!(mmucr::DULXE.mask(), 0x0008_0000);
+        assert_eq!(mmucr::IULXE.mask(), 0x0004_0000);
+    }
+
+    #[test]
+    fn every_page_size_translates_its_whole_block_and_nothing_else() {
+        for s in PageSize::ALL {
+            let bytes = s.bytes();
+            // Place the page at an address aligned to its size but not to twice its size.
+            let base = if bytes >= 0x4000_0000 { 0x4000_0000 } else { bytes * 3 };
+            let rpn = bytes.wrapping_mul(5) & !(bytes - 1);
+            let t = with_entry(7, [base | V | size(s.code() as u32), rpn, 0x3F], 0);
+            let e = t.entry(7);
+            assert_eq!(e.page_size(), Some(s));
+            assert_eq!(e.size_bytes(), bytes as u64);
+            assert_eq!(t.lookup(base, 9, false).map(|(i, _)| i), Some(7), "{s:?} first byte");
+            assert_eq!(t.lookup(base + (bytes - 1), 9, false).map(|(i, _)| i), Some(7), "{s:?} last byte");
+            assert_eq!(t.lookup(base.wrapping_sub(1), 9, false), None, "{s:?} byte before");
+            assert_eq!(t.lookup(base.wrapping_add(bytes), 9, false), None, "{s:?} byte after");
+            assert_eq!(e.translate(base + (bytes - 1)), (rpn + bytes - 1) as u64);
+            assert_eq!(t.tlbre(7, 0, 0).unwrap().0 & 0xF0, size(s.code() as u32));
+        }
+        let bytes: [u32; 9] = [1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 24, 1 << 28, 1 << 30];
+        assert_eq!(PageSize::ALL.map(PageSize::bytes), bytes);
+        for code in 0..16u8 {
+            assert_eq!(PageSize::from_code(code).map(PageSize::code), [0, 1, 2, 3, 4, 5, 7, 9, 0xA].contains(&code).then_some(code));
+        }
+    }
+
+    #[test]
+    fn erpn_extends_the_real_address() {
+        let t = with_entry(0, [0x1000_0000 | V | size(1), 0x2000_0000 | 0xA, 0x3F], 0);
+        let e = t.entry(0);
+        assert_eq!(e.rpn(), 0xA_2000_0000);
+        assert_eq!(e.translate(0x1000_0123), 0xA_2000_0123);
+        assert_eq!(t.tlbre(0, 1, 0).unwrap(), (0x2000_000A, None));
+    }
+
+    #[test]
+    fn rpn_bits_below_the_page_size_are_ignored_in_translation() {
+        let t = with_entry(0, [0x0010_0000 | V | size(5), 0x0034_5400, 0x3F], 0);
+        assert_eq!(t.entry(0).translate(0x0010_0010), 0x0030_0010);
+        assert_eq!(t.tlbre(0, 1, 0).unwrap().0, 0x0034_5400, "reads back as written");
+    }
+
+    #[test]
+    fn tid_zero_matches_any_pid_and_other_tids_only_their_own() {
+        let shared = with_entry(3, [0x8000 | V | size(1), 0, 0x3F], 0);
+        for pid in [0u8, 1, 7, 255] {
+            assert!(shared.lookup(0x8000, pid, false).is_some());
+        }
+        let private = with_entry(3, [0x8000 | V | size(1), 0, 0x3F], 7);
+        assert!(private.lookup(0x8000, 7, false).is_some());
+        assert!(private.lookup(0x8000, 0, false).is_none(), "PID 0 is not a wildcard");
+        assert!(private.lookup(0x8000, 8, false).is_none());
+    }
+
+    #[test]
+    fn translation_space_must_match() {
+        let t = with_entry(3, [0x8000 | V | TS | size(1), 0, 0x3F], 0);
+        assert!(t.lookup(0x8000, 0, true).is_some());
+        assert!(t.lookup(0x8000, 0, false).is_none());
+        assert_eq!(t.tlbsx(0x8000, mmucr::STS.mask()), Some(3));
+        assert_eq!(t.tlbsx(0x8000, 0), None, "tlbsx compares MMUCR[STS] (the manual; QEMU ignores it)");
+    }
+
+    #[test]
+    fn first_match_in_index_order_wins_even_without_permission() {
+        let mut t = GuestTlb::new();
+        // Entry 2: 4 KiB, no permissions at all. Entry 5: 1 MiB around it, everything.
+        for (word, v) in [0x0010_0000 | V | size(1), 0x0000_0000, 0].iter().enumerate() {
+            t.tlbwe(2, word as u32, *v, 0).unwrap();
+        }
+        for (word, v) in [0x0010_0000 | V | size(5), 0x0100_0000, 0x3F].iter().enumerate() {
+            t.tlbwe(5, word as u32, *v, 0).unwrap();
+        }
+        let (i, e) = t.lookup(0x0010_0800, 0, false).unwrap();
+        assert_eq!(i, 2);
+        assert_eq!(e.perms(), Perms::default());
+        assert_eq!(t.lookup(0x0010_1000, 0, false).map(|(i, _)| i), Some(5), "outside entry 2");
+        assert_eq!(t.tlbsx(0x0010_0800, 0), Some(2));
+    }
+
+    #[test]
+    fn invalid_entries_never_match() {
+        let t = with_entry(0, [0x8000 | size(1), 0, 0x3F], 0);
+        assert!(t.lookup(0x8000, 0, false).is_none());
+        assert!(t.entry(0).block().is_none());
+    }
+
+    #[test]
+    fn qemu_only_sizes_4m_and_64m() {
+        let t = with_entry(0, [0x0040_0000 | V | size(6), 0, 0x3F], 0);
+        assert_eq!(t.entry(0).size_bytes(), 4 << 20);
+        assert_eq!(t.entry(0).page_size(), None);
+        assert!(t.lookup(0x007F_FFFF, 0, false).is_some());
+        assert!(t.lookup(0x0080_0000, 0, false).is_none());
+        assert_eq!(t.tlbre(0, 0, 0).unwrap().0, 0x0040_0000 | V | size(6));
+        let t = with_entry(0, [0x0400_0000 | V | size(8), 0, 0x3F], 0);
+        assert_eq!(t.entry(0).size_bytes(), 64 << 20);
+        assert!(t.lookup(0x07FF_FFFF, 0, false).is_some());
+        assert!(t.lookup(0x0800_0000, 0, false).is_none());
+    }
+
+    #[test]
+    fn overflowing_size_codes_cover_everything_only_at_epn_zero() {
+        for code in 0xB..=0xF {
+            let t = with_entry(0, [V | size(code), 0x1000_0001, 0x3F], 0);
+            assert_eq!(t.entry(0).size_bytes(), 1 << 32);
+            for ea in [0, 0x1234_5678, 0xFFFF_FFFF] {
+                assert!(t.lookup(ea, 0, false).is_some(), "code {code:#x} ea {ea:#x}");
+                assert_eq!(t.entry(0).translate(ea), 0x1_0000_0000 | ea as u64, "RPN masked away, ERPN kept");
+            }
+            assert_eq!(t.tlbre(0, 0, 0).unwrap().0, V | size(1), "reads back as SIZE=1 (QEMU)");
+            let t = with_entry(0, [0x0001_0000 | V | size(code), 0, 0x3F], 0);
+            assert!(t.lookup(0x0001_0000, 0, false).is_none(), "nonzero EPN never matches");
+            assert!(t.entry(0).block().is_none());
+        }
+    }
+
+    #[test]
+    fn epn_not_aligned_to_the_size_never_matches() {
+        let t = with_entry(0, [0x0010_1000 | V | size(5), 0, 0x3F], 0);
+        assert!(t.lookup(0x0010_1000, 0, false).is_none());
+        assert!(t.lookup(0x0010_0000, 0, false).is_none());
+        assert_eq!(t.tlbsx(0x0010_1000, 0), None);
+        assert_eq!(t.tlbre(0, 0, 0).unwrap().0, 0x0010_1000 | V | size(5));
+    }
+
+    #[test]
+    fn bad_word_numbers_are_rejected_without_side_effects() {
+        let mut t = GuestTlb::new();
+        for word in [3, 4, 31, u32::MAX] {
+            assert_eq!(t.tlbwe(0, word, 0xFFFF_FFFF, 0xFF), Err(TlbError::InvalidWord { word }));
+            assert_eq!(t.tlbre(0, word, 0), Err(TlbError::InvalidWord { word }));
+        }
+        assert_eq!(t, GuestTlb::new());
+    }
+
+    #[test]
+    fn index_uses_the_low_six_bits() {
+        let mut t = GuestTlb::new();
+        t.tlbwe(64 + 5, 1, 0x1234_5400, 0).unwrap();
+        assert_eq!(t.tlbre(5, 1, 0).unwrap().0, 0x1234_5400);
+        assert_eq!(t.tlbre(0xFFFF_FFC5, 1, 0).unwrap().0, 0x1234_5400);
+    }
+
+    #[test]
+    fn tid_moves_through_mmucr_stid() {
+        let mut t = GuestTlb::new();
+        let mmucr = mmucr::STS.mask() | mmucr::SWOA.mask() | 0x42;
+        t.tlbwe(9, 0, 0x8000 | V | size(1), mmucr).unwrap();
+        assert_eq!(t.entry(9).tid(), 0x42);
+        // Words 1 and 2 do not touch the TID.
+        t.tlbwe(9, 1, 0, 0x17).unwrap();
+        t.tlbwe(9, 2, 0, 0x17).unwrap();
+        assert_eq!(t.entry(9).tid(), 0x42);
+        let (_, new) = t.tlbre(9, 0, 0xFFFF_FF00 | 0x99).unwrap();
+        assert_eq!(new, Some(0xFFFF_FF42), "STID replaced, other MMUCR bits kept");
+        assert_eq!(t.tlbre(9, 1, 0x99).unwrap().1, None);
+        assert_eq!(t.tlbre(9, 2, 0x99).unwrap().1, None);
+    }
+
+    #[test]
+    fn parity_and_reserved_bits_read_as_zero() {
+        let t = with_entry(0, [0xFFFF_FFFF; 3], 0);
+        assert_eq!(t.tlbre(0, 0, 0).unwrap().0, 0xFFFF_FF10, "EPN, V, TS kept; TPAR 0; SIZE 0xF reads as 1");
+        assert_eq!(t.tlbre(0, 1, 0).unwrap().0, 0xFFFF_FC0F);
+        assert_eq!(t.tlbre(0, 2, 0).unwrap().0, 0x0000_FFBF);
+    }
+
+    #[test]
+    fn word2_decodes_perms_wimge_and_user_attributes() {
+        let w2 = word2::U0_U3.set(0, 0b1010) | word2::WIMGE.set(0, 0b01011) | word2::UR.mask() | word2::SX.mask() | word2::SW.mask();
+        let t = with_entry(0, [0, 0, w2], 0);
+        let e = t.entry(0);
+        assert_eq!(e.user_attributes(), 0b1010);
+        assert_eq!(e.wimge(), Wimge(0b01011));
+        assert!(e.wimge().contains(Wimge::I) && e.wimge().contains(Wimge::G) && e.wimge().contains(Wimge::E));
+        assert!(!e.wimge().contains(Wimge::W));
+        assert_eq!(e.perms(), Perms { user: Rights::R, supervisor: Rights(Rights::W.0 | Rights::X.0) });
+        assert_eq!(e.perms().for_mode(true), Rights::R);
+    }
+
+    #[test]
+    fn writes_of_one_word_leave_the_others_alone() {
+        let mut t = with_entry(4, [0x8000 | V | size(1), 0x9000, 0x3F], 3);
+        t.tlbwe(4, 2, 0x08, 3).unwrap();
+        assert_eq!(t.entry(4).epn(), 0x8000);
+        assert_eq!(t.entry(4).rpn(), 0x9000);
+        t.tlbwe(4, 0, 0xA000 | size(2), 5).unwrap();
+        assert_eq!(t.entry(4).rpn(), 0x9000);
+        assert_eq!(t.entry(4).perms().user, Rights::R);
+        assert!(!t.entry(4).valid());
+    }
+
+    #[test]
+    fn largest_at_most_picks_architected_sizes() {
+        assert_eq!(PageSize::largest_at_most(1023), None);
+        assert_eq!(PageSize::largest_at_most(1024), Some(PageSize::K1));
+        assert_eq!(PageSize::largest_at_most(8 << 20), Some(PageSize::M1), "no 4 MiB on the 440");
+        assert_eq!(PageSize::largest_at_most(1 << 32), Some(PageSize::G1));
+    }
+}

@@ -1,0 +1,24 @@
+//! Kestrel's virtual TLB: pure logic, no hardware access, tested on the host.
+//!
+//! - [`guest`]: the guest-visible PowerPC 440 TLB that the kernel's instruction emulator
+//!   drives on trapped `tlbwe`, `tlbre` and `tlbsx` (one [`guest::GuestTlb`] per vCPU).
+//! - [`shadow`]: the paper's §3.2 / Fig. 5 policy that merges the guest TLB and the VM's
+//!   guest-physical mappings into hardware TLB entries, tags them with TIDs 0/1/2 for
+//!   guest shared/user/kernel pages, and says when they must be flushed.
+//!
+//! Invariant for the whole crate: a hardware entry produced here never grants more than
+//! the guest TLB (first match, current guest mode) and the VMM's mapping both allow, over
+//! every address it covers. `tests/model.rs` checks this against a reference model.
+#![no_std]
+#![forbid(unsafe_code)]
+
+mod bits;
+pub mod guest;
+pub mod shadow;
+
+pub use bits::Field;
+pub use guest::{GuestEntry, GuestTlb, PageSize, Perms, TlbError, Wimge};
+pub use shadow::{
+    fig5_tid, hw_pid, needs_flush, shadow_fill, Access, Event, FillResult, GuestPhysMap, HostPage, HwEntry,
+    Placement, ShadowTlb, Slot, SlotMask, TID_KERNEL, TID_SHARED, TID_USER,
+};

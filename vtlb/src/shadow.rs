@@ -1,0 +1,776 @@
+//! The shadow policy of the paper's §3.2 ("Virtual TLB", "Virtual Address Space
+//! Protection", Fig. 5): merge guest-virtual → guest-physical (the [`GuestTlb`]) →
+//! host-physical (the VM's guest-physical mappings, a [`GuestPhysMap`]) into one hardware
+//! TLB entry, tag it with a hardware TID that encodes the guest's user/supervisor
+//! protection, and say when such entries must be flushed.
+//!
+//! Invariants of every [`HwEntry`] that [`shadow_fill`] returns (the paper: "the hardware
+//! TLB always contains a subset of the virtual TLB"):
+//! - **Range.** Every address it covers is translated, by the guest TLB's first match in
+//!   index order (same guest PID and TS), by the *same* guest entry as the faulting
+//!   address, and the whole guest-physical image lies inside one host mapping. So the
+//!   hardware translation of every covered address equals the two-stage translation.
+//! - **Rights.** Its permissions are a subset of the guest entry's permissions for every
+//!   guest mode in which the hardware can use it, intersected with the rights the VMM
+//!   granted; they always include the faulting access.
+//! - **Fig. 5 TIDs.** A guest page with equal user and supervisor permissions becomes a
+//!   [`TID_SHARED`] entry usable in both guest modes. Otherwise the entry is
+//!   [`TID_USER`] (guest user permissions) when filled in guest user mode and
+//!   [`TID_KERNEL`] (guest supervisor permissions) in guest kernel mode. The kernel loads
+//!   PID [`hw_pid`]`(MSR[PR])`, so a guest user/kernel switch only changes the PID.
+//! - **Space.** It lives in translation space 1 (guests run with MSR[IS,DS] = 1), which
+//!   the kernel, the VMM and native tasks never use; the guest's own TS is folded away,
+//!   which is why a guest TS change flushes (see [`Event`]).
+//!
+//! Because shadow entries carry no guest PID, a guest PID change flushes them all, as
+//! does a world switch; guest system calls and VMM traps do not (§3.2, last paragraph).
+//! A hardware entry serves fetches and data alike: while a guest runs with MSR[IS] !=
+//! MSR[DS] (Linux only does so for a few boot instructions), the kernel must narrow each
+//! fill to its access class with [`HwEntry::restricted_to`].
+
+use crate::guest::{word0, word1, word2, GuestTlb, PageSize, Perms, Wimge};
+use kestrel_abi::Rights;
+
+/// Hardware TID of pages that guest user and guest kernel may both touch (Fig. 5).
+/// TID 0 matches every hardware PID.
+pub const TID_SHARED: u8 = 0;
+/// Hardware TID of pages for guest user mode only; also the PID loaded in guest user mode.
+pub const TID_USER: u8 = 1;
+/// Hardware TID of pages for guest kernel mode only; also the PID loaded in guest kernel mode.
+pub const TID_KERNEL: u8 = 2;
+
+/// The hardware PID the kernel loads while the guest runs with MSR[PR] = `guest_pr`.
+pub const fn hw_pid(guest_pr: bool) -> u8 {
+    if guest_pr {
+        TID_USER
+    } else {
+        TID_KERNEL
+    }
+}
+
+/// The hardware TID and the guest-granted rights of a guest entry with `perms`, filled
+/// while the guest runs with MSR[PR] = `guest_pr` (Fig. 5). Equal user and supervisor
+/// permissions give one shared entry; otherwise the mode's own permissions and TID.
+pub const fn fig5_tid(perms: Perms, guest_pr: bool) -> (u8, Rights) {
+    if perms.user.0 & 7 == perms.supervisor.0 & 7 {
+        (TID_SHARED, perms.user)
+    } else if guest_pr {
+        (TID_USER, perms.user)
+    } else {
+        (TID_KERNEL, perms.supervisor)
+    }
+}
+
+/// The kind of access that missed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    Read,
+    Write,
+    Execute,
+}
+
+impl Access {
+    /// The right this access needs.
+    pub const fn right(self) -> Rights {
+        match self {
+            Access::Read => Rights::R,
+            Access::Write => Rights::W,
+            Access::Execute => Rights::X,
+        }
+    }
+}
+
+/// One host mapping of the VM's guest-physical space: the aligned window of `size` bytes
+/// containing the asked-for guest-physical address starts at host-physical `base`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostPage {
+    base: u32,
+    size: u32,
+    rights: Rights,
+    device: bool,
+}
+
+impl HostPage {
+    /// Validates: `size` is a power of two of at least 4 KiB and `base` is aligned to it.
+    /// `rights` are what the VMM granted; `device` marks I/O memory (mapped I and G).
+    pub const fn new(base: u32, size: u32, rights: Rights, device: bool) -> Option<HostPage> {
+        if !size.is_power_of_two() || size < 4096 || base & (size - 1) != 0 {
+            return None;
+        }
+        Some(HostPage { base, size, rights: Rights(rights.0 & 7), device })
+    }
+    pub const fn base(&self) -> u32 {
+        self.base
+    }
+    pub const fn size(&self) -> u32 {
+        self.size
+    }
+    pub const fn rights(&self) -> Rights {
+        self.rights
+    }
+    pub const fn device(&self) -> bool {
+        self.device
+    }
+    /// The host-physical address of `gpa`, which must lie in this mapping's window.
+    pub const fn host_address(&self, gpa: u64) -> u32 {
+        self.base + (gpa as u32 & (self.size - 1))
+    }
+}
+
+/// The VM's second translation stage, guest-physical → host-physical, as the kernel's
+/// mapping database knows it (the VMM establishes it as the VM's pager).
+pub trait GuestPhysMap {
+    /// The host mapping containing `gpa`, or `None` if the VMM has mapped nothing there.
+    fn translate(&self, gpa: u64) -> Option<HostPage>;
+}
+
+/// A hardware TLB entry for a guest: always valid, always translation space 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HwEntry {
+    /// Effective page base, aligned to `size`.
+    pub epn: u32,
+    pub size: PageSize,
+    /// Host-physical page base, aligned to `size`.
+    pub rpn_base: u32,
+    /// [`TID_SHARED`], [`TID_USER`] or [`TID_KERNEL`].
+    pub tid: u8,
+    /// Problem-state permissions (UR/UW/UX): guests always run in problem state, so the
+    /// supervisor permissions stay 0.
+    pub perms: Rights,
+    pub wimge: Wimge,
+}
+
+impl HwEntry {
+    pub const fn bytes(&self) -> u32 {
+        self.size.bytes()
+    }
+
+    /// Whether `ea` lies in the entry's page.
+    pub const fn contains(&self, ea: u32) -> bool {
+        ea & !(self.bytes() - 1) == self.epn
+    }
+
+    /// Whether the entry's page overlaps the effective-address range `[base, base + len)`.
+    pub const fn overlaps(&self, base: u32, len: u64) -> bool {
+        ranges_overlap(self.epn as u64, self.bytes() as u64, base as u64, len)
+    }
+
+    /// Whether the hardware uses the entry while PID `pid` is loaded.
+    pub const fn visible_with_pid(&self, pid: u8) -> bool {
+        self.tid == TID_SHARED || self.tid == pid
+    }
+
+    /// The entry with only the permissions of `access`'s class kept: execute for
+    /// fetches, read and write for data. Needed while the guest runs with MSR[IS] !=
+    /// MSR[DS], when the fill was computed for one translation space only.
+    pub const fn restricted_to(self, access: Access) -> HwEntry {
+        let keep = match access {
+            Access::Execute => Rights::X,
+            Access::Read | Access::Write => Rights::RW,
+        };
+        HwEntry { perms: self.perms.intersect(keep), ..self }
+    }
+
+    /// The three `tlbwe` words (word 0 with V and TS = 1); the TID goes through
+    /// MMUCR[STID] and is [`HwEntry::tid`].
+    pub fn words(&self) -> (u32, u32, u32) {
+        let w0 = word0::SIZE.set(
+            (self.epn & word0::EPN.mask()) | word0::V.mask() | word0::TS.mask(),
+            self.size.code() as u32,
+        );
+        let w1 = self.rpn_base & word1::RPN.mask();
+        let mut w2 = word2::WIMGE.set(0, self.wimge.0 as u32);
+        if self.perms.contains(Rights::X) {
+            w2 |= word2::UX.mask();
+        }
+        if self.perms.contains(Rights::W) {
+            w2 |= word2::UW.mask();
+        }
+        if self.perms.contains(Rights::R) {
+            w2 |= word2::UR.mask();
+        }
+        (w0, w1, w2)
+    }
+}
+
+const fn ranges_overlap(a: u64, a_len: u64, b: u64, b_len: u64) -> bool {
+    a < b + b_len && b < a + a_len
+}
+
+/// What the kernel's TLB-miss handler does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FillResult {
+    /// Write `hw` into the hardware TLB (and record `guest_index` in the [`ShadowTlb`]),
+    /// then resume the guest.
+    Hit { hw: HwEntry, guest_index: u32 },
+    /// No guest TLB entry matches: inject an instruction/data TLB-miss interrupt.
+    GuestMiss,
+    /// The first matching guest entry denies the access in the guest's current mode:
+    /// inject an instruction/data storage interrupt.
+    GuestProtection,
+    /// The guest allows the access but the VMM has not mapped `gpa`, or not with the
+    /// needed right: send the VMM a page-fault IPC for `gpa` (second stage).
+    PhysMiss { gpa: u64 },
+}
+
+/// Handles a hardware TLB miss (or protection fault) of a guest at `ea` for `access`.
+/// `guest_pid` is the guest's PID register, `guest_msr_pr` its MSR[PR], and `guest_ts`
+/// its MSR[IS] for fetches or MSR[DS] for data accesses.
+///
+/// Order: the guest TLB's first match in index order (none: [`FillResult::GuestMiss`]);
+/// its permissions in the current guest mode ([`FillResult::GuestProtection`]); the host
+/// mapping of the guest-physical address and the VMM's rights
+/// ([`FillResult::PhysMiss`]); otherwise a [`FillResult::Hit`] whose page is the largest
+/// 440 size that fits the guest page, the host mapping, and no earlier guest entry.
+pub fn shadow_fill<M: GuestPhysMap + ?Sized>(
+    guest: &GuestTlb,
+    gmap: &M,
+    ea: u32,
+    guest_pid: u8,
+    guest_msr_pr: bool,
+    access: Access,
+    guest_ts: bool,
+) -> FillResult {
+    let Some((index, entry)) = guest.lookup(ea, guest_pid, guest_ts) else {
+        return FillResult::GuestMiss;
+    };
+    let (tid, guest_rights) = fig5_tid(entry.perms(), guest_msr_pr);
+    if !guest_rights.contains(access.right()) {
+        return FillResult::GuestProtection;
+    }
+    let gpa = entry.translate(ea);
+    let host = match gmap.translate(gpa) {
+        Some(host) if host.rights().contains(access.right()) => host,
+        _ => return FillResult::PhysMiss { gpa },
+    };
+
+    let size = hw_page_size(guest, index, ea, guest_pid, guest_ts, entry.size_bytes().min(host.size() as u64));
+    let mask = !(size.bytes() - 1);
+    let wimge = if host.device() { entry.wimge().union(Wimge::I).union(Wimge::G) } else { entry.wimge() };
+    let hw = HwEntry {
+        epn: ea & mask,
+        size,
+        rpn_base: host.host_address(gpa) & mask,
+        tid,
+        perms: guest_rights.intersect(host.rights()),
+        wimge,
+    };
+    FillResult::Hit { hw, guest_index: index }
+}
+
+/// The largest 440 page size of at most `limit` bytes whose aligned page around `ea`
+/// overlaps none of the guest entries before `index` that could match in this context
+/// (they would win the first-match rule for part of the page).
+///
+/// 1 KiB always qualifies: guest entries are aligned blocks of at least 1 KiB, so one
+/// that overlaps the 1 KiB block around `ea` contains it, and with it `ea`; it would
+/// then be the first match instead of `index`.
+fn hw_page_size(guest: &GuestTlb, index: u32, ea: u32, pid: u8, ts: bool, limit: u64) -> PageSize {
+    let earlier = &guest.entries()[..index as usize];
+    PageSize::ALL
+        .iter()
+        .rev()
+        .copied()
+        .filter(|s| u64::from(s.bytes()) <= limit)
+        .find(|s| {
+            let base = ea & !(s.bytes() - 1);
+            !earlier.iter().any(|e| {
+                e.in_context(pid, ts)
+                    && e.block().is_some_and(|(b, len)| ranges_overlap(base as u64, s.bytes() as u64, b as u64, len))
+            })
+        })
+        .unwrap_or(PageSize::K1)
+}
+
+/// Things that happen to a running VM, for [`needs_flush`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The guest loaded another PID (a guest address-space switch).
+    GuestAddressSpaceSwitch,
+    /// The guest changed MSR[IS] or MSR[DS]: entries were filled for the other space.
+    GuestTranslationSpaceSwitch,
+    /// Another VM or a native task gets the core.
+    WorldSwitch,
+    /// The guest's MSR[PR] changed (system call, interrupt, return to user).
+    GuestUserKernelSwitch,
+    /// A trap to the kernel or the VMM that resumes the same VM.
+    VmmTrapAndResume,
+    /// The guest wrote word 0, 1 or 2 of its TLB entry `index`.
+    GuestTlbWrite { index: u32 },
+    /// The VMM revoked part of the VM's guest-physical memory.
+    HostMappingRevoked,
+}
+
+/// Whether `event` requires flushing *every* shadow entry (§3.2, Fig. 5):
+/// - guest address-space switch, guest translation-space switch, world switch: yes,
+///   because shadow entries carry neither the guest's PID, its TS, nor the VM;
+/// - guest user/kernel switch: no, the kernel only loads [`hw_pid`] of the new mode;
+/// - VMM trap and resume: no, the VMM and the kernel run in translation space 0;
+/// - guest TLB write: no, only the entries derived from or shadowed by that guest entry
+///   go ([`ShadowTlb::invalidate_guest_write`]);
+/// - host mapping revoked: no, only the entries onto the revoked host memory go
+///   ([`ShadowTlb::invalidate_host_range`]).
+pub const fn needs_flush(event: Event) -> bool {
+    match event {
+        Event::GuestAddressSpaceSwitch | Event::GuestTranslationSpaceSwitch | Event::WorldSwitch => true,
+        Event::GuestUserKernelSwitch
+        | Event::VmmTrapAndResume
+        | Event::GuestTlbWrite { .. }
+        | Event::HostMappingRevoked => false,
+    }
+}
+
+/// A set of shadow slots (bit `i` = slot `i`); iterates in ascending order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct SlotMask(pub u64);
+
+impl SlotMask {
+    pub const EMPTY: SlotMask = SlotMask(0);
+
+    pub const fn contains(self, slot: usize) -> bool {
+        slot < 64 && self.0 & (1 << slot) != 0
+    }
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+    pub const fn len(self) -> u32 {
+        self.0.count_ones()
+    }
+    const fn with(self, slot: usize) -> SlotMask {
+        SlotMask(self.0 | 1 << slot)
+    }
+    const fn without(self, slot: usize) -> SlotMask {
+        SlotMask(self.0 & !(1 << slot))
+    }
+}
+
+impl Iterator for SlotMask {
+    type Item = usize;
+    fn next(&mut self) -> Option<usize> {
+        if self.0 == 0 {
+            return None;
+        }
+        let slot = self.0.trailing_zeros() as usize;
+        self.0 &= self.0 - 1;
+        Some(slot)
+    }
+}
+
+/// One occupied shadow slot: the hardware entry and the guest TLB index it came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot {
+    pub hw: HwEntry,
+    pub guest_index: u32,
+}
+
+/// Where [`ShadowTlb::insert`] put an entry: write it to hardware slot `slot` and
+/// invalidate the hardware slots in `invalidate` (entries it would have overlapped).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub slot: usize,
+    pub invalidate: SlotMask,
+}
+
+/// The kernel's record of the `N` (1..=64) hardware TLB slots it fills for the running
+/// VM. Slot `i` stands for whichever hardware index the kernel assigns it.
+///
+/// Invariant: no two occupied slots overlap while visible under the same hardware PID
+/// (the 440 leaves multiple hits undefined), and every occupied slot names the guest
+/// index it was derived from. Every method that drops slots returns them, so the kernel
+/// can invalidate exactly those hardware entries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShadowTlb<const N: usize> {
+    slots: [Option<Slot>; N],
+    next_victim: usize,
+}
+
+impl<const N: usize> Default for ShadowTlb<N> {
+    fn default() -> Self {
+        ShadowTlb::new()
+    }
+}
+
+impl<const N: usize> ShadowTlb<N> {
+    const SLOTS_FIT_A_MASK: () = assert!(N >= 1 && N <= 64, "a ShadowTlb has 1..=64 slots");
+
+    /// All slots empty.
+    pub const fn new() -> ShadowTlb<N> {
+        #[allow(clippy::let_unit_value)]
+        let () = Self::SLOTS_FIT_A_MASK;
+        ShadowTlb { slots: [None; N], next_victim: 0 }
+    }
+
+    pub fn slot(&self, slot: usize) -> Option<&Slot> {
+        self.slots.get(slot).and_then(Option::as_ref)
+    }
+
+    pub fn occupied(&self) -> SlotMask {
+        self.select(|_| true)
+    }
+
+    /// The slot the hardware would translate `ea` with while PID `hw_pid` is loaded.
+    pub fn lookup(&self, ea: u32, hw_pid: u8) -> Option<(usize, &Slot)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .find_map(|(i, s)| s.as_ref().filter(|s| s.hw.contains(ea) && s.hw.visible_with_pid(hw_pid)).map(|s| (i, s)))
+    }
+
+    /// Records `hw` (derived from guest entry `guest_index`). Slots it would overlap
+    /// under a common PID are dropped; the entry takes the first of them, else a free
+    /// slot, else a round-robin victim.
+    pub fn insert(&mut self, hw: HwEntry, guest_index: u32) -> Placement {
+        let clash = self.select(|s| {
+            s.hw.overlaps(hw.epn, hw.bytes() as u64)
+                && (s.hw.tid == hw.tid || s.hw.tid == TID_SHARED || hw.tid == TID_SHARED)
+        });
+        let slot = match clash.into_iter().next() {
+            Some(slot) => slot,
+            None => match self.slots.iter().position(Option::is_none) {
+                Some(free) => free,
+                None => {
+                    let victim = self.next_victim;
+                    self.next_victim = (victim + 1) % N;
+                    victim
+                }
+            },
+        };
+        for s in clash {
+            self.slots[s] = None;
+        }
+        self.slots[slot] = Some(Slot { hw, guest_index: guest_index & 63 });
+        Placement { slot, invalidate: clash.without(slot) }
+    }
+
+    /// Drops the slots derived from guest entry `guest_index`.
+    pub fn invalidate_guest_index(&mut self, guest_index: u32) -> SlotMask {
+        self.remove(|s| s.guest_index == guest_index & 63)
+    }
+
+    /// Drops the slots whose page overlaps the effective range `[base, base + len)`.
+    pub fn invalidate_overlapping(&mut self, base: u32, len: u64) -> SlotMask {
+        self.remove(|s| s.hw.overlaps(base, len))
+    }
+
+    /// Drops the slots whose host-physical page overlaps `[base, base + len)`.
+    pub fn invalidate_host_range(&mut self, base: u32, len: u64) -> SlotMask {
+        self.remove(|s| ranges_overlap(s.hw.rpn_base as u64, s.hw.bytes() as u64, base as u64, len))
+    }
+
+    /// After the guest wrote any word of its entry `index` (already applied to `guest`):
+    /// drops the slots derived from that entry's old contents, and those that the new
+    /// contents now shadow under the first-match rule (any slot overlapping its page).
+    pub fn invalidate_guest_write(&mut self, guest: &GuestTlb, index: u32) -> SlotMask {
+        let derived = self.invalidate_guest_index(index);
+        let shadowed = match guest.entry(index).block() {
+            Some((base, len)) => self.invalidate_overlapping(base, len),
+            None => SlotMask::EMPTY,
+        };
+        SlotMask(derived.0 | shadowed.0)
+    }
+
+    /// Drops every slot.
+    pub fn flush_all(&mut self) -> SlotMask {
+        self.remove(|_| true)
+    }
+
+    fn select(&self, pred: impl Fn(&Slot) -> bool) -> SlotMask {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.as_ref().is_some_and(&pred))
+            .fold(SlotMask::EMPTY, |m, (i, _)| m.with(i))
+    }
+
+    fn remove(&mut self, pred: impl Fn(&Slot) -> bool) -> SlotMask {
+        let gone = self.select(pred);
+        for s in gone {
+            self.slots[s] = None;
+        }
+        gone
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::guest::mmucr;
+    use std::vec::Vec;
+
+    const V: u32 = 0x200;
+    const TS: u32 = 0x100;
+    const ALL_PERMS: u32 = 0x3F;
+    /// UR UW UX only (guest user may, guest kernel may not).
+    const USER_ONLY: u32 = 0x38;
+    /// SR SW SX only.
+    const KERNEL_ONLY: u32 = 0x07;
+
+    /// Guest-physical memory given as (gpa base, size, host base, rights, device).
+    struct Map(&'static [(u64, u32, u32, Rights, bool)]);
+
+    impl GuestPhysMap for Map {
+        fn translate(&self, gpa: u64) -> Option<HostPage> {
+            self.0
+                .iter()
+                .find(|(base, size, ..)| gpa >= *base && gpa < base + u64::from(*size))
+                .map(|&(_, size, host, rights, device)| HostPage::new(host, size, rights, device).expect("valid test map"))
+        }
+    }
+
+    /// 64 MiB of RAM at guest-physical 0 in 4 KiB pages, RWX, at host 0x1000_0000.
+    const RAM_4K: Map = Map(&[(0, 64 << 20, 0x1000_0000, Rights::RWX, false)]);
+
+    fn tlb(entries: &[(u32, [u32; 3], u8)]) -> GuestTlb {
+        let mut t = GuestTlb::new();
+        for &(index, words, tid) in entries {
+            for (word, value) in words.iter().enumerate() {
+                t.tlbwe(index, word as u32, *value, mmucr::STID.set(0, tid as u32)).expect("word is 0..=2");
+            }
+        }
+        t
+    }
+
+    fn hit(r: FillResult) -> (HwEntry, u32) {
+        match r {
+            FillResult::Hit { hw, guest_index } => (hw, guest_index),
+            other => panic!("expected a hit, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn hardware_pid_follows_guest_mode() {
+        assert_eq!(hw_pid(true), TID_USER);
+        assert_eq!(hw_pid(false), TID_KERNEL);
+        assert_eq!((TID_SHARED, TID_USER, TID_KERNEL), (0, 1, 2));
+    }
+
+    #[test]
+    fn fig5_equal_permissions_share_tid_0_as_user_permissions() {
+        let t = tlb(&[(0, [0x0000_0000 | V | 0x10, 0, ALL_PERMS], 0)]);
+        for pr in [false, true] {
+            let (hw, index) = hit(shadow_fill(&t, &RAM_4K, 0x10, 5, pr, Access::Write, false));
+            assert_eq!(index, 0);
+            assert_eq!(hw.tid, TID_SHARED);
+            assert_eq!(hw.perms, Rights::RWX);
+            assert_eq!(hw.words().2 & 0x3F, 0x38, "user permissions only");
+        }
+    }
+
+    #[test]
+    fn fig5_differing_permissions_split_by_mode() {
+        // Typical kernel-owned page that user mode may only read.
+        let t = tlb(&[(0, [0x0000_0000 | V | 0x10, 0, 0x08 | KERNEL_ONLY], 0)]);
+        let (hw, _) = hit(shadow_fill(&t, &RAM_4K, 0x10, 5, true, Access::Read, false));
+        assert_eq!((hw.tid, hw.perms), (TID_USER, Rights::R));
+        let (hw, _) = hit(shadow_fill(&t, &RAM_4K, 0x10, 5, false, Access::Write, false));
+        assert_eq!((hw.tid, hw.perms), (TID_KERNEL, Rights::RWX));
+        assert_eq!(shadow_fill(&t, &RAM_4K, 0x10, 5, true, Access::Write, false), FillResult::GuestProtection);
+    }
+
+    #[test]
+    fn pages_of_one_mode_only_get_only_that_tid() {
+        let user = tlb(&[(0, [V | 0x10, 0, USER_ONLY], 0)]);
+        assert_eq!(hit(shadow_fill(&user, &RAM_4K, 0, 0, true, Access::Execute, false)).0.tid, TID_USER);
+        assert_eq!(shadow_fill(&user, &RAM_4K, 0, 0, false, Access::Read, false), FillResult::GuestProtection);
+        let kernel = tlb(&[(0, [V | 0x10, 0, KERNEL_ONLY], 0)]);
+        assert_eq!(hit(shadow_fill(&kernel, &RAM_4K, 0, 0, false, Access::Execute, false)).0.tid, TID_KERNEL);
+        assert_eq!(shadow_fill(&kernel, &RAM_4K, 0, 0, true, Access::Read, false), FillResult::GuestProtection);
+    }
+
+    #[test]
+    fn result_kinds() {
+        let t = tlb(&[(0, [0x8000_0000 | V | 0x90, 0x0000_0000, 0x08 | 0x01], 0)]);
+        assert_eq!(shadow_fill(&t, &RAM_4K, 0x7FFF_FFFF, 0, true, Access::Read, false), FillResult::GuestMiss);
+        assert_eq!(shadow_fill(&t, &RAM_4K, 0x8000_0000, 0, true, Access::Read, true), FillResult::GuestMiss, "other TS");
+        assert_eq!(shadow_fill(&t, &RAM_4K, 0x8000_0000, 0, true, Access::Write, false), FillResult::GuestProtection);
+        assert_eq!(
+            shadow_fill(&t, &RAM_4K, 0x8400_0000, 0, true, Access::Read, false),
+            FillResult::PhysMiss { gpa: 0x0400_0000 },
+            "beyond the 64 MiB the VMM mapped"
+        );
+        let ro = Map(&[(0, 1 << 20, 0x2000_0000, Rights::R, false)]);
+        let rw = tlb(&[(0, [V | 0x50, 0, ALL_PERMS], 0)]);
+        assert_eq!(shadow_fill(&rw, &ro, 0x10, 0, true, Access::Write, false), FillResult::PhysMiss { gpa: 0x10 });
+        let (hw, _) = hit(shadow_fill(&rw, &ro, 0x10, 0, true, Access::Read, false));
+        assert_eq!(hw.perms, Rights::R, "guest RWX ∩ VMM R");
+    }
+
+    #[test]
+    fn hardware_page_is_the_largest_that_fits_guest_and_host() {
+        // A 256 MiB guest page at 0xC000_0000 → guest-physical 0 (Linux's lowmem entry).
+        let t = tlb(&[(0, [0xC000_0000 | V | 0x90, 0, KERNEL_ONLY], 0)]);
+        let (hw, _) = hit(shadow_fill(&t, &RAM_4K, 0xC123_4567, 0, false, Access::Read, false));
+        assert_eq!((hw.size, hw.epn, hw.rpn_base), (PageSize::M16, 0xC100_0000, 0x1100_0000), "host maps 64 MiB");
+        let small = Map(&[(0x0123_4000, 4096, 0x3000_0000, Rights::RWX, false)]);
+        let (hw, _) = hit(shadow_fill(&t, &small, 0xC123_4567, 0, false, Access::Read, false));
+        assert_eq!((hw.size, hw.epn, hw.rpn_base), (PageSize::K4, 0xC123_4000, 0x3000_0000));
+        // A 2 MiB host mapping (not a 440 size) gives 1 MiB pages.
+        let two_meg = Map(&[(0x0120_0000, 2 << 20, 0x3020_0000, Rights::RWX, false)]);
+        let (hw, _) = hit(shadow_fill(&t, &two_meg, 0xC134_5678, 0, false, Access::Read, false));
+        assert_eq!((hw.size, hw.epn, hw.rpn_base), (PageSize::M1, 0xC130_0000, 0x3030_0000));
+        // A QEMU-only 4 MiB guest page gives 1 MiB hardware pages.
+        let t = tlb(&[(0, [0x0040_0000 | V | 0x60, 0x0040_0000, ALL_PERMS], 0)]);
+        let (hw, _) = hit(shadow_fill(&t, &RAM_4K, 0x0065_4321, 0, true, Access::Read, false));
+        assert_eq!((hw.size, hw.epn, hw.rpn_base), (PageSize::M1, 0x0060_0000, 0x1060_0000));
+        // A 1 KiB guest page gives a 1 KiB hardware page.
+        let t = tlb(&[(0, [0x0000_2400 | V, 0x0000_0C00, ALL_PERMS], 0)]);
+        let (hw, _) = hit(shadow_fill(&t, &RAM_4K, 0x2410, 0, true, Access::Read, false));
+        assert_eq!((hw.size, hw.epn, hw.rpn_base), (PageSize::K1, 0x2400, 0x1000_0C00));
+    }
+
+    #[test]
+    fn earlier_entries_shrink_the_page_so_they_keep_priority() {
+        // Entry 0: 4 KiB at 0x1000 without permissions; entry 1: 1 MiB at 0 with all.
+        let t = tlb(&[(0, [0x1000 | V | 0x10, 0, 0], 0), (1, [V | 0x50, 0, ALL_PERMS], 0)]);
+        let big = Map(&[(0, 1 << 20, 0x2000_0000, Rights::RWX, false)]);
+        assert_eq!(shadow_fill(&t, &big, 0x1800, 0, true, Access::Read, false), FillResult::GuestProtection);
+        let (hw, index) = hit(shadow_fill(&t, &big, 0x0, 0, true, Access::Read, false));
+        assert_eq!((index, hw.size, hw.epn), (1, PageSize::K4, 0));
+        let (hw, _) = hit(shadow_fill(&t, &big, 0x2000, 0, true, Access::Read, false));
+        assert_eq!((hw.size, hw.epn), (PageSize::K4, 0x2000));
+        let (hw, _) = hit(shadow_fill(&t, &big, 0x4000, 0, true, Access::Read, false));
+        assert_eq!((hw.size, hw.epn), (PageSize::K16, 0x4000));
+        let (hw, _) = hit(shadow_fill(&t, &big, 0x8_0000, 0, true, Access::Read, false));
+        assert_eq!((hw.size, hw.epn), (PageSize::K256, 0x8_0000));
+        // Entries of another PID or TS cannot win, so they do not shrink anything.
+        for (tid, ts) in [(7u8, 0), (0, TS)] {
+            let t = tlb(&[(0, [0x1000 | V | ts | 0x10, 0, 0], tid), (1, [V | 0x50, 0, ALL_PERMS], 0)]);
+            let (hw, _) = hit(shadow_fill(&t, &big, 0x0, 3, true, Access::Read, false));
+            assert_eq!(hw.size, PageSize::M1, "tid {tid} ts {ts:#x}");
+        }
+    }
+
+    #[test]
+    fn attributes_are_copied_and_device_memory_is_forced_uncached_guarded() {
+        // W M E set by the guest.
+        let t = tlb(&[(0, [V | 0x10, 0, 0x0800 | 0x0200 | 0x0080 | ALL_PERMS], 0)]);
+        let (hw, _) = hit(shadow_fill(&t, &RAM_4K, 0, 0, true, Access::Read, false));
+        assert_eq!(hw.wimge, Wimge(0b10101));
+        let dev = Map(&[(0, 4096, 0xEF60_0000, Rights::RW, true)]);
+        let (hw, _) = hit(shadow_fill(&t, &dev, 0, 0, true, Access::Read, false));
+        assert_eq!(hw.wimge, Wimge(0b11111));
+        assert_eq!(hw.perms, Rights::RW, "no execute from the device");
+    }
+
+    #[test]
+    fn erpn_reaches_the_second_stage() {
+        let t = tlb(&[(0, [V | 0x10, 0x0000_1000 | 0x1, ALL_PERMS], 0)]);
+        assert_eq!(shadow_fill(&t, &RAM_4K, 0x20, 0, true, Access::Read, false), FillResult::PhysMiss { gpa: 0x1_0000_1020 });
+    }
+
+    #[test]
+    fn words_encode_a_valid_ts1_user_entry() {
+        let hw = HwEntry {
+            epn: 0xC123_4000,
+            size: PageSize::K4,
+            rpn_base: 0x3000_0000,
+            tid: TID_KERNEL,
+            perms: Rights::RX,
+            wimge: Wimge::I.union(Wimge::G),
+        };
+        assert_eq!(hw.words(), (0xC123_4000 | V | TS | 0x10, 0x3000_0000, 0x0500 | 0x20 | 0x08));
+        let big = HwEntry { epn: 0x4000_0000, size: PageSize::G1, perms: Rights::W, wimge: Wimge::default(), ..hw };
+        assert_eq!(big.words(), (0x4000_0000 | V | TS | 0xA0, 0x3000_0000, 0x10));
+        assert_eq!(hw.restricted_to(Access::Execute).perms, Rights::X);
+        assert_eq!(hw.restricted_to(Access::Read).perms, Rights::R);
+    }
+
+    #[test]
+    fn host_pages_are_validated() {
+        assert!(HostPage::new(0x1000, 4096, Rights::R, false).is_some());
+        assert!(HostPage::new(0x8000_0000, 1 << 31, Rights::R, false).is_some());
+        assert!(HostPage::new(0x1000, 2048, Rights::R, false).is_none(), "below 4 KiB");
+        assert!(HostPage::new(0x1000, 0x3000, Rights::R, false).is_none(), "not a power of two");
+        assert!(HostPage::new(0x1000, 0x2000, Rights::R, false).is_none(), "misaligned");
+        assert_eq!(HostPage::new(0, 4096, Rights(0xFF), false).map(|h| h.rights()), Some(Rights::RWX));
+    }
+
+    #[test]
+    fn flush_policy_follows_section_3_2() {
+        assert!(needs_flush(Event::GuestAddressSpaceSwitch));
+        assert!(needs_flush(Event::GuestTranslationSpaceSwitch));
+        assert!(needs_flush(Event::WorldSwitch));
+        assert!(!needs_flush(Event::GuestUserKernelSwitch));
+        assert!(!needs_flush(Event::VmmTrapAndResume));
+        assert!(!needs_flush(Event::GuestTlbWrite { index: 3 }));
+        assert!(!needs_flush(Event::HostMappingRevoked));
+    }
+
+    fn page(epn: u32, tid: u8, rpn_base: u32) -> HwEntry {
+        HwEntry { epn, size: PageSize::K4, rpn_base, tid, perms: Rights::R, wimge: Wimge::default() }
+    }
+
+    #[test]
+    fn shadow_slots_track_their_guest_index() {
+        let mut s = ShadowTlb::<8>::new();
+        assert_eq!(s.insert(page(0x1000, TID_SHARED, 0x10_0000), 3).slot, 0);
+        assert_eq!(s.insert(page(0x2000, TID_USER, 0x20_0000), 4).slot, 1);
+        assert_eq!(s.insert(page(0x3000, TID_KERNEL, 0x30_0000), 3).slot, 2);
+        assert_eq!(s.invalidate_guest_index(3).collect::<Vec<_>>(), [0, 2]);
+        assert_eq!(s.occupied().collect::<Vec<_>>(), [1]);
+        assert_eq!(s.invalidate_guest_index(3), SlotMask::EMPTY);
+        assert_eq!(s.slot(1).map(|x| x.guest_index), Some(4));
+        assert_eq!(s.flush_all().collect::<Vec<_>>(), [1]);
+        assert_eq!(s.occupied(), SlotMask::EMPTY);
+    }
+
+    #[test]
+    fn user_and_kernel_entries_may_overlap_but_shared_ones_may_not() {
+        let mut s = ShadowTlb::<8>::new();
+        s.insert(page(0x1000, TID_USER, 0x10_0000), 1);
+        let p = s.insert(page(0x1000, TID_KERNEL, 0x10_0000), 1);
+        assert_eq!((p.slot, p.invalidate), (1, SlotMask::EMPTY));
+        assert_eq!(s.lookup(0x1234, hw_pid(true)).map(|(i, _)| i), Some(0));
+        assert_eq!(s.lookup(0x1234, hw_pid(false)).map(|(i, _)| i), Some(1));
+        let big = HwEntry { size: PageSize::K16, epn: 0, ..page(0, TID_SHARED, 0x10_0000) };
+        let p = s.insert(big, 2);
+        assert_eq!((p.slot, p.invalidate), (0, SlotMask(0b10)), "both clash with TID 0");
+        assert_eq!(s.occupied(), SlotMask(0b1));
+    }
+
+    #[test]
+    fn a_full_shadow_evicts_round_robin() {
+        let mut s = ShadowTlb::<2>::new();
+        s.insert(page(0x1000, TID_USER, 0), 0);
+        s.insert(page(0x2000, TID_USER, 0), 1);
+        assert_eq!(s.insert(page(0x3000, TID_USER, 0), 2).slot, 0);
+        assert_eq!(s.insert(page(0x4000, TID_USER, 0), 3).slot, 1);
+        assert_eq!(s.insert(page(0x5000, TID_USER, 0), 4).slot, 0);
+        assert_eq!(s.slot(0).map(|x| x.hw.epn), Some(0x5000));
+    }
+
+    #[test]
+    fn a_guest_write_drops_derived_and_newly_shadowed_slots() {
+        let mut s = ShadowTlb::<8>::new();
+        s.insert(page(0x1000, TID_USER, 0), 5); // derived from guest 5
+        s.insert(page(0x9000, TID_USER, 0), 9); // derived from guest 9
+        s.insert(page(0x4_0000, TID_USER, 0), 9);
+        // The guest now writes entry 5 as a 64 KiB page over 0..0x1_0000, hiding 0x9000.
+        let mut t = GuestTlb::new();
+        t.tlbwe(5, 0, V | 0x30, 0).expect("word 0");
+        assert_eq!(s.invalidate_guest_write(&t, 5), SlotMask(0b011));
+        assert_eq!(s.occupied(), SlotMask(0b100));
+        // An invalid new entry drops only what was derived from it.
+        let t = GuestTlb::new();
+        assert_eq!(s.invalidate_guest_write(&t, 9), SlotMask(0b100));
+    }
+
+    #[test]
+    fn revoking_host_memory_drops_the_slots_onto_it() {
+        let mut s = ShadowTlb::<8>::new();
+        s.insert(page(0x1000, TID_USER, 0x10_0000), 0);
+        s.insert(page(0x2000, TID_USER, 0x10_1000), 0);
+        s.insert(page(0x3000, TID_USER, 0x20_0000), 0);
+        assert_eq!(s.invalidate_host_range(0x10_1000, 0x1000), SlotMask(0b010));
+        assert_eq!(s.invalidate_host_range(0, 1 << 32), SlotMask(0b101));
+    }
+
+    #[test]
+    fn slot_masks_iterate_in_order() {
+        let m = SlotMask(0x8000_0000_0000_0005);
+        assert_eq!(m.len(), 3);
+        assert!(m.contains(0) && m.contains(2) && m.contains(63) && !m.contains(1) && !m.contains(64));
+        assert_eq!(m.collect::<Vec<_>>(), [0, 2, 63]);
+    }
+}

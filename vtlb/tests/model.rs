@@ -1,0 +1,746 @@
+//! Property tests of the virtual TLB against a plain reference model.
+//!
+//! The model is written from QEMU's `helper_440_tlbwe`/`tlbre` and `ppcemb_tlb_check`
+//! with hex constants and 32-bit wrapping arithmetic, independently of the crate's field
+//! declarations, plus the hardware's choices the crate documents (the E bit is kept,
+//! `tlbsx` compares MMUCR[STS]). Host memory is a map of aligned host pages.
+//!
+//! Checked: the kind of every fill agrees with the model; every hardware entry is, over
+//! its whole range, a subset of the guest TLB's first match (current mode) and of the
+//! host mapping, with Fig. 5 TIDs; its page is as large as allowed; `tlbwe`/`tlbre`
+//! round-trip every word; `tlbsx` and `lookup` agree with a linear search; and across
+//! random sequences of guest writes, fills, mode/PID/TS switches and revocations the
+//! shadow TLB never holds an entry that breaks these rules.
+
+use kestrel_abi::Rights;
+use kestrel_vtlb::guest::mmucr;
+use kestrel_vtlb::{
+    fig5_tid, hw_pid, needs_flush, shadow_fill, Access, Event, FillResult, GuestPhysMap, GuestTlb, HostPage, HwEntry,
+    PageSize, ShadowTlb, Wimge, TID_KERNEL, TID_SHARED, TID_USER,
+};
+use proptest::prelude::*;
+use proptest::sample::Index;
+use std::collections::HashMap;
+
+// ------------------------------------------------------------------------------------
+// Reference model of the guest TLB
+// ------------------------------------------------------------------------------------
+
+/// One entry as QEMU's `ppcemb_tlb_t` holds it.
+#[derive(Clone, Copy, Debug, Default)]
+struct RefEntry {
+    epn: u32,
+    /// Bytes, computed in 32 bits like QEMU: 0 for SIZE codes 0xB..=0xF.
+    size: u32,
+    ts: bool,
+    valid: bool,
+    tid: u8,
+    /// Word 1 as kept: RPN | ERPN.
+    rpn: u32,
+    /// Word 2 as kept: U0-U3, WIMG (QEMU's 0xFF00), E (0x80, kept like the hardware),
+    /// and the six permission bits.
+    w2: u32,
+}
+
+impl RefEntry {
+    fn mask(&self) -> u32 {
+        !self.size.wrapping_sub(1)
+    }
+
+    /// QEMU's `ppcemb_tlb_check` plus the AS comparison.
+    fn matches(&self, ea: u32, pid: u8, ts: bool) -> bool {
+        self.valid && (self.tid == 0 || self.tid == pid) && self.ts == ts && ea & self.mask() == self.epn
+    }
+
+    fn translate(&self, ea: u32) -> u64 {
+        let low = (self.rpn & self.mask()) | (ea & !self.mask());
+        u64::from(low) | (u64::from(self.rpn & 0xF) << 32)
+    }
+
+    /// The set of addresses the entry can match, as a half-open range (empty: None).
+    fn block(&self) -> Option<(u64, u64)> {
+        if !self.valid || self.epn & !self.mask() != 0 {
+            return None;
+        }
+        let len = if self.size == 0 { 1u64 << 32 } else { u64::from(self.size) };
+        Some((u64::from(self.epn), u64::from(self.epn) + len))
+    }
+
+    fn user(&self) -> Rights {
+        Rights(((self.w2 & 0x08 != 0) as u8) * 4 + ((self.w2 & 0x10 != 0) as u8) * 2 + (self.w2 & 0x20 != 0) as u8)
+    }
+
+    fn supervisor(&self) -> Rights {
+        Rights(((self.w2 & 0x01 != 0) as u8) * 4 + ((self.w2 & 0x02 != 0) as u8) * 2 + (self.w2 & 0x04 != 0) as u8)
+    }
+
+    /// The permissions the 440 applies with MSR[PR] = `pr`.
+    fn rights(&self, pr: bool) -> Rights {
+        if pr {
+            self.user()
+        } else {
+            self.supervisor()
+        }
+    }
+
+    fn wimge(&self) -> u8 {
+        ((self.w2 >> 7) & 0x1F) as u8
+    }
+}
+
+/// QEMU's `booke_page_size_to_tlb`, with `tlbre`'s fallback to 1 for unknown sizes.
+fn size_code_of(size: u32) -> u32 {
+    match size {
+        0x400 => 0,
+        0x1000 => 1,
+        0x4000 => 2,
+        0x1_0000 => 3,
+        0x4_0000 => 4,
+        0x10_0000 => 5,
+        0x40_0000 => 6,
+        0x100_0000 => 7,
+        0x400_0000 => 8,
+        0x1000_0000 => 9,
+        0x4000_0000 => 0xA,
+        _ => 1,
+    }
+}
+
+#[derive(Clone, Debug)]
+struct RefTlb {
+    e: Vec<RefEntry>,
+}
+
+impl RefTlb {
+    fn new() -> RefTlb {
+        RefTlb { e: vec![RefEntry::default(); 64] }
+    }
+
+    fn tlbwe(&mut self, index: u32, word: u32, value: u32, mmucr: u32) -> bool {
+        if word > 2 {
+            return false;
+        }
+        let e = &mut self.e[(index & 0x3F) as usize];
+        match word {
+            0 => {
+                e.epn = value & 0xFFFF_FC00;
+                e.size = 1024u32 << (2 * ((value >> 4) & 0xF));
+                e.ts = value & 0x100 != 0;
+                e.valid = value & 0x200 != 0;
+                e.tid = (mmucr & 0xFF) as u8;
+            }
+            1 => e.rpn = value & 0xFFFF_FC0F,
+            _ => e.w2 = value & (0xFF00 | 0x80 | 0x3F),
+        }
+        true
+    }
+
+    fn tlbre(&self, index: u32, word: u32, mmucr: u32) -> Option<(u32, Option<u32>)> {
+        let e = &self.e[(index & 0x3F) as usize];
+        match word {
+            0 => {
+                let v = e.epn | (size_code_of(e.size) << 4) | if e.ts { 0x100 } else { 0 } | if e.valid { 0x200 } else { 0 };
+                Some((v, Some((mmucr & !0xFF) | u32::from(e.tid))))
+            }
+            1 => Some((e.rpn, None)),
+            2 => Some((e.w2, None)),
+            _ => None,
+        }
+    }
+
+    fn first_match(&self, ea: u32, pid: u8, ts: bool) -> Option<usize> {
+        self.e.iter().position(|e| e.matches(ea, pid, ts))
+    }
+}
+
+// ------------------------------------------------------------------------------------
+// Reference host memory: aligned host pages keyed by (log2 size, guest-physical base)
+// ------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug)]
+struct Region {
+    gpa: u64,
+    size: u32,
+    host: u32,
+    rights: Rights,
+    device: bool,
+}
+
+impl Region {
+    fn end(&self) -> u64 {
+        self.gpa + u64::from(self.size)
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct HostMap {
+    pages: HashMap<(u32, u64), Region>,
+}
+
+impl HostMap {
+    /// Adds `r` unless it overlaps a page already there.
+    fn insert(&mut self, r: Region) {
+        if self.pages.values().all(|o| r.end() <= o.gpa || o.end() <= r.gpa) {
+            self.pages.insert((r.size.trailing_zeros(), r.gpa), r);
+        }
+    }
+
+    /// Reference lookup: a plain scan.
+    fn region_of(&self, gpa: u64) -> Option<Region> {
+        self.pages.values().copied().find(|r| gpa >= r.gpa && gpa < r.end())
+    }
+}
+
+impl GuestPhysMap for HostMap {
+    fn translate(&self, gpa: u64) -> Option<HostPage> {
+        (12..32)
+            .find_map(|log| self.pages.get(&(log, gpa & !((1u64 << log) - 1))))
+            .map(|r| HostPage::new(r.host, r.size, r.rights, r.device).expect("generated regions are aligned"))
+    }
+}
+
+// ------------------------------------------------------------------------------------
+// Generators
+// ------------------------------------------------------------------------------------
+
+/// Effective addresses cluster around a few places so that entries overlap and queries hit.
+const EA_ANCHORS: [u32; 5] = [0x0000_0000, 0x0040_0000, 0x1000_0000, 0xC000_0000, 0xFFC0_0000];
+/// Guest-physical addresses cluster likewise, so that host pages back some of them.
+const GPA_ANCHORS: [u32; 4] = [0x0000_0000, 0x0080_0000, 0x0400_0000, 0x1000_0000];
+
+/// Offsets into anchors and pages: mostly a few shared values, so that entries nest inside
+/// each other and queries land on the host pages placed under entries.
+fn offset() -> impl Strategy<Value = u32> {
+    prop_oneof![
+        3 => prop::sample::select(vec![0u32, 0x400, 0x1000, 0x3000, 0x1_0000, 0x10_0000, 0x12_3400, 0x100_0000]),
+        2 => any::<u32>(),
+    ]
+}
+
+fn size_code() -> impl Strategy<Value = u32> {
+    prop_oneof![
+        12 => prop::sample::select(vec![0u32, 1, 2, 3, 4, 5, 7, 9, 0xA]),
+        1 => Just(6u32),
+        1 => Just(8u32),
+        1 => 0xBu32..=0xF,
+    ]
+}
+
+/// Six permission bits: random, or equal user and supervisor permissions, or all.
+fn perm_bits() -> impl Strategy<Value = u32> {
+    prop_oneof![2 => 0u32..64, 1 => (0u32..8).prop_map(|r| (r << 3) | r), 1 => Just(0x3F)]
+}
+
+/// The three words (plus MMUCR) that write one whole guest entry, with parity and
+/// reserved bits set at random (the entry must ignore them).
+#[derive(Clone, Debug)]
+struct EntryWrite {
+    index: u32,
+    words: [u32; 3],
+    mmucr: u32,
+}
+
+fn entry_write() -> impl Strategy<Value = EntryWrite> {
+    let place = (0u32..20, 0usize..EA_ANCHORS.len(), offset(), size_code(), prop::bool::weighted(0.9));
+    let flags = (prop::bool::weighted(0.9), prop::bool::weighted(0.2), prop::sample::select(vec![0u8, 0, 1, 2, 3]));
+    let target = (0usize..GPA_ANCHORS.len(), 0u32..(64 << 20), prop::bool::weighted(0.1), 1u32..16);
+    let attrs = (perm_bits(), any::<u32>(), any::<u32>(), any::<u32>());
+    (place, flags, target, attrs).prop_map(
+        |((index, anchor, off, code, aligned), (valid, ts, tid), (ganchor, goff, ext, erpn), (perms, attr, junk, mmucr_other))| {
+            let size = 1u64 << (10 + 2 * code.min(11));
+            let raw = EA_ANCHORS[anchor].wrapping_add(off % (16 << 20)) & 0xFFFF_FC00;
+            let epn = if aligned { (u64::from(raw) & !(size - 1)) as u32 } else { raw };
+            let w0 = epn | (code << 4) | if valid { 0x200 } else { 0 } | if ts { 0x100 } else { 0 } | (junk & 0xF);
+            let rpn = GPA_ANCHORS[ganchor].wrapping_add(goff) & 0xFFFF_FC00;
+            let w1 = rpn | if ext { erpn } else { 0 } | (junk & 0x3F0);
+            let w2 = perms | (attr & 0xFF80) | (junk & 0xFFFF_0040);
+            // Now and then an index with garbage above the six bits the 440 uses.
+            let index = if junk >> 31 != 0 { index | (junk & 0x7FFF_FFC0) } else { index };
+            EntryWrite { index, words: [w0, w1, w2], mmucr: (mmucr_other & !0xFF) | u32::from(tid) }
+        },
+    )
+}
+
+fn region() -> impl Strategy<Value = Region> {
+    (0usize..GPA_ANCHORS.len(), 0u32..(64 << 20), prop_oneof![4 => 12u32..=16, 2 => 17u32..=24, 1 => 25u32..=28], any::<u32>(), 0u8..8, prop::bool::weighted(0.15), prop::bool::weighted(0.05))
+        .prop_map(|(anchor, off, log, host, rights, device, high)| {
+            let size = 1u32 << log;
+            let gpa = u64::from(GPA_ANCHORS[anchor].wrapping_add(off) & !(size - 1)) | if high { 1 << 32 } else { 0 };
+            Region { gpa, size, host: host & !(size - 1), rights: Rights(rights), device }
+        })
+}
+
+fn access() -> impl Strategy<Value = Access> {
+    prop_oneof![Just(Access::Read), Just(Access::Write), Just(Access::Execute)]
+}
+
+/// A guest access: near a valid entry (`near` picks which, and the offset in it; `aim`
+/// takes that entry's TID and TS as the PID and TS) or at a raw address.
+#[derive(Clone, Debug)]
+struct Query {
+    near: Option<(Index, u32, bool)>,
+    raw_ea: u32,
+    pid: u8,
+    pr: bool,
+    access: Access,
+    ts: bool,
+}
+
+fn query() -> impl Strategy<Value = Query> {
+    (
+        prop::option::weighted(0.8, (any::<Index>(), offset(), prop::bool::weighted(0.7))),
+        any::<u32>(),
+        prop::sample::select(vec![0u8, 1, 2, 3]),
+        any::<bool>(),
+        access(),
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(|(near, raw_ea, pid, pr, access, ts)| Query { near, raw_ea, pid, pr, access, ts })
+}
+
+impl Query {
+    /// The access's (EA, PID, TS) against the entries in `model`.
+    fn resolve(&self, model: &RefTlb) -> (u32, u8, bool) {
+        let valid: Vec<&RefEntry> = model.e.iter().filter(|e| e.valid).collect();
+        match &self.near {
+            Some((pick, off, aim)) if !valid.is_empty() => {
+                let e = valid[pick.index(valid.len())];
+                let len = if e.size == 0 { 1u64 << 32 } else { u64::from(e.size) };
+                let ea = e.epn.wrapping_add((u64::from(*off) % len) as u32);
+                if *aim {
+                    (ea, if e.tid == 0 { self.pid } else { e.tid }, e.ts)
+                } else {
+                    (ea, self.pid, self.ts)
+                }
+            }
+            _ => (self.raw_ea, self.pid, self.ts),
+        }
+    }
+}
+
+/// Host memory under one guest entry's guest-physical range: `pick` chooses the entry,
+/// which is tiled with host pages of at least `1 << log` bytes (at most 64 tiles, at
+/// most 256 MiB), with per-tile rights, device flag and holes taken from `seed`.
+#[derive(Clone, Debug)]
+struct Backing {
+    pick: Index,
+    log: u32,
+    host: u32,
+    seed: u64,
+}
+
+fn backing() -> impl Strategy<Value = Backing> {
+    (any::<Index>(), prop_oneof![3 => 12u32..=16, 2 => 17u32..=24, 1 => 25u32..=28], any::<u32>(), any::<u64>())
+        .prop_map(|(pick, log, host, seed)| Backing { pick, log, host, seed })
+}
+
+/// The host map: `backings` placed under the guest's entries first, then `regions`.
+fn build_host(model: &RefTlb, backings: &[Backing], regions: &[Region]) -> HostMap {
+    let mut map = HostMap::default();
+    let valid: Vec<&RefEntry> = model.e.iter().filter(|e| e.valid).collect();
+    for b in backings {
+        if valid.is_empty() {
+            break;
+        }
+        let e = valid[b.pick.index(valid.len())];
+        let len = if e.size == 0 { 1u64 << 32 } else { u64::from(e.size) }.min(1 << 28);
+        let tile = (1u64 << b.log).max(len / 64);
+        let start = e.translate(e.epn) & !(tile - 1);
+        for i in 0..(len.div_ceil(tile)) {
+            let bits = b.seed.rotate_right((i * 5) as u32);
+            if bits & 0x18 == 0x18 {
+                continue; // a hole
+            }
+            map.insert(Region {
+                gpa: start + i * tile,
+                size: tile as u32,
+                host: (b.host & !(tile as u32 - 1)).wrapping_add((i * tile) as u32),
+                rights: if bits & 0x20 == 0 { Rights::RWX } else { Rights((bits & 7) as u8) },
+                device: bits & 0x3C0 == 0x3C0,
+            });
+        }
+    }
+    for r in regions {
+        map.insert(*r);
+    }
+    map
+}
+
+/// Builds the crate's TLB and the model from the same writes.
+fn build(writes: &[EntryWrite]) -> (GuestTlb, RefTlb) {
+    let mut guest = GuestTlb::new();
+    let mut model = RefTlb::new();
+    for w in writes {
+        for (word, value) in w.words.iter().enumerate() {
+            guest.tlbwe(w.index, word as u32, *value, w.mmucr).expect("words 0..=2 are valid");
+            model.tlbwe(w.index, word as u32, *value, w.mmucr);
+        }
+    }
+    (guest, model)
+}
+
+// ------------------------------------------------------------------------------------
+// The checks
+// ------------------------------------------------------------------------------------
+
+#[derive(Debug, PartialEq, Eq)]
+enum Kind {
+    Hit(usize),
+    GuestMiss,
+    GuestProtection,
+    PhysMiss(u64),
+}
+
+/// What the reference model says a fill must do.
+fn reference_kind(model: &RefTlb, map: &HostMap, ea: u32, pid: u8, pr: bool, access: Access, ts: bool) -> Kind {
+    let Some(i) = model.first_match(ea, pid, ts) else { return Kind::GuestMiss };
+    let e = &model.e[i];
+    if !e.rights(pr).contains(access.right()) {
+        return Kind::GuestProtection;
+    }
+    let gpa = e.translate(ea);
+    match map.region_of(gpa) {
+        Some(r) if r.rights.contains(access.right()) => Kind::Hit(i),
+        _ => Kind::PhysMiss(gpa),
+    }
+}
+
+fn kind_of(r: &FillResult) -> Kind {
+    match *r {
+        FillResult::Hit { guest_index, .. } => Kind::Hit(guest_index as usize),
+        FillResult::GuestMiss => Kind::GuestMiss,
+        FillResult::GuestProtection => Kind::GuestProtection,
+        FillResult::PhysMiss { gpa } => Kind::PhysMiss(gpa),
+    }
+}
+
+fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
+    a.0 < b.1 && b.0 < a.1
+}
+
+fn hw_range(hw: &HwEntry) -> (u64, u64) {
+    (u64::from(hw.epn), u64::from(hw.epn) + u64::from(hw.bytes()))
+}
+
+/// Whether an earlier (index < `gi`) entry that can match in context overlaps `range`.
+fn shadowed_by_earlier(model: &RefTlb, gi: usize, range: (u64, u64), pid: u8, ts: bool) -> bool {
+    model.e[..gi].iter().any(|e| {
+        (e.tid == 0 || e.tid == pid) && e.ts == ts && e.block().is_some_and(|b| overlaps(b, range))
+    })
+}
+
+/// The rules every hardware entry derived from guest entry `gi` must obey in every guest
+/// mode where the hardware uses it: range inside the first-match region, linear
+/// translation through one host page, rights within guest ∩ VMM, device attributes.
+fn check_subset(model: &RefTlb, map: &HostMap, hw: &HwEntry, gi: usize, pid: u8, ts: bool) -> Result<(), TestCaseError> {
+    let e = &model.e[gi];
+    let range = hw_range(hw);
+    prop_assert!(PageSize::ALL.contains(&hw.size), "architected size");
+    prop_assert_eq!(hw.epn & (hw.bytes() - 1), 0, "EPN aligned");
+    prop_assert_eq!(hw.rpn_base & (hw.bytes() - 1), 0, "RPN aligned");
+    prop_assert!(e.valid && (e.tid == 0 || e.tid == pid) && e.ts == ts, "source entry is in context");
+    let block = e.block().expect("a matching entry has a block");
+    prop_assert!(block.0 <= range.0 && range.1 <= block.1, "inside the guest page {block:x?}: {range:x?}");
+    prop_assert!(!shadowed_by_earlier(model, gi, range, pid, ts), "no earlier entry wins anywhere in {range:x?}");
+    for a in [range.0 as u32, (range.1 - 1) as u32] {
+        prop_assert_eq!(model.first_match(a, pid, ts), Some(gi));
+    }
+
+    let gpa0 = e.translate(hw.epn);
+    prop_assert_eq!(e.translate((range.1 - 1) as u32), gpa0 + u64::from(hw.bytes()) - 1, "guest translation is linear");
+    let r = map.region_of(gpa0);
+    prop_assert!(r.is_some(), "host page for {gpa0:#x}");
+    let r = r.expect("checked");
+    prop_assert!(gpa0 + u64::from(hw.bytes()) <= r.end(), "inside one host page");
+    prop_assert_eq!(u64::from(hw.rpn_base), u64::from(r.host) + (gpa0 - r.gpa), "hardware = two-stage translation");
+    prop_assert!(r.rights.contains(hw.perms), "within the VMM's rights");
+    if r.device {
+        prop_assert!(Wimge(hw.wimge.0).contains(Wimge::I.union(Wimge::G)), "device pages are I and G");
+    }
+    for pr in [false, true] {
+        if hw.visible_with_pid(hw_pid(pr)) {
+            prop_assert!(e.rights(pr).contains(hw.perms), "within the guest's rights with PR={}", pr);
+        }
+    }
+    Ok(())
+}
+
+/// Checks one fill against the model: kind, Fig. 5 TID, exact rights and attributes,
+/// range subset, maximal size, and the tlbwe words.
+fn check_fill(guest: &GuestTlb, model: &RefTlb, map: &HostMap, q: &Query) -> Result<(), TestCaseError> {
+    let (ea, pid, ts) = q.resolve(model);
+    let got = shadow_fill(guest, map, ea, pid, q.pr, q.access, ts);
+    let want = reference_kind(model, map, ea, pid, q.pr, q.access, ts);
+    prop_assert_eq!(kind_of(&got), want, "ea {:#x}", ea);
+    let FillResult::Hit { hw, guest_index } = got else { return Ok(()) };
+    let gi = guest_index as usize;
+    let e = &model.e[gi];
+
+    let tid = if e.user() == e.supervisor() { TID_SHARED } else if q.pr { TID_USER } else { TID_KERNEL };
+    prop_assert_eq!(hw.tid, tid, "Fig. 5");
+    prop_assert!(hw.visible_with_pid(hw_pid(q.pr)), "usable in the current mode");
+    prop_assert!(hw.contains(ea));
+    let r = map.region_of(e.translate(ea)).expect("a hit has a host page");
+    prop_assert_eq!(hw.perms, e.rights(q.pr).intersect(r.rights), "guest ∩ VMM");
+    prop_assert!(hw.perms.contains(q.access.right()), "allows the faulting access");
+    let wimge = if r.device { e.wimge() | 0b01010 } else { e.wimge() };
+    prop_assert_eq!(hw.wimge, Wimge(wimge));
+    check_subset(model, map, &hw, gi, pid, ts)?;
+
+    // Maximal: the next larger architected size breaks one of the rules.
+    if let Some(bigger) = PageSize::ALL.iter().find(|s| s.bytes() > hw.bytes()) {
+        let b = u64::from(bigger.bytes());
+        let base = u64::from(ea) & !(b - 1);
+        let guest_size = e.block().map(|(s, t)| t - s).expect("matched");
+        prop_assert!(
+            b > guest_size || b > u64::from(r.size) || shadowed_by_earlier(model, gi, (base, base + b), pid, ts),
+            "{:?} would have fit",
+            bigger
+        );
+    }
+
+    let (w0, w1, w2) = hw.words();
+    prop_assert_eq!(w0, hw.epn | 0x200 | 0x100 | (u32::from(hw.size.code()) << 4));
+    prop_assert_eq!(w1, hw.rpn_base);
+    prop_assert_eq!(w2 & 0x07, 0, "no supervisor permissions");
+    prop_assert_eq!((w2 >> 3) & 0x7, u32::from(hw.perms.contains(Rights::R)) | u32::from(hw.perms.contains(Rights::W)) << 1 | u32::from(hw.perms.contains(Rights::X)) << 2);
+    prop_assert_eq!((w2 >> 7) & 0x1F, u32::from(hw.wimge.0));
+    prop_assert_eq!(w2 & !0x0FBF, 0);
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------
+// Properties
+// ------------------------------------------------------------------------------------
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn fills_agree_with_the_model_and_stay_inside_guest_and_host(
+        writes in prop::collection::vec(entry_write(), 0..24),
+        backings in prop::collection::vec(backing(), 0..12),
+        regions in prop::collection::vec(region(), 0..6),
+        queries in prop::collection::vec(query(), 1..24),
+    ) {
+        let (guest, model) = build(&writes);
+        let map = build_host(&model, &backings, &regions);
+        for q in &queries {
+            check_fill(&guest, &model, &map, q)?;
+        }
+    }
+
+    #[test]
+    fn tlbwe_then_tlbre_round_trips_every_word(
+        before in prop::collection::vec(entry_write(), 0..4),
+        index in any::<u32>(), word in 0u32..3, value in any::<u32>(), mmucr_w in any::<u32>(), mmucr_r in any::<u32>(),
+    ) {
+        let (mut guest, mut model) = build(&before);
+        let others: Vec<_> = (0..3).filter(|w| *w != word).map(|w| guest.tlbre(index, w, 0).expect("valid word")).collect();
+        guest.tlbwe(index, word, value, mmucr_w).expect("valid word");
+        prop_assert!(model.tlbwe(index, word, value, mmucr_w));
+        let (read, new_mmucr) = guest.tlbre(index, word, mmucr_r).expect("valid word");
+        prop_assert_eq!(Some((read, new_mmucr)), model.tlbre(index, word, mmucr_r));
+        let keep = [0xFFFF_FFF0u32, 0xFFFF_FC0F, 0x0000_FFBF][word as usize];
+        if word == 0 {
+            let code = (value >> 4) & 0xF;
+            let code = if code <= 0xA { code } else { 1 };
+            prop_assert_eq!(read, (value & keep & !0xF0) | (code << 4));
+            prop_assert_eq!(new_mmucr, Some((mmucr_r & !0xFF) | (mmucr_w & 0xFF)));
+        } else {
+            prop_assert_eq!(read, value & keep);
+            prop_assert_eq!(new_mmucr, None);
+        }
+        let after: Vec<_> = (0..3).filter(|w| *w != word).map(|w| guest.tlbre(index, w, 0).expect("valid word")).collect();
+        prop_assert_eq!(others, after, "the other words are untouched");
+    }
+
+    #[test]
+    fn bad_word_numbers_fail_and_change_nothing(
+        before in prop::collection::vec(entry_write(), 0..8),
+        index in any::<u32>(), word in 3u32.., value in any::<u32>(), mmucr in any::<u32>(),
+    ) {
+        let (mut guest, _) = build(&before);
+        let copy = guest.clone();
+        prop_assert!(guest.tlbwe(index, word, value, mmucr).is_err());
+        prop_assert!(guest.tlbre(index, word, mmucr).is_err());
+        prop_assert_eq!(guest, copy);
+    }
+
+    #[test]
+    fn tlbsx_and_lookup_agree_with_a_linear_search(
+        writes in prop::collection::vec(entry_write(), 0..24),
+        queries in prop::collection::vec((query(), any::<u32>()), 1..24),
+    ) {
+        let (guest, model) = build(&writes);
+        for (q, mmucr_other) in &queries {
+            let (ea, pid, ts) = q.resolve(&model);
+            let mmucr = (mmucr_other & !(mmucr::STS.mask() | 0xFF)) | u32::from(pid) | if ts { mmucr::STS.mask() } else { 0 };
+            let want = model.first_match(ea, pid, ts);
+            prop_assert_eq!(guest.tlbsx(ea, mmucr).map(|i| i as usize), want);
+            let got = guest.lookup(ea, pid, ts);
+            prop_assert_eq!(got.map(|(i, _)| i as usize), want);
+            if let (Some((_, e)), Some(i)) = (got, want) {
+                let r = &model.e[i];
+                prop_assert_eq!(e.translate(ea), r.translate(ea));
+                prop_assert_eq!((e.valid(), e.ts(), e.tid(), e.epn()), (r.valid, r.ts, r.tid, r.epn));
+                prop_assert_eq!(e.size_bytes(), if r.size == 0 { 1 << 32 } else { u64::from(r.size) });
+                prop_assert_eq!(e.rpn(), u64::from(r.rpn & 0xFFFF_FC00) | u64::from(r.rpn & 0xF) << 32);
+                prop_assert_eq!((e.perms().user, e.perms().supervisor), (r.user(), r.supervisor()));
+                prop_assert_eq!(e.wimge(), Wimge(r.wimge()));
+                prop_assert_eq!(u32::from(e.user_attributes()), r.w2 >> 12 & 0xF);
+            }
+        }
+    }
+
+    #[test]
+    fn fig5_tids_depend_only_on_permissions_and_mode(bits in 0u32..64, pr in any::<bool>()) {
+        let user = Rights(((bits >> 3 & 1) * 4 + (bits >> 4 & 1) * 2 + (bits >> 5 & 1)) as u8);
+        let sup = Rights(((bits & 1) * 4 + (bits >> 1 & 1) * 2 + (bits >> 2 & 1)) as u8);
+        let (tid, rights) = fig5_tid(kestrel_vtlb::Perms { user, supervisor: sup }, pr);
+        if user == sup {
+            prop_assert_eq!((tid, rights), (TID_SHARED, user));
+        } else if pr {
+            prop_assert_eq!((tid, rights), (TID_USER, user));
+        } else {
+            prop_assert_eq!((tid, rights), (TID_KERNEL, sup));
+        }
+        prop_assert_eq!(hw_pid(pr), if pr { TID_USER } else { TID_KERNEL });
+    }
+
+    #[test]
+    fn the_shadow_stays_a_subset_across_guest_activity(
+        initial in prop::collection::vec(entry_write(), 0..16),
+        backings in prop::collection::vec(backing(), 0..12),
+        regions in prop::collection::vec(region(), 0..6),
+        ops in prop::collection::vec(op(), 1..60),
+    ) {
+        let (mut guest, mut model) = build(&initial);
+        let mut map = build_host(&model, &backings, &regions);
+        let mut shadow = ShadowTlb::<12>::new();
+        let (mut pid, mut pr, mut ts) = (0u8, false, false);
+        for op in &ops {
+            match op {
+                Op::Write(w) => {
+                    for (word, value) in w.words.iter().enumerate() {
+                        guest.tlbwe(w.index, word as u32, *value, w.mmucr).expect("valid word");
+                        model.tlbwe(w.index, word as u32, *value, w.mmucr);
+                        let event = Event::GuestTlbWrite { index: w.index };
+                        prop_assert!(!needs_flush(event), "a guest TLB write flushes selectively");
+                        shadow.invalidate_guest_write(&guest, w.index);
+                    }
+                }
+                Op::WriteWord { index, word, value, mmucr } => {
+                    guest.tlbwe(*index, *word, *value, *mmucr).expect("valid word");
+                    model.tlbwe(*index, *word, *value, *mmucr);
+                    shadow.invalidate_guest_write(&guest, *index);
+                }
+                Op::Access(q) => {
+                    // The guest's PID and TS are state here; the query only picks the address.
+                    let (ea, _, _) = q.resolve(&model);
+                    let got = shadow_fill(&guest, &map, ea, pid, pr, q.access, ts);
+                    prop_assert_eq!(kind_of(&got), reference_kind(&model, &map, ea, pid, pr, q.access, ts));
+                    if let FillResult::Hit { hw, guest_index } = got {
+                        let placed = shadow.insert(hw, guest_index);
+                        prop_assert!(!placed.invalidate.contains(placed.slot));
+                        prop_assert_eq!(shadow.lookup(ea, hw_pid(pr)).map(|(i, _)| i), Some(placed.slot), "the hardware now uses it");
+                    }
+                }
+                Op::SetPid(p) => {
+                    if *p != pid {
+                        prop_assert!(needs_flush(Event::GuestAddressSpaceSwitch));
+                        shadow.flush_all();
+                        pid = *p;
+                    }
+                }
+                Op::SetPr(p) => {
+                    prop_assert!(!needs_flush(Event::GuestUserKernelSwitch));
+                    pr = *p;
+                }
+                Op::SetTs(t) => {
+                    if *t != ts {
+                        prop_assert!(needs_flush(Event::GuestTranslationSpaceSwitch));
+                        shadow.flush_all();
+                        ts = *t;
+                    }
+                }
+                Op::Revoke(pick) => {
+                    let keys: Vec<_> = map.pages.keys().copied().collect();
+                    if !keys.is_empty() {
+                        let r = map.pages.remove(&keys[pick.index(keys.len())]).expect("present");
+                        prop_assert!(!needs_flush(Event::HostMappingRevoked));
+                        shadow.invalidate_host_range(r.host, u64::from(r.size));
+                    }
+                }
+            }
+            check_shadow(&shadow, &model, &map, pid, ts)?;
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Write(EntryWrite),
+    WriteWord { index: u32, word: u32, value: u32, mmucr: u32 },
+    Access(Query),
+    SetPid(u8),
+    SetPr(bool),
+    SetTs(bool),
+    Revoke(Index),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => entry_write().prop_map(Op::Write),
+        2 => (entry_write(), 0u32..3).prop_map(|(w, word)| Op::WriteWord { index: w.index, word, value: w.words[word as usize], mmucr: w.mmucr }),
+        10 => query().prop_map(Op::Access),
+        1 => prop::sample::select(vec![0u8, 1, 2, 3]).prop_map(Op::SetPid),
+        2 => any::<bool>().prop_map(Op::SetPr),
+        1 => prop::bool::weighted(0.2).prop_map(Op::SetTs),
+        1 => any::<Index>().prop_map(Op::Revoke),
+    ]
+}
+
+/// The paper's invariant over the whole shadow: every slot is a subset of the current
+/// guest TLB and host memory, and no two slots are visible at once over the same address.
+fn check_shadow<const N: usize>(shadow: &ShadowTlb<N>, model: &RefTlb, map: &HostMap, pid: u8, ts: bool) -> Result<(), TestCaseError> {
+    let slots: Vec<_> = shadow.occupied().map(|i| *shadow.slot(i).expect("occupied")).collect();
+    for (i, s) in slots.iter().enumerate() {
+        check_subset(model, map, &s.hw, s.guest_index as usize, pid, ts)?;
+        for t in &slots[i + 1..] {
+            let same_pid = s.hw.tid == t.hw.tid || s.hw.tid == TID_SHARED || t.hw.tid == TID_SHARED;
+            prop_assert!(!(same_pid && overlaps(hw_range(&s.hw), hw_range(&t.hw))), "multi-hit: {:?} {:?}", s, t);
+        }
+    }
+    Ok(())
+}
+
+/// The typical Linux layout, spelled out: the kernel's 256 MiB lowmem page, a user text
+/// page shared by both modes, and a user stack page; host RAM in 4 KiB pages.
+#[test]
+fn linux_like_layout_shadows_as_fig5_says() {
+    let (guest, model) = build(&[
+        // 0xC000_0000 → 0, 256 MiB, supervisor RWX only, TID 0 (pinned kernel entry).
+        EntryWrite { index: 63, words: [0xC000_0000 | 0x200 | 0x90, 0, 0x07], mmucr: 0 },
+        // 0x1000_0000 user text, UR UX SR SX (same both ways), PID 5.
+        EntryWrite { index: 0, words: [0x1000_0000 | 0x200 | 0x10, 0x0020_0000, 0x28 | 0x05], mmucr: 5 },
+        // 0x7FFF_F000 user stack, UR UW SR SW.
+        EntryWrite { index: 1, words: [0x7FFF_F000 | 0x200 | 0x10, 0x0030_0000, 0x18 | 0x03], mmucr: 5 },
+    ]);
+    let mut map = HostMap::default();
+    for page in 0..0x1000u64 {
+        map.insert(Region { gpa: page << 12, size: 4096, host: 0x0800_0000 + ((page as u32) << 12), rights: Rights::RWX, device: false });
+    }
+    let fill = |ea, pr, access| shadow_fill(&guest, &map, ea, 5, pr, access, false);
+    let FillResult::Hit { hw, .. } = fill(0xC000_1234, false, Access::Write) else { panic!("kernel data") };
+    assert_eq!((hw.tid, hw.epn, hw.size, hw.rpn_base, hw.perms), (TID_KERNEL, 0xC000_1000, PageSize::K4, 0x0800_1000, Rights::RWX));
+    assert_eq!(fill(0xC000_1234, true, Access::Read), FillResult::GuestProtection, "user cannot touch the kernel");
+    let FillResult::Hit { hw, .. } = fill(0x1000_0010, true, Access::Execute) else { panic!("user text") };
+    assert_eq!((hw.tid, hw.perms), (TID_SHARED, Rights::RX));
+    let FillResult::Hit { hw: k, .. } = fill(0x1000_0010, false, Access::Read) else { panic!("user text from the kernel") };
+    assert_eq!(k, hw, "the same shared entry serves both modes");
+    let FillResult::Hit { hw, .. } = fill(0x7FFF_F800, true, Access::Write) else { panic!("user stack") };
+    assert_eq!((hw.tid, hw.perms), (TID_SHARED, Rights::RW));
+    assert_eq!(fill(0x2000_0000, true, Access::Read), FillResult::GuestMiss);
+    assert_eq!(reference_kind(&model, &map, 0x2000_0000, 5, true, Access::Read, false), Kind::GuestMiss);
+}
