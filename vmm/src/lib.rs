@@ -10,15 +10,15 @@
 //!
 //! This crate holds the pieces of that loop that need no kernel:
 //!
-//! - [`decode`]: the PPC440 instruction decoder and encoder for the privileged set and the
-//!   integer loads and stores that reach emulated devices (MMIO), with effective-address
-//!   computation and load/store data conversion;
+//! - [`decode`](mod@decode): the PPC440 instruction decoder and encoder for the privileged
+//!   set and the integer loads and stores that reach emulated devices (MMIO), with
+//!   effective-address computation and load/store data conversion;
 //! - [`segment`]: guest-physical memory as linear segments (§4.2) and the checked
 //!   translation of a guest-physical access to the VMM memory that backs it.
 //!
 //! Still to come, in later changes: the VMM binary with the fault-IPC loop, the vCPU
-//! state and instruction emulation on top of [`decode`], and the device models (UIC,
-//! UARTs) behind `read`/`write`.
+//! state and instruction emulation on top of [`decode`](mod@decode), and the device models
+//! (UIC, UARTs) behind `read`/`write`.
 //!
 //! Invariants for the whole crate: `no_std`, no `alloc`, no `unsafe`, nothing assumes a
 //! 64-bit `usize`, and no guest-controlled value (instruction word, register, address) can

@@ -25,7 +25,7 @@
 //! - **E (little-endian) bit.** The manual stores it; QEMU drops it (it keeps word-2 bits
 //!   16:23 only). We store it and read it back like the hardware, so that a guest can
 //!   see what it wrote; QEMU translates every page big-endian either way.
-//! - **`tlbsx` and MMUCR[STS].** The manual compares TS with MMUCR[STS]; QEMU's helper
+//! - **`tlbsx` and `MMUCR[STS]`.** The manual compares TS with `MMUCR[STS]`; QEMU's helper
 //!   ignores STS. We follow the manual (a guest such as Linux's boot code can hold a TS=0
 //!   and a TS=1 entry for the same address and must find the one it asks for).
 //! - **Word numbers above 2** are an invalid instruction form: [`TlbError::InvalidWord`];
@@ -45,70 +45,70 @@ const INDEX_MASK: u32 = ENTRIES - 1;
 /// TLB word 0, page identification (UM Figure 5-3).
 pub mod word0 {
     use crate::bits::Field;
-    /// EPN[0:21]: effective page number (1 KiB granular; bits below the page size are
+    /// `EPN[0:21]`: effective page number (1 KiB granular; bits below the page size are
     /// compared too, see the module doc).
     pub const EPN: Field = Field::bits(0, 21);
-    /// V[22]: valid.
+    /// `V[22]`: valid.
     pub const V: Field = Field::bit(22);
-    /// TS[23]: translation space, compared with MSR[IS] (fetch) or MSR[DS] (data).
+    /// `TS[23]`: translation space, compared with `MSR[IS]` (fetch) or `MSR[DS]` (data).
     pub const TS: Field = Field::bit(23);
-    /// SIZE[24:27]: page size code, see [`super::size_bytes`].
+    /// `SIZE[24:27]`: page size code, see [`super::size_bytes`].
     pub const SIZE: Field = Field::bits(24, 27);
-    /// TPAR[28:31]: tag parity; ignored on write, reads as 0.
+    /// `TPAR[28:31]`: tag parity; ignored on write, reads as 0.
     pub const TPAR: Field = Field::bits(28, 31);
 }
 
 /// TLB word 1, translation (UM Figure 5-3).
 pub mod word1 {
     use crate::bits::Field;
-    /// RPN[0:21]: real page number.
+    /// `RPN[0:21]`: real page number.
     pub const RPN: Field = Field::bits(0, 21);
-    /// PAR1[22:23]: parity; ignored on write, reads as 0. Bits 24:27 are reserved.
+    /// `PAR1[22:23]`: parity; ignored on write, reads as 0. Bits 24:27 are reserved.
     pub const PAR1: Field = Field::bits(22, 23);
-    /// ERPN[28:31]: extended real page number, real-address bits 0:3 of 36.
+    /// `ERPN[28:31]`: extended real page number, real-address bits 0:3 of 36.
     pub const ERPN: Field = Field::bits(28, 31);
 }
 
 /// TLB word 2, storage attributes and access control (UM Figure 5-3).
 pub mod word2 {
     use crate::bits::Field;
-    /// PAR2[0:1]: parity; ignored on write, reads as 0. Bits 2:15 and 25 are reserved.
+    /// `PAR2[0:1]`: parity; ignored on write, reads as 0. Bits 2:15 and 25 are reserved.
     pub const PAR2: Field = Field::bits(0, 1);
-    /// U0..U3[16:19]: user-definable storage attributes.
+    /// `U0..U3[16:19]`: user-definable storage attributes.
     pub const U0_U3: Field = Field::bits(16, 19);
-    /// W I M G E [20:24]: write-through, caching-inhibited, memory coherence, guarded,
+    /// `W I M G E [20:24]`: write-through, caching-inhibited, memory coherence, guarded,
     /// little-endian. Read as one field in this order, see [`super::Wimge`].
     pub const WIMGE: Field = Field::bits(20, 24);
-    /// UX[26]: user (problem state) execute.
+    /// `UX[26]`: user (problem state) execute.
     pub const UX: Field = Field::bit(26);
-    /// UW[27]: user write.
+    /// `UW[27]`: user write.
     pub const UW: Field = Field::bit(27);
-    /// UR[28]: user read.
+    /// `UR[28]`: user read.
     pub const UR: Field = Field::bit(28);
-    /// SX[29]: supervisor execute.
+    /// `SX[29]`: supervisor execute.
     pub const SX: Field = Field::bit(29);
-    /// SW[30]: supervisor write.
+    /// `SW[30]`: supervisor write.
     pub const SW: Field = Field::bit(30);
-    /// SR[31]: supervisor read.
+    /// `SR[31]`: supervisor read.
     pub const SR: Field = Field::bit(31);
 }
 
 /// MMU control register (SPR 0x3B2, UM §5.4 "MMUCR").
 pub mod mmucr {
     use crate::bits::Field;
-    /// SWOA[7]: store without allocate.
+    /// `SWOA[7]`: store without allocate.
     pub const SWOA: Field = Field::bit(7);
-    /// U1TE[9]: U1 transient enable.
+    /// `U1TE[9]`: U1 transient enable.
     pub const U1TE: Field = Field::bit(9);
-    /// U2SWOAE[10]: U2 store without allocate enable.
+    /// `U2SWOAE[10]`: U2 store without allocate enable.
     pub const U2SWOAE: Field = Field::bit(10);
-    /// DULXE[12]: data cache unlock exception enable.
+    /// `DULXE[12]`: data cache unlock exception enable.
     pub const DULXE: Field = Field::bit(12);
-    /// IULXE[13]: instruction cache unlock exception enable.
+    /// `IULXE[13]`: instruction cache unlock exception enable.
     pub const IULXE: Field = Field::bit(13);
-    /// STS[15]: search translation space, the TS `tlbsx` compares.
+    /// `STS[15]`: search translation space, the TS `tlbsx` compares.
     pub const STS: Field = Field::bit(15);
-    /// STID[24:31]: search/load translation ID: `tlbsx` compares it, `tlbwe` word 0 copies
+    /// `STID[24:31]`: search/load translation ID: `tlbsx` compares it, `tlbwe` word 0 copies
     /// it into the entry's TID, `tlbre` word 0 copies the entry's TID into it.
     pub const STID: Field = Field::bits(24, 31);
 }
@@ -236,14 +236,14 @@ impl Wimge {
 /// An entry's access permissions, per privilege level, as [`Rights`] (R, W, X).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Perms {
-    /// UR, UW, UX: problem state (MSR[PR] = 1).
+    /// UR, UW, UX: problem state (`MSR[PR]` = 1).
     pub user: Rights,
-    /// SR, SW, SX: supervisor state (MSR[PR] = 0).
+    /// SR, SW, SX: supervisor state (`MSR[PR]` = 0).
     pub supervisor: Rights,
 }
 
 impl Perms {
-    /// The permissions that apply with MSR[PR] = `pr`.
+    /// The permissions that apply with `MSR[PR]` = `pr`.
     pub const fn for_mode(self, pr: bool) -> Rights {
         if pr {
             self.user
@@ -428,7 +428,7 @@ impl GuestTlb {
     }
 
     /// `tlbwe value, index, word` with the guest's current `mmucr`. Word 0 also sets the
-    /// entry's TID from MMUCR[STID]; words 1 and 2 leave the other words alone.
+    /// entry's TID from `MMUCR[STID]`; words 1 and 2 leave the other words alone.
     pub fn tlbwe(&mut self, index: u32, word: u32, value: u32, mmucr: u32) -> Result<(), TlbError> {
         if word > 2 {
             return Err(TlbError::InvalidWord { word });
@@ -457,14 +457,14 @@ impl GuestTlb {
         Ok((words[word as usize], new_mmucr))
     }
 
-    /// `tlbsx ea`: the index of the first entry matching `ea` for PID MMUCR[STID] in
-    /// space MMUCR[STS].
+    /// `tlbsx ea`: the index of the first entry matching `ea` for PID `MMUCR[STID]` in
+    /// space `MMUCR[STS]`.
     pub fn tlbsx(&self, ea: u32, mmucr: u32) -> Option<u32> {
         self.lookup(ea, mmucr::STID.get(mmucr) as u8, mmucr::STS.is_set(mmucr)).map(|(index, _)| index)
     }
 
-    /// The entry translating `ea` for process `pid` in space `ts` (MSR[IS] for fetches,
-    /// MSR[DS] for data): the first match in index order, whatever its permissions.
+    /// The entry translating `ea` for process `pid` in space `ts` (`MSR[IS]` for fetches,
+    /// `MSR[DS]` for data): the first match in index order, whatever its permissions.
     pub fn lookup(&self, ea: u32, pid: u8, ts: bool) -> Option<(u32, &GuestEntry)> {
         self.entries.iter().enumerate().find(|(_, e)| e.matches(ea, pid, ts)).map(|(i, e)| (i as u32, e))
     }

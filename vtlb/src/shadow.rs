@@ -18,14 +18,14 @@
 //!   [`TID_USER`] (guest user permissions) when filled in guest user mode and
 //!   [`TID_KERNEL`] (guest supervisor permissions) in guest kernel mode. The kernel loads
 //!   PID [`hw_pid`]`(MSR[PR])`, so a guest user/kernel switch only changes the PID.
-//! - **Space.** It lives in translation space 1 (guests run with MSR[IS,DS] = 1), which
+//! - **Space.** It lives in translation space 1 (guests run with `MSR[IS,DS]` = 1), which
 //!   the kernel, the VMM and native tasks never use; the guest's own TS is folded away,
 //!   which is why a guest TS change flushes (see [`Event`]).
 //!
 //! Because shadow entries carry no guest PID, a guest PID change flushes them all, as
 //! does a world switch; guest system calls and VMM traps do not (§3.2, last paragraph).
-//! A hardware entry serves fetches and data alike: while a guest runs with MSR[IS] !=
-//! MSR[DS] (Linux only does so for a few boot instructions), the kernel must narrow each
+//! A hardware entry serves fetches and data alike: while a guest runs with `MSR[IS]` !=
+//! `MSR[DS]` (Linux only does so for a few boot instructions), the kernel must narrow each
 //! fill to its access class with [`HwEntry::restricted_to`].
 
 use crate::guest::{word0, word1, word2, GuestTlb, PageSize, Perms, Wimge};
@@ -39,7 +39,7 @@ pub const TID_USER: u8 = 1;
 /// Hardware TID of pages for guest kernel mode only; also the PID loaded in guest kernel mode.
 pub const TID_KERNEL: u8 = 2;
 
-/// The hardware PID the kernel loads while the guest runs with MSR[PR] = `guest_pr`.
+/// The hardware PID the kernel loads while the guest runs with `MSR[PR]` = `guest_pr`.
 pub const fn hw_pid(guest_pr: bool) -> u8 {
     if guest_pr {
         TID_USER
@@ -49,7 +49,7 @@ pub const fn hw_pid(guest_pr: bool) -> u8 {
 }
 
 /// The hardware TID and the guest-granted rights of a guest entry with `perms`, filled
-/// while the guest runs with MSR[PR] = `guest_pr` (Fig. 5). Equal user and supervisor
+/// while the guest runs with `MSR[PR]` = `guest_pr` (Fig. 5). Equal user and supervisor
 /// permissions give one shared entry; otherwise the mode's own permissions and TID.
 pub const fn fig5_tid(perms: Perms, guest_pr: bool) -> (u8, Rights) {
     if perms.user.0 & 7 == perms.supervisor.0 & 7 {
@@ -161,8 +161,8 @@ impl HwEntry {
     }
 
     /// The entry with only the permissions of `access`'s class kept: execute for
-    /// fetches, read and write for data. Needed while the guest runs with MSR[IS] !=
-    /// MSR[DS], when the fill was computed for one translation space only.
+    /// fetches, read and write for data. Needed while the guest runs with `MSR[IS]` !=
+    /// `MSR[DS]`, when the fill was computed for one translation space only.
     pub const fn restricted_to(self, access: Access) -> HwEntry {
         let keep = match access {
             Access::Execute => Rights::X,
@@ -172,7 +172,7 @@ impl HwEntry {
     }
 
     /// The three `tlbwe` words (word 0 with V and TS = 1); the TID goes through
-    /// MMUCR[STID] and is [`HwEntry::tid`].
+    /// `MMUCR[STID]` and is [`HwEntry::tid`].
     pub fn words(&self) -> (u32, u32, u32) {
         let w0 = word0::SIZE.set(
             (self.epn & word0::EPN.mask()) | word0::V.mask() | word0::TS.mask(),
@@ -214,8 +214,8 @@ pub enum FillResult {
 }
 
 /// Handles a hardware TLB miss (or protection fault) of a guest at `ea` for `access`.
-/// `guest_pid` is the guest's PID register, `guest_msr_pr` its MSR[PR], and `guest_ts`
-/// its MSR[IS] for fetches or MSR[DS] for data accesses.
+/// `guest_pid` is the guest's PID register, `guest_msr_pr` its `MSR[PR]`, and `guest_ts`
+/// its `MSR[IS]` for fetches or `MSR[DS]` for data accesses.
 ///
 /// Order: the guest TLB's first match in index order (none: [`FillResult::GuestMiss`]);
 /// its permissions in the current guest mode ([`FillResult::GuestProtection`]); the host
@@ -287,11 +287,11 @@ fn hw_page_size(guest: &GuestTlb, index: u32, ea: u32, pid: u8, ts: bool, limit:
 pub enum Event {
     /// The guest loaded another PID (a guest address-space switch).
     GuestAddressSpaceSwitch,
-    /// The guest changed MSR[IS] or MSR[DS]: entries were filled for the other space.
+    /// The guest changed `MSR[IS]` or `MSR[DS]`: entries were filled for the other space.
     GuestTranslationSpaceSwitch,
     /// Another VM or a native task gets the core.
     WorldSwitch,
-    /// The guest's MSR[PR] changed (system call, interrupt, return to user).
+    /// The guest's `MSR[PR]` changed (system call, interrupt, return to user).
     GuestUserKernelSwitch,
     /// A trap to the kernel or the VMM that resumes the same VM.
     VmmTrapAndResume,
@@ -547,7 +547,7 @@ mod tests {
 
     #[test]
     fn fig5_equal_permissions_share_tid_0_as_user_permissions() {
-        let t = tlb(&[(0, [0x0000_0000 | V | 0x10, 0, ALL_PERMS], 0)]);
+        let t = tlb(&[(0, [V | 0x10, 0, ALL_PERMS], 0)]);
         for pr in [false, true] {
             let (hw, index) = hit(shadow_fill(&t, &RAM_4K, 0x10, 5, pr, Access::Write, false));
             assert_eq!(index, 0);
@@ -560,7 +560,7 @@ mod tests {
     #[test]
     fn fig5_differing_permissions_split_by_mode() {
         // Typical kernel-owned page that user mode may only read.
-        let t = tlb(&[(0, [0x0000_0000 | V | 0x10, 0, 0x08 | KERNEL_ONLY], 0)]);
+        let t = tlb(&[(0, [V | 0x10, 0, 0x08 | KERNEL_ONLY], 0)]);
         let (hw, _) = hit(shadow_fill(&t, &RAM_4K, 0x10, 5, true, Access::Read, false));
         assert_eq!((hw.tid, hw.perms), (TID_USER, Rights::R));
         let (hw, _) = hit(shadow_fill(&t, &RAM_4K, 0x10, 5, false, Access::Write, false));

@@ -3,7 +3,7 @@
 //! The model is written from QEMU's `helper_440_tlbwe`/`tlbre` and `ppcemb_tlb_check`
 //! with hex constants and 32-bit wrapping arithmetic, independently of the crate's field
 //! declarations, plus the hardware's choices the crate documents (the E bit is kept,
-//! `tlbsx` compares MMUCR[STS]). Host memory is a map of aligned host pages.
+//! `tlbsx` compares `MMUCR[STS]`). Host memory is a map of aligned host pages.
 //!
 //! Checked: the kind of every fill agrees with the model; every hardware entry is, over
 //! its whole range, a subset of the guest TLB's first match (current mode) and of the
@@ -74,7 +74,7 @@ impl RefEntry {
         Rights(((self.w2 & 0x01 != 0) as u8) * 4 + ((self.w2 & 0x02 != 0) as u8) * 2 + (self.w2 & 0x04 != 0) as u8)
     }
 
-    /// The permissions the 440 applies with MSR[PR] = `pr`.
+    /// The permissions the 440 applies with `MSR[PR]` = `pr`.
     fn rights(&self, pr: bool) -> Rights {
         if pr {
             self.user()

@@ -18,6 +18,7 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+pub mod bootmod;
 pub mod fault;
 pub mod fpage;
 pub mod ipc;

@@ -58,6 +58,16 @@ impl FrameAllocator {
     }
 }
 
+/// The boot-module area (QEMU's `-initrd`), readable by the root task through its
+/// sigma0 window. Root task only.
+pub fn boot_modules() -> Option<&'static [u8]> {
+    let [phys, size, _, _] = kernel_info(kinfo::BOOT_MODULE).ok()?;
+    let [_, _, window, _] = kernel_info(kinfo::MEMORY).ok()?;
+    // SAFETY: the kernel maps the boot modules read-only into the root space's window
+    // on first touch and never changes them; the slice is only read.
+    Some(unsafe { core::slice::from_raw_parts((window + phys) as *const u8, size as usize) })
+}
+
 /// A page-fault message as received by a pager.
 #[derive(Clone, Copy, Debug)]
 pub struct PageFault {

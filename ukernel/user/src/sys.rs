@@ -59,6 +59,34 @@ pub fn thread_control(
     KError::check(r[0])
 }
 
+/// `ThreadControl` with flags (r8), e.g. `tcflags::VCPU` to create a vCPU in a new VM space.
+pub fn thread_control_flags(
+    dest: ThreadId,
+    space: ThreadId,
+    priority: u32,
+    pager: ThreadId,
+    utcb_addr: u32,
+    flags: u32,
+) -> Result<(), KError> {
+    let r = syscall(
+        Syscall::ThreadControl,
+        [dest.0, space.0, priority, pager.0, utcb_addr, flags, 0, 0, 0, 0],
+    );
+    KError::check(r[0])
+}
+
+/// `VcpuControl(dest, op, a, b, c)`.
+pub fn vcpu_control(dest: ThreadId, op: u32, a: u32, b: u32, c: u32) -> Result<(), KError> {
+    let r = syscall(Syscall::VcpuControl, [dest.0, op, a, b, c, 0, 0, 0, 0, 0]);
+    KError::check(r[0])
+}
+
+/// `TraceControl(op, who)`: `who` = a vCPU or nil for all VMs; READ fills `utcb().trace`.
+pub fn trace_control(op: u32, who: ThreadId) -> Result<(), KError> {
+    let r = syscall(Syscall::TraceControl, [op, who.0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    KError::check(r[0])
+}
+
 /// Results of `ExchangeRegisters`: the values before the call.
 #[derive(Clone, Copy, Debug)]
 pub struct ExRegs {

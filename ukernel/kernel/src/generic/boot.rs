@@ -87,7 +87,15 @@ extern "C" fn kestrel_boot(fdt: *const u8) -> ! {
     k.threads[root].name[..4].copy_from_slice(b"root");
     // SAFETY: the boot module lies in RAM (QEMU placed it), mapped 1:1, and nothing
     // writes it while we read it.
-    let image = unsafe { core::slice::from_raw_parts(mod_start as *const u8, (mod_end - mod_start) as usize) };
+    let module = unsafe { core::slice::from_raw_parts(mod_start as *const u8, (mod_end - mod_start) as usize) };
+    // An archive of boot modules starts with the root task; a plain ELF is the root task.
+    let image = match kestrel_abi::bootmod::count(module) {
+        Some(_) => match kestrel_abi::bootmod::get(module, 0) {
+            Some(m) => m.data,
+            None => halt_with("boot module archive has no root task"),
+        },
+        None => module,
+    };
     let plan = elf::load_plan(image, USER_BASE, USER_END).unwrap_or_else(|e| halt_with(e.as_str()));
     for seg in plan.segments.iter() {
         let first = seg.vaddr & !(PAGE_SIZE - 1);

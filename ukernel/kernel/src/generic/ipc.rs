@@ -93,10 +93,10 @@ fn transfer(k: &mut Kernel, s: usize, d: usize) -> Result<Delivered, IpcError> {
     if fault != FaultWait::None {
         // Reply to a thread blocked in a kernel-synthesised fault IPC.
         k.threads[d].fault = FaultWait::None;
+        if tag.label() == label::KILL {
+            return Ok(Delivered::Killed);
+        }
         if fault == FaultWait::Exception {
-            if tag.label() == label::KILL {
-                return Ok(Delivered::Killed);
-            }
             if tag.untyped() >= kestrel_abi::exc::REPLY_WORDS as usize {
                 let ip = src_mr(k, s, 1);
                 let sp = src_mr(k, s, 2);
@@ -211,7 +211,7 @@ pub fn sys_ipc(k: &mut Kernel, cur: usize) -> Option<usize> {
                 match transfer(k, cur, d) {
                     Ok(Delivered::Normal) => sched::wake(k, d, &mut hint),
                     Ok(Delivered::Killed) => {
-                        thread::stop(k, d, format_args!("killed by its exception handler {:?}", me));
+                        thread::stop(k, d, format_args!("killed by its fault handler {:?}", me));
                     }
                     Err(e) => {
                         fail(k, cur, to, e, IpcPhase::Send);

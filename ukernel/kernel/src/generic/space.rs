@@ -218,10 +218,15 @@ pub fn sigma0_resolve(k: &mut Kernel, sid: u16, va: u32) -> bool {
     }
     let (frame_addr, flags) = if (SIGMA0_WINDOW..SIGMA0_WINDOW + kestrel_abi::SIGMA0_WINDOW_SIZE).contains(&va) {
         let phys = va - SIGMA0_WINDOW;
-        if phys < k.mem.free_start || phys >= k.mem.ram_end {
+        let (mstart, msize) = k.mem.module;
+        if phys.wrapping_sub(mstart) < msize {
+            // The boot modules: readable, so the root task can load what they contain.
+            (phys & !(PAGE_SIZE - 1), Rights::R.0 as u32)
+        } else if phys < k.mem.free_start || phys >= k.mem.ram_end {
             return false;
+        } else {
+            (phys & !(PAGE_SIZE - 1), Rights::RWX.0 as u32)
         }
-        (phys & !(PAGE_SIZE - 1), Rights::RWX.0 as u32)
     } else if (DEVICE_WINDOW..DEVICE_WINDOW_END).contains(&va) {
         (va & !(PAGE_SIZE - 1), Rights::RW.0 as u32 | pte::DEVICE)
     } else {

@@ -60,8 +60,10 @@ pub fn guest_read_u32(k: &Kernel, vi: usize, ea: u32, fetch: bool) -> Option<u32
     let v = &k.vcpus[vi];
     let ts = v.s.msr & if fetch { msr::IS } else { msr::DS } != 0;
     let (_, e) = v.tlb.lookup(ea, v.s.pid as u8, ts)?;
-    let size = e.size_bytes();
-    let gpa = e.rpn() + (ea as u64 & (size - 1));
+    let gpa = e.translate(ea);
+    if gpa > u32::MAX as u64 {
+        return None;
+    }
     let sid = k.threads[v.thread].space;
     let hpa = space::translate(k, sid, gpa as u32, Rights::R)?;
     crate::arch::read_phys_u32(hpa, k.mem.ram_end)
@@ -118,6 +120,13 @@ pub fn tlb_fault(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, ea: u
             None
         }
         FillResult::PhysMiss { gpa } => {
+            if gpa > u32::MAX as u64 {
+                // VM spaces are 32-bit: guest-physical memory above 4 GiB never exists.
+                let pc = f.regs.ip;
+                k.vcpus[vi].s.mcsr = 0;
+                inject(k, vi, f, 1, Class::MachineCheck, pc);
+                return None;
+            }
             let gpa = gpa as u32;
             let mmio = k.vcpus[vi].mmio.iter().any(|&(b, s)| s != 0 && gpa.wrapping_sub(b) < s);
             if mmio && !is_fetch {
