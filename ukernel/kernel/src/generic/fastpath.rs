@@ -65,5 +65,5 @@ fn fast_ipc(f: &TrapFrame) -> Option<*mut TrapFrame> {
     let c = &mut k.threads[cur];
     c.state = State::Receiving;
     c.partner = from;
-    Some(sched::switch_to(k, d))
+    Some(sched::switch_to_native(k, d))
 }

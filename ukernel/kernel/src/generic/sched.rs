@@ -103,6 +103,19 @@ pub fn switch_to(k: &mut Kernel, next: usize) -> *mut TrapFrame {
     k.threads[next].frame as *mut TrapFrame
 }
 
+/// [`switch_to`] for a thread known to be native (the IPC fast path: vCPUs never
+/// take it, and it never wakes one).
+#[inline(always)]
+pub fn switch_to_native(k: &mut Kernel, next: usize) -> *mut TrapFrame {
+    k.current = next;
+    spr::write::<{ spr::SPRG1 }>(k.threads[next].frame as u32);
+    let sid = k.threads[next].space;
+    let pid = space::ensure_pid(k, sid);
+    spr::write::<{ spr::PID }>(pid as u32);
+    spr::write::<{ spr::SPRG4W }>(k.threads[next].utcb_va);
+    k.threads[next].frame as *mut TrapFrame
+}
+
 /// Decrementer tick: expire timeouts and charge the running thread's timeslice.
 pub fn tick(k: &mut Kernel) -> Option<usize> {
     k.ticks += 1;
