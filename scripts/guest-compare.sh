@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Runs the bare-metal test guest natively on -M bamboo and as a VM under Kestrel, and
+# fails unless both runs finish with "selftest: N passed, 0 failed" and print the same
+# "selftest:" lines.
+#
+#   scripts/guest-compare.sh [--no-build] [--timeout SECS]
+set -euo pipefail
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+build=true
+timeout_secs=120
+while (($# > 0)); do
+    case $1 in
+        --no-build) build=false; shift ;;
+        --timeout) timeout_secs=$2; shift 2 ;;
+        *) die "unknown option $1" ;;
+    esac
+done
+if $build; then
+    "$KESTREL_ROOT/scripts/build-target.sh" -p kestrel-kernel -p kestrel-vmm-task -p kestrel-selftest
+fi
+logs=$KESTREL_TARGET_DIR/logs
+mkdir -p "$logs"
+guest=$KESTREL_OUT/kestrel-selftest
+
+echo "guest-compare: native run"
+timeout --foreground --kill-after=5 "$timeout_secs" "$KESTREL_QEMU" -M bamboo -m 128 -display none \
+    -nic none -no-reboot -serial stdio -serial null -monitor none -kernel "$guest" \
+    >"$logs/selftest-native.log" 2>&1 || die "native run failed or timed out (log: $logs/selftest-native.log)"
+echo "guest-compare: VM run"
+"$KESTREL_ROOT/scripts/vm-run.sh" "$guest" --timeout "$timeout_secs" --log "$logs/selftest-vm.log" \
+    >/dev/null 2>&1 || die "VM run failed or timed out (log: $logs/selftest-vm.log)"
+
+tr -d '\r' <"$logs/selftest-native.log" | grep '^selftest:' >"$logs/selftest-native.txt" || true
+tr -d '\r' <"$logs/selftest-vm.log" | grep '^selftest:' >"$logs/selftest-vm.txt" || true
+status=0
+for mode in native vm; do
+    closing=$(grep -E '^selftest: [0-9]+ passed, [0-9]+ failed$' "$logs/selftest-$mode.txt" | tail -n 1 || true)
+    if [[ -z $closing ]]; then
+        echo "guest-compare: $mode run has no closing line (log: $logs/selftest-$mode.log)" >&2
+        status=1
+    elif [[ $closing != *" 0 failed" ]]; then
+        echo "guest-compare: $mode: $closing" >&2
+        grep 'FAIL' "$logs/selftest-$mode.txt" >&2 || true
+        status=1
+    else
+        echo "guest-compare: $mode: $closing"
+    fi
+done
+if ! diff -u "$logs/selftest-native.txt" "$logs/selftest-vm.txt"; then
+    echo "guest-compare: native and VM output differ" >&2
+    status=1
+fi
+grep -A30 'vmm: trace points' "$logs/selftest-vm.log" | tr -d '\r' | grep '^vmm:' || true
+exit $status

@@ -1,0 +1,233 @@
+//! One virtual bamboo machine: guest RAM as a linear segment, the two UARTs and the
+//! UIC, and the emulation of the faults the kernel passes up.
+
+use kestrel_abi::{vfault, xfer, TracePoint, ThreadId, VirtFault, PAGE_SIZE};
+use kestrel_devices::{Uart16550, Uic};
+use kestrel_user::ipc::Msg;
+use kestrel_user::mem::FrameAllocator;
+use kestrel_user::{println, sys};
+use kestrel_vmm::decode::{decode, AccessKind, Insn, Width};
+use kestrel_vmm::segment::{GuestMemory, GuestPhysAddr, HostAddr, Segment};
+
+/// Guest-physical page holding both UARTs (bamboo: 0xEF600300 and 0xEF600400).
+pub const UART_PAGE: u32 = 0xEF60_0000;
+const UART0: u32 = 0xEF60_0300;
+const UART1: u32 = 0xEF60_0400;
+/// UIC DCR block.
+const UIC_DCR: u32 = 0xC0;
+const UIC_DCRS: u32 = 9;
+
+pub enum Outcome {
+    Reply(Msg),
+    GuestReset,
+}
+
+pub struct Machine {
+    mem: GuestMemory<1>,
+    uart0: Uart16550,
+    uart1: Uart16550,
+    uic: Uic,
+    line: [u8; 128],
+    line_len: usize,
+    warned_dcr: bool,
+}
+
+impl Machine {
+    /// Allocates `size` bytes of guest RAM (physically contiguous, zeroed).
+    pub fn new(frames: &mut FrameAllocator, size: u32) -> Result<Machine, &'static str> {
+        let first = frames.alloc().ok_or("out of memory")?;
+        let mut last = first;
+        for _ in 1..size / PAGE_SIZE {
+            let p = frames.alloc().ok_or("out of memory")?;
+            if p != last + PAGE_SIZE {
+                return Err("guest RAM is not contiguous");
+            }
+            last = p;
+        }
+        let mut mem = GuestMemory::new();
+        let seg = Segment::new(GuestPhysAddr::from_u32(0), size, HostAddr::new(first)).map_err(|e| e.as_str())?;
+        mem.add(seg).map_err(|e| e.as_str())?;
+        Ok(Machine {
+            mem,
+            uart0: Uart16550::new(),
+            uart1: Uart16550::new(),
+            uic: Uic::new(),
+            line: [0; 128],
+            line_len: 0,
+            warned_dcr: false,
+        })
+    }
+
+    /// The VMM-side address backing guest-physical page `gpa`, if it is RAM.
+    pub fn backing_page(&self, gpa: u32) -> Option<u32> {
+        let page = gpa & !(PAGE_SIZE - 1);
+        self.mem.translate(GuestPhysAddr::from_u32(page), PAGE_SIZE).ok().map(|h| h.get())
+    }
+
+    /// Copies the guest ELF's segments to their guest-physical addresses.
+    pub fn load_elf(&mut self, image: &[u8]) -> Result<u32, &'static str> {
+        let size = self.mem.segments()[0].size();
+        let plan = kestrel_kcore::elf::load_plan(image, 0x1000, size).map_err(|e| e.as_str())?;
+        for seg in plan.segments.iter() {
+            let host = self
+                .mem
+                .translate(GuestPhysAddr::from_u32(seg.vaddr), seg.memsz)
+                .map_err(|e| e.as_str())?
+                .get();
+            let off = seg.file_offset as usize;
+            let src = image.get(off..off + seg.filesz as usize).ok_or("segment outside the image")?;
+            // SAFETY: `host..host+memsz` lies inside the guest RAM segment, which this
+            // task allocated and maps read-write; no vCPU runs yet.
+            unsafe {
+                core::ptr::copy_nonoverlapping(src.as_ptr(), host as *mut u8, src.len());
+            }
+        }
+        Ok(plan.entry)
+    }
+
+    /// Handles one virtualization fault and builds the reply.
+    pub fn handle(&mut self, class: Option<VirtFault>, msg: &Msg) -> Outcome {
+        let pc = msg.mr(vfault::PC);
+        let insn = msg.mr(vfault::INSN);
+        let mut gpr = [0u32; 32];
+        for (i, g) in gpr.iter_mut().enumerate() {
+            *g = msg.mr(vfault::GPR0 + i);
+        }
+        let mut next = pc.wrapping_add(4);
+        let mut flags = 0;
+        match class {
+            Some(VirtFault::Mmio) => {
+                let gpa = msg.mr(vfault::GPA);
+                match decode(insn) {
+                    Insn::LoadStore(ls) if !ls.op().multiple() && ls.width() == Width::Byte => {
+                        // The effective address of an update form uses RA/RB before
+                        // the load writes RT.
+                        let ea = ls.effective_address(&gpr);
+                        match ls.kind() {
+                            AccessKind::Load => {
+                                let v = self.mmio_read(gpa);
+                                gpr[ls.rt_rs().index()] = ls.load_result(v as u32);
+                            }
+                            AccessKind::Store => {
+                                let v = ls.store_data(gpr[ls.rt_rs().index()]) as u8;
+                                self.mmio_write(gpa, v);
+                            }
+                        }
+                        if ls.update() {
+                            gpr[ls.ra().index()] = ea;
+                        }
+                    }
+                    other => {
+                        println!("vmm: unsupported MMIO access {:?} at {:#010x} (pc {:#010x}): data storage exception", other, gpa, pc);
+                        flags |= vfault::REPLY_DSI;
+                        next = pc;
+                    }
+                }
+            }
+            Some(VirtFault::Instruction) => match decode(insn) {
+                Insn::Mfdcr { rt, dcr } => gpr[rt.index()] = self.dcr_read(dcr.number() as u32, pc),
+                Insn::Mtdcr { dcr, rs } => self.dcr_write(dcr.number() as u32, gpr[rs.index()], pc),
+                other => {
+                    println!("vmm: unhandled instruction {:#010x} ({:?}) at pc {:#010x}: program exception", insn, other, pc);
+                    flags |= vfault::REPLY_PROGRAM;
+                    next = pc;
+                }
+            },
+            Some(VirtFault::Idle) => next = pc,
+            Some(VirtFault::Halt) | None => return Outcome::GuestReset,
+        }
+        self.uic.set_input(0, self.uart0.irq());
+        self.uic.set_input(1, self.uart1.irq());
+        flags |= if self.uic.irq_output() { vfault::REPLY_IRQ_RAISE } else { vfault::REPLY_IRQ_LOWER };
+        let mut reply = Msg::new(0);
+        reply.push(next);
+        reply.push(flags);
+        if msg.mr(vfault::MASK) & xfer::GPRS != 0 {
+            // MR3..MR7 are unused; GPRs go to MR8..MR39 (and stay in the UTCB).
+            for _ in 3..vfault::GPR0 {
+                reply.push(0);
+            }
+            for g in gpr {
+                reply.push(g);
+            }
+            for i in 0..4 {
+                reply.push(msg.mr(vfault::CR + i));
+            }
+        }
+        Outcome::Reply(reply)
+    }
+
+    fn mmio_read(&mut self, gpa: u32) -> u8 {
+        match gpa {
+            a if a.wrapping_sub(UART0) < kestrel_devices::UART_REGS => self.uart0.read(a - UART0),
+            a if a.wrapping_sub(UART1) < kestrel_devices::UART_REGS => self.uart1.read(a - UART1),
+            _ => {
+                println!("vmm: read of unmodelled device address {:#010x}; returning 0", gpa);
+                0
+            }
+        }
+    }
+
+    fn mmio_write(&mut self, gpa: u32, v: u8) {
+        let (line, len) = (&mut self.line, &mut self.line_len);
+        let mut tx = |b: u8| {
+            if b == b'\n' || *len == line.len() {
+                let _ = sys::kdebug_write(&line[..*len]);
+                *len = 0;
+                if b == b'\n' {
+                    let _ = sys::kdebug_write(b"\n");
+                    return;
+                }
+            }
+            if b != b'\r' {
+                line[*len] = b;
+                *len += 1;
+            }
+        };
+        match gpa {
+            a if a.wrapping_sub(UART0) < kestrel_devices::UART_REGS => self.uart0.write(a - UART0, v, &mut tx),
+            // UART1 has no back end: its output is dropped, as with QEMU's `-serial null`.
+            a if a.wrapping_sub(UART1) < kestrel_devices::UART_REGS => self.uart1.write(a - UART1, v, &mut |_| {}),
+            _ => println!("vmm: write of unmodelled device address {:#010x} ignored", gpa),
+        }
+    }
+
+    fn dcr_read(&mut self, dcr: u32, pc: u32) -> u32 {
+        if dcr.wrapping_sub(UIC_DCR) < UIC_DCRS {
+            return self.uic.read_dcr(dcr - UIC_DCR);
+        }
+        self.warn_dcr(dcr, pc);
+        0
+    }
+
+    fn dcr_write(&mut self, dcr: u32, v: u32, pc: u32) {
+        if dcr.wrapping_sub(UIC_DCR) < UIC_DCRS {
+            self.uic.write_dcr(dcr - UIC_DCR, v);
+            return;
+        }
+        self.warn_dcr(dcr, pc);
+    }
+
+    fn warn_dcr(&mut self, dcr: u32, pc: u32) {
+        if !self.warned_dcr {
+            println!("vmm: access to unmodelled DCR {:#x} at pc {:#010x} (reads 0, writes ignored)", dcr, pc);
+            self.warned_dcr = true;
+        }
+    }
+}
+
+/// Prints the vCPU's trace points: count and cost per exit class (timebase ticks).
+pub fn print_trace(vcpu: ThreadId) {
+    if sys::trace_control(kestrel_abi::tracectl::READ, vcpu).is_err() {
+        return;
+    }
+    let t = sys::utcb().trace;
+    println!("vmm: trace points (cost in timebase ticks)");
+    for tp in TracePoint::ALL {
+        let c = t[tp as usize];
+        if c.count > 0 {
+            let sum = ((c.sum_hi as u64) << 32) | c.sum_lo as u64;
+            println!("vmm:   {:<18} {:>8}  min {:>5} max {:>6} avg {:>5}", tp.name(), c.count, c.min, c.max, sum / c.count as u64);
+        }
+    }
+}
