@@ -75,14 +75,14 @@ pub struct Kernel {
     pub victim: crate::arch::tlb::Victim,
     pub rq: ReadyQueues<NTCB>,
     pub threads: [Tcb; NTCB],
-    pub irqs: [IrqLine; NUM_IRQS as usize],
-    pub kmem: kmem::FramePool,
-    pub pids: PidAllocator,
-    pub spaces: [Space; NSPACES],
     /// vCPUs and the shadow TLB of the VM whose vCPU ran last.
     pub vcpus: [virt::Vcpu; virt::NVCPUS],
     pub shadow: virt::mmu::Shadow,
     pub shadow_owner: u8,
+    pub irqs: [IrqLine; NUM_IRQS as usize],
+    pub kmem: kmem::FramePool,
+    pub pids: PidAllocator,
+    pub spaces: [Space; NSPACES],
     pub mapdb: MapDb<MAPDB_NODES>,
 }
 
@@ -116,13 +116,13 @@ static mut KERNEL: Kernel = Kernel {
     victim: crate::arch::tlb::Victim::new(),
     rq: ReadyQueues::new(),
     threads: [Tcb::FREE; NTCB],
+    vcpus: [virt::Vcpu::EMPTY; virt::NVCPUS],
+    shadow: virt::mmu::Shadow::new(),
+    shadow_owner: virt::NO_VCPU,
     irqs: [IrqLine { handler: usize::MAX, pending: false, in_service: false }; NUM_IRQS as usize],
     kmem: kmem::FramePool::empty(),
     pids: PidAllocator::new(),
     spaces: [Space::EMPTY; NSPACES],
-    vcpus: [virt::Vcpu::EMPTY; virt::NVCPUS],
-    shadow: virt::mmu::Shadow::new(),
-    shadow_owner: virt::NO_VCPU,
     mapdb: MapDb::new(),
 };
 

@@ -46,6 +46,14 @@ pub fn wake(k: &mut Kernel, i: usize, hint: &mut Option<usize>) {
     }
 }
 
+/// True if the running thread `cur` stays on the CPU when nothing was woken: it is
+/// runnable and no ready thread has a higher priority.
+#[inline(always)]
+pub fn keeps_cpu(k: &Kernel, cur: usize) -> bool {
+    k.threads[cur].runnable()
+        && !matches!(k.rq.highest_priority(), Some(p) if p > k.threads[cur].prio)
+}
+
 /// Chooses the thread to run next, given the thread woken by this kernel entry.
 pub fn pick_next(k: &mut Kernel, hint: Option<usize>) -> usize {
     let cur = k.current;

@@ -36,7 +36,15 @@ pub fn trap_slow(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame {
     if let Some(vi) = super::virt::vcpu_of(k, cur) {
         if from_user {
             let hint = super::virt::emulate::trap(k, cur, vi, vec, f);
+            // The common case: the vCPU simply continues. Its PID and SPRGs are
+            // already live (emulation writes them through), so skip the switch.
+            if hint.is_none() && k.current == cur && sched::keeps_cpu(k, cur) {
+                return frame;
+            }
             let next = sched::pick_next(k, hint);
+            if next == cur {
+                return frame;
+            }
             return sched::switch_to(k, next);
         }
     }

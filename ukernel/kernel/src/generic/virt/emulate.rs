@@ -121,7 +121,7 @@ fn sprn(insn: u32) -> u32 {
 /// A privileged-instruction program exception: emulate or send to the VMM.
 fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> (Option<usize>, Option<TracePoint>) {
     let pc = f.regs.ip;
-    let Some(insn) = mmu::guest_read_u32(k, vi, pc, true) else {
+    let Some(insn) = mmu::guest_fetch(k, vi, pc) else {
         return (virt_fault(k, cur, vi, VirtFault::Instruction, 0, 0), Some(TracePoint::SyscallIpc));
     };
     let op = insn >> 26;

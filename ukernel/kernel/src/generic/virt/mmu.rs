@@ -31,6 +31,9 @@ impl GuestPhysMap for VmSpace<'_> {
 
 /// Invalidates every hardware entry of the running VM.
 pub fn flush_shadow(k: &mut Kernel) {
+    for v in k.vcpus.iter_mut() {
+        v.fetch_cache = None;
+    }
     let dropped = k.shadow.flush_all();
     for slot in 0..GUEST_SLOTS {
         if dropped.contains(slot) {
@@ -49,6 +52,7 @@ fn invalidate_slots(mask: kestrel_vtlb::SlotMask) {
 
 /// A guest TLB write to `index`: drop the hardware entries derived from it.
 pub fn guest_tlb_written(k: &mut Kernel, vi: usize, index: u32) {
+    k.vcpus[vi].fetch_cache = None;
     let Kernel { shadow, vcpus, .. } = k;
     let m = shadow.invalidate_guest_write(&vcpus[vi].tlb, index);
     invalidate_slots(m);
@@ -56,6 +60,25 @@ pub fn guest_tlb_written(k: &mut Kernel, vi: usize, index: u32) {
 
 /// Guest-virtual → host-physical for the kernel's own reads of guest memory (fetching
 /// the instruction to emulate): the same two stages as a fill, in software.
+pub fn guest_fetch(k: &mut Kernel, vi: usize, pc: u32) -> Option<u32> {
+    let page = pc & !(PAGE_SIZE - 1);
+    if let Some((gp, hp)) = k.vcpus[vi].fetch_cache {
+        if gp == page {
+            return crate::arch::read_phys_u32(hp | (pc & (PAGE_SIZE - 1)), k.mem.ram_end);
+        }
+    }
+    let v = &k.vcpus[vi];
+    let (_, e) = v.tlb.lookup(pc, v.s.pid as u8, v.s.msr & msr::IS != 0)?;
+    let gpa = e.translate(pc);
+    if gpa > u32::MAX as u64 {
+        return None;
+    }
+    let hpa = space::translate(k, k.threads[v.thread].space, gpa as u32, Rights::R)?;
+    k.vcpus[vi].fetch_cache = Some((page, hpa & !(PAGE_SIZE - 1)));
+    crate::arch::read_phys_u32(hpa, k.mem.ram_end)
+}
+
+/// Reads a guest word by software translation (no caching).
 pub fn guest_read_u32(k: &Kernel, vi: usize, ea: u32, fetch: bool) -> Option<u32> {
     let v = &k.vcpus[vi];
     let ts = v.s.msr & if fetch { msr::IS } else { msr::DS } != 0;

@@ -46,6 +46,10 @@ pub struct Vcpu {
     /// Timebase value at which the virtual DEC reaches zero (None: stopped).
     pub dec_deadline: Option<u64>,
     pub mmio: [(u32, u32); MMIO_RANGES],
+    /// One-entry cache for the kernel's own instruction fetches: guest page (with
+    /// the PID and MSR[IS] it was looked up under) → host page. Cleared whenever the
+    /// shadow is flushed or the guest TLB is written.
+    pub fetch_cache: Option<(u32, u32)>,
     /// Mask and guest-physical address of the pending virtualization fault.
     pub fault_mask: u32,
     pub fault_gpa: u32,
@@ -60,6 +64,7 @@ impl Vcpu {
         tlb: GuestTlb::new(),
         masks: [xfer::DEFAULT; NUM_FAULT_CLASSES],
         dec_deadline: None,
+        fetch_cache: None,
         mmio: [(0, 0); MMIO_RANGES],
         fault_mask: 0,
         fault_gpa: 0,
