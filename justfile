@@ -32,13 +32,14 @@ test: setup
     cd bench && python3 -m unittest
     scripts/ontarget-test.sh
 
-# Run a benchmark by name (available: ipc)
+# Run a benchmark by name (available: ipc, exits)
 bench NAME: setup
     #!/usr/bin/env bash
     set -euo pipefail
     case {{ quote(NAME) }} in
         ipc) exec python3 bench/ipc.py ;;
-        *) echo "unknown benchmark {{ quote(NAME) }}; available: ipc" >&2; exit 1 ;;
+        exits) exec python3 bench/exits.py ;;
+        *) echo "unknown benchmark {{ quote(NAME) }}; available: ipc, exits" >&2; exit 1 ;;
     esac
 
 # Build and boot any root task by package name, e.g. `just qemu ktest` (ARGS go to qemu-run.sh)
