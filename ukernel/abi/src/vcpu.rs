@@ -120,6 +120,9 @@ pub mod vfault {
     pub const REPLY_PROGRAM: u32 = 1 << 4;
     /// Reply flag: stop the vCPU.
     pub const REPLY_STOP: u32 = 1 << 5;
+    /// Reply flags: raise / lower the virtual critical interrupt input.
+    pub const REPLY_CRIT_RAISE: u32 = 1 << 6;
+    pub const REPLY_CRIT_LOWER: u32 = 1 << 7;
 }
 
 /// The complete architectural state of a vCPU as the guest sees it.
@@ -161,6 +164,11 @@ pub struct VcpuState {
     pub ccr1: u32,
     /// Virtual external interrupt input (1 = asserted).
     pub irq_line: u32,
+    /// Virtual critical interrupt input (1 = asserted).
+    pub crit_line: u32,
+    pub iac: [u32; 4],
+    pub dac: [u32; 2],
+    pub dvc: [u32; 2],
 }
 
 /// Words of [`VcpuState`] (it travels in the UTCB's `vcpu` area).

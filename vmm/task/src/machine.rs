@@ -51,7 +51,8 @@ impl Machine {
             mem,
             uart0: Uart16550::new(),
             uart1: Uart16550::new(),
-            uic: Uic::new(),
+            // QEMU's UIC ignores the polarity register; so does the model, to match.
+            uic: Uic::without_polarity(),
             line: [0; 128],
             line_len: 0,
             warned_dcr: false,
@@ -139,6 +140,7 @@ impl Machine {
         self.uic.set_input(0, self.uart0.irq());
         self.uic.set_input(1, self.uart1.irq());
         flags |= if self.uic.irq_output() { vfault::REPLY_IRQ_RAISE } else { vfault::REPLY_IRQ_LOWER };
+        flags |= if self.uic.crit_output() { vfault::REPLY_CRIT_RAISE } else { vfault::REPLY_CRIT_LOWER };
         let mut reply = Msg::new(0);
         reply.push(next);
         reply.push(flags);

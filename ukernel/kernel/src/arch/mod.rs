@@ -5,6 +5,7 @@
 //! conversion to masks happens once, in the constants.
 
 pub mod entry;
+pub mod fpu;
 pub mod spr;
 pub mod tlb;
 

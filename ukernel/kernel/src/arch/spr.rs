@@ -26,6 +26,7 @@ pub const TBL_R: u32 = 268;
 pub const TBU_R: u32 = 269;
 pub const PVR: u32 = 287;
 pub const DBCR0: u32 = 308;
+pub const DBSR: u32 = 304;
 pub const TSR: u32 = 336;
 pub const TCR: u32 = 340;
 pub const IVOR0: u32 = 400;

@@ -79,6 +79,10 @@ pub struct Kernel {
     pub vcpus: [virt::Vcpu; virt::NVCPUS],
     pub shadow: virt::mmu::Shadow,
     pub shadow_owner: u8,
+    /// The vCPU whose timebase view is loaded (NO_VCPU: host time).
+    pub tb_vcpu: u8,
+    /// The vCPU whose floating-point registers are in the FPU (NO_VCPU: none).
+    pub fp_owner: u8,
     pub irqs: [IrqLine; NUM_IRQS as usize],
     pub kmem: kmem::FramePool,
     pub pids: PidAllocator,
@@ -119,6 +123,8 @@ static mut KERNEL: Kernel = Kernel {
     vcpus: [virt::Vcpu::EMPTY; virt::NVCPUS],
     shadow: virt::mmu::Shadow::new(),
     shadow_owner: virt::NO_VCPU,
+    tb_vcpu: virt::NO_VCPU,
+    fp_owner: virt::NO_VCPU,
     irqs: [IrqLine { handler: usize::MAX, pending: false, in_service: false }; NUM_IRQS as usize],
     kmem: kmem::FramePool::empty(),
     pids: PidAllocator::new(),

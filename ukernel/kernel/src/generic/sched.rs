@@ -102,6 +102,7 @@ pub fn switch_to(k: &mut Kernel, next: usize) -> *mut TrapFrame {
         if vcpu != super::virt::NO_VCPU {
             super::virt::on_switch(k, vcpu as usize);
         } else {
+            super::virt::on_native(k);
             let sid = k.threads[next].space;
             let pid = space::ensure_pid(k, sid);
             spr::write::<{ spr::PID }>(pid as u32);
@@ -116,6 +117,7 @@ pub fn switch_to(k: &mut Kernel, next: usize) -> *mut TrapFrame {
 #[inline(always)]
 pub fn switch_to_native(k: &mut Kernel, next: usize) -> *mut TrapFrame {
     k.current = next;
+    super::virt::on_native(k);
     spr::write::<{ spr::SPRG1 }>(k.threads[next].frame as u32);
     let sid = k.threads[next].space;
     let pid = space::ensure_pid(k, sid);

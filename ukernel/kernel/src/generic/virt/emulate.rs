@@ -7,7 +7,10 @@
 //! RB 16:20, extended opcode 21:30, Rc 31; the SPR/DCR number is the 10-bit field
 //! 11:20 with its two halves swapped.
 
-use super::{deliver_pending, inject, mmu, set_guest_mode, trace, update_dec, virt_fault, Class, GUEST_MSR_MASK};
+use super::{
+    deliver_pending, inject, mmu, set_guest_mode, set_timebase, sync_frame_msr, trace, update_dec, virt_fault, Class,
+    GUEST_MSR_MASK, NO_VCPU,
+};
 use crate::arch::{esr, msr, spr, timer, vector, TrapFrame};
 use crate::generic::{sched, Kernel};
 use kestrel_abi::{TracePoint, VirtFault};
@@ -19,6 +22,13 @@ pub const TCR_ARE: u32 = timer::TCR_ARE;
 pub const TSR_DIS: u32 = timer::TSR_DIS;
 /// DBCR0[RST] (bits 2:3): a guest reset request.
 const DBCR0_RST: u32 = 0x3000_0000;
+/// DBCR0[IDM] (bit 1) and DBCR0[ICMP] (bit 4): the debug events the kernel passes
+/// through to hardware for a guest (instruction-completion single step).
+const DBCR0_IDM: u32 = 1 << (31 - 1);
+const DBCR0_ICMP: u32 = 1 << (31 - 4);
+pub const DBCR0_EVENTS: u32 = DBCR0_IDM | DBCR0_ICMP;
+/// DBSR[ICMP] (bit 4).
+const DBSR_ICMP: u32 = 1 << (31 - 4);
 
 /// Handles a trap of vCPU thread `cur` (vector `vec`, frame `f`).
 pub fn trap(k: &mut Kernel, cur: usize, vi: usize, vec: u32, f: &mut TrapFrame) -> Option<usize> {
@@ -71,18 +81,32 @@ pub fn trap(k: &mut Kernel, cur: usize, vi: usize, vec: u32, f: &mut TrapFrame) 
             hint
         }
         vector::ALIGNMENT => {
+            // QEMU's 440 sets DEAR but leaves ESR alone on alignment interrupts.
             k.vcpus[vi].s.dear = spr::read::<{ spr::DEAR }>();
-            k.vcpus[vi].s.esr = spr::read::<{ spr::ESR }>();
             let pc = f.regs.ip;
             inject(k, vi, f, 5, Class::NonCritical, pc);
             tp = Some(TracePoint::ExceptReflect);
             None
         }
+        vector::FP_UNAVAILABLE if k.vcpus[vi].s.msr & msr::FP != 0 => {
+            // The guest enabled its FPU: hand it the real one (lazily switched).
+            take_fpu(k, vi);
+            sync_frame_msr(k, vi, f);
+            None
+        }
         vector::FP_UNAVAILABLE | vector::AP_UNAVAILABLE => {
-            // The kernel keeps the real FPU off; a guest FP instruction is reflected as
-            // FP unavailable whatever the guest MSR[FP] says (no FP state switching yet).
             let pc = f.regs.ip;
             inject(k, vi, f, vec as usize, Class::NonCritical, pc);
+            tp = Some(TracePoint::ExceptReflect);
+            None
+        }
+        vector::DEBUG => {
+            // A hardware debug event the guest asked for (see DBCR0_EVENTS).
+            let dbsr = spr::read::<{ spr::DBSR }>();
+            spr::write::<{ spr::DBSR }>(dbsr);
+            k.vcpus[vi].s.dbsr |= dbsr & DBSR_ICMP;
+            let pc = f.regs.ip;
+            inject(k, vi, f, 15, Class::Critical, pc);
             tp = Some(TracePoint::ExceptReflect);
             None
         }
@@ -93,7 +117,7 @@ pub fn trap(k: &mut Kernel, cur: usize, vi: usize, vec: u32, f: &mut TrapFrame) 
         }
     };
     if let Some(tp) = tp {
-        let cost = (spr::timebase() - t0) as u32;
+        let cost = spr::timebase().saturating_sub(t0).min(u32::MAX as u64) as u32;
         trace(k, vi, tp, cost);
     }
     if k.current == cur && k.threads[cur].runnable() {
@@ -121,6 +145,12 @@ fn sprn(insn: u32) -> u32 {
 /// A privileged-instruction program exception: emulate or send to the VMM.
 fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> (Option<usize>, Option<TracePoint>) {
     let pc = f.regs.ip;
+    if k.vcpus[vi].s.msr & msr::PR != 0 {
+        // A privileged instruction in guest user mode: the guest kernel's business.
+        k.vcpus[vi].s.esr = esr::PPR;
+        inject(k, vi, f, 6, Class::NonCritical, pc);
+        return (None, Some(TracePoint::ExceptReflect));
+    }
     let Some(insn) = mmu::guest_fetch(k, vi, pc) else {
         return (virt_fault(k, cur, vi, VirtFault::Instruction, 0, 0), Some(TracePoint::SyscallIpc));
     };
@@ -165,7 +195,7 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> (Opti
             // mtspr
             let v = f.regs.gpr[rs(insn)];
             match write_spr(k, vi, sprn(insn), v) {
-                SprWrite::Done => {}
+                SprWrite::Done => sync_frame_msr(k, vi, f),
                 SprWrite::Unknown => {
                     return (virt_fault(k, cur, vi, VirtFault::Instruction, insn, 0), Some(TracePoint::SyscallIpc))
                 }
@@ -260,7 +290,7 @@ fn reflect_illegal(k: &mut Kernel, vi: usize, f: &mut TrapFrame) -> (Option<usiz
 fn set_msr(k: &mut Kernel, _cur: usize, vi: usize, f: &mut TrapFrame, value: u32, pc: u32) -> bool {
     let old = k.vcpus[vi].s.msr;
     k.vcpus[vi].s.msr = value & GUEST_MSR_MASK & !msr::WE;
-    set_guest_mode(k, vi, old);
+    set_guest_mode(k, vi, old, f);
     f.regs.ip = pc;
     if value & msr::WE != 0 {
         update_dec(k, vi);
@@ -307,6 +337,9 @@ fn read_spr(k: &mut Kernel, vi: usize, n: u32) -> Option<u32> {
         888 => s.ccr1,
         287 => spr::read::<{ spr::PVR }>(),
         286 => 0, // PIR: uniprocessor guests are CPU 0
+        312..=315 => s.iac[(n - 312) as usize],
+        316 | 317 => s.dac[(n - 316) as usize],
+        318 | 319 => s.dvc[(n - 318) as usize],
         268 => spr::read::<{ spr::TBL_R }>(),
         269 => spr::read::<{ spr::TBU_R }>(),
         _ => return None,
@@ -368,16 +401,52 @@ fn write_spr(k: &mut Kernel, vi: usize, n: u32, val: u32) -> SprWrite {
                 return SprWrite::Reset;
             }
             s.dbcr0 = val;
+            let events = if val & DBCR0_ICMP != 0 { val & DBCR0_EVENTS } else { 0 };
+            spr::write::<{ spr::DBCR0 }>(events);
         }
+        312..=315 => s.iac[(n - 312) as usize] = val,
+        316 | 317 => s.dac[(n - 316) as usize] = val,
+        318 | 319 => s.dvc[(n - 318) as usize] = val,
         309 => s.dbcr1 = val,
         310 => s.dbcr2 = val,
         304 => s.dbsr &= !val,
         947 => s.ccr0 = val,
         888 => s.ccr1 = val,
-        // Timebase writes: the guest reads the real timebase without trapping, so they
-        // cannot take effect; accepted and ignored.
-        284 | 285 => {}
+        // Timebase writes: the guest reads the timebase without trapping, so the real
+        // one is written and the difference kept as this vCPU's offset, which is taken
+        // out again whenever anything else runs (see `virt::on_switch`).
+        284 | 285 => {
+            let before = spr::timebase();
+            let after = if n == 284 {
+                (before & !0xffff_ffff) | val as u64
+            } else {
+                ((val as u64) << 32) | (before & 0xffff_ffff)
+            };
+            set_timebase(after);
+            v.tb_offset = v.tb_offset.wrapping_add(after.wrapping_sub(before) as i64);
+            // Deadlines of the virtual decrementer are in guest time: shift them along.
+            if let Some(d) = v.dec_deadline {
+                v.dec_deadline = Some(d.wrapping_add(after.wrapping_sub(before)));
+            }
+            k.tb_vcpu = vi as u8;
+        }
         _ => return SprWrite::Unknown,
     }
     SprWrite::Done
+}
+
+/// Gives vCPU `vi` the real FPU, saving the previous owner's registers.
+fn take_fpu(k: &mut Kernel, vi: usize) {
+    if k.fp_owner == vi as u8 {
+        return;
+    }
+    if k.fp_owner != NO_VCPU {
+        let prev = k.fp_owner as usize;
+        crate::arch::fpu::save(&mut k.vcpus[prev].fpr);
+        // The previous owner's frame must trap on its next FP instruction.
+        let t = k.vcpus[prev].thread;
+        crate::generic::frame_of(k, t).regs.msr &= !msr::FP;
+    }
+    crate::arch::fpu::load(&k.vcpus[vi].fpr);
+    k.fp_owner = vi as u8;
 }

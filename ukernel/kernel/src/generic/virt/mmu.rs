@@ -176,7 +176,7 @@ pub fn tlb_fault(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, ea: u
             }
         }
     };
-    let cost = (crate::arch::spr::timebase() - t0) as u32;
+    let cost = crate::arch::spr::timebase().saturating_sub(t0).min(u32::MAX as u64) as u32;
     trace(k, vi, tp, cost);
     let _ = frame_of;
     out

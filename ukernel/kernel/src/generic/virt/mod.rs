@@ -50,6 +50,10 @@ pub struct Vcpu {
     /// the PID and MSR[IS] it was looked up under) → host page. Cleared whenever the
     /// shadow is flushed or the guest TLB is written.
     pub fetch_cache: Option<(u32, u32)>,
+    /// Guest timebase minus host timebase (the guest wrote TBL/TBU).
+    pub tb_offset: i64,
+    /// The guest's floating-point registers and FPSCR while it does not own the FPU.
+    pub fpr: [u64; 33],
     /// Mask and guest-physical address of the pending virtualization fault.
     pub fault_mask: u32,
     pub fault_gpa: u32,
@@ -65,6 +69,8 @@ impl Vcpu {
         masks: [xfer::DEFAULT; NUM_FAULT_CLASSES],
         dec_deadline: None,
         fetch_cache: None,
+        tb_offset: 0,
+        fpr: [0; 33],
         mmio: [(0, 0); MMIO_RANGES],
         fault_mask: 0,
         fault_gpa: 0,
@@ -77,7 +83,8 @@ const VCPU_STATE_ZERO: VcpuState = VcpuState {
     gpr: [0; 32], cr: 0, lr: 0, ctr: 0, xer: 0, pc: 0, msr: 0, srr0: 0, srr1: 0, csrr0: 0,
     csrr1: 0, mcsrr0: 0, mcsrr1: 0, sprg: [0; 8], usprg0: 0, esr: 0, dear: 0, mcsr: 0, ivpr: 0,
     ivor: [0; 16], pid: 0, mmucr: 0, dec: 0, decar: 0, tcr: 0, tsr: 0, dbcr0: 0, dbcr1: 0,
-    dbcr2: 0, dbsr: 0, ccr0: 0, ccr1: 0, irq_line: 0,
+    dbcr2: 0, dbsr: 0, ccr0: 0, ccr1: 0, irq_line: 0, crit_line: 0, iac: [0; 4], dac: [0; 2],
+    dvc: [0; 2],
 };
 
 /// Global trace counters (all VMs).
@@ -130,6 +137,12 @@ pub fn destroy(k: &mut Kernel, i: usize) {
         if k.shadow_owner == vi as u8 {
             mmu::flush_shadow(k);
         }
+        if k.tb_vcpu == vi as u8 {
+            leave_guest_time(k);
+        }
+        if k.fp_owner == vi as u8 {
+            k.fp_owner = NO_VCPU;
+        }
         k.vcpus[vi].live = false;
         k.threads[i].vcpu = NO_VCPU;
     }
@@ -142,13 +155,49 @@ pub fn on_switch(k: &mut Kernel, vi: usize) {
         mmu::flush_shadow(k);
         k.shadow_owner = vi as u8;
     }
+    if k.tb_vcpu != vi as u8 {
+        leave_guest_time(k);
+        let off = k.vcpus[vi].tb_offset;
+        if off != 0 {
+            set_timebase(spr::timebase().wrapping_add(off as u64));
+        }
+        k.tb_vcpu = vi as u8;
+    }
     let s = &k.vcpus[vi].s;
+    spr::write::<{ spr::DBCR0 }>(s.dbcr0 & emulate::DBCR0_EVENTS);
     spr::write::<{ spr::PID }>(kestrel_vtlb::hw_pid(s.msr & msr::PR != 0) as u32);
     spr::write::<{ spr::SPRG4W }>(s.sprg[4]);
     spr::write::<{ spr::SPRG4W + 1 }>(s.sprg[5]);
     spr::write::<{ spr::SPRG4W + 2 }>(s.sprg[6]);
     spr::write::<{ spr::SPRG4W + 3 }>(s.sprg[7]);
     spr::write::<{ spr::USPRG0 }>(s.usprg0);
+}
+
+/// Writes the 64-bit timebase (TBL first with 0 so no carry can slip in).
+pub fn set_timebase(v: u64) {
+    spr::write::<{ spr::TBL_W }>(0);
+    spr::write::<{ spr::TBU_W }>((v >> 32) as u32);
+    spr::write::<{ spr::TBL_W }>(v as u32);
+}
+
+/// Switching from guest time (a vCPU whose guest wrote its timebase) back to host time.
+pub fn leave_guest_time(k: &mut Kernel) {
+    if k.tb_vcpu == NO_VCPU {
+        return;
+    }
+    let off = k.vcpus[k.tb_vcpu as usize].tb_offset;
+    if off != 0 {
+        set_timebase(spr::timebase().wrapping_sub(off as u64));
+    }
+    k.tb_vcpu = NO_VCPU;
+}
+
+/// Leaving all vCPUs (a native thread runs): host time, no guest debug events.
+pub fn on_native(k: &mut Kernel) {
+    if k.tb_vcpu != NO_VCPU {
+        leave_guest_time(k);
+        spr::write::<{ spr::DBCR0 }>(0);
+    }
 }
 
 /// Vector classes for injection (Book E §7.6).
@@ -184,12 +233,12 @@ pub fn inject(k: &mut Kernel, vi: usize, f: &mut TrapFrame, ivor: usize, class: 
     }
     v.s.msr = old & !clear;
     f.regs.ip = (v.s.ivpr & 0xffff_0000) | (v.s.ivor[ivor] & 0xfff0);
-    set_guest_mode(k, vi, old);
+    set_guest_mode(k, vi, old, f);
 }
 
 /// The guest MSR changed from `old`: switch the hardware PID between the guest-user and
 /// guest-kernel TIDs (Fig. 5), flush when the guest's translation space changes.
-pub fn set_guest_mode(k: &mut Kernel, vi: usize, old: u32) {
+pub fn set_guest_mode(k: &mut Kernel, vi: usize, old: u32, f: &mut TrapFrame) {
     let new = k.vcpus[vi].s.msr;
     if (old ^ new) & msr::PR != 0 {
         spr::write::<{ spr::PID }>(kestrel_vtlb::hw_pid(new & msr::PR != 0) as u32);
@@ -197,11 +246,33 @@ pub fn set_guest_mode(k: &mut Kernel, vi: usize, old: u32) {
     if (old ^ new) & (msr::IS | msr::DS) != 0 {
         mmu::flush_shadow(k);
     }
+    sync_frame_msr(k, vi, f);
+}
+
+/// The real MSR of a vCPU: always problem state in translation space 1, plus the
+/// guest's FP (only while it owns the FPU) and DE (only while it asked for hardware
+/// debug events, which the kernel then routes back to the guest).
+pub fn sync_frame_msr(k: &Kernel, vi: usize, f: &mut TrapFrame) {
+    let s = &k.vcpus[vi].s;
+    let mut m = VCPU_MSR;
+    if s.msr & msr::FP != 0 && k.fp_owner == vi as u8 {
+        m |= msr::FP;
+    }
+    if s.msr & msr::DE != 0 && s.dbcr0 & emulate::DBCR0_EVENTS == emulate::DBCR0_EVENTS {
+        m |= msr::DE;
+    }
+    f.regs.msr = m;
 }
 
 /// Delivers pending virtual interrupts the guest can take now.
 pub fn deliver_pending(k: &mut Kernel, vi: usize, f: &mut TrapFrame) -> Option<TracePoint> {
     update_dec(k, vi);
+    let s = &k.vcpus[vi].s;
+    if s.crit_line != 0 && s.msr & msr::CE != 0 {
+        let pc = f.regs.ip;
+        inject(k, vi, f, 0, Class::Critical, pc);
+        return Some(TracePoint::ExceptExternal);
+    }
     let s = &k.vcpus[vi].s;
     if s.msr & msr::EE == 0 {
         return None;
@@ -235,7 +306,9 @@ pub fn update_dec(k: &mut Kernel, vi: usize) {
         let missed = (now - deadline) / period + 1;
         v.dec_deadline = Some(deadline + missed * period);
     } else {
+        // A decrementer without auto-reload stops at 0.
         v.dec_deadline = None;
+        v.s.dec = 0;
     }
 }
 
@@ -298,6 +371,12 @@ pub fn apply_reply(k: &mut Kernel, d: usize, tag: MsgTag, mr: &dyn Fn(&Kernel, u
     }
     if flags & vfault::REPLY_IRQ_LOWER != 0 {
         k.vcpus[vi].s.irq_line = 0;
+    }
+    if flags & vfault::REPLY_CRIT_RAISE != 0 {
+        k.vcpus[vi].s.crit_line = 1;
+    }
+    if flags & vfault::REPLY_CRIT_LOWER != 0 {
+        k.vcpus[vi].s.crit_line = 0;
     }
     let f = frame_of(k, d);
     let pc = f.regs.ip;
