@@ -26,11 +26,12 @@ run: setup
     scripts/build-target.sh -p kestrel-kernel -p kestrel-demo
     scripts/qemu-run.sh kestrel-demo --timeout 60
 
-# Host unit tests, bench script tests, then the on-target ktest suite under QEMU
+# Host unit tests, bench script tests, the on-target ktest suite, then the test guest natively and in a VM
 test: setup
     {{ cargo }} test
     cd bench && python3 -m unittest
     scripts/ontarget-test.sh
+    scripts/guest-compare.sh --no-build
 
 # Run a benchmark by name (available: ipc, exits)
 bench NAME: setup
@@ -41,6 +42,11 @@ bench NAME: setup
         exits) exec python3 bench/exits.py ;;
         *) echo "unknown benchmark {{ quote(NAME) }}; available: ipc, exits" >&2; exit 1 ;;
     esac
+
+# Boot a bare-metal guest (ELF name, e.g. kestrel-selftest) in a VM under Kestrel's VMM
+vm GUEST *ARGS: setup
+    scripts/build-target.sh -p kestrel-kernel -p kestrel-vmm-task -p {{ GUEST }}
+    scripts/vm-run.sh {{ GUEST }} {{ ARGS }}
 
 # Build and boot any root task by package name, e.g. `just qemu ktest` (ARGS go to qemu-run.sh)
 [positional-arguments]
