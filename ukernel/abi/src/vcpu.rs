@@ -222,9 +222,11 @@ pub enum TracePoint {
     PageFaultIpc = 19,
     /// Guest idle (MSR[WE]) exit.
     GuestIdle = 20,
+    /// Virtual fixed-interval timer or watchdog interrupt injected.
+    ExceptFitWdt = 21,
 }
 
-pub const NUM_TRACEPOINTS: usize = 21;
+pub const NUM_TRACEPOINTS: usize = 22;
 
 impl TracePoint {
     pub const ALL: [TracePoint; NUM_TRACEPOINTS] = [
@@ -232,7 +234,7 @@ impl TracePoint {
         Self::EmulWrteei, Self::ItlbMiss, Self::EmulRfi, Self::DtlbMiss, Self::EmulTlbwe,
         Self::EmulMfspr, Self::EmulMtspr, Self::EmulTlbre, Self::EmulTlbsx, Self::EmulRfciMci,
         Self::EmulCacheTlbOp, Self::ExceptSyscall, Self::ExceptReflect, Self::ExceptExternal,
-        Self::PageFaultIpc, Self::GuestIdle,
+        Self::PageFaultIpc, Self::GuestIdle, Self::ExceptFitWdt,
     ];
 
     /// The name in the paper's style (Table 1).
@@ -259,6 +261,7 @@ impl TracePoint {
             Self::ExceptExternal => "EXCEPT_EXTERNAL",
             Self::PageFaultIpc => "PAGEFAULT_IPC",
             Self::GuestIdle => "GUEST_IDLE",
+            Self::ExceptFitWdt => "EXCEPT_FIT_WDT",
         }
     }
 }

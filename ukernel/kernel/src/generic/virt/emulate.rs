@@ -20,6 +20,12 @@ use kestrel_vtlb::Access;
 pub const TCR_DIE: u32 = timer::TCR_DIE;
 pub const TCR_ARE: u32 = timer::TCR_ARE;
 pub const TSR_DIS: u32 = timer::TSR_DIS;
+pub const TSR_FIS: u32 = timer::TSR_FIS;
+pub const TSR_WIS: u32 = timer::TSR_WIS;
+pub const TSR_ENW: u32 = timer::TSR_ENW;
+/// TCR[FIE] (bit 8) and TCR[WIE] (bit 4).
+pub const TCR_FIE: u32 = 1 << (31 - 8);
+pub const TCR_WIE: u32 = 1 << (31 - 4);
 /// DBCR0[RST] (bits 2:3): a guest reset request.
 const DBCR0_RST: u32 = 0x3000_0000;
 /// DBCR0[IDM] (bit 1) and DBCR0[ICMP] (bit 4): the debug events the kernel passes

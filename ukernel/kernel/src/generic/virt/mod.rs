@@ -50,6 +50,8 @@ pub struct Vcpu {
     /// the PID and MSR[IS] it was looked up under) → host page. Cleared whenever the
     /// shadow is flushed or the guest TLB is written.
     pub fetch_cache: Option<(u32, u32)>,
+    /// Guest timebase at the last fixed-interval / watchdog check.
+    pub timer_tb: u64,
     /// Guest timebase minus host timebase (the guest wrote TBL/TBU).
     pub tb_offset: i64,
     /// The guest's floating-point registers and FPSCR while it does not own the FPU.
@@ -69,6 +71,7 @@ impl Vcpu {
         masks: [xfer::DEFAULT; NUM_FAULT_CLASSES],
         dec_deadline: None,
         fetch_cache: None,
+        timer_tb: 0,
         tb_offset: 0,
         fpr: [0; 33],
         mmio: [(0, 0); MMIO_RANGES],
@@ -268,6 +271,12 @@ pub fn sync_frame_msr(k: &Kernel, vi: usize, f: &mut TrapFrame) {
 pub fn deliver_pending(k: &mut Kernel, vi: usize, f: &mut TrapFrame) -> Option<TracePoint> {
     update_dec(k, vi);
     let s = &k.vcpus[vi].s;
+    if s.tsr & emulate::TSR_WIS != 0 && s.tcr & emulate::TCR_WIE != 0 && s.msr & msr::CE != 0 {
+        let pc = f.regs.ip;
+        inject(k, vi, f, 12, Class::Critical, pc);
+        return Some(TracePoint::ExceptFitWdt);
+    }
+    let s = &k.vcpus[vi].s;
     if s.crit_line != 0 && s.msr & msr::CE != 0 {
         let pc = f.regs.ip;
         inject(k, vi, f, 0, Class::Critical, pc);
@@ -288,15 +297,22 @@ pub fn deliver_pending(k: &mut Kernel, vi: usize, f: &mut TrapFrame) -> Option<T
         inject(k, vi, f, 10, Class::NonCritical, pc);
         return Some(TracePoint::ExceptDecr);
     }
+    let s = &k.vcpus[vi].s;
+    if s.tsr & emulate::TSR_FIS != 0 && s.tcr & emulate::TCR_FIE != 0 {
+        let pc = f.regs.ip;
+        inject(k, vi, f, 11, Class::NonCritical, pc);
+        return Some(TracePoint::ExceptFitWdt);
+    }
     None
 }
 
 /// Advances the virtual decrementer to "now": sets TSR[DIS] when it reached zero and
 /// reloads it from DECAR with TCR[ARE].
 pub fn update_dec(k: &mut Kernel, vi: usize) {
+    let now = spr::timebase();
+    update_fit_watchdog(&mut k.vcpus[vi], now);
     let v = &mut k.vcpus[vi];
     let Some(deadline) = v.dec_deadline else { return };
-    let now = spr::timebase();
     if now < deadline {
         return;
     }
@@ -309,6 +325,47 @@ pub fn update_dec(k: &mut Kernel, vi: usize) {
         // A decrementer without auto-reload stops at 0.
         v.dec_deadline = None;
         v.s.dec = 0;
+    }
+}
+
+/// Rising edges of timebase bit `bit` (counted from the least significant) up to `tb`.
+fn rises(tb: u64, bit: u32) -> u64 {
+    (tb + (1 << bit)) >> (bit + 1)
+}
+
+/// The fixed-interval timer and the watchdog (PPC440 UM §8.5-8.6): events on rising
+/// edges of a timebase bit chosen by TCR[FP] (2^13/17/21/25 ticks) and TCR[WP]
+/// (2^17/21/25/29 ticks). They are only looked at when the guest traps or the kernel
+/// ticks (1 ms), so several events may coalesce into one, as with a late interrupt.
+fn update_fit_watchdog(v: &mut Vcpu, now: u64) {
+    let last = v.timer_tb;
+    v.timer_tb = now;
+    if now <= last || last == 0 {
+        return;
+    }
+    let s = &mut v.s;
+    // The timers only run while the guest enabled their interrupt (or, for the watchdog,
+    // a reset): QEMU's bamboo never sets these status bits, and guests written against
+    // it (like our selftest) expect TSR to stay clear otherwise.
+    let fp = (s.tcr >> (31 - 7)) & 3;
+    if s.tcr & emulate::TCR_FIE != 0 && rises(now, 13 + 4 * fp) > rises(last, 13 + 4 * fp) {
+        s.tsr |= emulate::TSR_FIS;
+    }
+    if s.tcr & (emulate::TCR_WIE | 0x3000_0000) == 0 {
+        return;
+    }
+    let wp = s.tcr >> 30;
+    let steps = rises(now, 17 + 4 * wp) - rises(last, 17 + 4 * wp);
+    for _ in 0..steps.min(3) {
+        if s.tsr & emulate::TSR_ENW == 0 {
+            s.tsr |= emulate::TSR_ENW;
+        } else if s.tsr & emulate::TSR_WIS == 0 {
+            s.tsr |= emulate::TSR_WIS;
+        } else {
+            // Third expiry: TSR[WRS] = TCR[WRC]; a non-zero WRC resets (not modelled
+            // beyond the status bits: the VMM sees no reset request).
+            s.tsr |= (s.tcr >> 28 & 3) << 28;
+        }
     }
 }
 
