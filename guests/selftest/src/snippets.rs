@@ -1,0 +1,431 @@
+//! Short assembly routines whose exact instructions and addresses the tests depend on.
+//!
+//! Each routine exports a label at the instruction that is expected to trap (`..._insn`) or
+//! at the instruction an interrupt must return to (`..._next`), so a test can compare SRR0
+//! with it. Three kinds:
+//! - supervisor probes (`st_*`), called like functions from the tests;
+//! - problem-state snippets (`u_*`) in the one page `.user_text`, entered through
+//!   [`boot::enter`](crate::boot::enter) at their alias address in [`USER_VA`]; they end in
+//!   `sc` or in the trap under test, and use relative branches only;
+//! - two one-page functions, `.page_a` returning 0xA and `.page_b` returning 0xB, that show
+//!   which physical page an instruction fetch used.
+
+use core::arch::global_asm;
+
+/// Where the problem-state code page is mapped (UX only), and the user data page after it.
+pub const USER_VA: u32 = 0x1000_0000;
+pub const USER_DATA_VA: u32 = 0x1000_1000;
+
+/// The address of an assembly label.
+#[macro_export]
+macro_rules! label {
+    ($name:ident) => {{
+        extern "C" {
+            static $name: u8;
+        }
+        (&raw const $name) as u32
+    }};
+}
+
+/// The alias address of a problem-state snippet.
+#[macro_export]
+macro_rules! user {
+    ($name:ident) => {
+        $crate::snippets::USER_VA + ($crate::label!($name) - $crate::label!(__user_start))
+    };
+}
+
+global_asm!(
+    "    .section .text.snippets, \"ax\"",
+    // r3 = address -> loaded word (r3 unchanged if the load is skipped)
+    "    .global st_load, st_load_insn",
+    "st_load:",
+    "st_load_insn:",
+    "    lwz 3, 0(3)",
+    "    blr",
+    // r3 = address, r4 = value
+    "    .global st_store, st_store_insn",
+    "st_store:",
+    "st_store_insn:",
+    "    stw 4, 0(3)",
+    "    blr",
+    "    .global st_illegal, st_illegal_insn",
+    "st_illegal:",
+    "st_illegal_insn:",
+    "    .long 0",
+    "    blr",
+    "    .global st_trap, st_trap_insn",
+    "st_trap:",
+    "st_trap_insn:",
+    "    tw 31, 0, 0",
+    "    blr",
+    "    .global st_twi, st_twi_insn",
+    "st_twi:",
+    "st_twi_insn:",
+    "    twi 31, 3, 0",
+    "    blr",
+    // TO = 0b01000 (greater than) with rA == rB, TO = 0b10000 (less than) with a
+    // positive r3 and 0: never trap.
+    "    .global st_tw_untaken",
+    "st_tw_untaken:",
+    "    tw 8, 3, 3",
+    "    twi 16, 3, 0",
+    "    blr",
+    "    .global st_sc, st_sc_next",
+    "st_sc:",
+    "    sc",
+    "st_sc_next:",
+    "    blr",
+    // fmr f0,f0
+    "    .global st_fmr, st_fmr_insn",
+    "st_fmr:",
+    "st_fmr_insn:",
+    "    .long 0xFC000090",
+    "    blr",
+    "    .global st_lwarx, st_lwarx_insn",
+    "st_lwarx:",
+    "st_lwarx_insn:",
+    "    lwarx 3, 0, 3",
+    "    blr",
+    "    .global st_stwcx, st_stwcx_insn",
+    "st_stwcx:",
+    "st_stwcx_insn:",
+    "    stwcx. 4, 0, 3",
+    "    blr",
+    // Load r3 = *(r3) with MSR[DS] = 1.
+    "    .global st_load_ds, st_load_ds_insn",
+    "st_load_ds:",
+    "    mfmsr 5",
+    "    ori 6, 5, 0x10",
+    "    mtmsr 6",
+    "    isync",
+    "st_load_ds_insn:",
+    "    lwz 3, 0(3)",
+    "    mtmsr 5",
+    "    isync",
+    "    blr",
+    // Call the function at r3 (returns its r3).
+    "    .global st_call",
+    "st_call:",
+    "    mflr 0",
+    "    stwu 1, -16(1)",
+    "    stw 0, 20(1)",
+    "    mtctr 3",
+    "    bctrl",
+    "    lwz 0, 20(1)",
+    "    addi 1, 1, 16",
+    "    mtlr 0",
+    "    blr",
+    // The same with MSR[IS] = 1 around the call.
+    "    .global st_call_is",
+    "st_call_is:",
+    "    mflr 0",
+    "    stwu 1, -16(1)",
+    "    stw 0, 20(1)",
+    "    mfmsr 5",
+    "    stw 5, 8(1)",
+    "    ori 6, 5, 0x20",
+    "    mtctr 3",
+    "    mtmsr 6",
+    "    isync",
+    "    bctrl",
+    "    lwz 5, 8(1)",
+    "    mtmsr 5",
+    "    isync",
+    "    lwz 0, 20(1)",
+    "    addi 1, 1, 16",
+    "    mtlr 0",
+    "    blr",
+    // rfi / rfci / rfmci to a label with MSR = r3; returns the MSR seen there (then MSR = ME).
+    "    .global st_rfi_to, st_rfi_land",
+    "st_rfi_to:",
+    "    lis 4, st_rfi_land@ha",
+    "    addi 4, 4, st_rfi_land@l",
+    "    mtspr 26, 4",
+    "    mtspr 27, 3",
+    "    rfi",
+    "st_rfi_land:",
+    "    mfmsr 3",
+    "    li 4, 0x1000",
+    "    mtmsr 4",
+    "    isync",
+    "    blr",
+    "    .global st_rfci_to, st_rfci_land",
+    "st_rfci_to:",
+    "    lis 4, st_rfci_land@ha",
+    "    addi 4, 4, st_rfci_land@l",
+    "    mtspr 58, 4",
+    "    mtspr 59, 3",
+    "    rfci",
+    "st_rfci_land:",
+    "    mfmsr 3",
+    "    li 4, 0x1000",
+    "    mtmsr 4",
+    "    isync",
+    "    blr",
+    "    .global st_rfmci_to, st_rfmci_land",
+    "st_rfmci_to:",
+    "    lis 4, st_rfmci_land@ha",
+    "    addi 4, 4, st_rfmci_land@l",
+    "    mtspr 570, 4",
+    "    mtspr 571, 3",
+    "    rfmci",
+    "st_rfmci_land:",
+    "    mfmsr 3",
+    "    li 4, 0x1000",
+    "    mtmsr 4",
+    "    isync",
+    "    blr",
+    // Open MSR[EE] for one instruction.
+    "    .global st_ee_window, st_ee_window_next",
+    "st_ee_window:",
+    "    wrteei 1",
+    "st_ee_window_next:",
+    "    nop",
+    "    wrteei 0",
+    "    blr",
+    // Open MSR[CE] for one instruction.
+    "    .global st_ce_window, st_ce_window_next",
+    "st_ce_window:",
+    "    mfmsr 5",
+    "    oris 6, 5, 0x0002",
+    "    mtmsr 6",
+    "st_ce_window_next:",
+    "    nop",
+    "    mtmsr 5",
+    "    isync",
+    "    blr",
+    // Set MSR[DE] and run a few instructions (DBCR0 set up by the caller).
+    "    .global st_debug_step, st_debug_first",
+    "st_debug_step:",
+    "    mfmsr 5",
+    "    ori 6, 5, 0x200",
+    "    mtmsr 6",
+    "    isync",
+    "st_debug_first:",
+    "    nop",
+    "    nop",
+    "    mtmsr 5",
+    "    isync",
+    "    blr",
+    "",
+    "    .section .page_a, \"ax\"",
+    "    .global st_page_a",
+    "st_page_a:",
+    "    li 3, 0xA",
+    "    blr",
+    "    .section .page_b, \"ax\"",
+    "    .global st_page_b",
+    "st_page_b:",
+    "    li 3, 0xB",
+    "    blr",
+    "",
+    // Problem-state code: r3 = a0, r4 = a1 on entry.
+    "    .section .user_text, \"ax\"",
+    "    .global u_sc, u_sc_insn",
+    "u_sc:",
+    "    addi 3, 3, 1",
+    "u_sc_insn:",
+    "    sc",
+    "    b .",
+    "    .global u_read_sprg",
+    "u_read_sprg:",
+    "    mfspr 3, 260",
+    "    mfspr 4, 261",
+    "    mfspr 5, 262",
+    "    mfspr 6, 263",
+    "    sc",
+    "    b .",
+    "    .global u_usprg0",
+    "u_usprg0:",
+    "    mtspr 256, 3",
+    "    li 3, 0",
+    "    mfspr 3, 256",
+    "    sc",
+    "    b .",
+    "    .global u_timebase",
+    "u_timebase:",
+    "    mfspr 3, 269",
+    "    mfspr 4, 268",
+    "    sc",
+    "    b .",
+    "    .global u_load, u_load_insn",
+    "u_load:",
+    "u_load_insn:",
+    "    lwz 3, 0(4)",
+    "    sc",
+    "    b .",
+    "    .global u_store, u_store_insn",
+    "u_store:",
+    "u_store_insn:",
+    "    stw 3, 0(4)",
+    "    sc",
+    "    b .",
+    "    .global u_jump",
+    "u_jump:",
+    "    mtctr 4",
+    "    bctr",
+    "    .global u_trap_resume, u_trap_resume_insn",
+    "u_trap_resume:",
+    "    li 3, 1",
+    "u_trap_resume_insn:",
+    "    tw 31, 0, 0",
+    "    addi 3, 3, 1",
+    "    sc",
+    "    b .",
+    // One privileged instruction each (r3 = 0, r4 = a harmless address/index), then sc.
+    "    .global u_p_mfmsr",
+    "u_p_mfmsr: mfmsr 3",
+    "    sc",
+    "    .global u_p_mtmsr",
+    "u_p_mtmsr: mtmsr 3",
+    "    sc",
+    "    .global u_p_wrtee",
+    "u_p_wrtee: wrtee 3",
+    "    sc",
+    "    .global u_p_wrteei",
+    "u_p_wrteei: wrteei 1",
+    "    sc",
+    "    .global u_p_mfsrr0",
+    "u_p_mfsrr0: mfspr 3, 26",
+    "    sc",
+    "    .global u_p_mtsrr0",
+    "u_p_mtsrr0: mtspr 26, 3",
+    "    sc",
+    "    .global u_p_mfsprg0",
+    "u_p_mfsprg0: mfspr 3, 272",
+    "    sc",
+    "    .global u_p_mtsprg4",
+    "u_p_mtsprg4: mtspr 276, 3",
+    "    sc",
+    "    .global u_p_mtpid",
+    "u_p_mtpid: mtspr 48, 3",
+    "    sc",
+    "    .global u_p_mfpvr",
+    "u_p_mfpvr: mfspr 3, 287",
+    "    sc",
+    "    .global u_p_mfdec",
+    "u_p_mfdec: mfspr 3, 22",
+    "    sc",
+    "    .global u_p_mttbl",
+    "u_p_mttbl: mtspr 284, 3",
+    "    sc",
+    "    .global u_p_mfesr",
+    "u_p_mfesr: mfspr 3, 62",
+    "    sc",
+    "    .global u_p_mfmmucr",
+    "u_p_mfmmucr: mfspr 3, 946",
+    "    sc",
+    "    .global u_p_mfdcr",
+    "u_p_mfdcr: mfdcr 3, 0xC6",
+    "    sc",
+    "    .global u_p_mtdcr",
+    "u_p_mtdcr: mtdcr 0xC2, 3",
+    "    sc",
+    "    .global u_p_tlbwe",
+    "u_p_tlbwe: tlbwe 3, 4, 0",
+    "    sc",
+    "    .global u_p_tlbre",
+    "u_p_tlbre: tlbre 3, 4, 0",
+    "    sc",
+    "    .global u_p_tlbsx",
+    "u_p_tlbsx: tlbsx 3, 0, 4",
+    "    sc",
+    "    .global u_p_tlbsync",
+    "u_p_tlbsync: tlbsync",
+    "    sc",
+    "    .global u_p_rfi",
+    "u_p_rfi: rfi",
+    "    sc",
+    "    .global u_p_rfci",
+    "u_p_rfci: rfci",
+    "    sc",
+    "    .global u_p_rfmci",
+    "u_p_rfmci: rfmci",
+    "    sc",
+    "    .global u_p_iccci",
+    "u_p_iccci: iccci 0, 4",
+    "    sc",
+    "    .global u_p_dccci",
+    "u_p_dccci: dccci 0, 4",
+    "    sc",
+    "    .global u_p_dcbi",
+    "u_p_dcbi: dcbi 0, 4",
+    "    sc",
+);
+
+extern "C" {
+    fn st_load(addr: u32) -> u32;
+    fn st_store(addr: u32, value: u32);
+    fn st_illegal();
+    fn st_trap();
+    fn st_twi(a: u32);
+    fn st_tw_untaken(a: u32);
+    fn st_sc();
+    fn st_fmr();
+    fn st_lwarx(addr: u32) -> u32;
+    fn st_stwcx(addr: u32, value: u32);
+    fn st_load_ds(addr: u32) -> u32;
+    fn st_call(f: u32) -> u32;
+    fn st_call_is(f: u32) -> u32;
+    fn st_rfi_to(msr: u32) -> u32;
+    fn st_rfci_to(msr: u32) -> u32;
+    fn st_rfmci_to(msr: u32) -> u32;
+    fn st_ee_window();
+    fn st_ce_window();
+    fn st_debug_step();
+}
+
+// The wrappers below are safe functions: each probe either completes, or traps into a
+// handler that the calling test has armed (Skip/Return) or that aborts the test; in every
+// case control comes back with the registers the calling convention promises.
+
+macro_rules! wrap {
+    ($(#[$m:meta])* $name:ident($($a:ident: $t:ty),*) $(-> $r:ty)? = $sym:ident) => {
+        $(#[$m])*
+        pub fn $name($($a: $t),*) $(-> $r)? {
+            // SAFETY: see the comment above the wrappers; the routine follows the SVR4
+            // calling convention and touches only the memory its arguments name.
+            unsafe { $sym($($a),*) }
+        }
+    };
+}
+
+wrap!(/// Loads a word (returns `addr` if the load trapped and was skipped).
+    load(addr: u32) -> u32 = st_load);
+wrap!(/// Stores a word.
+    store(addr: u32, value: u32) = st_store);
+wrap!(/// Executes the all-zero word (an illegal instruction).
+    illegal() = st_illegal);
+wrap!(/// `tw 31,0,0`.
+    trap() = st_trap);
+wrap!(/// `twi 31,r3,0`.
+    twi(a: u32) = st_twi);
+wrap!(/// `tw 8,r3,r3; twi 16,r3,0`: conditions that never hold for r3 > 0.
+    tw_untaken(a: u32) = st_tw_untaken);
+wrap!(/// `sc` in supervisor state.
+    sc() = st_sc);
+wrap!(/// `fmr f0,f0`.
+    fmr() = st_fmr);
+wrap!(/// `lwarx`.
+    lwarx(addr: u32) -> u32 = st_lwarx);
+wrap!(/// `stwcx.`.
+    stwcx(addr: u32, value: u32) = st_stwcx);
+wrap!(/// A load with MSR[DS] = 1.
+    load_ds(addr: u32) -> u32 = st_load_ds);
+wrap!(/// Calls the code at `f` (which must `blr` with a result in r3).
+    call(f: u32) -> u32 = st_call);
+wrap!(/// Calls the code at `f` with MSR[IS] = 1.
+    call_is(f: u32) -> u32 = st_call_is);
+wrap!(/// `rfi` to a label with SRR1 = `msr`; returns the MSR seen there.
+    rfi_to(msr: u32) -> u32 = st_rfi_to);
+wrap!(/// `rfci` to a label with CSRR1 = `msr`; returns the MSR seen there.
+    rfci_to(msr: u32) -> u32 = st_rfci_to);
+wrap!(/// `rfmci` to a label with MCSRR1 = `msr`; returns the MSR seen there.
+    rfmci_to(msr: u32) -> u32 = st_rfmci_to);
+wrap!(/// `wrteei 1; nop; wrteei 0`.
+    ee_window() = st_ee_window);
+wrap!(/// MSR[CE] = 1 for one `nop`.
+    ce_window() = st_ce_window);
+wrap!(/// MSR[DE] = 1 for two `nop`s.
+    debug_step() = st_debug_step);
