@@ -14,6 +14,11 @@ use kestrel_abi::{label, ExceptionClass, MsgTag, Rights, USER_BASE, USER_END};
 
 #[no_mangle]
 extern "C" fn kestrel_trap(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame {
+    if vec == vector::PROGRAM {
+        if let Some(f) = super::virt::fast::program(frame) {
+            return f;
+        }
+    }
     trap_slow(frame, vec)
 }
 
@@ -33,6 +38,15 @@ pub fn trap_slow(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame {
         }
     }
     let cur = k.current;
+    if from_user {
+        // The saved MSR is whatever the interrupt put in SRRn[1]; QEMU adds stray bits
+        // (MSR[WE] among them) on program interrupts. User threads always resume with
+        // their canonical MSR.
+        match super::virt::vcpu_of(k, cur) {
+            Some(vi) => super::virt::sync_frame_msr(k, vi, f),
+            None => f.regs.msr = msr::USER,
+        }
+    }
     if let Some(vi) = super::virt::vcpu_of(k, cur) {
         if from_user {
             let hint = super::virt::emulate::trap(k, cur, vi, vec, f);

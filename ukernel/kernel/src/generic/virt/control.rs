@@ -1,7 +1,7 @@
 //! The VMM's calls on vCPUs: `VcpuControl` (state, transfer masks, virtual interrupt
 //! line, guest TLB and MMIO set-up) and `TraceControl` (the exit trace points).
 
-use super::{mmu, vcpu_of, TRACE_ALL};
+use super::{merge, mmu, vcpu_of, TRACE_RETIRED};
 use crate::generic::{frame_of, thread, Kernel};
 use kestrel_abi::{tracectl, vcpuctl, KError, ThreadId, TraceCounter, Utcb, VcpuState, NUM_FAULT_CLASSES, NUM_TRACEPOINTS};
 
@@ -102,8 +102,16 @@ pub fn sys_trace_control(k: &mut Kernel, cur: usize, op: u32, who: ThreadId) -> 
         tracectl::READ => {
             let counters: [TraceCounter; NUM_TRACEPOINTS] = match vi {
                 Some(vi) => k.vcpus[vi].trace,
-                // SAFETY: single CPU; only the kernel writes the counters.
-                None => unsafe { *core::ptr::addr_of!(TRACE_ALL) },
+                None => {
+                    // SAFETY: single CPU; only the kernel writes the counters.
+                    let mut all = unsafe { *core::ptr::addr_of!(TRACE_RETIRED) };
+                    for v in k.vcpus.iter() {
+                        for (a, c) in all.iter_mut().zip(v.trace.iter()) {
+                            merge(a, c);
+                        }
+                    }
+                    all
+                }
             };
             caller_utcb(k, cur).trace = counters;
         }
@@ -116,7 +124,7 @@ pub fn sys_trace_control(k: &mut Kernel, cur: usize, op: u32, who: ThreadId) -> 
                         v.trace = zero;
                     }
                     // SAFETY: as above.
-                    unsafe { *core::ptr::addr_of_mut!(TRACE_ALL) = zero };
+                    unsafe { *core::ptr::addr_of_mut!(TRACE_RETIRED) = zero };
                 }
             }
         }

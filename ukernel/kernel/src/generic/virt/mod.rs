@@ -11,6 +11,7 @@
 
 pub mod control;
 pub mod emulate;
+pub mod fast;
 pub mod mmu;
 
 use super::{frame_of, ipc, thread, thread::FaultWait, Kernel};
@@ -90,26 +91,38 @@ const VCPU_STATE_ZERO: VcpuState = VcpuState {
     dvc: [0; 2],
 };
 
-/// Global trace counters (all VMs).
-pub static mut TRACE_ALL: [TraceCounter; NUM_TRACEPOINTS] = [TRACE_ZERO; NUM_TRACEPOINTS];
+/// Counters of vCPU slots that were reused, so the all-VMs view never loses exits.
+pub static mut TRACE_RETIRED: [TraceCounter; NUM_TRACEPOINTS] = [TRACE_ZERO; NUM_TRACEPOINTS];
 
-/// Records one exit of class `tp` that cost `ticks` timebase ticks.
-pub fn trace(k: &mut Kernel, vi: usize, tp: TracePoint, ticks: u32) {
-    fn bump(c: &mut TraceCounter, ticks: u32) {
-        if c.count == 0 || ticks < c.min {
-            c.min = ticks;
-        }
-        if ticks > c.max {
-            c.max = ticks;
-        }
-        c.count = c.count.wrapping_add(1);
-        let (lo, carry) = c.sum_lo.overflowing_add(ticks);
-        c.sum_lo = lo;
-        c.sum_hi = c.sum_hi.wrapping_add(carry as u32);
+/// Adds `b` into `a` (for the all-VMs view).
+pub fn merge(a: &mut TraceCounter, b: &TraceCounter) {
+    if b.count == 0 {
+        return;
     }
-    bump(&mut k.vcpus[vi].trace[tp as usize], ticks);
-    // SAFETY: single CPU, kernel not re-entered; only the kernel touches the counters.
-    unsafe { bump(&mut (*core::ptr::addr_of_mut!(TRACE_ALL))[tp as usize], ticks) };
+    if a.count == 0 || b.min < a.min {
+        a.min = b.min;
+    }
+    a.max = a.max.max(b.max);
+    a.count = a.count.wrapping_add(b.count);
+    let (lo, carry) = a.sum_lo.overflowing_add(b.sum_lo);
+    a.sum_lo = lo;
+    a.sum_hi = a.sum_hi.wrapping_add(b.sum_hi).wrapping_add(carry as u32);
+}
+
+/// Records one exit of class `tp` of vCPU `vi` that cost `ticks` timebase ticks.
+#[inline]
+pub fn trace(k: &mut Kernel, vi: usize, tp: TracePoint, ticks: u32) {
+    let c = &mut k.vcpus[vi].trace[tp as usize];
+    if c.count == 0 || ticks < c.min {
+        c.min = ticks;
+    }
+    if ticks > c.max {
+        c.max = ticks;
+    }
+    c.count = c.count.wrapping_add(1);
+    let (lo, carry) = c.sum_lo.overflowing_add(ticks);
+    c.sum_lo = lo;
+    c.sum_hi = c.sum_hi.wrapping_add(carry as u32);
 }
 
 /// The vCPU index of thread slot `i`, if it is one.
@@ -125,6 +138,10 @@ pub fn vcpu_of(k: &Kernel, i: usize) -> Option<usize> {
 /// Makes thread slot `i` a vCPU (called by ThreadControl on creation).
 pub fn create(k: &mut Kernel, i: usize) -> Result<(), kestrel_abi::KError> {
     let vi = k.vcpus.iter().position(|v| !v.live).ok_or(kestrel_abi::KError::OutOfMemory)?;
+    for (tp, c) in k.vcpus[vi].trace.iter().enumerate() {
+        // SAFETY: single CPU; only the kernel touches the counters.
+        unsafe { merge(&mut (*core::ptr::addr_of_mut!(TRACE_RETIRED))[tp], c) };
+    }
     k.vcpus[vi] = Vcpu::EMPTY;
     k.vcpus[vi].live = true;
     k.vcpus[vi].thread = i;
