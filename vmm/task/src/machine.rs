@@ -90,9 +90,11 @@ impl Machine {
     pub fn handle(&mut self, class: Option<VirtFault>, msg: &Msg) -> Outcome {
         let pc = msg.mr(vfault::PC);
         let insn = msg.mr(vfault::INSN);
+        let long = &mut sys::utcb().mr;
+        let has_regs = msg.mr(vfault::MASK) & xfer::GPRS != 0;
         let mut gpr = [0u32; 32];
-        for (i, g) in gpr.iter_mut().enumerate() {
-            *g = msg.mr(vfault::GPR0 + i);
+        if has_regs {
+            gpr.copy_from_slice(&long[vfault::GPR0..vfault::GPR0 + 32]);
         }
         let mut next = pc.wrapping_add(4);
         let mut flags = 0;
@@ -141,21 +143,18 @@ impl Machine {
         self.uic.set_input(1, self.uart1.irq());
         flags |= if self.uic.irq_output() { vfault::REPLY_IRQ_RAISE } else { vfault::REPLY_IRQ_LOWER };
         flags |= if self.uic.crit_output() { vfault::REPLY_CRIT_RAISE } else { vfault::REPLY_CRIT_LOWER };
+        // The reply: MR1 = pc, MR2 = flags in registers; with GPRs, MR8..MR39 hold them
+        // and MR40..MR43 still hold CR/LR/CTR/XER as received (the UTCB is reused).
         let mut reply = Msg::new(0);
-        reply.push(next);
-        reply.push(flags);
-        if msg.mr(vfault::MASK) & xfer::GPRS != 0 {
-            // MR3..MR7 are unused; GPRs go to MR8..MR39 (and stay in the UTCB).
-            for _ in 3..vfault::GPR0 {
-                reply.push(0);
-            }
-            for g in gpr {
-                reply.push(g);
-            }
-            for i in 0..4 {
-                reply.push(msg.mr(vfault::CR + i));
-            }
-        }
+        reply.regs[0] = next;
+        reply.regs[1] = flags;
+        let words = if has_regs {
+            long[vfault::GPR0..vfault::GPR0 + 32].copy_from_slice(&gpr);
+            vfault::WORDS
+        } else {
+            2
+        };
+        reply.tag = kestrel_abi::MsgTag::new(0, words, 0);
         Outcome::Reply(reply)
     }
 

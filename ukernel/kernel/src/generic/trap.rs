@@ -14,10 +14,15 @@ use kestrel_abi::{label, ExceptionClass, MsgTag, Rights, USER_BASE, USER_END};
 
 #[no_mangle]
 extern "C" fn kestrel_trap(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame {
-    if vec == vector::PROGRAM {
-        if let Some(f) = super::virt::fast::program(frame) {
-            return f;
-        }
+    trap_slow(frame, vec)
+}
+
+/// Program interrupts have their own entry: most are a guest kernel's privileged
+/// instructions, which the emulation fast path handles without the general dispatcher.
+#[no_mangle]
+extern "C" fn kestrel_program(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame {
+    if let Some(f) = super::virt::fast::program(frame) {
+        return f;
     }
     trap_slow(frame, vec)
 }

@@ -60,6 +60,7 @@ pub fn guest_tlb_written(k: &mut Kernel, vi: usize, index: u32) {
 
 /// Guest-virtual → host-physical for the kernel's own reads of guest memory (fetching
 /// the instruction to emulate): the same two stages as a fill, in software.
+#[inline(always)]
 pub fn guest_fetch(k: &mut Kernel, vi: usize, pc: u32) -> Option<u32> {
     let page = pc & !(PAGE_SIZE - 1);
     if let Some((gp, hp)) = k.vcpus[vi].fetch_cache {
@@ -67,6 +68,12 @@ pub fn guest_fetch(k: &mut Kernel, vi: usize, pc: u32) -> Option<u32> {
             return crate::arch::read_phys_u32(hp | (pc & (PAGE_SIZE - 1)), k.mem.ram_end);
         }
     }
+    guest_fetch_slow(k, vi, pc)
+}
+
+#[inline(never)]
+fn guest_fetch_slow(k: &mut Kernel, vi: usize, pc: u32) -> Option<u32> {
+    let page = pc & !(PAGE_SIZE - 1);
     let v = &k.vcpus[vi];
     let (_, e) = v.tlb.lookup(pc, v.s.pid as u8, v.s.msr & msr::IS != 0)?;
     let gpa = e.translate(pc);

@@ -110,7 +110,7 @@ pub fn merge(a: &mut TraceCounter, b: &TraceCounter) {
 }
 
 /// Records one exit of class `tp` of vCPU `vi` that cost `ticks` timebase ticks.
-#[inline]
+#[inline(always)]
 pub fn trace(k: &mut Kernel, vi: usize, tp: TracePoint, ticks: u32) {
     let c = &mut k.vcpus[vi].trace[tp as usize];
     if c.count == 0 || ticks < c.min {
@@ -418,27 +418,25 @@ pub fn virt_fault(k: &mut Kernel, cur: usize, vi: usize, class: VirtFault, insn:
 
 /// Applies the VMM's reply to a virtualization fault of vCPU thread `d`.
 /// `mr(n)` reads message register `n` of the reply.
-pub fn apply_reply(k: &mut Kernel, d: usize, tag: MsgTag, mr: &dyn Fn(&Kernel, usize) -> u32) -> bool {
+/// `regs` are the reply's MR0..MR6 (sent in registers), `long` the sender's UTCB
+/// message registers (MR7 and up).
+pub fn apply_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; 7], long: &[u32; kestrel_abi::NUM_MRS]) -> bool {
     let Some(vi) = vcpu_of(k, d) else { return true };
     let mask = k.vcpus[vi].fault_mask;
     let u = tag.untyped();
+    let f = frame_of(k, d);
     if u >= 1 {
-        frame_of(k, d).regs.ip = mr(k, vfault::REPLY_PC);
+        f.regs.ip = regs[vfault::REPLY_PC];
     }
-    let flags = if u >= 2 { mr(k, vfault::REPLY_FLAGS) } else { 0 };
+    let flags = if u >= 2 { regs[vfault::REPLY_FLAGS] } else { 0 };
     if mask & xfer::GPRS != 0 && u >= vfault::GPR0 + 31 {
-        for r in 0..32 {
-            let v = mr(k, vfault::GPR0 + r);
-            frame_of(k, d).regs.gpr[r] = v;
-        }
+        f.regs.gpr.copy_from_slice(&long[vfault::GPR0..vfault::GPR0 + 32]);
     }
     if mask & xfer::SPECIAL != 0 && u >= vfault::CR + 3 {
-        let (cr, lr, ctr, xer) = (mr(k, vfault::CR), mr(k, vfault::CR + 1), mr(k, vfault::CR + 2), mr(k, vfault::CR + 3));
-        let f = frame_of(k, d);
-        f.regs.cr = cr;
-        f.regs.lr = lr;
-        f.regs.ctr = ctr;
-        f.regs.xer = xer;
+        f.regs.cr = long[vfault::CR];
+        f.regs.lr = long[vfault::CR + 1];
+        f.regs.ctr = long[vfault::CR + 2];
+        f.regs.xer = long[vfault::CR + 3];
     }
     if flags & vfault::REPLY_IRQ_RAISE != 0 {
         k.vcpus[vi].s.irq_line = 1;
