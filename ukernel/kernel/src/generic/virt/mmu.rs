@@ -32,7 +32,7 @@ impl GuestPhysMap for VmSpace<'_> {
 /// Invalidates every hardware entry of the running VM.
 pub fn flush_shadow(k: &mut Kernel) {
     for v in k.vcpus.iter_mut() {
-        v.fetch_cache = None;
+        v.fetch_page = 0;
     }
     let dropped = k.shadow.flush_all();
     for slot in 0..GUEST_SLOTS {
@@ -52,7 +52,7 @@ fn invalidate_slots(mask: kestrel_vtlb::SlotMask) {
 
 /// A guest TLB write to `index`: drop the hardware entries derived from it.
 pub fn guest_tlb_written(k: &mut Kernel, vi: usize, index: u32) {
-    k.vcpus[vi].fetch_cache = None;
+    k.vcpus[vi].fetch_page = 0;
     let Kernel { shadow, vcpus, .. } = k;
     let m = shadow.invalidate_guest_write(&vcpus[vi].tlb, index);
     invalidate_slots(m);
@@ -63,10 +63,9 @@ pub fn guest_tlb_written(k: &mut Kernel, vi: usize, index: u32) {
 #[inline(always)]
 pub fn guest_fetch(k: &mut Kernel, vi: usize, pc: u32) -> Option<u32> {
     let page = pc & !(PAGE_SIZE - 1);
-    if let Some((gp, hp)) = k.vcpus[vi].fetch_cache {
-        if gp == page {
-            return crate::arch::read_phys_u32(hp | (pc & (PAGE_SIZE - 1)), k.mem.ram_end);
-        }
+    if k.vcpus[vi].fetch_page == page | 1 {
+        let hp = k.vcpus[vi].fetch_host;
+        return crate::arch::read_phys_u32(hp | (pc & (PAGE_SIZE - 1)), k.mem.ram_end);
     }
     guest_fetch_slow(k, vi, pc)
 }
@@ -81,7 +80,8 @@ fn guest_fetch_slow(k: &mut Kernel, vi: usize, pc: u32) -> Option<u32> {
         return None;
     }
     let hpa = space::translate(k, k.threads[v.thread].space, gpa as u32, Rights::R)?;
-    k.vcpus[vi].fetch_cache = Some((page, hpa & !(PAGE_SIZE - 1)));
+    k.vcpus[vi].fetch_page = page | 1;
+    k.vcpus[vi].fetch_host = hpa & !(PAGE_SIZE - 1);
     crate::arch::read_phys_u32(hpa, k.mem.ram_end)
 }
 

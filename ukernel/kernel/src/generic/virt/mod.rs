@@ -36,6 +36,8 @@ pub const GUEST_MSR_MASK: u32 = msr::WE | msr::CE | msr::EE | msr::PR | msr::FP 
 /// The real MSR a vCPU runs with.
 pub const VCPU_MSR: u32 = msr::PR | msr::EE | msr::ME | msr::IS | msr::DS;
 
+/// `repr(C)`: the assembly fast path (`fast.rs`) reads fields at fixed offsets.
+#[repr(C)]
 pub struct Vcpu {
     pub live: bool,
     /// TCB slot of the vCPU thread.
@@ -50,7 +52,9 @@ pub struct Vcpu {
     /// One-entry cache for the kernel's own instruction fetches: guest page (with
     /// the PID and MSR[IS] it was looked up under) → host page. Cleared whenever the
     /// shadow is flushed or the guest TLB is written.
-    pub fetch_cache: Option<(u32, u32)>,
+    /// Guest page | 1 (0: empty) and the host page it maps to.
+    pub fetch_page: u32,
+    pub fetch_host: u32,
     /// Guest timebase at the last fixed-interval / watchdog check.
     pub timer_tb: u64,
     /// Guest timebase minus host timebase (the guest wrote TBL/TBU).
@@ -71,7 +75,8 @@ impl Vcpu {
         tlb: GuestTlb::new(),
         masks: [xfer::DEFAULT; NUM_FAULT_CLASSES],
         dec_deadline: None,
-        fetch_cache: None,
+        fetch_page: 0,
+        fetch_host: 0,
         timer_tb: 0,
         tb_offset: 0,
         fpr: [0; 33],
@@ -165,6 +170,7 @@ pub fn destroy(k: &mut Kernel, i: usize) {
         }
         k.vcpus[vi].live = false;
         k.threads[i].vcpu = NO_VCPU;
+        fast::set_current(None);
     }
 }
 
