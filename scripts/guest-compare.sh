@@ -28,9 +28,23 @@ echo "guest-compare: native run"
 timeout --foreground --kill-after=5 "$timeout_secs" "$KESTREL_QEMU" -M bamboo -m 128 -display none \
     -nic none -no-reboot -serial stdio -serial null -monitor none -kernel "$guest" \
     >"$logs/selftest-native.log" 2>&1 || die "native run failed or timed out (log: $logs/selftest-native.log)"
+vm_run() {
+    "$KESTREL_ROOT/scripts/vm-run.sh" "$guest" --timeout "$timeout_secs" --log "$logs/selftest-vm.log" \
+        >/dev/null 2>&1 || die "VM run failed or timed out (log: $logs/selftest-vm.log)"
+}
 echo "guest-compare: VM run"
-"$KESTREL_ROOT/scripts/vm-run.sh" "$guest" --timeout "$timeout_secs" --log "$logs/selftest-vm.log" \
-    >/dev/null 2>&1 || die "VM run failed or timed out (log: $logs/selftest-vm.log)"
+vm_run
+# The guest's timer tests wait for interrupts within fixed windows of host time (QEMU
+# runs without -icount here: the guest's debug test needs rfci, which QEMU 7.2 cannot do
+# under -icount). In a VM, timer interrupts are delivered at the next kernel tick (1 ms),
+# and a host that stalls QEMU can make a short window miss. Such a run is repeated once,
+# and said so; any other failure, or a second timer failure, fails the comparison.
+if tr -d '\r' <"$logs/selftest-vm.log" | grep -q '^selftest: FAIL' &&
+    ! tr -d '\r' <"$logs/selftest-vm.log" | grep '^selftest: FAIL' | grep -qv '^selftest: FAIL timer_'; then
+    echo "guest-compare: VM run had only timer-window failures; repeating it once:"
+    tr -d '\r' <"$logs/selftest-vm.log" | grep '^selftest: FAIL' | sed 's/^/guest-compare:   /'
+    vm_run
+fi
 
 tr -d '\r' <"$logs/selftest-native.log" | grep '^selftest:' >"$logs/selftest-native.txt" || true
 tr -d '\r' <"$logs/selftest-vm.log" | grep '^selftest:' >"$logs/selftest-vm.txt" || true
