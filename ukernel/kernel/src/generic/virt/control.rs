@@ -32,6 +32,11 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
             s.ctr = f.regs.ctr;
             s.xer = f.regs.xer;
             s.pc = f.regs.ip;
+            // DEC as the guest would read it now (the shadow keeps the last write).
+            let d = k.vcpus[vi].dec_deadline;
+            if d != 0 {
+                s.dec = d.saturating_sub(crate::arch::spr::timebase()) as u32;
+            }
             caller_utcb(k, cur).vcpu = s;
         }
         vcpuctl::SET_STATE => {
@@ -54,7 +59,7 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
             for ivor in v.s.ivor.iter_mut() {
                 *ivor &= 0xfff0;
             }
-            v.dec_deadline = if s.dec == 0 { None } else { Some(crate::arch::spr::timebase() + s.dec as u64) };
+            v.dec_deadline = if s.dec == 0 { 0 } else { crate::arch::spr::timebase() + s.dec as u64 };
             if k.shadow_owner as usize == vi {
                 mmu::flush_shadow(k);
             }

@@ -328,10 +328,13 @@ fn read_spr(k: &mut Kernel, vi: usize, n: u32) -> Option<u32> {
         400..=415 => s.ivor[(n - 400) as usize],
         48 => s.pid,
         946 => s.mmucr,
-        22 => match v.dec_deadline {
-            Some(d) => d.saturating_sub(spr::timebase()) as u32,
-            None => s.dec,
-        },
+        22 => {
+            if v.dec_deadline != 0 {
+                v.dec_deadline.saturating_sub(spr::timebase()) as u32
+            } else {
+                s.dec
+            }
+        }
         54 => s.decar,
         340 => s.tcr,
         336 => s.tsr,
@@ -397,7 +400,7 @@ fn write_spr(k: &mut Kernel, vi: usize, n: u32, val: u32) -> SprWrite {
         946 => s.mmucr = val,
         22 => {
             s.dec = val;
-            v.dec_deadline = if val == 0 { None } else { Some(spr::timebase() + val as u64) };
+            v.dec_deadline = if val == 0 { 0 } else { spr::timebase() + val as u64 };
         }
         54 => s.decar = val,
         340 => s.tcr = val,
@@ -431,8 +434,8 @@ fn write_spr(k: &mut Kernel, vi: usize, n: u32, val: u32) -> SprWrite {
             set_timebase(after);
             v.tb_offset = v.tb_offset.wrapping_add(after.wrapping_sub(before) as i64);
             // Deadlines of the virtual decrementer are in guest time: shift them along.
-            if let Some(d) = v.dec_deadline {
-                v.dec_deadline = Some(d.wrapping_add(after.wrapping_sub(before)));
+            if v.dec_deadline != 0 {
+                v.dec_deadline = v.dec_deadline.wrapping_add(after.wrapping_sub(before));
             }
             k.tb_vcpu = vi as u8;
         }

@@ -46,8 +46,8 @@ pub struct Vcpu {
     pub s: VcpuState,
     pub tlb: GuestTlb,
     pub masks: [u32; NUM_FAULT_CLASSES],
-    /// Timebase value at which the virtual DEC reaches zero (None: stopped).
-    pub dec_deadline: Option<u64>,
+    /// Timebase value at which the virtual DEC reaches zero (0: stopped).
+    pub dec_deadline: u64,
     pub mmio: [(u32, u32); MMIO_RANGES],
     /// One-entry cache for the kernel's own instruction fetches: guest page (with
     /// the PID and MSR[IS] it was looked up under) → host page. Cleared whenever the
@@ -74,7 +74,7 @@ impl Vcpu {
         s: VCPU_STATE_ZERO,
         tlb: GuestTlb::new(),
         masks: [xfer::DEFAULT; NUM_FAULT_CLASSES],
-        dec_deadline: None,
+        dec_deadline: 0,
         fetch_page: 0,
         fetch_host: 0,
         timer_tb: 0,
@@ -335,7 +335,10 @@ pub fn update_dec(k: &mut Kernel, vi: usize) {
     let now = spr::timebase();
     update_fit_watchdog(&mut k.vcpus[vi], now);
     let v = &mut k.vcpus[vi];
-    let Some(deadline) = v.dec_deadline else { return };
+    let deadline = v.dec_deadline;
+    if deadline == 0 {
+        return;
+    }
     if now < deadline {
         return;
     }
@@ -343,10 +346,10 @@ pub fn update_dec(k: &mut Kernel, vi: usize) {
     if v.s.tcr & emulate::TCR_ARE != 0 && v.s.decar != 0 {
         let period = v.s.decar as u64;
         let missed = (now - deadline) / period + 1;
-        v.dec_deadline = Some(deadline + missed * period);
+        v.dec_deadline = deadline + missed * period;
     } else {
         // A decrementer without auto-reload stops at 0.
-        v.dec_deadline = None;
+        v.dec_deadline = 0;
         v.s.dec = 0;
     }
 }
