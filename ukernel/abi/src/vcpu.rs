@@ -98,11 +98,16 @@ pub mod vfault {
     pub const MSR: usize = 4;
     /// MR5: the transfer mask used for this message.
     pub const MASK: usize = 5;
+    /// MR6: the value of the GPR named by the instruction's bits 6:10 (RS/RT), so a
+    /// VMM emulating a store or mtdcr needs no register transfer at all.
+    pub const RS_VALUE: usize = 6;
     /// MR8..MR39: r0..r31 when `xfer::GPRS`.
     pub const GPR0: usize = 8;
     /// MR40..MR43: cr, lr, ctr, xer when `xfer::SPECIAL`.
     pub const CR: usize = 40;
     pub const WORDS: u32 = 43;
+    /// Words of a message without register transfer (MR1..MR6).
+    pub const SHORT_WORDS: u32 = 6;
 
     /// Reply: MR1 = new pc; MR2 = flags below; GPRs/SPECIAL at the same MRs when
     /// the reply's tag has enough words (the mask of the request applies).
@@ -123,6 +128,11 @@ pub mod vfault {
     /// Reply flags: raise / lower the virtual critical interrupt input.
     pub const REPLY_CRIT_RAISE: u32 = 1 << 6;
     pub const REPLY_CRIT_LOWER: u32 = 1 << 7;
+    /// Reply flag: set GPR MR3 (0..31) to MR4 (a load or mfdcr result) without
+    /// transferring the register file.
+    pub const REPLY_SET_GPR: u32 = 1 << 8;
+    pub const REPLY_GPR_INDEX: usize = 3;
+    pub const REPLY_GPR_VALUE: usize = 4;
 }
 
 /// The complete architectural state of a vCPU as the guest sees it.

@@ -87,37 +87,44 @@ impl Machine {
     }
 
     /// Handles one virtualization fault and builds the reply.
-    pub fn handle(&mut self, class: Option<VirtFault>, msg: &Msg) -> Outcome {
+    ///
+    /// With an empty transfer mask (the default set by `start_vcpu`), the message has
+    /// only pc, instruction, guest-physical address, MSR and the value of the register
+    /// in the instruction's RS/RT field; a result register is set with
+    /// `REPLY_SET_GPR`. Rare forms that need more (load/store with update) read and
+    /// write the whole state with `VcpuControl`.
+    pub fn handle(&mut self, vcpu: ThreadId, class: Option<VirtFault>, msg: &Msg) -> Outcome {
         let pc = msg.mr(vfault::PC);
         let insn = msg.mr(vfault::INSN);
-        let long = &mut sys::utcb().mr;
+        let rs_value = msg.mr(vfault::RS_VALUE);
         let has_regs = msg.mr(vfault::MASK) & xfer::GPRS != 0;
         let mut gpr = [0u32; 32];
         if has_regs {
-            gpr.copy_from_slice(&long[vfault::GPR0..vfault::GPR0 + 32]);
+            gpr.copy_from_slice(&sys::utcb().mr[vfault::GPR0..vfault::GPR0 + 32]);
         }
         let mut next = pc.wrapping_add(4);
         let mut flags = 0;
+        let mut result: Option<(usize, u32)> = None;
         match class {
             Some(VirtFault::Mmio) => {
                 let gpa = msg.mr(vfault::GPA);
                 match decode(insn) {
                     Insn::LoadStore(ls) if !ls.op().multiple() && ls.width() == Width::Byte => {
-                        // The effective address of an update form uses RA/RB before
-                        // the load writes RT.
-                        let ea = ls.effective_address(&gpr);
+                        if ls.update() && !has_regs {
+                            return self.mmio_with_state(vcpu, ls, gpa, pc);
+                        }
                         match ls.kind() {
                             AccessKind::Load => {
                                 let v = self.mmio_read(gpa);
-                                gpr[ls.rt_rs().index()] = ls.load_result(v as u32);
+                                result = Some((ls.rt_rs().index(), ls.load_result(v as u32)));
                             }
                             AccessKind::Store => {
-                                let v = ls.store_data(gpr[ls.rt_rs().index()]) as u8;
-                                self.mmio_write(gpa, v);
+                                let src = if has_regs { gpr[ls.rt_rs().index()] } else { rs_value };
+                                self.mmio_write(gpa, ls.store_data(src) as u8);
                             }
                         }
                         if ls.update() {
-                            gpr[ls.ra().index()] = ea;
+                            gpr[ls.ra().index()] = ls.effective_address(&gpr);
                         }
                     }
                     other => {
@@ -128,8 +135,11 @@ impl Machine {
                 }
             }
             Some(VirtFault::Instruction) => match decode(insn) {
-                Insn::Mfdcr { rt, dcr } => gpr[rt.index()] = self.dcr_read(dcr.number() as u32, pc),
-                Insn::Mtdcr { dcr, rs } => self.dcr_write(dcr.number() as u32, gpr[rs.index()], pc),
+                Insn::Mfdcr { rt, dcr } => result = Some((rt.index(), self.dcr_read(dcr.number() as u32, pc))),
+                Insn::Mtdcr { dcr, rs } => {
+                    let v = if has_regs { gpr[rs.index()] } else { rs_value };
+                    self.dcr_write(dcr.number() as u32, v, pc)
+                }
                 other => {
                     println!("vmm: unhandled instruction {:#010x} ({:?}) at pc {:#010x}: program exception", insn, other, pc);
                     flags |= vfault::REPLY_PROGRAM;
@@ -139,22 +149,65 @@ impl Machine {
             Some(VirtFault::Idle) => next = pc,
             Some(VirtFault::Halt) | None => return Outcome::GuestReset,
         }
-        self.uic.set_input(0, self.uart0.irq());
-        self.uic.set_input(1, self.uart1.irq());
-        flags |= if self.uic.irq_output() { vfault::REPLY_IRQ_RAISE } else { vfault::REPLY_IRQ_LOWER };
-        flags |= if self.uic.crit_output() { vfault::REPLY_CRIT_RAISE } else { vfault::REPLY_CRIT_LOWER };
-        // The reply: MR1 = pc, MR2 = flags in registers; with GPRs, MR8..MR39 hold them
-        // and MR40..MR43 still hold CR/LR/CTR/XER as received (the UTCB is reused).
+        flags |= self.irq_flags();
         let mut reply = Msg::new(0);
         reply.regs[0] = next;
         reply.regs[1] = flags;
         let words = if has_regs {
-            long[vfault::GPR0..vfault::GPR0 + 32].copy_from_slice(&gpr);
+            if let Some((r, v)) = result {
+                gpr[r] = v;
+            }
+            // GPRs go back in MR8..MR39; MR40..MR43 still hold CR/LR/CTR/XER as received.
+            sys::utcb().mr[vfault::GPR0..vfault::GPR0 + 32].copy_from_slice(&gpr);
             vfault::WORDS
+        } else if let Some((r, v)) = result {
+            reply.regs[1] |= vfault::REPLY_SET_GPR;
+            reply.regs[vfault::REPLY_GPR_INDEX - 1] = r as u32;
+            reply.regs[vfault::REPLY_GPR_VALUE - 1] = v;
+            vfault::REPLY_GPR_VALUE as u32
         } else {
             2
         };
         reply.tag = kestrel_abi::MsgTag::new(0, words, 0);
+        Outcome::Reply(reply)
+    }
+
+    /// Interrupt-line flags for a reply, from the device models' outputs.
+    fn irq_flags(&mut self) -> u32 {
+        self.uic.set_input(0, self.uart0.irq());
+        self.uic.set_input(1, self.uart1.irq());
+        let mut f = if self.uic.irq_output() { vfault::REPLY_IRQ_RAISE } else { vfault::REPLY_IRQ_LOWER };
+        f |= if self.uic.crit_output() { vfault::REPLY_CRIT_RAISE } else { vfault::REPLY_CRIT_LOWER };
+        f
+    }
+
+    /// A byte MMIO access with update: read the vCPU's state, emulate, write it back.
+    fn mmio_with_state(&mut self, vcpu: ThreadId, ls: kestrel_vmm::decode::LoadStore, gpa: u32, pc: u32) -> Outcome {
+        if sys::vcpu_control(vcpu, kestrel_abi::vcpuctl::GET_STATE, 0, 0, 0).is_err() {
+            return Outcome::GuestReset;
+        }
+        let mut st = sys::utcb().vcpu;
+        let ea = ls.effective_address(&st.gpr);
+        match ls.kind() {
+            AccessKind::Load => {
+                let v = self.mmio_read(gpa);
+                st.gpr[ls.rt_rs().index()] = ls.load_result(v as u32);
+            }
+            AccessKind::Store => {
+                let v = ls.store_data(st.gpr[ls.rt_rs().index()]) as u8;
+                self.mmio_write(gpa, v);
+            }
+        }
+        st.gpr[ls.ra().index()] = ea;
+        st.pc = pc.wrapping_add(4);
+        sys::utcb().vcpu = st;
+        if sys::vcpu_control(vcpu, kestrel_abi::vcpuctl::SET_STATE, 0, 0, 0).is_err() {
+            return Outcome::GuestReset;
+        }
+        let mut reply = Msg::new(0);
+        reply.regs[0] = st.pc;
+        reply.regs[1] = self.irq_flags();
+        reply.tag = kestrel_abi::MsgTag::new(0, 2, 0);
         Outcome::Reply(reply)
     }
 

@@ -74,6 +74,10 @@ fn start_vcpu(entry: u32) -> Result<(), kestrel_abi::KError> {
     u.mr[4] = 0;
     sys::vcpu_control(VCPU, vcpuctl::SET_TLB, 0, 0, 0)?;
     sys::vcpu_control(VCPU, vcpuctl::SET_MMIO, 0, machine::UART_PAGE, 0x1000)?;
+    // Device exits carry no register file: the RS value rides in MR6 and results come
+    // back with REPLY_SET_GPR (see `Machine::handle`).
+    sys::vcpu_control(VCPU, vcpuctl::SET_TRANSFER_MASK, VirtFault::Instruction as u32, 0, 0)?;
+    sys::vcpu_control(VCPU, vcpuctl::SET_TRANSFER_MASK, VirtFault::Mmio as u32, 0, 0)?;
     sys::exchange_registers(VCPU, kestrel_abi::exreg::START, 0, 0, ThreadId::NIL, ThreadId::NIL)?;
     Ok(())
 }
@@ -111,7 +115,7 @@ fn serve(m: &mut Machine) {
             continue;
         }
         let class = VirtFault::from_raw((msg.label() & 0xf) as u32);
-        match m.handle(class, &msg) {
+        match m.handle(VCPU, class, &msg) {
             Outcome::Reply(reply) => pending = Some(reply),
             Outcome::GuestReset => {
                 machine::print_trace(VCPU);

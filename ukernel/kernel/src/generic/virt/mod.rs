@@ -407,14 +407,15 @@ pub fn virt_fault(k: &mut Kernel, cur: usize, vi: usize, class: VirtFault, insn:
     // Long parts of the message go through the vCPU's own (kernel-only) UTCB.
     // SAFETY: a vCPU's UTCB is a kernel pool frame not mapped into any space.
     let u = unsafe { &mut *(k.threads[cur].utcb_pa as *mut kestrel_abi::Utcb) };
-    let mut words = vfault::MASK as u32;
+    let mut words = vfault::SHORT_WORDS;
     if mask & (xfer::GPRS | xfer::SPECIAL) != 0 {
         u.mr[vfault::GPR0..vfault::GPR0 + 32].copy_from_slice(&gprs);
         u.mr[vfault::CR..vfault::CR + 4].copy_from_slice(&special);
         words = vfault::WORDS;
     }
     let tag = MsgTag::new(label::VIRT_FAULT | class as u16, words, 0);
-    let msg = [tag.0, pc, insn, gpa, k.vcpus[vi].s.msr, mask, 0];
+    let rs = gprs[((insn >> 21) & 31) as usize];
+    let msg = [tag.0, pc, insn, gpa, k.vcpus[vi].s.msr, mask, rs];
     let handler = k.threads[cur].exc_handler;
     match ipc::fault_ipc(k, cur, FaultWait::VirtFault, handler, msg) {
         Ok(h) => h,
@@ -446,6 +447,10 @@ pub fn apply_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; 7], long:
         f.regs.lr = long[vfault::CR + 1];
         f.regs.ctr = long[vfault::CR + 2];
         f.regs.xer = long[vfault::CR + 3];
+    }
+    if flags & vfault::REPLY_SET_GPR != 0 && u >= vfault::REPLY_GPR_VALUE {
+        let r = (regs[vfault::REPLY_GPR_INDEX] & 31) as usize;
+        frame_of(k, d).regs.gpr[r] = regs[vfault::REPLY_GPR_VALUE];
     }
     if flags & vfault::REPLY_IRQ_RAISE != 0 {
         k.vcpus[vi].s.irq_line = 1;
