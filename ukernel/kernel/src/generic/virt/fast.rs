@@ -73,6 +73,39 @@ pub fn program(frame: *mut TrapFrame) -> Option<*mut TrapFrame> {
             *v = val;
             (old, pc + 4, TracePoint::EmulMtspr)
         }
+        (31, 946) => {
+            // tlbre RT,RA,WS
+            let (index, word) = (f.regs.gpr[((insn >> 16) & 31) as usize], (insn >> 11) & 31);
+            let v = &mut k.vcpus[vi];
+            let (val, mmucr) = v.tlb.tlbre(index, word, v.s.mmucr).ok()?;
+            f.regs.gpr[rs] = val;
+            if let Some(m) = mmucr {
+                v.s.mmucr = m;
+            }
+            (old, pc + 4, TracePoint::EmulTlbre)
+        }
+        (31, 914) => {
+            // tlbsx[.] RT,RA,RB
+            let ra = ((insn >> 16) & 31) as usize;
+            let ea = if ra == 0 { 0 } else { f.regs.gpr[ra] }.wrapping_add(f.regs.gpr[((insn >> 11) & 31) as usize]);
+            let hit = k.vcpus[vi].tlb.tlbsx(ea, k.vcpus[vi].s.mmucr);
+            if let Some(i) = hit {
+                f.regs.gpr[rs] = i;
+            }
+            if insn & 1 != 0 {
+                let cr0 = if hit.is_some() { 0b0010 } else { 0 } | (f.regs.xer >> 31) & 1;
+                f.regs.cr = (f.regs.cr & 0x0fff_ffff) | (cr0 << 28);
+            }
+            (old, pc + 4, TracePoint::EmulTlbsx)
+        }
+        (31, 978) => {
+            // tlbwe RS,RA,WS
+            let (index, word) = (f.regs.gpr[((insn >> 16) & 31) as usize], (insn >> 11) & 31);
+            let mmucr = k.vcpus[vi].s.mmucr;
+            k.vcpus[vi].tlb.tlbwe(index, word, f.regs.gpr[rs], mmucr).ok()?;
+            mmu::guest_tlb_written(k, vi, index & 63);
+            (old, pc + 4, TracePoint::EmulTlbwe)
+        }
         _ => return None,
     };
     if (new_msr ^ old) & SLOW_MSR_BITS != 0 {
