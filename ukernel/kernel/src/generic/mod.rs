@@ -75,6 +75,10 @@ pub struct Kernel {
     pub victim: crate::arch::tlb::Victim,
     pub rq: ReadyQueues<NTCB>,
     pub threads: [Tcb; NTCB],
+    pub irqs: [IrqLine; NUM_IRQS as usize],
+    pub kmem: kmem::FramePool,
+    pub pids: PidAllocator,
+    pub spaces: [Space; NSPACES],
     /// vCPUs and the shadow TLB of the VM whose vCPU ran last.
     pub vcpus: [virt::Vcpu; virt::NVCPUS],
     pub shadow: virt::mmu::Shadow,
@@ -83,10 +87,6 @@ pub struct Kernel {
     pub tb_vcpu: u8,
     /// The vCPU whose floating-point registers are in the FPU (NO_VCPU: none).
     pub fp_owner: u8,
-    pub irqs: [IrqLine; NUM_IRQS as usize],
-    pub kmem: kmem::FramePool,
-    pub pids: PidAllocator,
-    pub spaces: [Space; NSPACES],
     pub mapdb: MapDb<MAPDB_NODES>,
 }
 
@@ -120,15 +120,15 @@ static mut KERNEL: Kernel = Kernel {
     victim: crate::arch::tlb::Victim::new(),
     rq: ReadyQueues::new(),
     threads: [Tcb::FREE; NTCB],
+    irqs: [IrqLine { handler: usize::MAX, pending: false, in_service: false }; NUM_IRQS as usize],
+    kmem: kmem::FramePool::empty(),
+    pids: PidAllocator::new(),
+    spaces: [Space::EMPTY; NSPACES],
     vcpus: [virt::Vcpu::EMPTY; virt::NVCPUS],
     shadow: virt::mmu::Shadow::new(),
     shadow_owner: virt::NO_VCPU,
     tb_vcpu: virt::NO_VCPU,
     fp_owner: virt::NO_VCPU,
-    irqs: [IrqLine { handler: usize::MAX, pending: false, in_service: false }; NUM_IRQS as usize],
-    kmem: kmem::FramePool::empty(),
-    pids: PidAllocator::new(),
-    spaces: [Space::EMPTY; NSPACES],
     mapdb: MapDb::new(),
 };
 

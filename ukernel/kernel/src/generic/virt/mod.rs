@@ -219,11 +219,17 @@ pub fn leave_guest_time(k: &mut Kernel) {
 }
 
 /// Leaving all vCPUs (a native thread runs): host time, no guest debug events.
+#[inline(always)]
 pub fn on_native(k: &mut Kernel) {
     if k.tb_vcpu != NO_VCPU {
-        leave_guest_time(k);
-        spr::write::<{ spr::DBCR0 }>(0);
+        leave_guest(k);
     }
+}
+
+#[inline(never)]
+fn leave_guest(k: &mut Kernel) {
+    leave_guest_time(k);
+    spr::write::<{ spr::DBCR0 }>(0);
 }
 
 /// Vector classes for injection (Book E §7.6).
