@@ -80,8 +80,8 @@ pub mod xfer {
     pub const GPRS: u32 = 1 << 0;
     /// cr, lr, ctr, xer in MR40..MR43.
     pub const SPECIAL: u32 = 1 << 1;
-    /// The whole [`super::VcpuState`] is readable with VcpuControl(GET_STATE) anyway;
-    /// this bit is reserved for TLB-related state on TLB faults.
+    /// Guest TLB context in MR44..MR46: guest PID, MMUCR, and the index of the guest
+    /// TLB entry translating the faulting pc (`u32::MAX` if none).
     pub const TLB: u32 = 1 << 2;
     pub const DEFAULT: u32 = GPRS | SPECIAL;
 }
@@ -106,6 +106,11 @@ pub mod vfault {
     /// MR40..MR43: cr, lr, ctr, xer when `xfer::SPECIAL`.
     pub const CR: usize = 40;
     pub const WORDS: u32 = 43;
+    /// MR44..MR46 when `xfer::TLB`: guest PID, MMUCR, guest TLB index of the pc.
+    pub const PID: usize = 44;
+    pub const MMUCR: usize = 45;
+    pub const TLB_INDEX: usize = 46;
+    pub const WORDS_TLB: u32 = 46;
     /// Words of a message without register transfer (MR1..MR6).
     pub const SHORT_WORDS: u32 = 6;
 

@@ -414,10 +414,18 @@ pub fn virt_fault(k: &mut Kernel, cur: usize, vi: usize, class: VirtFault, insn:
     // SAFETY: a vCPU's UTCB is a kernel pool frame not mapped into any space.
     let u = unsafe { &mut *(k.threads[cur].utcb_pa as *mut kestrel_abi::Utcb) };
     let mut words = vfault::SHORT_WORDS;
-    if mask & (xfer::GPRS | xfer::SPECIAL) != 0 {
-        u.mr[vfault::GPR0..vfault::GPR0 + 32].copy_from_slice(&gprs);
-        u.mr[vfault::CR..vfault::CR + 4].copy_from_slice(&special);
+    if mask & (xfer::GPRS | xfer::SPECIAL | xfer::TLB) != 0 {
+        u.mr[vfault::GPR0..vfault::GPR0 + 32].copy_from_slice(if mask & xfer::GPRS != 0 { &gprs } else { &[0; 32] });
+        u.mr[vfault::CR..vfault::CR + 4].copy_from_slice(if mask & xfer::SPECIAL != 0 { &special } else { &[0; 4] });
         words = vfault::WORDS;
+    }
+    if mask & xfer::TLB != 0 {
+        let v = &k.vcpus[vi];
+        let ts = v.s.msr & msr::IS != 0;
+        u.mr[vfault::PID] = v.s.pid;
+        u.mr[vfault::MMUCR] = v.s.mmucr;
+        u.mr[vfault::TLB_INDEX] = v.tlb.lookup(pc, v.s.pid as u8, ts).map_or(u32::MAX, |(i, _)| i);
+        words = vfault::WORDS_TLB;
     }
     let tag = MsgTag::new(label::VIRT_FAULT | class as u16, words, 0);
     let rs = gprs[((insn >> 21) & 31) as usize];
