@@ -88,7 +88,8 @@ pub mod xfer {
 
 /// Virtualization fault message: tag label [`crate::label::VIRT_FAULT`] | class.
 pub mod vfault {
-    /// MR1: guest pc of the faulting instruction.
+    /// MR1: guest pc of the faulting instruction (for `Idle`: where the guest resumes,
+    /// the instruction after the `mtmsr`/`rfi` that asked to wait).
     pub const PC: usize = 1;
     /// MR2: the instruction word.
     pub const INSN: usize = 2;
@@ -124,7 +125,8 @@ pub mod vfault {
     pub const REPLY_IRQ_LOWER: u32 = 1 << 1;
     /// Reply flag: inject a machine check into the guest at pc.
     pub const REPLY_MACHINE_CHECK: u32 = 1 << 2;
-    /// Reply flag: inject a data storage exception (DEAR = MR3 of the request).
+    /// Reply flag: inject a data storage exception (DEAR = the faulting effective
+    /// address, ESR[ST] for stores).
     pub const REPLY_DSI: u32 = 1 << 3;
     /// Reply flag: inject a program exception (illegal instruction).
     pub const REPLY_PROGRAM: u32 = 1 << 4;

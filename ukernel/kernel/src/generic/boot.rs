@@ -156,10 +156,13 @@ extern "C" fn kestrel_boot(fdt: *const u8) -> ! {
 
 fn start_timer(k: &Kernel, board: &BoardInfo) {
     let period = (board.timebase_hz as u64 * k.mem.tick_us as u64 / 1_000_000) as u32;
+    // Auto-reload and the interrupt enable go in before DEC starts counting: without
+    // -icount QEMU's decrementer runs on host time, and a DEC that expired before ARE was
+    // set would never reload (the kernel would never tick).
     spr::write::<{ spr::DECAR }>(period);
-    spr::write::<{ spr::DEC }>(period);
     spr::write::<{ spr::TSR }>(timer::TSR_DIS | timer::TSR_FIS | timer::TSR_WIS);
     spr::write::<{ spr::TCR }>(timer::TCR_DIE | timer::TCR_ARE);
+    spr::write::<{ spr::DEC }>(period);
 }
 
 /// The idle thread: wait for interrupts in supervisor mode.

@@ -87,6 +87,9 @@ fn transfer(k: &mut Kernel, s: usize, d: usize) -> Result<Delivered, IpcError> {
     }
     if fault == FaultWait::VirtFault {
         k.threads[d].fault = FaultWait::None;
+        if tag.label() == label::KILL {
+            return Ok(Delivered::Killed);
+        }
         let mut regs = [0u32; REG_MRS];
         regs.copy_from_slice(&frame_of(k, s).regs.gpr[6..6 + REG_MRS]);
         let long = &utcb(k, s).mr;

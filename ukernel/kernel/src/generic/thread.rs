@@ -269,6 +269,9 @@ pub fn sys_thread_control(k: &mut Kernel, cur: usize, r: &[u32; 6]) -> Result<()
         return Err(KError::InvalidScheduler);
     }
     if k.threads[i].state != State::Free {
+        if flags & kestrel_abi::tcflags::VCPU != 0 {
+            return Err(KError::Busy);
+        }
         // Modify an existing thread: only pager and priority.
         let j = lookup(k, dest).ok_or(KError::Busy)?;
         k.threads[j].pager = pager;
@@ -437,7 +440,10 @@ pub fn create_vcpu(k: &mut Kernel, i: usize, version: u32, prio: u8, pager: Thre
     k.spaces[sid as usize].nthreads += 1;
     init_utcb(k, i);
     if let Err(e) = super::virt::create(k, i) {
-        delete(k, i);
+        // Not a vCPU yet: undo by hand (its UTCB is a bare pool page, not mapped).
+        k.kmem.free(utcb_pa);
+        k.threads[i] = Tcb { version, ..Tcb::FREE };
+        space::destroy(k, sid);
         return Err(e);
     }
     Ok(())

@@ -54,7 +54,7 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
             f.regs.msr = super::VCPU_MSR;
             let v = &mut k.vcpus[vi];
             v.s = s;
-            v.s.msr &= super::GUEST_MSR_MASK;
+            v.s.msr &= super::GUEST_MSR_MASK & !crate::arch::msr::WE;
             v.s.ivpr &= 0xffff_0000;
             for ivor in v.s.ivor.iter_mut() {
                 *ivor &= 0xfff0;
@@ -77,6 +77,9 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
             let u = caller_utcb(k, cur);
             let (w0, w1, w2, tid) = (u.mr[1], u.mr[2], u.mr[3], u.mr[4]);
             let index = b;
+            if index > 63 {
+                return Err(KError::InvalidParam);
+            }
             let mmucr = tid & 0xff;
             let t = &mut k.vcpus[vi].tlb;
             t.tlbwe(index, 0, w0, mmucr).map_err(|_| KError::InvalidParam)?;
@@ -97,11 +100,23 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
 /// `TraceControl(op, space_spec)`: `space_spec` names a vCPU for its own counters, or
 /// is nil for the sum over all VMs. Reading copies the counters to the UTCB.
 pub fn sys_trace_control(k: &mut Kernel, cur: usize, op: u32, who: ThreadId) -> Result<(), KError> {
+    let cs = k.threads[cur].space;
+    let privileged = k.spaces[cs as usize].privileged;
     let vi = if who.is_nil() {
+        // The all-VMs view: root task only.
+        if !privileged {
+            return Err(KError::NoPrivilege);
+        }
         None
     } else {
         let j = thread::lookup(k, who).ok_or(KError::InvalidThread)?;
-        Some(vcpu_of(k, j).ok_or(KError::InvalidThread)?)
+        let vi = vcpu_of(k, j).ok_or(KError::InvalidThread)?;
+        // One VM's counters: the root task or that VM's VMM.
+        let vmm_space = thread::lookup(k, k.threads[j].exc_handler).map(|h| k.threads[h].space);
+        if !privileged && vmm_space != Some(cs) {
+            return Err(KError::NoPrivilege);
+        }
+        Some(vi)
     };
     match op {
         tracectl::READ => {

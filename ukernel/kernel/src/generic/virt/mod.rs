@@ -61,9 +61,12 @@ pub struct Vcpu {
     pub tb_offset: i64,
     /// The guest's floating-point registers and FPSCR while it does not own the FPU.
     pub fpr: [u64; 33],
-    /// Mask and guest-physical address of the pending virtualization fault.
+    /// Mask, guest-physical address, effective address and instruction of the pending
+    /// virtualization fault (for injections the reply asks for).
     pub fault_mask: u32,
     pub fault_gpa: u32,
+    pub fault_ea: u32,
+    pub fault_insn: u32,
     pub trace: [TraceCounter; NUM_TRACEPOINTS],
 }
 
@@ -83,6 +86,8 @@ impl Vcpu {
         mmio: [(0, 0); MMIO_RANGES],
         fault_mask: 0,
         fault_gpa: 0,
+        fault_ea: 0,
+        fault_insn: 0,
         trace: [TRACE_ZERO; NUM_TRACEPOINTS],
     };
 }
@@ -406,6 +411,8 @@ pub fn virt_fault(k: &mut Kernel, cur: usize, vi: usize, class: VirtFault, insn:
     let mask = k.vcpus[vi].masks[class as usize];
     k.vcpus[vi].fault_mask = mask;
     k.vcpus[vi].fault_gpa = gpa;
+    k.vcpus[vi].fault_insn = insn;
+    k.vcpus[vi].fault_ea = spr::read::<{ spr::DEAR }>();
     let (pc, gprs, special) = {
         let f = frame_of(k, cur);
         (f.regs.ip, f.regs.gpr, [f.regs.cr, f.regs.lr, f.regs.ctr, f.regs.xer])
@@ -481,7 +488,10 @@ pub fn apply_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; 7], long:
     let f = frame_of(k, d);
     let pc = f.regs.ip;
     if flags & vfault::REPLY_DSI != 0 {
-        k.vcpus[vi].s.dear = k.vcpus[vi].fault_gpa;
+        // As the hardware would report it: the effective address, ESR[ST] for stores.
+        let v = &mut k.vcpus[vi];
+        v.s.dear = v.fault_ea;
+        v.s.esr = if is_store(v.fault_insn) { crate::arch::esr::ST } else { 0 };
         inject(k, vi, f, 2, Class::NonCritical, pc);
     } else if flags & vfault::REPLY_PROGRAM != 0 {
         k.vcpus[vi].s.esr = crate::arch::esr::PIL;
@@ -490,6 +500,16 @@ pub fn apply_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; 7], long:
         inject(k, vi, f, 1, Class::MachineCheck, pc);
     }
     flags & vfault::REPLY_STOP == 0
+}
+
+/// Whether `insn` is a store (Book E primary opcodes 36-39, 44, 45, 47, 53-55 and the
+/// indexed stores of opcode 31), for the ESR of an injected data storage exception.
+fn is_store(insn: u32) -> bool {
+    match insn >> 26 {
+        36..=39 | 44 | 45 | 47 | 52..=55 => true,
+        31 => matches!((insn >> 1) & 0x3ff, 150 | 151 | 183 | 215 | 247 | 407 | 439 | 662 | 918 | 1014 | 663 | 695 | 727 | 759 | 983),
+        _ => false,
+    }
 }
 
 /// Flushes the guest TLB slots if a revoked host mapping belonged to a VM.

@@ -7,6 +7,7 @@ mod irq;
 mod lifecycle;
 mod mem;
 mod sched;
+mod virt;
 
 use crate::common::TestResult;
 use crate::threads::numbers_in_use;
@@ -71,6 +72,21 @@ pub static TESTS: &[Test] = &[
     ("exc_jump_into_kernel", faults::jump_into_kernel),
     ("exc_store_into_kernel", faults::store_into_kernel),
     ("fault_without_pager_stops_thread", faults::fault_without_pager_stops_thread),
+    // Virtualization: the root as the VMM of small guests
+    ("vcpu_create_and_state", virt::create_and_state),
+    ("vcpu_runs_guest_code", virt::runs_guest_code),
+    ("vcpu_page_fault_second_stage", virt::page_fault_second_stage),
+    ("vcpu_trace_points", virt::trace_points),
+    ("vcpu_transfer_mask", virt::transfer_mask),
+    ("vcpu_control_errors", virt::control_errors),
+    ("vcpu_guest_kill_isolated", virt::guest_kill_isolated),
+    ("vcpu_irq_injection", virt::irq_injection),
+    ("vcpu_reply_injects_exceptions", virt::reply_injects_exceptions),
+    ("vcpu_syscall_reflected", virt::syscall_reflected),
+    ("vcpu_idle_fault", virt::idle_fault),
+    ("vcpu_mmio_fault", virt::mmio_fault),
+    ("vcpu_state_running_decrementer", virt::state_running_decrementer),
+    ("vcpu_slots_exhausted_and_reused", virt::slots_exhausted_and_reused),
     // Last: the tests cleaned up after themselves.
     ("harness_no_leaked_threads", no_leaked_threads),
 ];
