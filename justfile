@@ -54,6 +54,12 @@ qemu ROOTTASK *ARGS: setup
     scripts/build-target.sh -p kestrel-kernel -p "$1"
     scripts/qemu-run.sh "$@"
 
+# Build the Linux guest and boot it natively on bamboo: a busybox shell (ARGS: e.g. --script smoke)
+[positional-arguments]
+run-native *ARGS: setup
+    guests/linux/build.sh
+    guests/linux/run-native.sh "$@"
+
 # Remove build output and logs
 clean:
     {{ cargo }} clean

@@ -4,7 +4,9 @@
 #   scripts/setup.sh
 #
 # Debian packages: Rust 1.96 with the library source (the kernel builds core/alloc itself),
-# QEMU's PowerPC system emulator, the powerpc cross binutils/gcc (the linker), dtc and python3.
+# QEMU's PowerPC system emulator, the powerpc cross binutils/gcc (the linker), dtc and python3;
+# for the Linux guest (guests/linux) the kernel source, its build tools and the powerpc cross
+# glibc, plus deb-src entries for `apt-get source busybox` when apt has none.
 # Then `just`, which Debian 12 does not package: `cargo install --locked just` puts it in
 # ~/.cargo/bin (add that to PATH). Uses sudo only when not already root. When everything is
 # present it prints one line and takes well under a second.
@@ -16,10 +18,19 @@ packages=(
     binutils-powerpc-linux-gnu gcc-powerpc-linux-gnu
     device-tree-compiler
     python3
+    # The Linux guest (guests/linux/build.sh): kernel source, its host tools, the static cross
+    # glibc for busybox, dpkg-source and bzip2 for `apt-get source busybox`, gzip for the
+    # initramfs.
+    linux-source-6.1 make gcc libc6-dev flex bison bc xz-utils
+    libc6-dev-powerpc-cross dpkg-dev bzip2 gzip
 )
 
 installed() {
-    dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed$'
+    # Not `dpkg -s | grep -q`: under pipefail that fails at random when grep exits before dpkg
+    # has written everything (SIGPIPE), as it did for libc6-dev. One short word per architecture.
+    local status
+    status=$(dpkg-query -W -f '${db:Status-Status} ' "$1" 2>/dev/null) || return 1
+    [[ " $status" == *" installed "* ]]
 }
 
 as_root() {
@@ -33,10 +44,42 @@ as_root() {
     fi
 }
 
+# guests/linux fetches busybox with `apt-get source`, which needs deb-src entries. When none are
+# configured, add them to a file of our own, copied from the system's binary entries (same
+# mirrors and suites), and make apt fetch the source indexes.
+have_deb_src() {
+    grep -qsE '^[[:space:]]*(deb-src[[:space:]]|Types:.*deb-src)' \
+        /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources
+}
+need_update=false
+if ! have_deb_src; then
+    if [[ -f /etc/apt/sources.list.d/debian.sources ]]; then
+        echo "setup: adding deb-src entries (/etc/apt/sources.list.d/kestrel-deb-src.sources)"
+        sed 's/^Types:.*$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources |
+            as_root tee /etc/apt/sources.list.d/kestrel-deb-src.sources >/dev/null
+    elif grep -qsE '^[[:space:]]*deb[[:space:]]' /etc/apt/sources.list; then
+        echo "setup: adding deb-src entries (/etc/apt/sources.list.d/kestrel-deb-src.list)"
+        sed -nE 's/^[[:space:]]*deb([[:space:]])/deb-src\1/p' /etc/apt/sources.list |
+            as_root tee /etc/apt/sources.list.d/kestrel-deb-src.list >/dev/null
+    else
+        echo "setup: no apt sources found to derive deb-src entries from" >&2
+        exit 1
+    fi
+    need_update=true
+fi
+# Entries present but their indexes never fetched (e.g. added by hand).
+if ! compgen -G '/var/lib/apt/lists/*_Sources*' >/dev/null; then
+    need_update=true
+fi
+
 missing=()
 for pkg in "${packages[@]}"; do
     installed "$pkg" || missing+=("$pkg")
 done
+
+if $need_update && ((${#missing[@]} == 0)); then
+    as_root apt-get update -q
+fi
 
 if ((${#missing[@]} > 0)); then
     echo "setup: installing ${missing[*]}"

@@ -10,8 +10,9 @@
 #
 # Cache: ${XDG_CACHE_HOME:-~/.cache}/kestrel/linux/<key>/, where <key> hashes the source package
 # version, the cross compiler's version, kestrel.config, this script and lib.sh. A finished key
-# folder is reused as is; the three newest are kept. Results are copied to guests/linux/out/:
-# vmlinux, System.map and vmlinux.config.
+# folder is reused as is; the three newest are kept, and only the current version's source.
+# Results are copied to guests/linux/out/: vmlinux, System.map, vmlinux.config, and
+# gen_init_cpio (the kernel's host tool that build.sh packs the initramfs with).
 set -euo pipefail
 # shellcheck source=guests/linux/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -29,11 +30,12 @@ key=$(cache_key "linux-source-6.1 $version" "gcc-powerpc-linux-gnu $gcc_version"
 cache=$KESTREL_CACHE/linux
 dir=$cache/$key
 build=$dir/build
+lock_cache "$cache"
 
 publish() {
     mkdir -p "$LINUX_GUEST_OUT"
     local f
-    for f in vmlinux System.map vmlinux.config; do
+    for f in vmlinux System.map vmlinux.config gen_init_cpio; do
         # Copy only on change, so the files' times say when the kernel last changed.
         cmp -s "$dir/$f" "$LINUX_GUEST_OUT/$f" || cp "$dir/$f" "$LINUX_GUEST_OUT/$f"
     done
@@ -63,16 +65,27 @@ say "building Linux from linux-source-6.1 $version into $dir (key $key)"
 rm -rf "$dir"
 mkdir -p "$build"
 
-# Fixed build identity (no date, user or host): `uname -v` is the same on every machine.
+# A fixed build identity makes the same inputs give the same vmlinux on every machine: user and
+# host, and for the build time the package's changelog date (the tarball's mtime without it).
+# The timestamp must be a date that `date -d` parses: it also sets the mtimes of the kernel's
+# built-in initramfs (usr/gen_initramfs.sh), which otherwise take the current time.
+changelog=/usr/share/doc/linux-source-6.1/changelog.Debian.gz
+build_epoch=$(zcat "$changelog" 2>/dev/null | dpkg-parsechangelog -l - -S Timestamp 2>/dev/null) ||
+    build_epoch=$(stat -c %Y "$tarball")
 kmake=(make -C "$src" O="$build" ARCH=powerpc CROSS_COMPILE="$CROSS_COMPILE"
     KBUILD_BUILD_USER=kestrel KBUILD_BUILD_HOST=kestrel
-    KBUILD_BUILD_TIMESTAMP="Debian linux-source-6.1 $version")
+    KBUILD_BUILD_TIMESTAMP="$(LC_ALL=C date -u -d "@$build_epoch")")
 
 say "config: 44x/bamboo_defconfig + kestrel.config"
-"${kmake[@]}" -s 44x/bamboo_defconfig
-"$src/scripts/kconfig/merge_config.sh" -m -O "$build" "$build/.config" "$fragment" >"$dir/merge.log" ||
-    die "merge_config.sh failed; see $dir/merge.log"
-"${kmake[@]}" -s olddefconfig
+# Kconfig's notes (e.g. that NO_HZ_IDLE overrides a choice) are expected: they go to the log.
+{
+    "${kmake[@]}" -s 44x/bamboo_defconfig &&
+        "$src/scripts/kconfig/merge_config.sh" -m -O "$build" "$build/.config" "$fragment" &&
+        "${kmake[@]}" -s olddefconfig
+} >"$dir/config.log" 2>&1 || {
+    tail -n 20 "$dir/config.log" >&2
+    die "configuring the kernel failed; see $dir/config.log"
+}
 
 # Every fragment line must hold after olddefconfig: `CONFIG_X=V` literally, and for
 # `# CONFIG_X is not set` no `CONFIG_X=` line (an option whose dependencies are off vanishes).
@@ -95,15 +108,19 @@ fi
 say "config: all $(grep -cE '^(CONFIG_|# CONFIG_.* is not set)' "$fragment") fragment options hold"
 
 jobs=$(nproc)
-say "make -j$jobs vmlinux (a clean build takes about 2 minutes on 2 cores)"
+say "make -j$jobs vmlinux (a clean build: 2 to 5 minutes on 2 cores, depending on other load)"
 run_logged "$dir/make.log" "make vmlinux" "${kmake[@]}" -j"$jobs" vmlinux
 
 cp "$build/vmlinux" "$dir/vmlinux"
 cp "$build/System.map" "$dir/System.map"
 cp "$build/.config" "$dir/vmlinux.config"
+cp "$build/usr/gen_init_cpio" "$dir/gen_init_cpio"
 "${kmake[@]}" -s kernelrelease >"$dir/kernelrelease"
 printf 'linux-source-6.1 %s\ngcc-powerpc-linux-gnu %s\nkestrel.config sha256 %s\n' \
     "$version" "$gcc_version" "$(sha256sum <"$fragment" | cut -d' ' -f1)" >"$dir/inputs.txt"
 touch "$dir/.done"
 prune_cache "$cache" 3
+for old in "$cache"/src-*/; do
+    [[ $old == "$src_parent/" ]] || { say "pruning old source $old"; rm -rf "$old"; }
+done
 publish

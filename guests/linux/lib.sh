@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034  # the variables set here are for the sourcing scripts
 # Shared helpers for guests/linux/*.sh; sourced, never run.
 #
 # Sets:
@@ -55,14 +55,27 @@ cross_gcc_version() {
 # prune_cache DIR KEEP: remove all but the KEEP most recently used key folders in DIR (a key
 # folder is named by 16 hex digits); other entries are left alone.
 prune_cache() {
-    local dir=$1 keep=$2 old
-    [[ -d $dir ]] || return 0
-    # shellcheck disable=SC2012  # names are 16 hex digits: ls -t is safe and the simplest sort
-    ls -1td "$dir"/[0-9a-f]*/ 2>/dev/null | grep -E '/[0-9a-f]{16}/$' | tail -n +"$((keep + 1))" |
+    local dir=$1 keep=$2 entry old
+    for entry in "$dir"/*/; do
+        if [[ ${entry%/} =~ /[0-9a-f]{16}$ ]]; then
+            printf '%s %s\n' "$(stat -c %Y "$entry")" "${entry%/}"
+        fi
+    done | sort -rn | tail -n +"$((keep + 1))" | cut -d' ' -f2- |
         while read -r old; do
             say "pruning old cache entry $old"
             rm -rf "$old"
         done
+}
+
+# lock_cache DIR: hold an exclusive lock on DIR (created if needed) until the script exits, so
+# that two builds never write the same cache entry; says so when it has to wait.
+lock_cache() {
+    mkdir -p "$1"
+    exec 9>"$1/.lock"
+    if ! flock -n 9; then
+        say "waiting for another build holding $1/.lock"
+        flock 9
+    fi
 }
 
 # run_logged LOG LABEL CMD...: run CMD with its output in LOG, showing a progress line every 10 s
