@@ -158,6 +158,15 @@ pub fn create(
     utcb_va: u32,
 ) -> Result<(), KError> {
     let utcb_pa = space::map_utcb(k, sid, utcb_va)?;
+    install(k, i, version, sid, prio, pager, utcb_va, utcb_pa);
+    frame_of(k, i).regs.msr = msr::USER;
+    Ok(())
+}
+
+/// Fills TCB slot `i` for a new, inactive thread of space `sid` with a clean frame and
+/// counts it in the space.
+#[allow(clippy::too_many_arguments)]
+fn install(k: &mut Kernel, i: usize, version: u32, sid: u16, prio: u8, pager: ThreadId, utcb_va: u32, utcb_pa: u32) {
     let ticks = ticks_for_us(k, DEFAULT_TIMESLICE_US);
     k.threads[i] = Tcb {
         id: ThreadId::new(i as u32 + FIRST_THREAD_NO, version),
@@ -173,12 +182,9 @@ pub fn create(
         frame: frame_slot(i) as usize,
         ..Tcb::FREE
     };
-    let f = frame_of(k, i);
-    *f = TrapFrame::default();
-    f.regs.msr = msr::USER;
+    *frame_of(k, i) = TrapFrame::default();
     k.spaces[sid as usize].nthreads += 1;
     init_utcb(k, i);
-    Ok(())
 }
 
 pub fn ticks_for_us(k: &Kernel, us: u32) -> u32 {
@@ -420,25 +426,8 @@ pub fn create_vcpu(k: &mut Kernel, i: usize, version: u32, prio: u8, pager: Thre
         space::destroy(k, sid);
         return Err(KError::OutOfMemory);
     };
-    let ticks = ticks_for_us(k, DEFAULT_TIMESLICE_US);
-    k.threads[i] = Tcb {
-        id: ThreadId::new(i as u32 + FIRST_THREAD_NO, version),
-        version,
-        state: State::Inactive,
-        space: sid,
-        prio,
-        timeslice_ticks: ticks,
-        remaining_ticks: ticks,
-        pager,
-        exc_handler: pager,
-        utcb_va: 0,
-        utcb_pa,
-        frame: frame_slot(i) as usize,
-        ..Tcb::FREE
-    };
-    *frame_of(k, i) = TrapFrame::default();
-    k.spaces[sid as usize].nthreads += 1;
-    init_utcb(k, i);
+    install(k, i, version, sid, prio, pager, 0, utcb_pa);
+    k.threads[i].exc_handler = pager;
     if let Err(e) = super::virt::create(k, i) {
         // Not a vCPU yet: undo by hand (its UTCB is a bare pool page, not mapped).
         k.kmem.free(utcb_pa);
