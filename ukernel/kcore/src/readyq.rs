@@ -38,6 +38,11 @@ impl Slot {
 }
 
 /// Run queues for `N` thread slots.
+///
+/// `repr(C)` with the summary word first and the bitmap after it, so that a kernel's
+/// assembly fast path can find the highest ready priority ([`Self::SUMMARY_OFFSET`],
+/// [`Self::BITMAP_OFFSET`]); the layout of the other fields is private.
+#[repr(C)]
 pub struct ReadyQueues<const N: usize> {
     /// Bit `w` set iff `bitmap[w] != 0`: two `cntlzw`s find the highest level.
     summary: u32,
@@ -58,6 +63,11 @@ impl<const N: usize> Default for ReadyQueues<N> {
 }
 
 impl<const N: usize> ReadyQueues<N> {
+    /// Byte offset of the summary word (bit `w` set iff bitmap word `w` is non-zero).
+    pub const SUMMARY_OFFSET: usize = 0;
+    /// Byte offset of the 8-word priority bitmap (bit `p % 32` of word `p / 32`).
+    pub const BITMAP_OFFSET: usize = 4;
+
     /// Empty queues. `const` so that they can initialise a `static`.
     pub const fn new() -> Self {
         const { assert!(N <= MAX_SLOTS, "ReadyQueues links at most MAX_SLOTS slots") };

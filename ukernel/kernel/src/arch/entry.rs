@@ -155,7 +155,7 @@ global_asm!(
     stub!(14, "__noncrit_entry"),
     stub!(15, "__crit_entry"),
     save_restore!("__noncrit_entry", "26", "27", "rfi", "kestrel_trap"),
-    save_restore!(user_only "__syscall_entry", "26", "27", "rfi", "kestrel_syscall"),
+    save_restore!(user_only "__syscall_entry", "26", "27", "rfi", "__ipc_fast"),
     save_restore!("__program_entry", "26", "27", "rfi", "kestrel_program"),
     save_restore!("__crit_entry", "58", "59", "rfci", "kestrel_trap"),
     save_restore!("__mcheck_entry", "570", "571", "rfmci", "kestrel_trap"),

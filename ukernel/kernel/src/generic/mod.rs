@@ -103,6 +103,8 @@ pub fn frame_slot(i: usize) -> *mut TrapFrame {
     (base + KSTACK_SIZE - crate::arch::FRAME_SIZE) as *mut TrapFrame
 }
 
+/// `no_mangle`: the IPC fast path (`fastpath.rs`) addresses it from assembly.
+#[no_mangle]
 static mut KERNEL: Kernel = Kernel {
     current: IDLE,
     irq_pending: 0,

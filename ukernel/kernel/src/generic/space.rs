@@ -31,6 +31,8 @@ pub mod pte {
     pub const VALID: u32 = 0x20;
 }
 
+/// `repr(C)`: the IPC fast path reads `pid` at a fixed offset.
+#[repr(C)]
 pub struct Space {
     pub live: bool,
     /// Hardware PID, 0 when none is assigned (assigned lazily on switch).

@@ -11,6 +11,7 @@ use kestrel_abi::{
 };
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
 pub enum State {
     /// Slot unused.
     Free,
@@ -28,6 +29,7 @@ pub enum State {
 
 /// What the thread is waiting for when blocked in an IPC the kernel started for it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
 pub enum FaultWait {
     None,
     PageFault,
