@@ -60,6 +60,12 @@ run-native *ARGS: setup
     guests/linux/build.sh
     guests/linux/run-native.sh "$@"
 
+# Boot the same Linux in a Kestrel VM (work in progress; ARGS: e.g. --script smoke)
+[positional-arguments]
+run-vm-linux *ARGS: setup
+    scripts/build-target.sh -p kestrel-kernel -p kestrel-vmm-task
+    scripts/vm-linux.sh "$@"
+
 # Remove build output and logs
 clean:
     {{ cargo }} clean

@@ -148,6 +148,18 @@ fn be32(b: &[u8], off: usize) -> Option<u32> {
 
 /// Checks `image` and describes how to load it into `[user_base, user_end)`.
 pub fn load_plan(image: &[u8], user_base: u32, user_end: u32) -> Result<LoadPlan, ElfError> {
+    plan(image, user_base, user_end, false)
+}
+
+/// Like [`load_plan`], but for loading an image into *physical* memory, as a boot
+/// loader (or a VMM loading a guest kernel) does: segments go to their `p_paddr`, which
+/// must lie in `[base, end)`, and the entry point is translated from its virtual address
+/// to the physical address of the same byte (QEMU's `-kernel` does the same).
+pub fn load_plan_physical(image: &[u8], base: u32, end: u32) -> Result<LoadPlan, ElfError> {
+    plan(image, base, end, true)
+}
+
+fn plan(image: &[u8], user_base: u32, user_end: u32, physical: bool) -> Result<LoadPlan, ElfError> {
     let ehdr = image.get(..EHDR_LEN).ok_or(ElfError::TooShort)?;
     let field16 = |off| be16(ehdr, off).ok_or(ElfError::TooShort);
     let field32 = |off| be32(ehdr, off).ok_or(ElfError::TooShort);
@@ -169,7 +181,8 @@ pub fn load_plan(image: &[u8], user_base: u32, user_end: u32) -> Result<LoadPlan
     if field16(16)? != ET_EXEC {
         return Err(ElfError::NotExecutable);
     }
-    let entry = field32(24)?;
+    let mut entry = field32(24)?;
+    let mut entry_translated = !physical;
     let phoff = usize::try_from(field32(28)?).map_err(|_| ElfError::BadProgramHeaders)?;
     let phentsize = usize::from(field16(42)?);
     let phnum = field16(44)?;
@@ -193,6 +206,16 @@ pub fn load_plan(image: &[u8], user_base: u32, user_end: u32) -> Result<LoadPlan
         if memsz == 0 {
             continue;
         }
+        let vaddr = if physical {
+            let paddr = word(3)?;
+            if !entry_translated && entry.wrapping_sub(vaddr) < memsz {
+                entry = paddr.wrapping_add(entry - vaddr);
+                entry_translated = true;
+            }
+            paddr
+        } else {
+            vaddr
+        };
         let seg = Segment {
             vaddr,
             memsz,

@@ -17,6 +17,10 @@ const UART1: u32 = 0xEF60_0400;
 const UIC_DCR: u32 = 0xC0;
 const UIC_DCRS: u32 = 9;
 
+fn is_uart(gpa: u32) -> bool {
+    gpa.wrapping_sub(UART0) < kestrel_devices::UART_REGS || gpa.wrapping_sub(UART1) < kestrel_devices::UART_REGS
+}
+
 pub enum Outcome {
     Reply(Msg),
     GuestReset,
@@ -30,6 +34,7 @@ pub struct Machine {
     line: [u8; 128],
     line_len: usize,
     warned_dcr: bool,
+    warned_mmio: u32,
 }
 
 impl Machine {
@@ -56,6 +61,7 @@ impl Machine {
             line: [0; 128],
             line_len: 0,
             warned_dcr: false,
+            warned_mmio: 0,
         })
     }
 
@@ -84,6 +90,35 @@ impl Machine {
             }
         }
         Ok(plan.entry)
+    }
+
+    /// Copies an ELF image to the physical addresses of its segments (an OS kernel);
+    /// returns the physical entry point.
+    pub fn load_elf_physical(&mut self, image: &[u8]) -> Result<u32, &'static str> {
+        let size = self.mem.segments()[0].size();
+        let plan = kestrel_kcore::elf::load_plan_physical(image, 0, size).map_err(|e| e.as_str())?;
+        for seg in plan.segments.iter() {
+            let off = seg.file_offset as usize;
+            let src = image.get(off..off + seg.filesz as usize).ok_or("segment outside the image")?;
+            self.load_blob(seg.vaddr, src)?;
+        }
+        Ok(plan.entry)
+    }
+
+    /// Copies `data` to guest-physical `gpa`.
+    pub fn load_blob(&mut self, gpa: u32, data: &[u8]) -> Result<(), &'static str> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let host = self
+            .mem
+            .translate(GuestPhysAddr::from_u32(gpa), data.len() as u32)
+            .map_err(|e| e.as_str())?
+            .get();
+        // SAFETY: `host..host+len` lies inside the guest RAM segment this task
+        // allocated and maps read-write; the vCPU does not run yet.
+        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), host as *mut u8, data.len()) };
+        Ok(())
     }
 
     /// Handles one virtualization fault and builds the reply.
@@ -125,6 +160,17 @@ impl Machine {
                         }
                         if ls.update() {
                             gpr[ls.ra().index()] = ls.effective_address(&gpr);
+                        }
+                    }
+                    Insn::LoadStore(ls) if !ls.op().multiple() && !is_uart(gpa) => {
+                        // Wider accesses to unmodelled devices: nothing answers, as on an
+                        // empty bus (all ones, writes ignored); logged once.
+                        self.warn_unmodelled(gpa, pc);
+                        if ls.update() {
+                            return self.mmio_with_state(vcpu, ls, gpa, pc);
+                        }
+                        if ls.kind() == AccessKind::Load {
+                            result = Some((ls.rt_rs().index(), ls.load_result(u32::MAX)));
                         }
                     }
                     other => {
@@ -216,9 +262,16 @@ impl Machine {
             a if a.wrapping_sub(UART0) < kestrel_devices::UART_REGS => self.uart0.read(a - UART0),
             a if a.wrapping_sub(UART1) < kestrel_devices::UART_REGS => self.uart1.read(a - UART1),
             _ => {
-                println!("vmm: read of unmodelled device address {:#010x}; returning 0", gpa);
-                0
+                self.warn_unmodelled(gpa, 0);
+                0xff
             }
+        }
+    }
+
+    fn warn_unmodelled(&mut self, gpa: u32, pc: u32) {
+        if self.warned_mmio < 8 {
+            self.warned_mmio += 1;
+            println!("vmm: access to unmodelled device address {:#010x} (pc {:#010x}): reads all ones, writes ignored", gpa, pc);
         }
     }
 
@@ -242,7 +295,7 @@ impl Machine {
             a if a.wrapping_sub(UART0) < kestrel_devices::UART_REGS => self.uart0.write(a - UART0, v, &mut tx),
             // UART1 has no back end: its output is dropped, as with QEMU's `-serial null`.
             a if a.wrapping_sub(UART1) < kestrel_devices::UART_REGS => self.uart1.write(a - UART1, v, &mut |_| {}),
-            _ => println!("vmm: write of unmodelled device address {:#010x} ignored", gpa),
+            _ => self.warn_unmodelled(gpa, 0),
         }
     }
 
