@@ -270,6 +270,24 @@ mod tests {
     use proptest::prelude::*;
     use std::vec::Vec;
 
+    #[test]
+    fn physical_plan_uses_paddr_and_translates_entry() {
+        // A Linux-like image: linked at 0xC0000000, loaded at physical 0.
+        let mut img = image(0xC000_0010, &[(PT_LOAD, 0x1000, 0xC000_0000, 0x2000, 0x3000, 7)], 0x3000);
+        // p_paddr is the fourth word of the first program header.
+        let at = EHDR_LEN + 12;
+        img[at..at + 4].copy_from_slice(&0u32.to_be_bytes());
+        let p = load_plan_physical(&img, 0, 64 << 20).unwrap();
+        assert_eq!(p.entry, 0x10);
+        assert_eq!(p.segments[0].vaddr, 0);
+        assert_eq!(p.segments[0].memsz, 0x3000);
+        // The virtual plan rejects the same image for a low user range.
+        assert!(load_plan(&img, 0, 64 << 20).is_err());
+        // A physical address beyond the given memory is refused.
+        img[at..at + 4].copy_from_slice(&0x0400_0000u32.to_be_bytes());
+        assert!(load_plan_physical(&img, 0, 64 << 20).is_err());
+    }
+
     /// `(p_type, p_offset, p_vaddr, p_filesz, p_memsz, p_flags)`
     type Ph = (u32, u32, u32, u32, u32, u32);
 
