@@ -11,9 +11,9 @@ use core::arch::asm;
 pub const ENTRIES: u32 = 64;
 /// First pinned kernel entry.
 pub const KERNEL_FIRST: u32 = 60;
-/// Entries GUEST_FIRST..KERNEL_FIRST hold the running VM's shadow entries (TS 1);
+/// Entries GUEST_FIRST..KERNEL_FIRST (44) hold the running VM's shadow entries (TS 1);
 /// native refills use 0..GUEST_FIRST.
-pub const GUEST_FIRST: u32 = 32;
+pub const GUEST_FIRST: u32 = 16;
 /// Entry mapping RAM for the kernel.
 const KERNEL_RAM_ENTRY: u32 = 63;
 /// Entry mapping the console UART page for the kernel.
