@@ -469,6 +469,29 @@ impl<const N: usize> ShadowTlb<N> {
         SlotMask(derived.0 | shadowed.0)
     }
 
+    /// The guest loaded PID `new_pid` (an address-space switch): drops every slot except
+    /// those derived from a global guest entry (TID 0, e.g. Linux's kernel mappings) that
+    /// stay the guest's first match under `new_pid`, i.e. no earlier valid entry of the
+    /// same TS with TID `new_pid` overlaps the slot's page. Shadow entries carry no guest
+    /// PID, so everything else may now translate differently.
+    pub fn guest_pid_switch(&mut self, guest: &GuestTlb, new_pid: u8) -> SlotMask {
+        let entries = guest.entries();
+        self.remove(|s| {
+            let Some(origin) = entries.get(s.guest_index as usize) else {
+                return true;
+            };
+            if !origin.valid() || origin.tid() != 0 {
+                return true;
+            }
+            entries[..s.guest_index as usize].iter().any(|e| {
+                e.valid()
+                    && e.tid() == new_pid
+                    && e.ts() == origin.ts()
+                    && e.block().is_some_and(|(b, len)| ranges_overlap(b as u64, len, s.hw.epn as u64, s.hw.bytes() as u64))
+            })
+        })
+    }
+
     /// Drops every slot.
     pub fn flush_all(&mut self) -> SlotMask {
         self.remove(|_| true)
@@ -639,6 +662,35 @@ mod tests {
             let (hw, _) = hit(shadow_fill(&t, &big, 0x0, 3, true, Access::Read, false));
             assert_eq!(hw.size, PageSize::M1, "tid {tid} ts {ts:#x}");
         }
+    }
+
+    #[test]
+    fn a_guest_pid_switch_keeps_only_global_entries_that_stay_first_match() {
+        // 0: 4 KiB at 0x1000, TID 7; 1: 1 MiB at 0, TID 0; 2: 4 KiB at 0x10_0000, TID 3;
+        // 3: 1 MiB at 0x20_0000, TID 0.
+        let t = tlb(&[
+            (0, [0x1000 | V | 0x10, 0, ALL_PERMS], 7),
+            (1, [V | 0x50, 0, ALL_PERMS], 0),
+            (2, [0x10_0000 | V | 0x10, 0x10_0000, ALL_PERMS], 3),
+            (3, [0x20_0000 | V | 0x50, 0x20_0000, ALL_PERMS], 0),
+        ]);
+        let big = Map(&[(0, 16 << 20, 0x2000_0000, Rights::RWX, false)]);
+        let mut sh = ShadowTlb::<8>::new();
+        for ea in [0x8_0000, 0x10_0000, 0x20_0000] {
+            let (hw, index) = hit(shadow_fill(&t, &big, ea, 3, false, Access::Read, false));
+            sh.insert(hw, index);
+        }
+        assert_eq!(sh.occupied().len(), 3);
+        // Switching to PID 3 again drops the PID-3 entry only.
+        let mut same = sh.clone();
+        let dropped = same.guest_pid_switch(&t, 3);
+        assert_eq!(dropped.len(), 1);
+        assert!(same.lookup(0x10_0000, 2).is_none());
+        // PID 7: entry 0 now wins for 0x1000, so the 1 MiB page at 0 must go too.
+        let dropped = sh.guest_pid_switch(&t, 7);
+        assert_eq!(dropped.len(), 2);
+        assert!(sh.lookup(0x8_0000, 2).is_none());
+        assert!(sh.lookup(0x20_0000, 2).is_some_and(|(_, s)| s.guest_index == 3));
     }
 
     #[test]

@@ -134,8 +134,15 @@ fn serve(m: &mut Machine) {
             continue;
         }
         if let Some(pf) = PageFault::parse(&msg) {
-            pending = Some(match m.backing_page(pf.addr) {
-                Some(host) => map_reply(pf.addr, host, kestrel_abi::Rights::RWX),
+            pending = Some(match m.backing_block(pf.addr) {
+                Some((host, log2)) => match kestrel_abi::Fpage::new(host, log2, kestrel_abi::Rights::RWX) {
+                    Some(fp) => {
+                        let mut r = Msg::new(0);
+                        r.push_item(kestrel_abi::MapItem::map(pf.addr, fp));
+                        r
+                    }
+                    None => map_reply(pf.addr, host, kestrel_abi::Rights::RWX),
+                },
                 None => {
                     println!("vmm: guest touched unbacked guest-physical {:#010x} (pc {:#010x}); stopping it", pf.addr, pf.ip);
                     Msg::new(label::KILL)

@@ -10,6 +10,7 @@
 //! a present pte of that space; every pte change flushes the matching TLB entry.
 
 use super::Kernel;
+use core::cell::Cell;
 use crate::arch::tlb;
 use kestrel_abi::{
     map_target, Fpage, IpcError, MapItem, Rights, DEVICE_WINDOW, DEVICE_WINDOW_END, PAGE_SHIFT,
@@ -42,11 +43,77 @@ pub struct Space {
     /// A VM's guest-physical space: every address is the guest's.
     pub vm: bool,
     pub root: [u32; ROOT_ENTRIES],
+    /// Per 16 MiB region of the first 256 MiB: whether the region is mapped as one
+    /// host-contiguous block (see [`linear_region`]). Filled on demand, cleared by every
+    /// pte change in the region.
+    pub linear: [Cell<u32>; LINEAR_REGIONS],
 }
 
 impl Space {
-    pub const EMPTY: Space =
-        Space { live: false, pid: 0, nthreads: 0, privileged: false, vm: false, root: [0; ROOT_ENTRIES] };
+    pub const EMPTY: Space = Space {
+        live: false,
+        pid: 0,
+        nthreads: 0,
+        privileged: false,
+        vm: false,
+        root: [0; ROOT_ENTRIES],
+        linear: [const { Cell::new(LINEAR_UNKNOWN) }; LINEAR_REGIONS],
+    };
+}
+
+/// Size of a [`Space::linear`] region (the 440's 16 MiB page).
+pub const LINEAR_SHIFT: u32 = 24;
+pub const LINEAR_REGIONS: usize = 16;
+const LINEAR_UNKNOWN: u32 = 0;
+const LINEAR_NO: u32 = 1;
+
+/// If the 16 MiB region around `va` is mapped completely, onto one host-physical block
+/// aligned to 16 MiB, with the same pte flags throughout: `(host base, pte flags)`.
+/// The answer is cached in the space until a pte of the region changes. A VM's second
+/// stage uses it to back guest pages with large hardware pages (paper §4: guest memory
+/// is a linear segment).
+pub fn linear_region(k: &Kernel, sid: u16, va: u32) -> Option<(u32, u32)> {
+    let r = (va >> LINEAR_SHIFT) as usize;
+    let cell = k.spaces[sid as usize].linear.get(r)?;
+    let mut v = cell.get();
+    if v == LINEAR_UNKNOWN {
+        v = scan_linear(k, sid, (r as u32) << LINEAR_SHIFT);
+        cell.set(v);
+    }
+    (v & pte::VALID != 0).then_some((v & !(PAGE_SIZE - 1), v & (pte::RIGHTS | pte::DEVICE)))
+}
+
+fn scan_linear(k: &Kernel, sid: u16, base: u32) -> u32 {
+    let Some((first, _)) = lookup(k, sid, base) else {
+        return LINEAR_NO;
+    };
+    let host = first & !(PAGE_SIZE - 1);
+    let flags = first & (PAGE_SIZE - 1);
+    if host & ((1 << LINEAR_SHIFT) - 1) != 0 || flags & pte::KERNEL != 0 {
+        return LINEAR_NO;
+    }
+    let s = &k.spaces[sid as usize];
+    for ri in (base >> LEAF_SHIFT)..((base >> LEAF_SHIFT) + (1 << (LINEAR_SHIFT - LEAF_SHIFT))) {
+        let leaf = s.root[ri as usize];
+        if leaf == 0 {
+            return LINEAR_NO;
+        }
+        let expect = host + ((ri << LEAF_SHIFT) - base);
+        for i in 0..LEAF_ENTRIES {
+            // SAFETY: `leaf` is a kernel pool page of this space's page table; `i` < 512.
+            let e = unsafe { ((leaf + i * 8) as *const u32).read() };
+            if e != (expect + i * PAGE_SIZE) | flags {
+                return LINEAR_NO;
+            }
+        }
+    }
+    host | flags
+}
+
+fn forget_linear(k: &Kernel, sid: u16, va: u32) {
+    if let Some(c) = k.spaces[sid as usize].linear.get((va >> LINEAR_SHIFT) as usize) {
+        c.set(LINEAR_UNKNOWN);
+    }
 }
 
 /// Leaf table entry pointer for `va` (None when no leaf exists).
@@ -84,6 +151,7 @@ pub fn set_pte(k: &mut Kernel, sid: u16, va: u32, e: u32, node: NodeId) -> Resul
         p.write(e | pte::VALID);
         p.add(1).write(node);
     }
+    forget_linear(k, sid, va);
     flush_va(k, sid, va);
     Ok(())
 }
@@ -96,6 +164,7 @@ pub fn clear_pte(k: &mut Kernel, sid: u16, va: u32) {
             p.add(1).write(NIL_NODE);
         }
     }
+    forget_linear(k, sid, va);
     flush_va(k, sid, va);
 }
 
@@ -116,6 +185,9 @@ pub fn create(k: &mut Kernel, privileged: bool) -> Option<u16> {
     s.privileged = privileged;
     s.vm = false;
     s.root = [0; ROOT_ENTRIES];
+    for c in s.linear.iter() {
+        c.set(LINEAR_UNKNOWN);
+    }
     Some(sid as u16)
 }
 
@@ -194,6 +266,9 @@ fn apply_revoked(spaces: &mut [Space], r: &Revoked) {
     let va = r.vpage << PAGE_SHIFT;
     let s = &spaces[r.space as usize];
     let Some(p) = leaf_slot(s, va) else { return };
+    if let Some(c) = s.linear.get((va >> LINEAR_SHIFT) as usize) {
+        c.set(LINEAR_UNKNOWN);
+    }
     // SAFETY: as in `lookup`; the kernel is the only writer of page tables.
     unsafe {
         let e = p.read();

@@ -393,8 +393,9 @@ fn write_spr(k: &mut Kernel, vi: usize, n: u32, val: u32) -> SprWrite {
             let changed = s.pid != val & 0xff;
             s.pid = val & 0xff;
             if changed {
-                // A guest address-space switch: the only flush besides world switches.
-                mmu::flush_shadow(k);
+                // A guest address-space switch: drops every shadow entry but the guest's
+                // global (TID 0) ones that stay its first match.
+                mmu::guest_pid_switch(k, vi);
             }
         }
         946 => s.mmucr = val,

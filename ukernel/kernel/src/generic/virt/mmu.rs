@@ -23,6 +23,12 @@ impl GuestPhysMap for VmSpace<'_> {
         if gpa > u32::MAX as u64 {
             return None;
         }
+        // A fully mapped linear 16 MiB region backs guest pages with large hardware pages.
+        if let Some((host, flags)) = space::linear_region(self.k, self.sid, gpa as u32) {
+            let size = 1 << space::LINEAR_SHIFT;
+            let rights = Rights((flags & space::pte::RIGHTS) as u8);
+            return HostPage::new(host, size, rights, flags & space::pte::DEVICE != 0);
+        }
         let (e, _) = space::lookup(self.k, self.sid, gpa as u32)?;
         let rights = Rights((e & space::pte::RIGHTS) as u8);
         HostPage::new(e & !(PAGE_SIZE - 1), PAGE_SIZE, rights, e & space::pte::DEVICE != 0)
@@ -40,6 +46,19 @@ pub fn flush_shadow(k: &mut Kernel) {
             tlb::invalidate(tlb::GUEST_FIRST + slot as u32);
         }
     }
+}
+
+/// The running vCPU `vi` loaded another guest PID (already in its state).
+pub fn guest_pid_switch(k: &mut Kernel, vi: usize) {
+    for v in k.vcpus.iter_mut() {
+        v.fetch_page = 0;
+    }
+    if k.shadow_owner != vi as u8 {
+        return;
+    }
+    let Kernel { shadow, vcpus, .. } = k;
+    let m = shadow.guest_pid_switch(&vcpus[vi].tlb, vcpus[vi].s.pid as u8);
+    invalidate_slots(m);
 }
 
 fn invalidate_slots(mask: kestrel_vtlb::SlotMask) {
