@@ -2,10 +2,12 @@
 # Boots the unmodified Linux guest (guests/linux) in a Kestrel VM: kernel + kestrel-vmm +
 # vmlinux + initramfs + device tree in one boot-module archive.
 #
-#   scripts/vm-linux.sh [--script NAME] [--timeout SECS] [--icount]
+#   scripts/vm-linux.sh [--vms N] [--script NAME] [--timeout SECS] [--icount]
 #
 # --script NAME runs /scripts/NAME in the guest and powers off (e.g. smoke); without it the
-# guest starts an interactive busybox shell.
+# guest starts an interactive busybox shell. --vms N boots N VMs at once (kestrel-vmm's
+# `vmm.vms=N`), each with its own RAM, vCPU and console; their lines are prefixed `[vmI] `
+# and Ctrl-] then a VM number moves the console input. QEMU exits when every VM powered off.
 #
 # Not finished (issue 4): the device tree is QEMU's own bamboo tree, saved from a paused
 # native QEMU (guests/linux/dump-qemu-dtb.sh) with the VM's memory size and command line,
@@ -15,11 +17,13 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 script=
+vms=1
 timeout_secs=600
 extra=()
 while (($# > 0)); do
     case $1 in
         --script) script=$2; shift 2 ;;
+        --vms) vms=$2; shift 2 ;;
         --timeout) timeout_secs=$2; shift 2 ;;
         --icount) extra+=(--icount); shift ;;
         *) die "unknown argument $1 (see the header of $0)" ;;
@@ -35,4 +39,5 @@ append="nosmap${script:+ kestrel.script=$script}"
 archive=$KESTREL_OUT/vm-linux.bootmod
 python3 "$KESTREL_ROOT/scripts/mkbootmod.py" "$archive" "vmm=$KESTREL_OUT/kestrel-vmm" \
     "guest=$out/vmlinux" "initrd=$out/initramfs.cpio.gz" "dtb=$dtb"
-exec "$KESTREL_ROOT/scripts/qemu-run.sh" "$archive" --mem 256 --timeout "$timeout_secs" "${extra[@]}"
+exec "$KESTREL_ROOT/scripts/qemu-run.sh" "$archive" --mem 256 --timeout "$timeout_secs" "${extra[@]}" \
+    -- -append "vmm.vms=$vms"

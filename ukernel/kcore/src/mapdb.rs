@@ -16,8 +16,8 @@
 //! - a live node's rights are never empty and are a subset of its parent's rights;
 //! - a node's children form a doubly linked sibling list starting at `first_child`, and
 //!   each child's `parent` names the node;
-//! - `depth` is 0 for roots and the parent's depth + 1 otherwise; since `N <= 65535`
-//!   (checked at compile time) it always fits its `u16`;
+//! - `depth` is 0 for roots and the parent's depth + 1 otherwise, at most `u16::MAX`
+//!   (a map that would go deeper fails with [`MapDbError::TooDeep`]);
 //! - every slot is either live or free, and `free_count() + live nodes == N`;
 //! - no operation recurses: trees may be as deep as the arena is large.
 //!
@@ -34,8 +34,8 @@ pub type NodeId = u32;
 /// "No node", as returned by the [`Node`] link accessors.
 pub const NIL_NODE: NodeId = u32::MAX;
 
-/// Largest arena a [`MapDb`] may have: keeps `depth` in a `u16` and ids below [`NIL_NODE`].
-pub const MAX_NODES: usize = u16::MAX as usize;
+/// Largest arena a [`MapDb`] may have (keeps ids well below [`NIL_NODE`]).
+pub const MAX_NODES: usize = 1 << 20;
 
 /// A stored link: 0 = none, `i + 1` = node `i`. The wrapping conversions map
 /// [`NIL_NODE`] to 0 and back.
@@ -152,6 +152,8 @@ pub enum MapDbError {
     /// The grant would remove rights that mappings derived from the node still hold;
     /// revoke them first (see [`MapDb::grant_revoking`]).
     RightsInUse,
+    /// The mapping would be derived more than `u16::MAX` levels deep.
+    TooDeep,
 }
 
 impl MapDbError {
@@ -159,6 +161,7 @@ impl MapDbError {
         match self {
             Self::Full => "mapping database full: unmap pages or enlarge the database",
             Self::InvalidNode => "no such mapping node",
+            Self::TooDeep => "mapping derived too deeply (more than 65535 levels)",
             Self::NoRights => "requested rights do not overlap the source mapping's rights",
             Self::RightsInUse => {
                 "grant would remove rights still held by derived mappings: revoke them first"
@@ -260,6 +263,7 @@ impl<const N: usize> MapDb<N> {
         if rights.is_empty() {
             return Err(MapDbError::NoRights);
         }
+        let depth = p.depth.checked_add(1).ok_or(MapDbError::TooDeep)?;
         let i = self.alloc()?;
         let pi = parent as usize;
         self.nodes[i] = Node {
@@ -269,7 +273,7 @@ impl<const N: usize> MapDb<N> {
             rights,
             parent: Link::to(pi),
             next_sibling: p.first_child,
-            depth: p.depth + 1,
+            depth,
             live: true,
             ..Node::EMPTY
         };

@@ -25,8 +25,13 @@ fn is_uart(gpa: u32) -> bool {
 
 pub enum Outcome {
     Reply(Msg),
+    /// The guest idles: send this reply when its timers may have fired or input came.
+    Idle(Msg),
     GuestReset,
 }
+
+/// Console bytes waiting for room in the virtual UART's receive FIFO.
+const INPUT_QUEUE: usize = 512;
 
 pub struct Machine {
     mem: GuestMemory<1>,
@@ -37,12 +42,19 @@ pub struct Machine {
     line_len: usize,
     warned_dcr: bool,
     warned_mmio: u32,
+    /// `[vmN] ` before every console line when several VMs share the console.
+    prefix: Option<usize>,
+    /// The console line buffer was flushed before its newline (a long line).
+    line_continues: bool,
+    input: heapless::Deque<u8, INPUT_QUEUE>,
+    /// The reply held back while the guest idles.
+    pub held: Option<Msg>,
 }
 
 impl Machine {
     /// Allocates `size` bytes of guest RAM (physically contiguous, zeroed), aligned to
     /// 16 MiB so the kernel can back it with large hardware pages.
-    pub fn new(frames: &mut FrameAllocator, size: u32) -> Result<Machine, &'static str> {
+    pub fn new(frames: &mut FrameAllocator, size: u32, prefix: Option<usize>) -> Result<Machine, &'static str> {
         let mut first = frames.alloc().ok_or("out of memory")?;
         // Frames below the next 16 MiB boundary stay unused (at most 16 MiB of waste).
         while first & (SEGMENT_ALIGN - 1) != 0 {
@@ -69,6 +81,10 @@ impl Machine {
             line_len: 0,
             warned_dcr: false,
             warned_mmio: 0,
+            prefix,
+            line_continues: false,
+            input: heapless::Deque::new(),
+            held: None,
         })
     }
 
@@ -205,7 +221,14 @@ impl Machine {
                     next = pc;
                 }
             },
-            Some(VirtFault::Idle) => next = pc,
+            Some(VirtFault::Idle) => {
+                // Resume at the mtmsr/wrtee: it re-checks for pending interrupts.
+                let mut reply = Msg::new(0);
+                reply.regs[0] = pc;
+                reply.regs[1] = self.irq_flags();
+                reply.tag = kestrel_abi::MsgTag::new(0, 2, 0);
+                return Outcome::Idle(reply);
+            }
             Some(VirtFault::Halt) | None => return Outcome::GuestReset,
         }
         flags |= self.irq_flags();
@@ -229,6 +252,34 @@ impl Machine {
         };
         reply.tag = kestrel_abi::MsgTag::new(0, words, 0);
         Outcome::Reply(reply)
+    }
+
+    /// Console input for this VM's UART0: queued, and fed into the UART's receive FIFO
+    /// as the guest drains it. Bytes beyond the queue are dropped (as a real UART
+    /// overruns), with no effect on the VMM.
+    pub fn console_input(&mut self, b: u8) {
+        let _ = self.input.push_back(b);
+        self.feed_input();
+    }
+
+    fn feed_input(&mut self) {
+        while self.uart0.can_accept_input() {
+            let Some(b) = self.input.pop_front() else { break };
+            self.uart0.push_input(b);
+        }
+    }
+
+    /// Tells the kernel the current level of the vCPU's external interrupt input (for
+    /// a change that did not come with a fault reply, like console input).
+    pub fn sync_irq(&mut self, vcpu: ThreadId) {
+        let level = self.irq_flags() & vfault::REPLY_IRQ_RAISE != 0;
+        let _ = sys::vcpu_control(vcpu, kestrel_abi::vcpuctl::SET_IRQ, level as u32, 0, 0);
+    }
+
+    /// Replaces the interrupt-line flags of a held reply with the current ones.
+    pub fn refresh_irq_flags(&mut self, reply: &mut Msg) {
+        let lines = vfault::REPLY_IRQ_RAISE | vfault::REPLY_IRQ_LOWER | vfault::REPLY_CRIT_RAISE | vfault::REPLY_CRIT_LOWER;
+        reply.regs[1] = (reply.regs[1] & !lines) | self.irq_flags();
     }
 
     /// Interrupt-line flags for a reply, from the device models' outputs.
@@ -272,7 +323,13 @@ impl Machine {
 
     fn mmio_read(&mut self, gpa: u32) -> u8 {
         match gpa {
-            a if a.wrapping_sub(UART0) < kestrel_devices::UART_REGS => self.uart0.read(a - UART0),
+            a if a.wrapping_sub(UART0) < kestrel_devices::UART_REGS => {
+                let v = self.uart0.read(a - UART0);
+                if !self.input.is_empty() {
+                    self.feed_input();
+                }
+                v
+            }
             a if a.wrapping_sub(UART1) < kestrel_devices::UART_REGS => self.uart1.read(a - UART1),
             _ => {
                 self.warn_unmodelled(gpa, 0);
@@ -289,9 +346,15 @@ impl Machine {
     }
 
     fn mmio_write(&mut self, gpa: u32, v: u8) {
-        let (line, len) = (&mut self.line, &mut self.line_len);
+        let (line, len, prefix, cont) = (&mut self.line, &mut self.line_len, self.prefix, &mut self.line_continues);
         let mut tx = |b: u8| {
             if b == b'\n' || *len == line.len() {
+                // A long line is flushed in pieces; only its first piece gets the prefix.
+                let first = !core::mem::replace(cont, b != b'\n');
+                if let (Some(i), true) = (prefix, first) {
+                    let tag = [b'[', b'v', b'm', b'0' + (i % 10) as u8, b']', b' '];
+                    let _ = sys::kdebug_write(&tag);
+                }
                 let _ = sys::kdebug_write(&line[..*len]);
                 *len = 0;
                 if b == b'\n' {
@@ -337,12 +400,15 @@ impl Machine {
 }
 
 /// Prints the vCPU's trace points: count and cost per exit class (timebase ticks).
-pub fn print_trace(vcpu: ThreadId) {
+pub fn print_trace(vcpu: ThreadId, vm: Option<usize>) {
     if sys::trace_control(kestrel_abi::tracectl::READ, vcpu).is_err() {
         return;
     }
     let t = sys::utcb().trace;
-    println!("vmm: trace points (cost in timebase ticks)");
+    match vm {
+        Some(i) => println!("vmm: vm{i} trace points (cost in timebase ticks)"),
+        None => println!("vmm: trace points (cost in timebase ticks)"),
+    }
     for tp in TracePoint::ALL {
         let c = t[tp as usize];
         if c.count > 0 {

@@ -1,28 +1,41 @@
 //! The user-level VMM (paper §4), running as Kestrel's root task.
 //!
-//! It takes the guest image from the boot-module archive (module `guest`), gives the VM
-//! one linear segment of guest-physical RAM, creates one vCPU, and then serves the
-//! vCPU's faults in an IPC loop:
-//! - second-stage page faults: map the segment page backing the guest-physical address;
-//! - MMIO (the bamboo UART page): decode the load/store and run the UART models;
+//! It runs `vmm.vms=N` virtual machines (kernel command line; default 1, at most
+//! [`MAX_VMS`]). Each VM gets its own linear segment of guest-physical RAM, its own
+//! address space and vCPU thread, and its own device models; one fault-IPC loop serves
+//! them all:
+//! - second-stage page faults: map the segment block backing the guest-physical address;
+//! - MMIO (the bamboo UART page, and for an OS guest all of device space): decode the
+//!   load/store and run the device models;
 //! - instructions the kernel does not emulate: mfdcr/mtdcr on the UIC's DCRs;
-//! - a reset request (DBCR0[RST]): print the trace points and stop the machine.
-//! The guest's console bytes go straight to the kernel console, so a guest prints the
-//! same lines natively and in the VM.
+//! - idle (the guest set MSR[WE] with nothing pending): the vCPU stays blocked until its
+//!   next timer may fire or console input arrives, so an idle VM costs no CPU;
+//! - a reset request (DBCR0[RST]): print that VM's trace points and stop it; the machine
+//!   shuts down when every VM has stopped.
+//!
+//! A VM that dies (the kernel kills a vCPU that misbehaves, or it powers off) leaves the
+//! others running. Console: each VM's UART0 output goes to the real console, prefixed
+//! `[vmN] ` when more than one VM runs; console input goes to one VM at a time (see
+//! [`console`]).
 #![no_std]
 #![no_main]
 
+mod console;
 mod machine;
 
-use kestrel_abi::{bootmod, label, tcflags, vcpuctl, vfault, ThreadId, Timeout, VcpuState, VirtFault};
-use kestrel_user::ipc::{receive, reply_wait, Msg};
+use console::Console;
+use kestrel_abi::{bootmod, kinfo, label, tcflags, vcpuctl, ThreadId, Timeout, Timeouts, VcpuState, VirtFault};
+use kestrel_user::ipc::{ipc, receive, Msg};
 use kestrel_user::mem::{boot_modules, map_reply, FrameAllocator, PageFault};
 use kestrel_user::{println, rt, sys};
 use machine::{Machine, Outcome};
 
-const VCPU: ThreadId = ThreadId::new(70, 1);
+/// Most VMs one VMM runs (guest RAM and kernel thread slots bound it in practice).
+const MAX_VMS: usize = 4;
+/// vCPU of VM i: thread number `VCPU_BASE + i`.
+const VCPU_BASE: u32 = 70;
 const VCPU_PRIORITY: u32 = 90;
-/// Guest RAM: one linear segment at guest-physical 0.
+/// Guest RAM for a bare-metal guest: one linear segment at guest-physical 0.
 const GUEST_RAM: u32 = 32 << 20;
 /// Guest RAM for an OS guest; its device tree must say the same.
 const LINUX_RAM: u32 = 64 << 20;
@@ -30,139 +43,280 @@ const LINUX_RAM: u32 = 64 << 20;
 const DTB_GPA: u32 = 0x0180_0000;
 const INITRD_GPA: u32 = 0x0190_0000;
 const INITIAL_SP: u32 = 0x00ff_fff8;
+/// Longest an idle vCPU stays blocked before it looks at its timers again.
+const IDLE_SLICE_US: u32 = 1000;
+
+fn vcpu_id(i: usize) -> ThreadId {
+    ThreadId::new(VCPU_BASE + i as u32, 1)
+}
+
+/// What the VMM knows about one VM's vCPU.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Run {
+    /// Running, or blocked in a fault the VMM is about to answer.
+    Running,
+    /// Idle until time base `until` (or console input): the reply is held back.
+    Idle { until: u64 },
+    Stopped,
+}
+
+struct Vm {
+    vcpu: ThreadId,
+    machine: Machine,
+    run: Run,
+}
 
 #[no_mangle]
 pub extern "C" fn task_main() {
     let _ = sys::set_name("vmm");
-    let Some(guest) = boot_modules().and_then(|a| bootmod::find(a, "guest")) else {
-        println!("vmm: no module named \"guest\" in the boot-module archive");
-        return;
-    };
+    let archive = boot_modules().unwrap_or(&[]);
+    let nvms = vm_count();
     let Some(mut frames) = FrameAllocator::from_kernel() else {
         println!("vmm: cannot query physical memory");
         return;
     };
-    // With a device tree module the guest is an OS kernel booted the ePAPR way (Linux):
-    // image at its physical addresses, initrd and device tree where QEMU's bamboo puts
-    // them, r3 = device tree. Otherwise a bare-metal program.
-    let archive = boot_modules().unwrap_or(&[]);
+    let mut vms: heapless::Vec<Vm, MAX_VMS> = heapless::Vec::new();
+    for i in 0..nvms {
+        match create_vm(i, nvms, archive, &mut frames) {
+            Ok(vm) => {
+                let _ = vms.push(vm);
+            }
+            Err(e) => {
+                println!("vmm: vm{i}: {e}");
+                if i == 0 {
+                    return;
+                }
+                println!("vmm: running {} VM(s) instead of {}", vms.len(), nvms);
+                break;
+            }
+        }
+    }
+    let mut console = Console::new(vms.len());
+    serve(&mut vms, &mut console);
+}
+
+/// `vmm.vms=N` from the kernel command line, clamped to 1..=MAX_VMS.
+fn vm_count() -> usize {
+    let mut buf = [0u8; kestrel_abi::BOOTARGS_LEN];
+    let n = sys::bootargs(&mut buf);
+    let args = core::str::from_utf8(&buf[..n]).unwrap_or("");
+    let Some(v) = args.split_ascii_whitespace().find_map(|a| a.strip_prefix("vmm.vms=")) else {
+        return 1;
+    };
+    match v.parse::<usize>() {
+        Ok(n) if (1..=MAX_VMS).contains(&n) => n,
+        _ => {
+            println!("vmm: vmm.vms={v} is not a number from 1 to {MAX_VMS}; running 1 VM");
+            1
+        }
+    }
+}
+
+/// Builds VM `i`: RAM, guest image, vCPU. The guest image is module `guest<i>` if the
+/// archive has one, else `guest`. With a `dtb` module the guest is an OS kernel booted
+/// the ePAPR way (Linux): image at its physical addresses, initrd and device tree where
+/// QEMU's bamboo puts them, r3 = device tree. Otherwise a bare-metal program.
+fn create_vm(i: usize, nvms: usize, archive: &[u8], frames: &mut FrameAllocator) -> Result<Vm, &'static str> {
+    let mut own = heapless::String::<16>::new();
+    let _ = core::fmt::write(&mut own, format_args!("guest{i}"));
+    let guest = bootmod::find(archive, &own)
+        .or_else(|| bootmod::find(archive, "guest"))
+        .ok_or("no module named \"guest\" in the boot-module archive")?;
     let dtb = bootmod::find(archive, "dtb");
     let initrd = bootmod::find(archive, "initrd");
     let ram = if dtb.is_some() { LINUX_RAM } else { GUEST_RAM };
-    let mut m = match Machine::new(&mut frames, ram) {
-        Ok(m) => m,
-        Err(e) => {
-            println!("vmm: cannot set up guest memory: {e}");
-            return;
-        }
-    };
-    let loaded = match dtb {
-        None => m.load_elf(guest.data).map(|e| (e, 0, 0)),
-        Some(dtb) => m.load_elf_physical(guest.data).and_then(|e| {
+    let prefix = if nvms > 1 { Some(i) } else { None };
+    let mut m = Machine::new(frames, ram, prefix)?;
+    let (entry, r3, r1) = match dtb {
+        None => (m.load_elf(guest.data)?, 0, 0),
+        Some(dtb) => {
+            let e = m.load_elf_physical(guest.data)?;
             m.load_blob(DTB_GPA, dtb.data)?;
             if let Some(rd) = initrd {
                 m.load_blob(INITRD_GPA, rd.data)?;
             }
             println!(
-                "vmm: OS guest: entry {:#x}, device tree at {:#x}, initrd {} KiB at {:#x}, {} MiB RAM",
-                e, DTB_GPA, initrd.map_or(0, |r| r.data.len() >> 10), INITRD_GPA, ram >> 20
+                "vmm: vm{i}: OS guest: entry {:#x}, device tree at {:#x}, initrd {} KiB at {:#x}, {} MiB RAM",
+                e,
+                DTB_GPA,
+                initrd.map_or(0, |r| r.data.len() >> 10),
+                INITRD_GPA,
+                ram >> 20
             );
-            Ok((e, DTB_GPA, INITIAL_SP))
-        }),
-    };
-    let (entry, r3, r1) = match loaded {
-        Ok(x) => x,
-        Err(e) => {
-            println!("vmm: cannot load the guest image: {e}");
-            return;
+            (e, DTB_GPA, INITIAL_SP)
         }
     };
-    if let Err(e) = start_vcpu(entry, r3, r1, dtb.is_some()) {
-        println!("vmm: cannot start the vCPU: {:?} ({})", e, e.as_str());
-        return;
-    }
-    serve(&mut m);
+    let vcpu = vcpu_id(i);
+    start_vcpu(vcpu, entry, r3, r1, dtb.is_some()).map_err(|e| e.as_str())?;
+    Ok(Vm { vcpu, machine: m, run: Run::Running })
 }
 
 /// Creates the vCPU in a fresh VM space with this thread as its pager and VMM, and
 /// starts it in the ePAPR-like entry state: pc at the image entry, MSR 0, one TLB
 /// entry mapping the first 256 MiB 1:1 for the guest supervisor.
-fn start_vcpu(entry: u32, r3: u32, r1: u32, os: bool) -> Result<(), kestrel_abi::KError> {
+fn start_vcpu(vcpu: ThreadId, entry: u32, r3: u32, r1: u32, os: bool) -> Result<(), kestrel_abi::KError> {
     let me = sys::my_id();
-    sys::thread_control_flags(VCPU, VCPU, VCPU_PRIORITY, me, 0, tcflags::VCPU)?;
+    sys::thread_control_flags(vcpu, vcpu, VCPU_PRIORITY, me, 0, tcflags::VCPU)?;
     let _ = sys::set_name("vmm");
     let u = sys::utcb();
     u.vcpu = VcpuState { pc: entry, ..VcpuState::default() };
     u.vcpu.gpr[3] = r3;
     u.vcpu.gpr[1] = r1;
-    sys::vcpu_control(VCPU, vcpuctl::SET_STATE, 0, 0, 0)?;
+    sys::vcpu_control(vcpu, vcpuctl::SET_STATE, 0, 0, 0)?;
     // Guest TLB entry 0: EPN 0, valid, TS 0, 256 MiB; RPN 0; SX|SW|SR; TID 0.
     u.mr[1] = 0x200 | (9 << 4);
     u.mr[2] = 0;
     u.mr[3] = 0x7;
     u.mr[4] = 0;
-    sys::vcpu_control(VCPU, vcpuctl::SET_TLB, 0, 0, 0)?;
-    sys::vcpu_control(VCPU, vcpuctl::SET_MMIO, 0, machine::UART_PAGE, 0x1000)?;
+    sys::vcpu_control(vcpu, vcpuctl::SET_TLB, 0, 0, 0)?;
+    sys::vcpu_control(vcpu, vcpuctl::SET_MMIO, 0, machine::UART_PAGE, 0x1000)?;
     if os {
-        // An OS probes more of the board (the PCI host bridge): all device space traps.
-        sys::vcpu_control(VCPU, vcpuctl::SET_MMIO, 1, 0xE000_0000, 0x1000_0000)?;
+        // An OS probes more of the board: all device space traps.
+        sys::vcpu_control(vcpu, vcpuctl::SET_MMIO, 1, 0xE000_0000, 0x1000_0000)?;
     }
     // Device exits carry no register file: the RS value rides in MR6 and results come
     // back with REPLY_SET_GPR (see `Machine::handle`).
-    sys::vcpu_control(VCPU, vcpuctl::SET_TRANSFER_MASK, VirtFault::Instruction as u32, 0, 0)?;
-    sys::vcpu_control(VCPU, vcpuctl::SET_TRANSFER_MASK, VirtFault::Mmio as u32, 0, 0)?;
-    sys::exchange_registers(VCPU, kestrel_abi::exreg::START, 0, 0, ThreadId::NIL, ThreadId::NIL)?;
+    sys::vcpu_control(vcpu, vcpuctl::SET_TRANSFER_MASK, VirtFault::Instruction as u32, 0, 0)?;
+    sys::vcpu_control(vcpu, vcpuctl::SET_TRANSFER_MASK, VirtFault::Mmio as u32, 0, 0)?;
+    sys::exchange_registers(vcpu, kestrel_abi::exreg::START, 0, 0, ThreadId::NIL, ThreadId::NIL)?;
     Ok(())
 }
 
-/// The fault-IPC loop.
-fn serve(m: &mut Machine) {
-    let mut pending: Option<Msg> = None;
+/// Time-base ticks per microsecond (the guest reads the same time base).
+fn ticks_per_us() -> u64 {
+    match sys::kernel_info(kinfo::CLOCK) {
+        Ok([hz, ..]) if hz >= 1_000_000 => hz as u64 / 1_000_000,
+        _ => 400,
+    }
+}
+
+/// The fault-IPC loop for all VMs.
+fn serve(vms: &mut [Vm], console: &mut Console) {
+    let tpu = ticks_per_us();
+    let idle_ticks = IDLE_SLICE_US as u64 * tpu;
+    let mut pending: Option<(ThreadId, Msg)> = None;
     loop {
+        let any_idle = vms.iter().any(|v| matches!(v.run, Run::Idle { .. }));
+        let wait = if any_idle { Timeout::from_us(IDLE_SLICE_US) } else { Timeout::NEVER };
         let r = match pending.take() {
-            Some(reply) => reply_wait(VCPU, &reply),
-            None => receive(ThreadId::ANY, Timeout::NEVER),
+            Some((to, reply)) => {
+                let (from, msg, r) = ipc(to, ThreadId::ANY, Timeouts::new(Timeout::ZERO, wait), &reply);
+                match r {
+                    Err(e) if e.phase == kestrel_abi::IpcPhase::Send => {
+                        // The vCPU went away (killed by the kernel, or deleted).
+                        println!("vmm: reply to {:?} failed: {:?}", to, e);
+                        vm_gone(vms, to, "did not take the VMM's reply");
+                        continue;
+                    }
+                    r => r.map(|()| (from, msg)),
+                }
+            }
+            None => receive(ThreadId::ANY, wait),
         };
+        wake_idle(vms, console, false);
         let (from, msg) = match r {
             Ok(x) => x,
+            Err(e) if e.error == kestrel_abi::IpcError::Timeout => continue,
             Err(e) => {
                 println!("vmm: IPC failed: {:?}", e);
-                return;
+                continue;
             }
         };
-        if from != VCPU {
+        if from.irq_line() == Some(console::UART_IRQ) {
+            if console.input(vms.iter_mut().map(|v| &mut v.machine)) {
+                let f = console.focus();
+                if vms[f].run == Run::Running {
+                    let vcpu = vms[f].vcpu;
+                    vms[f].machine.sync_irq(vcpu);
+                }
+                wake_idle(vms, console, true);
+            }
+            // Acknowledge (unmask the line) with the next receive.
+            pending = Some((from, Msg::new(0)));
             continue;
         }
+        let Some(vi) = vms.iter().position(|v| v.vcpu == from) else {
+            continue;
+        };
+        let vm = &mut vms[vi];
         if let Some(pf) = PageFault::parse(&msg) {
-            pending = Some(match m.backing_block(pf.addr) {
-                Some((host, log2)) => match kestrel_abi::Fpage::new(host, log2, kestrel_abi::Rights::RWX) {
-                    Some(fp) => {
-                        let mut r = Msg::new(0);
-                        r.push_item(kestrel_abi::MapItem::map(pf.addr, fp));
-                        r
-                    }
-                    None => map_reply(pf.addr, host, kestrel_abi::Rights::RWX),
-                },
-                None => {
-                    println!("vmm: guest touched unbacked guest-physical {:#010x} (pc {:#010x}); stopping it", pf.addr, pf.ip);
-                    Msg::new(label::KILL)
-                }
-            });
+            pending = Some((from, page_fault_reply(vi, &vm.machine, &pf)));
             continue;
         }
         if !label::is_virt_fault(msg.label()) {
-            println!("vmm: unexpected message label {:#06x} from the vCPU", msg.label());
+            println!("vmm: vm{vi}: unexpected message label {:#06x} from the vCPU", msg.label());
             continue;
         }
         let class = VirtFault::from_raw((msg.label() & 0xf) as u32);
-        match m.handle(VCPU, class, &msg) {
-            Outcome::Reply(reply) => pending = Some(reply),
+        match vm.machine.handle(vm.vcpu, class, &msg) {
+            Outcome::Reply(reply) => pending = Some((from, reply)),
+            Outcome::Idle(reply) => {
+                vm.run = Run::Idle { until: sys::timebase() + idle_ticks };
+                vm.machine.held = Some(reply);
+            }
             Outcome::GuestReset => {
-                machine::print_trace(VCPU);
-                println!("vmm: guest requested a reset; stopping");
-                rt::exit(0);
+                stop_vm(vms, vi, "guest requested a reset");
             }
         }
-        let _ = vfault::PC;
+        if vms.iter().all(|v| v.run == Run::Stopped) {
+            println!("vmm: every VM has stopped; shutting down");
+            rt::exit(0);
+        }
     }
+}
+
+/// Answers the idle VMs whose slice ran out (or all idle VMs with input, if `input`).
+fn wake_idle(vms: &mut [Vm], console: &Console, input: bool) {
+    let now = sys::timebase();
+    for i in 0..vms.len() {
+        let Run::Idle { until } = vms[i].run else { continue };
+        let has_input = input && console.focus() == i;
+        if now < until && !has_input {
+            continue;
+        }
+        vms[i].run = Run::Running;
+        let Some(mut reply) = vms[i].machine.held.take() else { continue };
+        vms[i].machine.refresh_irq_flags(&mut reply);
+        if kestrel_user::ipc::reply(vms[i].vcpu, &reply).is_err() {
+            let id = vms[i].vcpu;
+            vm_gone(vms, id, "did not take the VMM's reply");
+        }
+    }
+}
+
+fn page_fault_reply(vi: usize, m: &Machine, pf: &PageFault) -> Msg {
+    match m.backing_block(pf.addr) {
+        Some((host, log2)) => match kestrel_abi::Fpage::new(host, log2, kestrel_abi::Rights::RWX) {
+            Some(fp) => {
+                let mut r = Msg::new(0);
+                r.push_item(kestrel_abi::MapItem::map(pf.addr, fp));
+                r
+            }
+            None => map_reply(pf.addr, host, kestrel_abi::Rights::RWX),
+        },
+        None => {
+            println!(
+                "vmm: vm{vi}: guest touched unbacked guest-physical {:#010x} (pc {:#010x}); stopping it",
+                pf.addr, pf.ip
+            );
+            Msg::new(label::KILL)
+        }
+    }
+}
+
+fn vm_gone(vms: &mut [Vm], vcpu: ThreadId, why: &str) {
+    if let Some(i) = vms.iter().position(|v| v.vcpu == vcpu) {
+        if vms[i].run != Run::Stopped {
+            println!("vmm: vm{i}: vCPU {why}; the other VMs carry on");
+            vms[i].run = Run::Stopped;
+        }
+    }
+}
+
+fn stop_vm(vms: &mut [Vm], vi: usize, why: &str) {
+    let many = vms.len() > 1;
+    machine::print_trace(vms[vi].vcpu, if many { Some(vi) } else { None });
+    println!("vmm: vm{vi}: {why}; stopping it");
+    vms[vi].run = Run::Stopped;
+    let _ = sys::thread_control(vms[vi].vcpu, ThreadId::NIL, 0, ThreadId::NIL, 0);
 }

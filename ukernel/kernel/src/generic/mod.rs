@@ -30,7 +30,7 @@ pub const NTCB: usize = NTHREADS + 1;
 /// Address spaces.
 pub const NSPACES: usize = 64;
 /// Mapping-database nodes: every mapped page in every space needs one.
-pub const MAPDB_NODES: usize = 48 * 1024;
+pub const MAPDB_NODES: usize = 160 * 1024;
 /// Per-thread kernel stack size (the user frame sits at its top).
 pub const KSTACK_SIZE: usize = 8192;
 
