@@ -1,0 +1,345 @@
+//! The flattened device tree Kestrel's VMM hands a Linux guest on its virtual bamboo board.
+//!
+//! [`bamboo_dtb`] writes, with the `vm-fdt` crate, a tree that describes only what the VMM
+//! models: one PowerPC 440 CPU, RAM from guest-physical 0, the UIC0 interrupt controller on
+//! DCRs 0xC0..0xC8, the 16550 UARTs at 0xEF600300 (UIC input 0) and, optionally, 0xEF600400
+//! (UIC input 1), and `/chosen` (command line, initrd, console). The root is compatible with
+//! `amcc,bamboo`, so Linux 6.1 takes its `ppc44x_simple` platform (`uic_init_tree` for
+//! interrupts, `of_platform_bus_probe` over the `ibm,plb4`/`ibm,opb` buses for the UARTs).
+//! PCI, EMAC, MAL, I2C, GPIO, SDR/CPR and the second UIC of QEMU's own bamboo tree are left
+//! out: a guest must not probe hardware the VMM does not emulate.
+//!
+//! Node names, paths and phandles follow QEMU's `bamboo.dtb` (which comes from Linux's
+//! `arch/powerpc/boot/dts/bamboo.dts`), so the tree also boots natively in place of QEMU's:
+//! QEMU's bamboo board rewrites `/memory` `reg`, `/chosen` (`bootargs`, `linux,initrd-start`,
+//! `linux,initrd-end`) and `/cpus/cpu@0` (`clock-frequency`, `timebase-frequency`) in the tree
+//! it loads, and exits when one of those nodes is missing.
+//!
+//! The crate is pure (`no_std` + `alloc`, no `unsafe`): every input is checked and a bad one
+//! comes back as an [`Error`], never a panic.
+#![no_std]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+use alloc::format;
+use alloc::vec::Vec;
+use core::fmt;
+use vm_fdt::FdtWriter;
+
+/// First DCR of UIC0 (`dcr-reg`).
+pub const UIC0_DCR_BASE: u32 = 0xC0;
+/// DCRs UIC0 decodes (`dcr-reg` count): offsets 0 (SR) to 8 (VCR).
+pub const UIC0_DCR_COUNT: u32 = 9;
+/// Guest-physical address of UART0 (the console).
+pub const UART0_GPA: u32 = 0xEF60_0300;
+/// Guest-physical address of UART1.
+pub const UART1_GPA: u32 = 0xEF60_0400;
+/// Bytes of registers per UART (`reg` size): eight byte-wide registers.
+pub const UART_REG_BYTES: u32 = 8;
+/// UIC0 input of UART0's interrupt.
+pub const UART0_IRQ: u32 = 0;
+/// UIC0 input of UART1's interrupt.
+pub const UART1_IRQ: u32 = 1;
+/// Path of UART0's node: `/chosen`'s `stdout-path` and alias `serial0`.
+pub const UART0_PATH: &str = "/plb/opb/serial@ef600300";
+/// Path of UART1's node: alias `serial1`.
+pub const UART1_PATH: &str = "/plb/opb/serial@ef600400";
+/// Phandle of the CPU node (the root's `dcr-parent`).
+pub const CPU_PHANDLE: u32 = 1;
+/// Phandle of UIC0 (the UARTs' `interrupt-parent`).
+pub const UIC0_PHANDLE: u32 = 2;
+/// PLB clock of QEMU's bamboo tree (133.33 MHz): the plb node's `clock-frequency`.
+pub const PLB_HZ: u32 = 133_333_332;
+/// OPB clock of QEMU's bamboo tree (66.67 MHz): the opb node's `clock-frequency`.
+pub const OPB_HZ: u32 = 66_666_666;
+/// RAM must end at or below this address: the OPB window (0x8000_0000 up, where the UARTs
+/// are) starts there.
+pub const RAM_LIMIT: u64 = 0x8000_0000;
+/// Granule of the RAM size: the 4 KiB page.
+pub const RAM_ALIGN: u32 = 0x1000;
+/// Longest command line Linux keeps (powerpc's `COMMAND_LINE_SIZE` is 2048 with the NUL);
+/// a longer one would be cut silently, so it is refused.
+pub const BOOTARGS_MAX: usize = 2047;
+/// The timebase and CPU clock of QEMU's bamboo (both 400 MHz).
+pub const QEMU_TIMEBASE_HZ: u32 = 400_000_000;
+/// The UART input clock of QEMU's bamboo tree (11.0592 MHz).
+pub const QEMU_UART_CLOCK_HZ: u32 = 11_059_200;
+
+/// What the guest's tree describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BambooVm<'a> {
+    /// Bytes of guest RAM from guest-physical 0: non-zero, a multiple of [`RAM_ALIGN`], at
+    /// most [`RAM_LIMIT`].
+    pub ram_bytes: u32,
+    /// The kernel command line (`/chosen/bootargs`): no NUL, at most [`BOOTARGS_MAX`] bytes.
+    pub bootargs: &'a str,
+    /// The initrd's guest-physical `[start, end)`, inside RAM, not empty; `None` leaves the
+    /// `linux,initrd-*` properties out.
+    pub initrd: Option<(u32, u32)>,
+    /// Timebase frequency (`timebase-frequency`): Linux's clock source and tick.
+    pub timebase_hz: u32,
+    /// Core clock (`clock-frequency` of the CPU).
+    pub cpu_hz: u32,
+    /// Input clock of the UARTs (their `clock-frequency`): 8250 divisors are computed from it.
+    pub uart_clock_hz: u32,
+    /// Console speed in baud (UART0's `current-speed`), 0 to leave it out.
+    pub console_baud: u32,
+    /// Also describe UART1 (0xEF600400, UIC input 1).
+    pub uart1: bool,
+}
+
+impl<'a> BambooVm<'a> {
+    /// A VM with QEMU bamboo's clocks (400 MHz timebase and core, 11.0592 MHz UART clock), a
+    /// 115200-baud console, both UARTs and no initrd.
+    pub const fn new(ram_bytes: u32, bootargs: &'a str) -> Self {
+        BambooVm {
+            ram_bytes,
+            bootargs,
+            initrd: None,
+            timebase_hz: QEMU_TIMEBASE_HZ,
+            cpu_hz: QEMU_TIMEBASE_HZ,
+            uart_clock_hz: QEMU_UART_CLOCK_HZ,
+            console_baud: 115_200,
+            uart1: true,
+        }
+    }
+}
+
+/// Why no tree was written.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Error {
+    /// `ram_bytes` is zero, not a multiple of [`RAM_ALIGN`], or above [`RAM_LIMIT`].
+    RamSize(u32),
+    /// The command line contains a NUL byte (at this offset).
+    BootargsNul(usize),
+    /// The command line is longer than [`BOOTARGS_MAX`] bytes (its length).
+    BootargsTooLong(usize),
+    /// The initrd range is empty or reversed (`start >= end`).
+    InitrdEmpty { start: u32, end: u32 },
+    /// The initrd range ends beyond RAM.
+    InitrdOutsideRam {
+        start: u32,
+        end: u32,
+        ram_bytes: u32,
+    },
+    /// A clock frequency is zero (the property's name).
+    ZeroFrequency(&'static str),
+    /// The FDT writer refused the tree (not expected once the inputs above are checked).
+    Fdt(vm_fdt::Error),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::RamSize(b) => write!(
+                f,
+                "RAM size {b:#x} is not a non-zero multiple of {RAM_ALIGN:#x} up to {RAM_LIMIT:#x}"
+            ),
+            Error::BootargsNul(at) => write!(f, "bootargs contain a NUL byte at offset {at}"),
+            Error::BootargsTooLong(n) => {
+                write!(
+                    f,
+                    "bootargs are {n} bytes, Linux keeps at most {BOOTARGS_MAX}"
+                )
+            }
+            Error::InitrdEmpty { start, end } => {
+                write!(f, "initrd range {start:#x}..{end:#x} is empty")
+            }
+            Error::InitrdOutsideRam {
+                start,
+                end,
+                ram_bytes,
+            } => write!(
+                f,
+                "initrd range {start:#x}..{end:#x} is not inside RAM (0..{ram_bytes:#x})"
+            ),
+            Error::ZeroFrequency(p) => write!(f, "{p} is zero"),
+            Error::Fdt(e) => write!(f, "FDT writer: {e}"),
+        }
+    }
+}
+
+impl From<vm_fdt::Error> for Error {
+    fn from(e: vm_fdt::Error) -> Self {
+        Error::Fdt(e)
+    }
+}
+
+/// Checks `vm` and writes its device tree blob (FDT version 17, no memory reservations).
+pub fn bamboo_dtb(vm: &BambooVm) -> Result<Vec<u8>, Error> {
+    check(vm)?;
+    let mut w = FdtWriter::new()?;
+
+    let root = w.begin_node("")?;
+    // Two address cells (the 440's 36-bit physical addresses) and one size cell, as on the
+    // real board: QEMU's bamboo writes /memory's reg as three cells.
+    w.property_u32("#address-cells", 2)?;
+    w.property_u32("#size-cells", 1)?;
+    w.property_string("model", "amcc,bamboo")?;
+    w.property_string("compatible", "amcc,bamboo")?;
+    w.property_u32("dcr-parent", CPU_PHANDLE)?;
+
+    let aliases = w.begin_node("aliases")?;
+    w.property_string("serial0", UART0_PATH)?;
+    if vm.uart1 {
+        w.property_string("serial1", UART1_PATH)?;
+    }
+    w.end_node(aliases)?;
+
+    let cpus = w.begin_node("cpus")?;
+    w.property_u32("#address-cells", 1)?;
+    w.property_u32("#size-cells", 0)?;
+    let cpu = w.begin_node("cpu@0")?;
+    w.property_string("device_type", "cpu")?;
+    w.property_string("model", "PowerPC,440EP")?;
+    w.property_u32("reg", 0)?;
+    w.property_u32("clock-frequency", vm.cpu_hz)?;
+    w.property_u32("timebase-frequency", vm.timebase_hz)?;
+    // The 440 core: 32 KiB instruction and data caches with 32-byte lines.
+    w.property_u32("i-cache-line-size", 32)?;
+    w.property_u32("d-cache-line-size", 32)?;
+    w.property_u32("i-cache-size", 32 * 1024)?;
+    w.property_u32("d-cache-size", 32 * 1024)?;
+    // The CPU is the DCR bus master; mtdcr/mfdcr reach the UIC (the VMM emulates them).
+    w.property_null("dcr-controller")?;
+    w.property_string("dcr-access-method", "native")?;
+    w.property_phandle(CPU_PHANDLE)?;
+    w.end_node(cpu)?;
+    w.end_node(cpus)?;
+
+    let memory = w.begin_node("memory@0")?;
+    w.property_string("device_type", "memory")?;
+    w.property_array_u32("reg", &[0, 0, vm.ram_bytes])?;
+    w.end_node(memory)?;
+
+    // UIC0 is the only (hence top-level: no `interrupts`) UIC. Interrupt specifiers are
+    // <input, sense>, sense 4 = level high.
+    let uic = w.begin_node("interrupt-controller0")?;
+    strings(&mut w, "compatible", &["ibm,uic-440ep", "ibm,uic"])?;
+    w.property_null("interrupt-controller")?;
+    w.property_u32("cell-index", 0)?;
+    w.property_array_u32("dcr-reg", &[UIC0_DCR_BASE, UIC0_DCR_COUNT])?;
+    w.property_u32("#address-cells", 0)?;
+    w.property_u32("#size-cells", 0)?;
+    w.property_u32("#interrupt-cells", 2)?;
+    w.property_phandle(UIC0_PHANDLE)?;
+    w.end_node(uic)?;
+
+    let plb = w.begin_node("plb")?;
+    strings(
+        &mut w,
+        "compatible",
+        &["ibm,plb-440ep", "ibm,plb-440gp", "ibm,plb4"],
+    )?;
+    w.property_u32("#address-cells", 2)?;
+    w.property_u32("#size-cells", 1)?;
+    w.property_null("ranges")?;
+    w.property_u32("clock-frequency", PLB_HZ)?;
+
+    let opb = w.begin_node("opb")?;
+    strings(
+        &mut w,
+        "compatible",
+        &["ibm,opb-440ep", "ibm,opb-440gp", "ibm,opb"],
+    )?;
+    w.property_u32("#address-cells", 1)?;
+    w.property_u32("#size-cells", 1)?;
+    // OPB addresses 0x0000_0000 and 0x8000_0000 (2 GiB each) are PLB 0x0_0000_0000 and
+    // 0x0_8000_0000: the UARTs sit at their guest-physical addresses.
+    w.property_array_u32(
+        "ranges",
+        &[
+            0,
+            0,
+            0,
+            0x8000_0000,
+            0x8000_0000,
+            0,
+            0x8000_0000,
+            0x8000_0000,
+        ],
+    )?;
+    w.property_u32("clock-frequency", OPB_HZ)?;
+    uart(&mut w, vm, UART0_GPA, UART0_IRQ, vm.console_baud)?;
+    if vm.uart1 {
+        uart(&mut w, vm, UART1_GPA, UART1_IRQ, 0)?;
+    }
+    w.end_node(opb)?;
+    w.end_node(plb)?;
+
+    let chosen = w.begin_node("chosen")?;
+    w.property_string("bootargs", vm.bootargs)?;
+    if let Some((start, end)) = vm.initrd {
+        w.property_u32("linux,initrd-start", start)?;
+        w.property_u32("linux,initrd-end", end)?;
+    }
+    // Linux's powerpc legacy serial code reads `linux,stdout-path` first, generic code
+    // `stdout-path`.
+    w.property_string("linux,stdout-path", UART0_PATH)?;
+    w.property_string("stdout-path", UART0_PATH)?;
+    w.end_node(chosen)?;
+
+    w.end_node(root)?;
+    Ok(w.finish()?)
+}
+
+fn check(vm: &BambooVm) -> Result<(), Error> {
+    if vm.ram_bytes == 0 || !vm.ram_bytes.is_multiple_of(RAM_ALIGN) || u64::from(vm.ram_bytes) > RAM_LIMIT {
+        return Err(Error::RamSize(vm.ram_bytes));
+    }
+    if let Some(at) = vm.bootargs.bytes().position(|b| b == 0) {
+        return Err(Error::BootargsNul(at));
+    }
+    if vm.bootargs.len() > BOOTARGS_MAX {
+        return Err(Error::BootargsTooLong(vm.bootargs.len()));
+    }
+    if let Some((start, end)) = vm.initrd {
+        if start >= end {
+            return Err(Error::InitrdEmpty { start, end });
+        }
+        if end > vm.ram_bytes {
+            return Err(Error::InitrdOutsideRam {
+                start,
+                end,
+                ram_bytes: vm.ram_bytes,
+            });
+        }
+    }
+    for (hz, name) in [
+        (vm.timebase_hz, "timebase-frequency"),
+        (vm.cpu_hz, "cpu clock-frequency"),
+        (vm.uart_clock_hz, "UART clock-frequency"),
+    ] {
+        if hz == 0 {
+            return Err(Error::ZeroFrequency(name));
+        }
+    }
+    Ok(())
+}
+
+/// One `ns16550` node on the OPB.
+fn uart(w: &mut FdtWriter, vm: &BambooVm, gpa: u32, irq: u32, baud: u32) -> Result<(), Error> {
+    let node = w.begin_node(&format!("serial@{gpa:x}"))?;
+    w.property_string("device_type", "serial")?;
+    w.property_string("compatible", "ns16550")?;
+    w.property_array_u32("reg", &[gpa, UART_REG_BYTES])?;
+    w.property_u32("clock-frequency", vm.uart_clock_hz)?;
+    if baud != 0 {
+        w.property_u32("current-speed", baud)?;
+    }
+    w.property_u32("interrupt-parent", UIC0_PHANDLE)?;
+    w.property_array_u32("interrupts", &[irq, 4])?;
+    w.end_node(node)?;
+    Ok(())
+}
+
+/// A string-list property (`"a\0b\0"`).
+fn strings(w: &mut FdtWriter, name: &str, values: &[&str]) -> Result<(), Error> {
+    let mut bytes = Vec::new();
+    for v in values {
+        bytes.extend_from_slice(v.as_bytes());
+        bytes.push(0);
+    }
+    Ok(w.property(name, &bytes)?)
+}
