@@ -7,7 +7,8 @@
 //! - [`rt`]: start-up code (`_start`), thread spawning, panic handler;
 //! - [`console`]: `print!`/`println!` through the kernel debug console;
 //! - [`mem`]: a sigma0-style physical frame allocator and a simple pager loop for
-//!   root tasks.
+//!   root tasks;
+//! - `heap` (cargo feature `heap`): a global allocator over a static arena, for `alloc`.
 //!
 //! A task provides `#[no_mangle] extern "C" fn task_main()`; when it returns, the root
 //! task shuts the machine down and any other thread halts itself.
@@ -15,6 +16,8 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 pub mod console;
+#[cfg(feature = "heap")]
+pub mod heap;
 pub mod ipc;
 pub mod mem;
 pub mod rt;

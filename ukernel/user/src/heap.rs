@@ -1,0 +1,121 @@
+//! The task's global allocator (cargo feature `heap`): `alloc::vec::Vec`, `Box`, `String` and
+//! friends over a static arena of [`HEAP_BYTES`] in the task's `.bss`.
+//!
+//! A task enables it with `kestrel-user = { path = "...", features = ["heap"] }` and
+//! `extern crate alloc;`; nothing needs initialising. The arena is managed by
+//! `linked_list_allocator`'s first-fit [`Heap`] (no `std`, no lock of its own). Threads of a
+//! task share it under a lock that, when taken, donates the caller's time slice to the
+//! holder (`thread_switch(holder)`, as in L4) instead of spinning: a higher-priority thread
+//! waiting for a lower-priority holder would otherwise spin forever under a strict-priority
+//! scheduler. The lock word is one `AtomicU32` (lwarx/stwcx. on the 440).
+//!
+//! The arena costs `HEAP_BYTES` of `.bss` in every task that turns the feature on: the kernel
+//! backs a root task's `.bss` page by page at load time. Allocation failure ends in Rust's
+//! default allocation-error handler (a panic, hence the task's panic handler).
+
+use crate::sys::{my_id, thread_switch};
+use core::alloc::{GlobalAlloc, Layout};
+use core::cell::UnsafeCell;
+use core::mem::MaybeUninit;
+use core::ptr::{self, NonNull};
+use core::sync::atomic::{AtomicU32, Ordering};
+use kestrel_abi::ThreadId;
+use linked_list_allocator::Heap;
+
+/// Bytes in the heap arena (2 MiB).
+pub const HEAP_BYTES: usize = 2 << 20;
+
+#[repr(C, align(16))]
+struct Arena(UnsafeCell<MaybeUninit<[u8; HEAP_BYTES]>>);
+
+// SAFETY: the arena is only handed to `Heap::init`, once, under the allocator's lock;
+// afterwards it is reached only through pointers the heap gives out.
+unsafe impl Sync for Arena {}
+
+static ARENA: Arena = Arena(UnsafeCell::new(MaybeUninit::uninit()));
+
+/// The allocator: a first-fit heap behind a holder-donation lock.
+pub struct KestrelHeap {
+    /// Thread id of the lock holder, `ThreadId::NIL` (0) when free.
+    owner: AtomicU32,
+    heap: UnsafeCell<Heap>,
+}
+
+// SAFETY: `heap` is only touched between `lock` and `unlock`, which admit one
+// thread at a time.
+unsafe impl Sync for KestrelHeap {}
+
+#[global_allocator]
+static GLOBAL: KestrelHeap = KestrelHeap {
+    owner: AtomicU32::new(ThreadId::NIL.0),
+    heap: UnsafeCell::new(Heap::empty()),
+};
+
+impl KestrelHeap {
+    /// Takes the lock; `None` if the calling thread already holds it (re-entry would
+    /// deadlock, so that allocation fails instead).
+    fn lock(&self) -> Option<&mut Heap> {
+        let me = my_id().0;
+        loop {
+            match self.owner.compare_exchange(
+                ThreadId::NIL.0,
+                me,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(holder) if holder == me => return None,
+                // Run the holder (whatever its priority) until it gives the lock back.
+                Err(holder) => thread_switch(ThreadId(holder)),
+            }
+        }
+        // SAFETY: we hold the lock, so nobody else has a reference to `heap`.
+        let heap = unsafe { &mut *self.heap.get() };
+        if heap.size() == 0 {
+            // SAFETY: the arena is static, `HEAP_BYTES` long and used by nothing else; it is
+            // handed to the heap exactly once (the heap is empty only before), under the lock.
+            unsafe { heap.init(ARENA.0.get().cast::<u8>(), HEAP_BYTES) };
+        }
+        Some(heap)
+    }
+
+    fn unlock(&self) {
+        self.owner.store(ThreadId::NIL.0, Ordering::Release);
+    }
+}
+
+// SAFETY: allocations come from the arena through `Heap`, which never hands out overlapping
+// live blocks and honours the layout's size and alignment; `lock` serialises all access.
+unsafe impl GlobalAlloc for KestrelHeap {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let Some(heap) = self.lock() else {
+            return ptr::null_mut();
+        };
+        let p = heap
+            .allocate_first_fit(layout)
+            .map_or(ptr::null_mut(), NonNull::as_ptr);
+        self.unlock();
+        p
+    }
+
+    unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
+        let Some(p) = NonNull::new(p) else { return };
+        // Re-entry (impossible short of a bug) leaks the block rather than deadlocking.
+        let Some(heap) = self.lock() else { return };
+        // SAFETY: the caller passes a block `alloc` returned for this same `layout`.
+        unsafe { heap.deallocate(p, layout) };
+        self.unlock();
+    }
+}
+
+/// `(used, free)` bytes of the arena.
+pub fn usage() -> (usize, usize) {
+    match GLOBAL.lock() {
+        Some(heap) => {
+            let r = (heap.used(), heap.free());
+            GLOBAL.unlock();
+            r
+        }
+        None => (0, HEAP_BYTES),
+    }
+}
