@@ -16,6 +16,8 @@ const UART1: u32 = 0xEF60_0400;
 /// UIC DCR block.
 const UIC_DCR: u32 = 0xC0;
 const UIC_DCRS: u32 = 9;
+/// Unmodelled accesses logged per VM.
+const UNMODELLED_LOG_LINES: u32 = 8;
 /// Alignment of guest RAM in host memory: the 440's 16 MiB page.
 const SEGMENT_ALIGN: u32 = 16 << 20;
 
@@ -40,8 +42,10 @@ pub struct Machine {
     uic: Uic,
     line: [u8; 128],
     line_len: usize,
-    warned_dcr: bool,
-    warned_mmio: u32,
+    /// Index of this VM (for log lines).
+    id: usize,
+    /// Unmodelled accesses so far.
+    unmodelled: u32,
     /// `[vmN] ` before every console line when several VMs share the console.
     prefix: Option<usize>,
     /// The console line buffer was flushed before its newline (a long line).
@@ -54,7 +58,7 @@ pub struct Machine {
 impl Machine {
     /// Allocates `size` bytes of guest RAM (physically contiguous, zeroed), aligned to
     /// 16 MiB so the kernel can back it with large hardware pages.
-    pub fn new(frames: &mut FrameAllocator, size: u32, prefix: Option<usize>) -> Result<Machine, &'static str> {
+    pub fn new(frames: &mut FrameAllocator, size: u32, id: usize, prefixed: bool) -> Result<Machine, &'static str> {
         let mut first = frames.alloc().ok_or("out of memory")?;
         // Frames below the next 16 MiB boundary stay unused (at most 16 MiB of waste).
         while first & (SEGMENT_ALIGN - 1) != 0 {
@@ -79,9 +83,9 @@ impl Machine {
             uic: Uic::without_polarity(),
             line: [0; 128],
             line_len: 0,
-            warned_dcr: false,
-            warned_mmio: 0,
-            prefix,
+            id,
+            unmodelled: 0,
+            prefix: if prefixed { Some(id) } else { None },
             line_continues: false,
             input: heapless::Deque::new(),
             held: None,
@@ -173,7 +177,7 @@ impl Machine {
             Some(VirtFault::Mmio) => {
                 let gpa = msg.mr(vfault::GPA);
                 match decode(insn) {
-                    Insn::LoadStore(ls) if !ls.op().multiple() && ls.width() == Width::Byte => {
+                    Insn::LoadStore(ls) if !ls.op().multiple() && ls.width() == Width::Byte && is_uart(gpa) => {
                         if ls.update() && !has_regs {
                             return self.mmio_with_state(vcpu, ls, gpa, pc);
                         }
@@ -191,32 +195,42 @@ impl Machine {
                             gpr[ls.ra().index()] = ls.effective_address(&gpr);
                         }
                     }
-                    Insn::LoadStore(ls) if !ls.op().multiple() && !is_uart(gpa) => {
-                        // Wider accesses to unmodelled devices: nothing answers, as on an
-                        // empty bus (all ones, writes ignored); logged once.
-                        self.warn_unmodelled(gpa, pc);
-                        if ls.update() {
-                            return self.mmio_with_state(vcpu, ls, gpa, pc);
-                        }
-                        if ls.kind() == AccessKind::Load {
-                            result = Some((ls.rt_rs().index(), ls.load_result(u32::MAX)));
-                        }
-                    }
                     other => {
-                        println!("vmm: unsupported MMIO access {:?} at {:#010x} (pc {:#010x}): data storage exception", other, gpa, pc);
+                        // Nothing modelled answers there (or not with that access width):
+                        // the guest gets a data storage exception, never a silent value.
+                        let what = match other {
+                            Insn::LoadStore(ls) => match ls.kind() {
+                                AccessKind::Load => "load",
+                                AccessKind::Store => "store",
+                            },
+                            _ => "access",
+                        };
+                        self.log_unmodelled(format_args!(
+                            "{what} at unmodelled device address {gpa:#010x} by instruction {insn:#010x} at pc {pc:#010x}: data storage exception"
+                        ));
                         flags |= vfault::REPLY_DSI;
                         next = pc;
                     }
                 }
             }
             Some(VirtFault::Instruction) => match decode(insn) {
-                Insn::Mfdcr { rt, dcr } => result = Some((rt.index(), self.dcr_read(dcr.number() as u32, pc))),
-                Insn::Mtdcr { dcr, rs } => {
+                Insn::Mfdcr { rt, dcr } if self.dcr_modelled(dcr.number() as u32) => {
+                    result = Some((rt.index(), self.dcr_read(dcr.number() as u32)))
+                }
+                Insn::Mtdcr { dcr, rs } if self.dcr_modelled(dcr.number() as u32) => {
                     let v = if has_regs { gpr[rs.index()] } else { rs_value };
-                    self.dcr_write(dcr.number() as u32, v, pc)
+                    self.dcr_write(dcr.number() as u32, v)
+                }
+                Insn::Mfdcr { dcr, .. } | Insn::Mtdcr { dcr, .. } => {
+                    let n = dcr.number();
+                    self.log_unmodelled(format_args!(
+                        "access to unmodelled DCR {n:#x} by instruction {insn:#010x} at pc {pc:#010x}: machine check"
+                    ));
+                    flags |= vfault::REPLY_MACHINE_CHECK;
+                    next = pc;
                 }
                 other => {
-                    println!("vmm: unhandled instruction {:#010x} ({:?}) at pc {:#010x}: program exception", insn, other, pc);
+                    println!("vmm: vm{}: unhandled instruction {:#010x} ({:?}) at pc {:#010x}: program exception", self.id, insn, other, pc);
                     flags |= vfault::REPLY_PROGRAM;
                     next = pc;
                 }
@@ -331,17 +345,20 @@ impl Machine {
                 v
             }
             a if a.wrapping_sub(UART1) < kestrel_devices::UART_REGS => self.uart1.read(a - UART1),
-            _ => {
-                self.warn_unmodelled(gpa, 0);
-                0xff
-            }
+            // `handle` sends only UART registers here.
+            _ => 0xff,
         }
     }
 
-    fn warn_unmodelled(&mut self, gpa: u32, pc: u32) {
-        if self.warned_mmio < 8 {
-            self.warned_mmio += 1;
-            println!("vmm: access to unmodelled device address {:#010x} (pc {:#010x}): reads all ones, writes ignored", gpa, pc);
+    /// One log line per unmodelled access, naming the VM; after [`UNMODELLED_LOG_LINES`]
+    /// of them, one last line says the rest are not logged (a guest could flood the
+    /// console otherwise).
+    fn log_unmodelled(&mut self, what: core::fmt::Arguments) {
+        self.unmodelled += 1;
+        if self.unmodelled <= UNMODELLED_LOG_LINES {
+            println!("vmm: vm{}: {}", self.id, what);
+        } else if self.unmodelled == UNMODELLED_LOG_LINES + 1 {
+            println!("vmm: vm{}: more unmodelled accesses; not logging them", self.id);
         }
     }
 
@@ -371,31 +388,21 @@ impl Machine {
             a if a.wrapping_sub(UART0) < kestrel_devices::UART_REGS => self.uart0.write(a - UART0, v, &mut tx),
             // UART1 has no back end: its output is dropped, as with QEMU's `-serial null`.
             a if a.wrapping_sub(UART1) < kestrel_devices::UART_REGS => self.uart1.write(a - UART1, v, &mut |_| {}),
-            _ => self.warn_unmodelled(gpa, 0),
+            // `handle` sends only UART registers here.
+            _ => {}
         }
     }
 
-    fn dcr_read(&mut self, dcr: u32, pc: u32) -> u32 {
-        if dcr.wrapping_sub(UIC_DCR) < UIC_DCRS {
-            return self.uic.read_dcr(dcr - UIC_DCR);
-        }
-        self.warn_dcr(dcr, pc);
-        0
+    fn dcr_modelled(&self, dcr: u32) -> bool {
+        dcr.wrapping_sub(UIC_DCR) < UIC_DCRS
     }
 
-    fn dcr_write(&mut self, dcr: u32, v: u32, pc: u32) {
-        if dcr.wrapping_sub(UIC_DCR) < UIC_DCRS {
-            self.uic.write_dcr(dcr - UIC_DCR, v);
-            return;
-        }
-        self.warn_dcr(dcr, pc);
+    fn dcr_read(&mut self, dcr: u32) -> u32 {
+        self.uic.read_dcr(dcr - UIC_DCR)
     }
 
-    fn warn_dcr(&mut self, dcr: u32, pc: u32) {
-        if !self.warned_dcr {
-            println!("vmm: access to unmodelled DCR {:#x} at pc {:#010x} (reads 0, writes ignored)", dcr, pc);
-            self.warned_dcr = true;
-        }
+    fn dcr_write(&mut self, dcr: u32, v: u32) {
+        self.uic.write_dcr(dcr - UIC_DCR, v);
     }
 }
 

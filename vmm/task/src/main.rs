@@ -20,6 +20,8 @@
 #![no_std]
 #![no_main]
 
+extern crate alloc;
+
 mod console;
 mod machine;
 
@@ -112,10 +114,16 @@ fn vm_count() -> usize {
     }
 }
 
+/// The guest command line when the archive has no `bootargs` module.
+const DEFAULT_BOOTARGS: &str = "console=ttyS0 panic=1";
+
 /// Builds VM `i`: RAM, guest image, vCPU. The guest image is module `guest<i>` if the
-/// archive has one, else `guest`. With a `dtb` module the guest is an OS kernel booted
-/// the ePAPR way (Linux): image at its physical addresses, initrd and device tree where
-/// QEMU's bamboo puts them, r3 = device tree. Otherwise a bare-metal program.
+/// archive has one, else `guest`. With an `initrd`, `bootargs` or `dtb` module the guest
+/// is an OS kernel booted the ePAPR way (Linux): image at its physical addresses, initrd
+/// and device tree where QEMU's bamboo puts them, r3 = device tree. The device tree is
+/// generated ([`kestrel_devtree`]: exactly the devices this VMM models) with the command
+/// line from module `bootargs`; a `dtb` module replaces it. Otherwise the guest is a
+/// bare-metal program.
 fn create_vm(i: usize, nvms: usize, archive: &[u8], frames: &mut FrameAllocator) -> Result<Vm, &'static str> {
     let mut own = heapless::String::<16>::new();
     let _ = core::fmt::write(&mut own, format_args!("guest{i}"));
@@ -124,30 +132,54 @@ fn create_vm(i: usize, nvms: usize, archive: &[u8], frames: &mut FrameAllocator)
         .ok_or("no module named \"guest\" in the boot-module archive")?;
     let dtb = bootmod::find(archive, "dtb");
     let initrd = bootmod::find(archive, "initrd");
-    let ram = if dtb.is_some() { LINUX_RAM } else { GUEST_RAM };
-    let prefix = if nvms > 1 { Some(i) } else { None };
-    let mut m = Machine::new(frames, ram, prefix)?;
-    let (entry, r3, r1) = match dtb {
-        None => (m.load_elf(guest.data)?, 0, 0),
-        Some(dtb) => {
-            let e = m.load_elf_physical(guest.data)?;
-            m.load_blob(DTB_GPA, dtb.data)?;
-            if let Some(rd) = initrd {
-                m.load_blob(INITRD_GPA, rd.data)?;
+    let bootargs = bootmod::find(archive, "bootargs");
+    let os = dtb.is_some() || initrd.is_some() || bootargs.is_some();
+    let ram = if os { LINUX_RAM } else { GUEST_RAM };
+    let mut m = Machine::new(frames, ram, i, nvms > 1)?;
+    let (entry, r3, r1) = if !os {
+        (m.load_elf(guest.data)?, 0, 0)
+    } else {
+        let e = m.load_elf_physical(guest.data)?;
+        let rd = initrd.map(|r| r.data).unwrap_or(&[]);
+        m.load_blob(INITRD_GPA, rd)?;
+        let generated;
+        let (tree, kind) = match dtb {
+            Some(d) => (d.data, "from the archive"),
+            None => {
+                let args = match bootargs {
+                    Some(b) => core::str::from_utf8(b.data).map_err(|_| "module bootargs is not UTF-8")?.trim(),
+                    None => DEFAULT_BOOTARGS,
+                };
+                let mut board = kestrel_devtree::BambooVm::new(ram, args);
+                board.timebase_hz = (ticks_per_us() * 1_000_000) as u32;
+                board.cpu_hz = board.timebase_hz;
+                if !rd.is_empty() {
+                    board.initrd = Some((INITRD_GPA, INITRD_GPA + rd.len() as u32));
+                }
+                generated = kestrel_devtree::bamboo_dtb(&board).map_err(|e| {
+                    println!("vmm: vm{i}: device tree: {e}");
+                    "cannot generate the device tree"
+                })?;
+                (&generated[..], "generated")
             }
-            println!(
-                "vmm: vm{i}: OS guest: entry {:#x}, device tree at {:#x}, initrd {} KiB at {:#x}, {} MiB RAM",
-                e,
-                DTB_GPA,
-                initrd.map_or(0, |r| r.data.len() >> 10),
-                INITRD_GPA,
-                ram >> 20
-            );
-            (e, DTB_GPA, INITIAL_SP)
+        };
+        if DTB_GPA + tree.len() as u32 > INITRD_GPA {
+            return Err("device tree larger than the room before the initrd");
         }
+        m.load_blob(DTB_GPA, tree)?;
+        println!(
+            "vmm: vm{i}: OS guest: entry {:#x}, device tree ({kind}, {} bytes) at {:#x}, initrd {} KiB at {:#x}, {} MiB RAM",
+            e,
+            tree.len(),
+            DTB_GPA,
+            rd.len() >> 10,
+            INITRD_GPA,
+            ram >> 20
+        );
+        (e, DTB_GPA, INITIAL_SP)
     };
     let vcpu = vcpu_id(i);
-    start_vcpu(vcpu, entry, r3, r1, dtb.is_some()).map_err(|e| e.as_str())?;
+    start_vcpu(vcpu, entry, r3, r1, os).map_err(|e| e.as_str())?;
     Ok(Vm { vcpu, machine: m, run: Run::Running })
 }
 
