@@ -183,7 +183,15 @@ impl PageSize {
 
     /// The largest architected size not above `bytes`, if any (none below 1 KiB).
     pub fn largest_at_most(bytes: u64) -> Option<PageSize> {
-        PageSize::ALL.iter().rev().copied().find(|s| u64::from(s.bytes()) <= bytes)
+        use PageSize::*;
+        /// By log2 of the size, from 10 (1 KiB) to 30 (1 GiB).
+        const BY_LOG: [PageSize; 21] =
+            [K1, K1, K4, K4, K16, K16, K64, K64, K256, K256, M1, M1, M1, M1, M16, M16, M16, M16, M256, M256, G1];
+        if bytes < 1024 {
+            return None;
+        }
+        let log = 63 - bytes.leading_zeros();
+        Some(BY_LOG[(log.min(30) - 10) as usize])
     }
 }
 
@@ -400,10 +408,30 @@ impl fmt::Display for TlbError {
     }
 }
 
+/// Effective-address regions of the lookup index: 256 regions of 16 MiB.
+const REGION_SHIFT: u32 = 24;
+const REGIONS: usize = 1 << (32 - REGION_SHIFT);
+/// Bytes in one region of the lookup index.
+pub const REGION_BYTES: u64 = 1 << REGION_SHIFT;
+
 /// The whole guest TLB. Starts with every entry invalid (all words and TIDs 0).
+///
+/// Besides the 64 entries it keeps an index that `tlbwe` word 0 maintains (everything in
+/// it is a function of the entries, so equality of two TLBs is equality of their entries):
+/// - `base`/`mask`: each *live* entry's block (valid, EPN aligned to the size) as an
+///   aligned base and a 32-bit mask (`!(size - 1)`, 0 for the 4 GiB reading), so that it
+///   matches `ea` iff `ea & mask == base` (plus the TID and TS checks);
+/// - `live[ts]`: the live entries of translation space `ts`, bit `i` = entry `i`;
+/// - `region[r]`: the live entries whose block overlaps the 16 MiB region `r` of the
+///   effective address space. A lookup tests only `region[ea >> 24] & live[ts]`, in
+///   index order, so the first match stays the first match.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GuestTlb {
     entries: [GuestEntry; ENTRIES as usize],
+    base: [u32; ENTRIES as usize],
+    mask: [u32; ENTRIES as usize],
+    live: [u64; 2],
+    region: [u64; REGIONS],
 }
 
 impl Default for GuestTlb {
@@ -412,9 +440,28 @@ impl Default for GuestTlb {
     }
 }
 
+/// Removes and returns the lowest set bit's position of a non-empty mask.
+#[inline(always)]
+pub(crate) fn pop_lowest(m: &mut u64) -> usize {
+    let i = m.trailing_zeros() as usize;
+    *m &= *m - 1;
+    i
+}
+
+/// The regions `first..=last` a block `(base, len)` overlaps.
+const fn regions_of(base: u32, len: u64) -> (usize, usize) {
+    ((base >> REGION_SHIFT) as usize, ((base as u64 + len - 1) >> REGION_SHIFT) as usize)
+}
+
 impl GuestTlb {
     pub const fn new() -> GuestTlb {
-        GuestTlb { entries: [GuestEntry { word0: 0, word1: 0, word2: 0, tid: 0 }; ENTRIES as usize] }
+        GuestTlb {
+            entries: [GuestEntry { word0: 0, word1: 0, word2: 0, tid: 0 }; ENTRIES as usize],
+            base: [0; ENTRIES as usize],
+            mask: [0; ENTRIES as usize],
+            live: [0; 2],
+            region: [0; REGIONS],
+        }
     }
 
     /// Entry `index` (low six bits used, as by the instructions).
@@ -427,22 +474,60 @@ impl GuestTlb {
         &self.entries
     }
 
+    /// The live entries (valid, EPN aligned: those with a [`GuestEntry::block`]) of
+    /// translation space `ts`, bit `i` = entry `i`.
+    pub fn live(&self, ts: bool) -> u64 {
+        self.live[ts as usize]
+    }
+
+    /// The block of live entry `i` as `(base, mask)`: it contains `ea` iff
+    /// `ea & mask == base` (mask 0: the 4 GiB reading). Meaningless for other entries.
+    #[inline(always)]
+    pub(crate) fn block_of(&self, i: usize) -> (u32, u32) {
+        (self.base[i], self.mask[i])
+    }
+
     /// `tlbwe value, index, word` with the guest's current `mmucr`. Word 0 also sets the
     /// entry's TID from `MMUCR[STID]`; words 1 and 2 leave the other words alone.
     pub fn tlbwe(&mut self, index: u32, word: u32, value: u32, mmucr: u32) -> Result<(), TlbError> {
         if word > 2 {
             return Err(TlbError::InvalidWord { word });
         }
-        let entry = &mut self.entries[(index & INDEX_MASK) as usize];
+        let i = (index & INDEX_MASK) as usize;
         match word {
             0 => {
+                let old = self.entries[i];
+                let entry = &mut self.entries[i];
                 entry.word0 = value & WORD0_KEEP;
                 entry.tid = mmucr::STID.get(mmucr) as u8;
+                let new = *entry;
+                self.reindex(i, &old, &new);
             }
-            1 => entry.word1 = value & WORD1_KEEP,
-            _ => entry.word2 = value & WORD2_KEEP,
+            1 => self.entries[i].word1 = value & WORD1_KEEP,
+            _ => self.entries[i].word2 = value & WORD2_KEEP,
         }
         Ok(())
+    }
+
+    /// Moves entry `i` in the index from its old word 0 to its new one.
+    fn reindex(&mut self, i: usize, old: &GuestEntry, new: &GuestEntry) {
+        let bit = 1u64 << i;
+        if let Some((base, len)) = old.block() {
+            self.live[old.ts() as usize] &= !bit;
+            let (first, last) = regions_of(base, len);
+            for r in &mut self.region[first..=last] {
+                *r &= !bit;
+            }
+        }
+        if let Some((base, len)) = new.block() {
+            self.live[new.ts() as usize] |= bit;
+            self.base[i] = base;
+            self.mask[i] = !(len - 1) as u32;
+            let (first, last) = regions_of(base, len);
+            for r in &mut self.region[first..=last] {
+                *r |= bit;
+            }
+        }
     }
 
     /// `tlbre index, word` with the guest's current `mmucr`: the word's value and, for
@@ -452,9 +537,13 @@ impl GuestTlb {
             return Err(TlbError::InvalidWord { word });
         }
         let entry = self.entry(index);
-        let words = entry.words();
+        let value = match word {
+            0 => word0::SIZE.set(entry.word0, readback_size_code(entry.size_code()) as u32),
+            1 => entry.word1,
+            _ => entry.word2,
+        };
         let new_mmucr = if word == 0 { Some(mmucr::STID.set(mmucr, entry.tid as u32)) } else { None };
-        Ok((words[word as usize], new_mmucr))
+        Ok((value, new_mmucr))
     }
 
     /// `tlbsx ea`: the index of the first entry matching `ea` for PID `MMUCR[STID]` in
@@ -466,7 +555,51 @@ impl GuestTlb {
     /// The entry translating `ea` for process `pid` in space `ts` (`MSR[IS]` for fetches,
     /// `MSR[DS]` for data): the first match in index order, whatever its permissions.
     pub fn lookup(&self, ea: u32, pid: u8, ts: bool) -> Option<(u32, &GuestEntry)> {
-        self.entries.iter().enumerate().find(|(_, e)| e.matches(ea, pid, ts)).map(|(i, e)| (i as u32, e))
+        let mut candidates = self.region[(ea >> REGION_SHIFT) as usize] & self.live[ts as usize];
+        while candidates != 0 {
+            let i = pop_lowest(&mut candidates);
+            if ea & self.mask[i] == self.base[i] {
+                let e = &self.entries[i];
+                if e.tid == 0 || e.tid == pid {
+                    return Some((i as u32, e));
+                }
+            }
+        }
+        None
+    }
+
+    /// The largest power of two `s` of at most `limit` bytes such that no entry before
+    /// `index` that can match for `pid` in `ts` overlaps the aligned block of `s` bytes
+    /// around `ea` (so `index`, if it contains that block, is its first match throughout).
+    ///
+    /// Precondition: no such earlier entry contains `ea` itself, as when `index` is
+    /// `ea`'s first match. Then the result is at least 1 KiB (or `limit`, if smaller).
+    ///
+    /// Why one pass suffices: guest blocks are aligned powers of two. For an earlier
+    /// entry with block `[b, b + 2^k)` that does not contain `ea`, let `h` be the highest
+    /// bit in which `ea` and `b` differ; `h >= k` because they differ above the block
+    /// size. The aligned `2^m` block around `ea` and the entry's block overlap iff `ea`
+    /// and `b` agree above bit `max(m, k) - 1`, i.e. iff `h < max(m, k)`, i.e. (as
+    /// `h >= k`) iff `m > h`. So the answer is `min(limit, 2^min(h))` over those entries,
+    /// whatever their sizes. With `limit` of at most 16 MiB only entries overlapping
+    /// `ea`'s 16 MiB region can bind (the others give `h >= 24`), so only those are read.
+    pub fn first_match_span(&self, index: u32, ea: u32, pid: u8, ts: bool, limit: u64) -> u64 {
+        let below = (1u64 << (index & INDEX_MASK)) - 1;
+        let mut candidates = self.live[ts as usize] & below;
+        if limit <= REGION_BYTES {
+            candidates &= self.region[(ea >> REGION_SHIFT) as usize];
+        }
+        let mut high = 32;
+        while candidates != 0 {
+            let i = pop_lowest(&mut candidates);
+            let tid = self.entries[i].tid;
+            if tid == 0 || tid == pid {
+                let lz = (ea ^ self.base[i]).leading_zeros();
+                // ea ^ base == 0 only if the precondition fails: then nothing is safe.
+                high = high.min(31u32.saturating_sub(lz));
+            }
+        }
+        (1u64 << high).min(limit)
     }
 }
 
@@ -718,5 +851,47 @@ mod tests {
         assert_eq!(PageSize::largest_at_most(1024), Some(PageSize::K1));
         assert_eq!(PageSize::largest_at_most(8 << 20), Some(PageSize::M1), "no 4 MiB on the 440");
         assert_eq!(PageSize::largest_at_most(1 << 32), Some(PageSize::G1));
+    }
+
+    /// The lookup index equals the one recomputed from the entries after every write of
+    /// a long pseudo-random history (clustered addresses, every SIZE code, both spaces).
+    #[test]
+    fn the_lookup_index_follows_every_write() {
+        let mut t = GuestTlb::new();
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..3_000 {
+            let r = next();
+            let anchor = [0u32, 0x00F0_0000, 0x1000_0000, 0xC000_0000, 0xFFF0_0000][(r % 5) as usize];
+            let ea = anchor.wrapping_add((r >> 8) as u32 & 0x01FF_FC00);
+            let code = ((r >> 40) & 0xF) as u32;
+            let bytes = size_bytes(code as u8);
+            let epn = if r >> 44 & 3 != 0 { (u64::from(ea) & !(bytes - 1)) as u32 } else { ea };
+            let w0 = epn | size(code) | if r >> 46 & 7 != 0 { V } else { 0 } | if r >> 49 & 3 == 0 { TS } else { 0 };
+            let word = (r >> 51) as u32 % 3;
+            t.tlbwe((r >> 54) as u32, word, if word == 0 { w0 } else { r as u32 }, (r >> 60) as u32).unwrap();
+
+            let mut live = [0u64; 2];
+            let mut region = [0u64; REGIONS];
+            for (i, e) in t.entries().iter().enumerate() {
+                if let Some((base, len)) = e.block() {
+                    live[e.ts() as usize] |= 1 << i;
+                    assert_eq!((t.base[i], t.mask[i]), (base, !(len - 1) as u32));
+                    for (ri, m) in region.iter_mut().enumerate() {
+                        let start = (ri as u64) << REGION_SHIFT;
+                        if u64::from(base) < start + REGION_BYTES && start < u64::from(base) + len {
+                            *m |= 1 << i;
+                        }
+                    }
+                }
+            }
+            assert_eq!(t.live, live);
+            assert_eq!(t.region, region);
+        }
     }
 }

@@ -28,7 +28,7 @@
 //! `MSR[DS]` (Linux only does so for a few boot instructions), the kernel must narrow each
 //! fill to its access class with [`HwEntry::restricted_to`].
 
-use crate::guest::{word0, word1, word2, GuestTlb, PageSize, Perms, Wimge};
+use crate::guest::{pop_lowest, word0, word1, word2, GuestTlb, PageSize, Perms, Wimge};
 use kestrel_abi::Rights;
 
 /// Hardware TID of pages that guest user and guest kernel may both touch (Fig. 5).
@@ -260,12 +260,20 @@ pub fn shadow_fill<M: GuestPhysMap + ?Sized>(
 
 /// The largest 440 page size of at most `limit` bytes whose aligned page around `ea`
 /// overlaps none of the guest entries before `index` that could match in this context
-/// (they would win the first-match rule for part of the page).
+/// (they would win the first-match rule for part of the page): one pass over those
+/// entries, see [`GuestTlb::first_match_span`] for why that is enough.
 ///
 /// 1 KiB always qualifies: guest entries are aligned blocks of at least 1 KiB, so one
 /// that overlaps the 1 KiB block around `ea` contains it, and with it `ea`; it would
 /// then be the first match instead of `index`.
 fn hw_page_size(guest: &GuestTlb, index: u32, ea: u32, pid: u8, ts: bool, limit: u64) -> PageSize {
+    PageSize::largest_at_most(guest.first_match_span(index, ea, pid, ts, limit)).unwrap_or(PageSize::K1)
+}
+
+/// The original definition of [`hw_page_size`] (every size, every earlier entry): the
+/// reference the one-pass version is tested against.
+#[cfg(test)]
+fn hw_page_size_reference(guest: &GuestTlb, index: u32, ea: u32, pid: u8, ts: bool, limit: u64) -> PageSize {
     let earlier = &guest.entries()[..index as usize];
     PageSize::ALL
         .iter()
@@ -336,12 +344,6 @@ impl SlotMask {
     pub const fn len(self) -> u32 {
         self.0.count_ones()
     }
-    const fn with(self, slot: usize) -> SlotMask {
-        SlotMask(self.0 | 1 << slot)
-    }
-    const fn without(self, slot: usize) -> SlotMask {
-        SlotMask(self.0 & !(1 << slot))
-    }
 }
 
 impl Iterator for SlotMask {
@@ -371,6 +373,19 @@ pub struct Placement {
     pub invalidate: SlotMask,
 }
 
+/// An unoccupied slot's contents (never visible: [`ShadowTlb::slot`] checks occupancy).
+const NO_SLOT: Slot = Slot {
+    hw: HwEntry { epn: 0, size: PageSize::K1, rpn_base: 0, tid: 0, perms: Rights(0), wimge: Wimge(0) },
+    guest_index: 0,
+};
+
+/// Whether two aligned power-of-two blocks, given as base and `!(size - 1)`, overlap:
+/// they do iff they agree above the larger size.
+#[inline(always)]
+const fn blocks_overlap(a: u32, a_mask: u32, b: u32, b_mask: u32) -> bool {
+    (a ^ b) & a_mask & b_mask == 0
+}
+
 /// The kernel's record of the `N` (1..=64) hardware TLB slots it fills for the running
 /// VM. Slot `i` stands for whichever hardware index the kernel assigns it.
 ///
@@ -378,9 +393,19 @@ pub struct Placement {
 /// (the 440 leaves multiple hits undefined), and every occupied slot names the guest
 /// index it was derived from. Every method that drops slots returns them, so the kernel
 /// can invalidate exactly those hardware entries.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Layout: `occupied` has bit `i` for each occupied slot; `epn`/`mask` hold each
+/// occupied slot's page as base and `!(bytes - 1)` (the [`HwEntry`] page is aligned), so
+/// overlap tests are a loop over the set bits; `derived[g]` has the occupied slots
+/// derived from guest entry `g`, so dropping them is O(1). Unoccupied slots hold stale
+/// data that nothing reads.
+#[derive(Clone, Debug)]
 pub struct ShadowTlb<const N: usize> {
-    slots: [Option<Slot>; N],
+    slots: [Slot; N],
+    epn: [u32; N],
+    mask: [u32; N],
+    occupied: u64,
+    derived: [u64; 64],
     next_victim: usize,
 }
 
@@ -390,61 +415,102 @@ impl<const N: usize> Default for ShadowTlb<N> {
     }
 }
 
+impl<const N: usize> PartialEq for ShadowTlb<N> {
+    /// Equal occupied slots (contents included) and the same next victim.
+    fn eq(&self, other: &Self) -> bool {
+        self.occupied == other.occupied
+            && self.next_victim == other.next_victim
+            && SlotMask(self.occupied).all(|i| self.slots[i] == other.slots[i])
+    }
+}
+
+impl<const N: usize> Eq for ShadowTlb<N> {}
+
 impl<const N: usize> ShadowTlb<N> {
     const SLOTS_FIT_A_MASK: () = assert!(N >= 1 && N <= 64, "a ShadowTlb has 1..=64 slots");
+    /// Every slot.
+    const ALL: u64 = if N == 64 { u64::MAX } else { (1u64 << (N % 64)) - 1 };
 
     /// All slots empty.
     pub const fn new() -> ShadowTlb<N> {
         #[allow(clippy::let_unit_value)]
         let () = Self::SLOTS_FIT_A_MASK;
-        ShadowTlb { slots: [None; N], next_victim: 0 }
+        ShadowTlb { slots: [NO_SLOT; N], epn: [0; N], mask: [0; N], occupied: 0, derived: [0; 64], next_victim: 0 }
     }
 
     pub fn slot(&self, slot: usize) -> Option<&Slot> {
-        self.slots.get(slot).and_then(Option::as_ref)
+        if slot < N && self.occupied & (1 << slot) != 0 {
+            Some(&self.slots[slot])
+        } else {
+            None
+        }
     }
 
     pub fn occupied(&self) -> SlotMask {
-        self.select(|_| true)
+        SlotMask(self.occupied)
+    }
+
+    /// The slots derived from guest entry `guest_index` (low six bits used).
+    pub fn derived_from(&self, guest_index: u32) -> SlotMask {
+        SlotMask(self.derived[(guest_index & 63) as usize])
     }
 
     /// The slot the hardware would translate `ea` with while PID `hw_pid` is loaded.
     pub fn lookup(&self, ea: u32, hw_pid: u8) -> Option<(usize, &Slot)> {
-        self.slots
-            .iter()
-            .enumerate()
-            .find_map(|(i, s)| s.as_ref().filter(|s| s.hw.contains(ea) && s.hw.visible_with_pid(hw_pid)).map(|s| (i, s)))
+        let mut m = self.occupied;
+        while m != 0 {
+            let i = pop_lowest(&mut m);
+            if ea & self.mask[i] == self.epn[i] && self.slots[i].hw.visible_with_pid(hw_pid) {
+                return Some((i, &self.slots[i]));
+            }
+        }
+        None
     }
 
     /// Records `hw` (derived from guest entry `guest_index`). Slots it would overlap
     /// under a common PID are dropped; the entry takes the first of them, else a free
     /// slot, else a round-robin victim.
     pub fn insert(&mut self, hw: HwEntry, guest_index: u32) -> Placement {
-        let clash = self.select(|s| {
-            s.hw.overlaps(hw.epn, hw.bytes() as u64)
-                && (s.hw.tid == hw.tid || s.hw.tid == TID_SHARED || hw.tid == TID_SHARED)
-        });
-        let slot = match clash.into_iter().next() {
-            Some(slot) => slot,
-            None => match self.slots.iter().position(Option::is_none) {
-                Some(free) => free,
-                None => {
-                    let victim = self.next_victim;
-                    self.next_victim = (victim + 1) % N;
-                    victim
+        let hw_mask = !(hw.bytes() - 1);
+        let mut clash = 0u64;
+        let mut m = self.occupied;
+        while m != 0 {
+            let i = pop_lowest(&mut m);
+            if blocks_overlap(self.epn[i], self.mask[i], hw.epn, hw_mask) {
+                let tid = self.slots[i].hw.tid;
+                if tid == hw.tid || tid == TID_SHARED || hw.tid == TID_SHARED {
+                    clash |= 1 << i;
                 }
-            },
-        };
-        for s in clash {
-            self.slots[s] = None;
+            }
         }
-        self.slots[slot] = Some(Slot { hw, guest_index: guest_index & 63 });
-        Placement { slot, invalidate: clash.without(slot) }
+        let free = !self.occupied & Self::ALL;
+        let slot = if clash != 0 {
+            clash.trailing_zeros() as usize
+        } else if free != 0 {
+            free.trailing_zeros() as usize
+        } else {
+            let victim = self.next_victim;
+            self.next_victim = (victim + 1) % N;
+            victim
+        };
+        // The victim (if any) is overwritten in place, not reported.
+        self.forget(clash | (self.occupied & 1 << slot));
+        let guest_index = guest_index & 63;
+        self.slots[slot] = Slot { hw, guest_index };
+        self.epn[slot] = hw.epn;
+        self.mask[slot] = hw_mask;
+        self.occupied |= 1 << slot;
+        self.derived[guest_index as usize] |= 1 << slot;
+        Placement { slot, invalidate: SlotMask(clash & !(1 << slot)) }
     }
 
     /// Drops the slots derived from guest entry `guest_index`.
     pub fn invalidate_guest_index(&mut self, guest_index: u32) -> SlotMask {
-        self.remove(|s| s.guest_index == guest_index & 63)
+        let g = (guest_index & 63) as usize;
+        let gone = self.derived[g];
+        self.derived[g] = 0;
+        self.occupied &= !gone;
+        SlotMask(gone)
     }
 
     /// Drops the slots whose page overlaps the effective range `[base, base + len)`.
@@ -462,11 +528,20 @@ impl<const N: usize> ShadowTlb<N> {
     /// contents now shadow under the first-match rule (any slot overlapping its page).
     pub fn invalidate_guest_write(&mut self, guest: &GuestTlb, index: u32) -> SlotMask {
         let derived = self.invalidate_guest_index(index);
-        let shadowed = match guest.entry(index).block() {
-            Some((base, len)) => self.invalidate_overlapping(base, len),
-            None => SlotMask::EMPTY,
+        let Some((base, len)) = guest.entry(index).block() else {
+            return derived;
         };
-        SlotMask(derived.0 | shadowed.0)
+        let block_mask = !(len - 1) as u32;
+        let mut shadowed = 0u64;
+        let mut m = self.occupied;
+        while m != 0 {
+            let i = pop_lowest(&mut m);
+            if blocks_overlap(self.epn[i], self.mask[i], base, block_mask) {
+                shadowed |= 1 << i;
+            }
+        }
+        self.forget(shadowed);
+        SlotMask(derived.0 | shadowed)
     }
 
     /// The guest loaded PID `new_pid` (an address-space switch): drops every slot except
@@ -476,41 +551,58 @@ impl<const N: usize> ShadowTlb<N> {
     /// PID, so everything else may now translate differently.
     pub fn guest_pid_switch(&mut self, guest: &GuestTlb, new_pid: u8) -> SlotMask {
         let entries = guest.entries();
-        self.remove(|s| {
-            let Some(origin) = entries.get(s.guest_index as usize) else {
-                return true;
-            };
+        let mut gone = 0u64;
+        let mut m = self.occupied;
+        'slots: while m != 0 {
+            let s = pop_lowest(&mut m);
+            let gi = self.slots[s].guest_index as usize;
+            let origin = &entries[gi];
             if !origin.valid() || origin.tid() != 0 {
-                return true;
+                gone |= 1 << s;
+                continue;
             }
-            entries[..s.guest_index as usize].iter().any(|e| {
-                e.valid()
-                    && e.tid() == new_pid
-                    && e.ts() == origin.ts()
-                    && e.block().is_some_and(|(b, len)| ranges_overlap(b as u64, len, s.hw.epn as u64, s.hw.bytes() as u64))
-            })
-        })
+            let mut earlier = guest.live(origin.ts()) & ((1u64 << gi) - 1);
+            while earlier != 0 {
+                let e = pop_lowest(&mut earlier);
+                let (base, mask) = guest.block_of(e);
+                if entries[e].tid() == new_pid && blocks_overlap(base, mask, self.epn[s], self.mask[s]) {
+                    gone |= 1 << s;
+                    continue 'slots;
+                }
+            }
+        }
+        self.forget(gone);
+        SlotMask(gone)
     }
 
     /// Drops every slot.
     pub fn flush_all(&mut self) -> SlotMask {
-        self.remove(|_| true)
+        let gone = self.occupied;
+        self.forget(gone);
+        SlotMask(gone)
     }
 
-    fn select(&self, pred: impl Fn(&Slot) -> bool) -> SlotMask {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.as_ref().is_some_and(&pred))
-            .fold(SlotMask::EMPTY, |m, (i, _)| m.with(i))
+    /// Marks the slots in `gone` unoccupied.
+    fn forget(&mut self, gone: u64) {
+        let mut m = gone & self.occupied;
+        while m != 0 {
+            let s = pop_lowest(&mut m);
+            self.derived[self.slots[s].guest_index as usize] &= !(1 << s);
+        }
+        self.occupied &= !gone;
     }
 
     fn remove(&mut self, pred: impl Fn(&Slot) -> bool) -> SlotMask {
-        let gone = self.select(pred);
-        for s in gone {
-            self.slots[s] = None;
+        let mut gone = 0u64;
+        let mut m = self.occupied;
+        while m != 0 {
+            let s = pop_lowest(&mut m);
+            if pred(&self.slots[s]) {
+                gone |= 1 << s;
+            }
         }
-        gone
+        self.forget(gone);
+        SlotMask(gone)
     }
 }
 
@@ -824,5 +916,240 @@ mod tests {
         assert_eq!(m.len(), 3);
         assert!(m.contains(0) && m.contains(2) && m.contains(63) && !m.contains(1) && !m.contains(64));
         assert_eq!(m.collect::<Vec<_>>(), [0, 2, 63]);
+    }
+
+    // --------------------------------------------------------------------------------
+    // The indexed structures against their original definitions, on random histories
+    // --------------------------------------------------------------------------------
+
+    use proptest::prelude::*;
+
+    /// The original `ShadowTlb`: an array of `Option<Slot>` scanned with predicates.
+    #[derive(Clone, Debug)]
+    struct RefShadow<const N: usize> {
+        slots: [Option<Slot>; N],
+        next_victim: usize,
+    }
+
+    impl<const N: usize> RefShadow<N> {
+        fn new() -> Self {
+            RefShadow { slots: [None; N], next_victim: 0 }
+        }
+        fn select(&self, pred: impl Fn(&Slot) -> bool) -> SlotMask {
+            SlotMask(self.slots.iter().enumerate().filter(|(_, s)| s.as_ref().is_some_and(&pred)).fold(0, |m, (i, _)| m | 1 << i))
+        }
+        fn remove(&mut self, pred: impl Fn(&Slot) -> bool) -> SlotMask {
+            let gone = self.select(pred);
+            for s in gone {
+                self.slots[s] = None;
+            }
+            gone
+        }
+        fn lookup(&self, ea: u32, hw_pid: u8) -> Option<(usize, Slot)> {
+            self.slots
+                .iter()
+                .enumerate()
+                .find_map(|(i, s)| s.filter(|s| s.hw.contains(ea) && s.hw.visible_with_pid(hw_pid)).map(|s| (i, s)))
+        }
+        fn insert(&mut self, hw: HwEntry, guest_index: u32) -> Placement {
+            let clash = self.select(|s| {
+                s.hw.overlaps(hw.epn, hw.bytes() as u64)
+                    && (s.hw.tid == hw.tid || s.hw.tid == TID_SHARED || hw.tid == TID_SHARED)
+            });
+            let slot = match clash.into_iter().next() {
+                Some(slot) => slot,
+                None => match self.slots.iter().position(Option::is_none) {
+                    Some(free) => free,
+                    None => {
+                        let victim = self.next_victim;
+                        self.next_victim = (victim + 1) % N;
+                        victim
+                    }
+                },
+            };
+            for s in clash {
+                self.slots[s] = None;
+            }
+            self.slots[slot] = Some(Slot { hw, guest_index: guest_index & 63 });
+            Placement { slot, invalidate: SlotMask(clash.0 & !(1 << slot)) }
+        }
+        fn invalidate_guest_index(&mut self, guest_index: u32) -> SlotMask {
+            self.remove(|s| s.guest_index == guest_index & 63)
+        }
+        fn invalidate_overlapping(&mut self, base: u32, len: u64) -> SlotMask {
+            self.remove(|s| s.hw.overlaps(base, len))
+        }
+        fn invalidate_host_range(&mut self, base: u32, len: u64) -> SlotMask {
+            self.remove(|s| ranges_overlap(s.hw.rpn_base as u64, s.hw.bytes() as u64, base as u64, len))
+        }
+        fn invalidate_guest_write(&mut self, guest: &GuestTlb, index: u32) -> SlotMask {
+            let derived = self.invalidate_guest_index(index);
+            let shadowed = match guest.entry(index).block() {
+                Some((base, len)) => self.invalidate_overlapping(base, len),
+                None => SlotMask::EMPTY,
+            };
+            SlotMask(derived.0 | shadowed.0)
+        }
+        fn guest_pid_switch(&mut self, guest: &GuestTlb, new_pid: u8) -> SlotMask {
+            let entries = guest.entries();
+            self.remove(|s| {
+                let Some(origin) = entries.get(s.guest_index as usize) else {
+                    return true;
+                };
+                if !origin.valid() || origin.tid() != 0 {
+                    return true;
+                }
+                entries[..s.guest_index as usize].iter().any(|e| {
+                    e.valid()
+                        && e.tid() == new_pid
+                        && e.ts() == origin.ts()
+                        && e.block().is_some_and(|(b, len)| ranges_overlap(b as u64, len, s.hw.epn as u64, s.hw.bytes() as u64))
+                })
+            })
+        }
+        fn flush_all(&mut self) -> SlotMask {
+            self.remove(|_| true)
+        }
+    }
+
+    /// The original `PageSize::largest_at_most`.
+    fn largest_at_most_reference(bytes: u64) -> Option<PageSize> {
+        PageSize::ALL.iter().rev().copied().find(|s| u64::from(s.bytes()) <= bytes)
+    }
+
+    #[test]
+    fn largest_at_most_equals_the_reference() {
+        for log in 0..=40u32 {
+            for bytes in [(1u64 << log) - 1, 1 << log, (1 << log) + 1, (1 << log) * 3 / 2] {
+                assert_eq!(PageSize::largest_at_most(bytes), largest_at_most_reference(bytes), "{bytes:#x}");
+            }
+        }
+        assert_eq!(PageSize::largest_at_most(u64::MAX), Some(PageSize::G1));
+    }
+
+    /// Addresses clustered around a few anchors, so that entries nest and overlap.
+    fn clustered() -> impl Strategy<Value = u32> {
+        let anchors = [0u32, 0x0040_0000, 0x1000_0000, 0xC000_0000, 0xC0F0_0000, 0xFFC0_0000];
+        (prop::sample::select(anchors.to_vec()), prop_oneof![3 => (0u32..(1 << 24)).prop_map(|o| o & !0x3FF), 1 => any::<u32>()])
+            .prop_map(|(a, o)| a.wrapping_add(o))
+    }
+
+    /// A guest TLB write: index, word, value, MMUCR. Word 0 values get clustered EPNs,
+    /// mostly aligned, every SIZE code, V mostly set, TS now and then; TIDs 0..=3.
+    fn guest_write() -> impl Strategy<Value = (u32, u32, u32, u32)> {
+        (0u32..64, 0u32..3, clustered(), 0u32..16, prop::bool::weighted(0.8), prop::bool::weighted(0.85), prop::bool::weighted(0.2), 0u32..4, any::<u32>())
+            .prop_map(|(index, word, ea, code, aligned, valid, ts, tid, junk)| {
+                let value = if word == 0 {
+                    let size = 1u64 << (10 + 2 * code.min(11));
+                    let epn = if aligned { (u64::from(ea) & !(size - 1)) as u32 } else { ea & !0x3FF };
+                    epn | (code << 4) | if valid { V } else { 0 } | if ts { TS } else { 0 }
+                } else {
+                    junk
+                };
+                (index, word, value, (junk & !0xFF) | tid)
+            })
+    }
+
+    /// The index the guest TLB keeps, recomputed from its entries.
+    fn check_guest_index(t: &GuestTlb) -> Result<(), TestCaseError> {
+        for ts in [false, true] {
+            let live = (0..64).filter(|&i| t.entry(i).block().is_some() && t.entry(i).ts() == ts).fold(0u64, |m, i| m | 1 << i);
+            prop_assert_eq!(t.live(ts), live);
+        }
+        for i in 0..64usize {
+            if let Some((base, len)) = t.entry(i as u32).block() {
+                prop_assert_eq!(t.block_of(i), (base, !(len - 1) as u32));
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        #[test]
+        fn lookup_and_one_pass_page_size_equal_the_original_scans(
+            writes in prop::collection::vec(guest_write(), 0..120),
+            queries in prop::collection::vec((clustered(), 0u8..4, prop::bool::weighted(0.2), 0u32..23), 1..32),
+        ) {
+            let mut t = GuestTlb::new();
+            for &(index, word, value, mmucr) in &writes {
+                t.tlbwe(index, word, value, mmucr).expect("word 0..=2");
+            }
+            check_guest_index(&t)?;
+            for &(ea, pid, ts, limit_log) in &queries {
+                let first = t.entries().iter().position(|e| e.matches(ea, pid, ts));
+                prop_assert_eq!(t.lookup(ea, pid, ts).map(|(i, _)| i as usize), first);
+                // Every index up to the first match satisfies the precondition.
+                for index in 0..=first.unwrap_or(63) as u32 {
+                    for limit in [1u64 << (10 + limit_log), 1 << 24, 1 << 32, 4096] {
+                        prop_assert_eq!(
+                            hw_page_size(&t, index, ea, pid, ts, limit),
+                            hw_page_size_reference(&t, index, ea, pid, ts, limit),
+                            "index {} ea {:#x} limit {:#x}", index, ea, limit
+                        );
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn the_indexed_shadow_equals_the_original(
+            writes in prop::collection::vec(guest_write(), 0..64),
+            ops in prop::collection::vec((0u32..8, clustered(), 0u32..64, 0u8..4, any::<bool>(), guest_write()), 1..120),
+        ) {
+            let mut t = GuestTlb::new();
+            for &(index, word, value, mmucr) in &writes {
+                t.tlbwe(index, word, value, mmucr).expect("word 0..=2");
+            }
+            let mut fast = ShadowTlb::<12>::new();
+            let mut slow = RefShadow::<12>::new();
+            for &(kind, ea, index, pid, ts, write) in &ops {
+                match kind {
+                    0..=2 => {
+                        // A fill as the kernel does it, else an arbitrary aligned page.
+                        let hw = match shadow_fill(&t, &RAM_4K, ea, pid, pid & 1 != 0, Access::Read, ts) {
+                            FillResult::Hit { hw, .. } if kind != 2 => hw,
+                            _ => {
+                                let size = PageSize::ALL[(index % 9) as usize];
+                                HwEntry { epn: ea & !(size.bytes() - 1), size, rpn_base: ea & !(size.bytes() - 1), tid: pid % 3, perms: Rights::R, wimge: Wimge(0) }
+                            }
+                        };
+                        prop_assert_eq!(fast.insert(hw, index), slow.insert(hw, index));
+                    }
+                    3 => prop_assert_eq!(fast.invalidate_guest_index(index), slow.invalidate_guest_index(index)),
+                    4 => {
+                        let (windex, word, value, mmucr) = write;
+                        t.tlbwe(windex, word, value, mmucr).expect("word 0..=2");
+                        prop_assert_eq!(fast.invalidate_guest_write(&t, windex), slow.invalidate_guest_write(&t, windex));
+                    }
+                    5 => prop_assert_eq!(fast.guest_pid_switch(&t, pid), slow.guest_pid_switch(&t, pid)),
+                    6 => {
+                        let len = 1u64 << (index % 33);
+                        if index % 2 == 0 {
+                            prop_assert_eq!(fast.invalidate_overlapping(ea, len), slow.invalidate_overlapping(ea, len));
+                        } else {
+                            prop_assert_eq!(fast.invalidate_host_range(ea, len), slow.invalidate_host_range(ea, len));
+                        }
+                    }
+                    _ => {
+                        if index == 0 {
+                            prop_assert_eq!(fast.flush_all(), slow.flush_all());
+                        }
+                    }
+                }
+                // Same slots, same lookups, and the per-guest-index masks agree.
+                for i in 0..12 {
+                    prop_assert_eq!(fast.slot(i).copied(), slow.slots[i]);
+                }
+                prop_assert_eq!(fast.occupied(), slow.select(|_| true));
+                for g in 0..64 {
+                    prop_assert_eq!(fast.derived_from(g), slow.select(|s| s.guest_index == g));
+                }
+                for pid in [TID_USER, TID_KERNEL] {
+                    prop_assert_eq!(fast.lookup(ea, pid).map(|(i, s)| (i, *s)), slow.lookup(ea, pid));
+                }
+            }
+        }
     }
 }

@@ -137,7 +137,8 @@ fn create_vm(i: usize, nvms: usize, archive: &[u8], frames: &mut FrameAllocator)
     let ram = if os { LINUX_RAM } else { GUEST_RAM };
     let mut m = Machine::new(frames, ram, i, nvms > 1)?;
     let (entry, r3, r1) = if !os {
-        (m.load_elf(guest.data)?, 0, 0)
+        // A bare-metal guest learns its VM index in r3 (the isolation test uses it).
+        (m.load_elf(guest.data)?, i as u32, 0)
     } else {
         let e = m.load_elf_physical(guest.data)?;
         let rd = initrd.map(|r| r.data).unwrap_or(&[]);

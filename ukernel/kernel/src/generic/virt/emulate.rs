@@ -214,11 +214,9 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> (Opti
         (31, 978) => {
             // tlbwe RS,RA,WS
             let (index, word, value) = (f.regs.gpr[ra(insn)], rb(insn) as u32, f.regs.gpr[rs(insn)]);
-            let mmucr = k.vcpus[vi].s.mmucr;
-            if k.vcpus[vi].tlb.tlbwe(index, word, value, mmucr).is_err() {
+            if mmu::guest_tlbwe(k, vi, index, word, value).is_err() {
                 return reflect_illegal(k, vi, f);
             }
-            mmu::guest_tlb_written(k, vi, index & 63);
             TracePoint::EmulTlbwe
         }
         (31, 946) => {

@@ -101,9 +101,7 @@ pub fn program(frame: *mut TrapFrame) -> Option<*mut TrapFrame> {
         (31, 978) => {
             // tlbwe RS,RA,WS
             let (index, word) = (f.regs.gpr[((insn >> 16) & 31) as usize], (insn >> 11) & 31);
-            let mmucr = k.vcpus[vi].s.mmucr;
-            k.vcpus[vi].tlb.tlbwe(index, word, f.regs.gpr[rs], mmucr).ok()?;
-            mmu::guest_tlb_written(k, vi, index & 63);
+            mmu::guest_tlbwe(k, vi, index, word, f.regs.gpr[rs]).ok()?;
             (old, pc + 4, TracePoint::EmulTlbwe)
         }
         _ => return None,

@@ -6,7 +6,7 @@ use super::{inject, trace, virt_fault, Class, Kernel};
 use crate::arch::{msr, tlb, TrapFrame};
 use crate::generic::{frame_of, ipc, space, thread, thread::FaultWait};
 use kestrel_abi::{label, MsgTag, Rights, TracePoint, VirtFault, PAGE_SIZE};
-use kestrel_vtlb::{shadow_fill, Access, FillResult, GuestPhysMap, HostPage, ShadowTlb};
+use kestrel_vtlb::{shadow_fill, Access, FillResult, GuestPhysMap, HostPage, ShadowTlb, SlotMask, TlbError};
 
 /// Hardware TLB slots used for the running VM.
 pub const GUEST_SLOTS: usize = (tlb::KERNEL_FIRST - tlb::GUEST_FIRST) as usize;
@@ -40,12 +40,7 @@ pub fn flush_shadow(k: &mut Kernel) {
     for v in k.vcpus.iter_mut() {
         v.fetch_page = 0;
     }
-    let dropped = k.shadow.flush_all();
-    for slot in 0..GUEST_SLOTS {
-        if dropped.contains(slot) {
-            tlb::invalidate(tlb::GUEST_FIRST + slot as u32);
-        }
-    }
+    invalidate_slots(k.shadow.flush_all());
 }
 
 /// The running vCPU `vi` loaded another guest PID (already in its state).
@@ -61,20 +56,48 @@ pub fn guest_pid_switch(k: &mut Kernel, vi: usize) {
     invalidate_slots(m);
 }
 
-fn invalidate_slots(mask: kestrel_vtlb::SlotMask) {
-    for slot in 0..GUEST_SLOTS {
-        if mask.contains(slot) {
-            tlb::invalidate(tlb::GUEST_FIRST + slot as u32);
-        }
+/// Invalidates the hardware entries of the shadow slots in `mask` (one per set bit).
+#[inline(always)]
+fn invalidate_slots(mask: SlotMask) {
+    for slot in mask {
+        tlb::invalidate(tlb::GUEST_FIRST + slot as u32);
     }
 }
 
-/// A guest TLB write to `index`: drop the hardware entries derived from it.
+/// A guest TLB write to `index` made behind the instruction emulator's back (the VMM's
+/// `VcpuControl`): drop the hardware entries derived from it and the fetch cache.
 pub fn guest_tlb_written(k: &mut Kernel, vi: usize, index: u32) {
     k.vcpus[vi].fetch_page = 0;
     let Kernel { shadow, vcpus, .. } = k;
-    let m = shadow.invalidate_guest_write(&vcpus[vi].tlb, index);
-    invalidate_slots(m);
+    invalidate_slots(shadow.invalidate_guest_write(&vcpus[vi].tlb, index));
+}
+
+/// Whether the guest block `(base, len)` overlaps the 4 KiB page at `page`.
+#[inline(always)]
+fn block_covers_page(block: Option<(u32, u64)>, page: u32) -> bool {
+    block.is_some_and(|(base, len)| (page as u64) < base as u64 + len && (base as u64) < page as u64 + PAGE_SIZE as u64)
+}
+
+/// A guest `tlbwe` of the running vCPU `vi` (the guest's MMUCR supplies the TID): writes
+/// its TLB, then drops the hardware entries derived from the entry's old contents or
+/// shadowed by its new ones, and the fetch cache only if the entry's old or new page
+/// overlaps the cached page (otherwise the first match, and so the translation, of every
+/// address in that page is unchanged). An invalid word number changes nothing.
+#[inline(always)]
+pub fn guest_tlbwe(k: &mut Kernel, vi: usize, index: u32, word: u32, value: u32) -> Result<(), TlbError> {
+    let Kernel { shadow, vcpus, .. } = k;
+    let v = &mut vcpus[vi];
+    let old = v.tlb.entry(index).block();
+    v.tlb.tlbwe(index, word, value, v.s.mmucr)?;
+    let new = if word == 0 { v.tlb.entry(index).block() } else { old };
+    if v.fetch_page != 0 {
+        let page = v.fetch_page & !(PAGE_SIZE - 1);
+        if block_covers_page(old, page) || block_covers_page(new, page) {
+            v.fetch_page = 0;
+        }
+    }
+    invalidate_slots(shadow.invalidate_guest_write(&v.tlb, index));
+    Ok(())
 }
 
 /// Guest-virtual → host-physical for the kernel's own reads of guest memory (fetching
@@ -93,14 +116,21 @@ pub fn guest_fetch(k: &mut Kernel, vi: usize, pc: u32) -> Option<u32> {
 fn guest_fetch_slow(k: &mut Kernel, vi: usize, pc: u32) -> Option<u32> {
     let page = pc & !(PAGE_SIZE - 1);
     let v = &k.vcpus[vi];
-    let (_, e) = v.tlb.lookup(pc, v.s.pid as u8, v.s.msr & msr::IS != 0)?;
+    let (pid, ts) = (v.s.pid as u8, v.s.msr & msr::IS != 0);
+    let (index, e) = v.tlb.lookup(pc, pid, ts)?;
     let gpa = e.translate(pc);
     if gpa > u32::MAX as u64 {
         return None;
     }
+    // Cache the page only if this entry translates all of it: at least 4 KiB, and no
+    // earlier (1 KiB) entry wins for part of it.
+    let whole_page = e.size_bytes() >= PAGE_SIZE as u64
+        && v.tlb.first_match_span(index, pc, pid, ts, PAGE_SIZE as u64) >= PAGE_SIZE as u64;
     let hpa = space::translate(k, k.threads[v.thread].space, gpa as u32, Rights::R)?;
-    k.vcpus[vi].fetch_page = page | 1;
-    k.vcpus[vi].fetch_host = hpa & !(PAGE_SIZE - 1);
+    if whole_page {
+        k.vcpus[vi].fetch_page = page | 1;
+        k.vcpus[vi].fetch_host = hpa & !(PAGE_SIZE - 1);
+    }
     crate::arch::read_phys_u32(hpa, k.mem.ram_end)
 }
 
