@@ -21,8 +21,18 @@ build: setup
     {{ cargo }} build
     scripts/build-target.sh
 
-# Boot the native demo (kestrel-demo as root task) under QEMU
-run: setup
+# Boot Linux in Kestrel VMs to interactive busybox shells: `just run` (one VM), `just run 2` (two); ARGS go to scripts/vm-linux.sh (e.g. --script smoke)
+[positional-arguments]
+run VMS="1" *ARGS: setup
+    #!/usr/bin/env bash
+    set -euo pipefail
+    shift || true
+    guests/linux/build.sh
+    scripts/build-target.sh -p kestrel-kernel -p kestrel-vmm-task
+    exec scripts/vm-linux.sh --vms {{ quote(VMS) }} "$@"
+
+# Boot the native IPC demo (kestrel-demo as root task) under QEMU
+demo: setup
     scripts/build-target.sh -p kestrel-kernel -p kestrel-demo
     scripts/qemu-run.sh kestrel-demo --timeout 60
 
@@ -33,14 +43,15 @@ test: setup
     scripts/ontarget-test.sh
     scripts/guest-compare.sh --no-build
 
-# Run a benchmark by name (available: ipc, exits)
+# Run a benchmark by name (available: ipc, exits, table1)
 bench NAME: setup
     #!/usr/bin/env bash
     set -euo pipefail
     case {{ quote(NAME) }} in
         ipc) exec python3 bench/ipc.py ;;
         exits) exec python3 bench/exits.py ;;
-        *) echo "unknown benchmark {{ quote(NAME) }}; available: ipc, exits" >&2; exit 1 ;;
+        table1) exec python3 bench/table1.py ;;
+        *) echo "unknown benchmark {{ quote(NAME) }}; available: ipc, exits, table1" >&2; exit 1 ;;
     esac
 
 # Boot a bare-metal guest (ELF name, e.g. kestrel-selftest) in a VM under Kestrel's VMM
@@ -59,12 +70,6 @@ qemu ROOTTASK *ARGS: setup
 run-native *ARGS: setup
     guests/linux/build.sh
     guests/linux/run-native.sh "$@"
-
-# Boot the same Linux in a Kestrel VM (work in progress; ARGS: e.g. --script smoke)
-[positional-arguments]
-run-vm-linux *ARGS: setup
-    scripts/build-target.sh -p kestrel-kernel -p kestrel-vmm-task
-    scripts/vm-linux.sh "$@"
 
 # Remove build output and logs
 clean:

@@ -6,7 +6,8 @@
 #   scripts/vm-linux.sh [--vms N] [--script NAME] [--timeout SECS] [--icount]
 #
 # --script NAME runs /scripts/NAME in the guest and powers off (e.g. smoke); without it the
-# guest starts an interactive busybox shell. --vms N boots N VMs at once (kestrel-vmm's
+# guest starts an interactive busybox shell (keyboard input goes to the VM; Ctrl-A x quits QEMU).
+# --timeout: wall-clock limit (default 600 s with --script, none for a shell). --vms N boots N VMs at once (kestrel-vmm's
 # `vmm.vms=N`), each with its own RAM, vCPU and console; their lines are prefixed `[vmI] `
 # and Ctrl-] then a VM number moves the console input. QEMU exits when every VM powered off.
 #
@@ -16,7 +17,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 script=
 vms=1
-timeout_secs=600
+timeout_secs=
 extra=()
 while (($# > 0)); do
     case $1 in
@@ -36,5 +37,12 @@ printf '%s' "console=ttyS0 panic=1 nosmap${script:+ kestrel.script=$script}" >"$
 archive=$KESTREL_OUT/vm-linux.bootmod
 python3 "$KESTREL_ROOT/scripts/mkbootmod.py" "$archive" "vmm=$KESTREL_OUT/kestrel-vmm" \
     "guest=$out/vmlinux" "initrd=$out/initramfs.cpio.gz" "bootargs=$bootargs"
+if [[ -z $script ]]; then
+    extra+=(--interactive)
+    hint="'exit' powers a VM off; Ctrl-A x quits QEMU"
+    ((vms == 1)) || hint="$hint; Ctrl-] then a VM number (0-$((vms - 1))) moves the keyboard"
+    echo "vm-linux: interactive busybox shell in $vms VM(s): $hint" >&2
+fi
+timeout_secs=${timeout_secs:-$([[ -n $script ]] && echo 600 || echo 0)}
 exec "$KESTREL_ROOT/scripts/qemu-run.sh" "$archive" --mem 256 --timeout "$timeout_secs" "${extra[@]}" \
     -- -append "vmm.vms=$vms"

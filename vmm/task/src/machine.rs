@@ -35,21 +35,58 @@ pub enum Outcome {
 /// Console bytes waiting for room in the virtual UART's receive FIFO.
 const INPUT_QUEUE: usize = 512;
 
+/// A VM's console output, line-buffered so that several VMs' lines do not mix.
+struct ConsoleOut {
+    line: [u8; 128],
+    len: usize,
+    /// `[vmN] ` before every console line when several VMs share the console.
+    prefix: Option<usize>,
+    /// Part of the current line was already written (a long line, or a prompt).
+    continues: bool,
+}
+
+impl ConsoleOut {
+    fn put(&mut self, b: u8) {
+        if b == b'\n' {
+            self.write_buffered();
+            let _ = sys::kdebug_write(b"\n");
+            self.continues = false;
+            return;
+        }
+        if self.len == self.line.len() {
+            self.write_buffered();
+        }
+        if b != b'\r' {
+            self.line[self.len] = b;
+            self.len += 1;
+        }
+    }
+
+    /// Writes what the line buffer holds; only a line's first piece gets the prefix.
+    fn write_buffered(&mut self) {
+        if self.len == 0 && self.continues {
+            return;
+        }
+        if let (Some(i), false) = (self.prefix, self.continues) {
+            let tag = [b'[', b'v', b'm', b'0' + (i % 10) as u8, b']', b' '];
+            let _ = sys::kdebug_write(&tag);
+        }
+        let _ = sys::kdebug_write(&self.line[..self.len]);
+        self.len = 0;
+        self.continues = true;
+    }
+}
+
 pub struct Machine {
     mem: GuestMemory<1>,
     uart0: Uart16550,
     uart1: Uart16550,
     uic: Uic,
-    line: [u8; 128],
-    line_len: usize,
+    out: ConsoleOut,
     /// Index of this VM (for log lines).
     id: usize,
     /// Unmodelled accesses so far.
     unmodelled: u32,
-    /// `[vmN] ` before every console line when several VMs share the console.
-    prefix: Option<usize>,
-    /// The console line buffer was flushed before its newline (a long line).
-    line_continues: bool,
     input: heapless::Deque<u8, INPUT_QUEUE>,
     /// The reply held back while the guest idles.
     pub held: Option<Msg>,
@@ -81,12 +118,10 @@ impl Machine {
             uart1: Uart16550::new(),
             // QEMU's UIC ignores the polarity register; so does the model, to match.
             uic: Uic::without_polarity(),
-            line: [0; 128],
-            line_len: 0,
+            out: ConsoleOut { line: [0; 128], len: 0, prefix: if prefixed { Some(id) } else { None }, continues: false },
             id,
             unmodelled: 0,
-            prefix: if prefixed { Some(id) } else { None },
-            line_continues: false,
+
             input: heapless::Deque::new(),
             held: None,
         })
@@ -268,6 +303,13 @@ impl Machine {
         Outcome::Reply(reply)
     }
 
+    /// Shows a partial console line (a shell prompt) once the guest waits for input.
+    pub fn flush_console(&mut self) {
+        if self.out.len > 0 {
+            self.out.write_buffered();
+        }
+    }
+
     /// Console input for this VM's UART0: queued, and fed into the UART's receive FIFO
     /// as the guest drains it. Bytes beyond the queue are dropped (as a real UART
     /// overruns), with no effect on the VMM.
@@ -363,27 +405,8 @@ impl Machine {
     }
 
     fn mmio_write(&mut self, gpa: u32, v: u8) {
-        let (line, len, prefix, cont) = (&mut self.line, &mut self.line_len, self.prefix, &mut self.line_continues);
-        let mut tx = |b: u8| {
-            if b == b'\n' || *len == line.len() {
-                // A long line is flushed in pieces; only its first piece gets the prefix.
-                let first = !core::mem::replace(cont, b != b'\n');
-                if let (Some(i), true) = (prefix, first) {
-                    let tag = [b'[', b'v', b'm', b'0' + (i % 10) as u8, b']', b' '];
-                    let _ = sys::kdebug_write(&tag);
-                }
-                let _ = sys::kdebug_write(&line[..*len]);
-                *len = 0;
-                if b == b'\n' {
-                    let _ = sys::kdebug_write(b"\n");
-                    return;
-                }
-            }
-            if b != b'\r' {
-                line[*len] = b;
-                *len += 1;
-            }
-        };
+        let out = &mut self.out;
+        let mut tx = |b: u8| out.put(b);
         match gpa {
             a if a.wrapping_sub(UART0) < kestrel_devices::UART_REGS => self.uart0.write(a - UART0, v, &mut tx),
             // UART1 has no back end: its output is dropped, as with QEMU's `-serial null`.

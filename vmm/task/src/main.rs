@@ -284,6 +284,7 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
         match vm.machine.handle(vm.vcpu, class, &msg) {
             Outcome::Reply(reply) => pending = Some((from, reply)),
             Outcome::Idle(reply) => {
+                vm.machine.flush_console();
                 vm.run = Run::Idle { until: sys::timebase() + idle_ticks };
                 vm.machine.held = Some(reply);
             }
