@@ -1,0 +1,206 @@
+//! Isolation test guest (supervisor-mode bare metal, PPC440), run as two VMs of
+//! `kestrel-vmm` (`vmm.vms=2`, `scripts/vm-isolation.sh`). One binary; the role comes
+//! from r3, which the VMM sets to the VM's index:
+//!
+//! - VM 0, the writer: overwrites all of its 32 MiB of guest RAM outside its own image
+//!   (and stack) with an index-dependent pattern, `WRITER_PASSES` times, reads the last
+//!   pass back, then stores beyond its RAM (guest-physical 32 MiB), which the VMM answers
+//!   by killing the VM. If it survives that store it prints a FAIL line and resets.
+//! - VM 1 (and any further VM), the checker: fills the same ranges of its own RAM with a
+//!   xorshift pseudo-random sequence, takes a 64-bit FNV-1a checksum of them and then
+//!   recomputes it `CHECKER_ROUNDS` times; the two vCPUs are time-sliced, so the rounds
+//!   overlap the writer's whole run and go on after it was killed. Prints
+//!   `isolation: checksum unchanged over N rounds`, or `isolation: FAIL round K: ...`,
+//!   then requests a reset.
+//!
+//! All RAM accesses go through `load`/`store` (inline `lwz`/`stw`), because guest-physical
+//! 0 is RAM here and Rust pointers may not be null.
+#![no_std]
+#![no_main]
+
+use core::arch::{asm, global_asm};
+use core::fmt::Write;
+
+global_asm!(
+    ".section .text.boot, \"ax\"",
+    ".global _start",
+    "_start:",
+    "    lis 1, __stack_top@ha",
+    "    addi 1, 1, __stack_top@l",
+    "    li 0, 0",
+    "    stwu 0, -16(1)",
+    // r3 (the VM index from the VMM) is still untouched: isolation_main's argument.
+    "    bl isolation_main",
+    "1:  b 1b",
+);
+
+/// End of the guest RAM the VMM gives a bare-metal guest (it starts at 0).
+const RAM_END: u32 = 32 << 20;
+/// Where the writer finally stores: beyond its RAM, still inside the VMM's 256 MiB TLB entry.
+const BEYOND: u32 = RAM_END + 0x1000;
+const WRITER_PASSES: u32 = 16;
+const CHECKER_ROUNDS: u32 = 64;
+/// The checker prints every this many rounds (and the first and last).
+const REPORT_EVERY: u32 = 8;
+const UART0: usize = 0xEF60_0300;
+
+extern "C" {
+    static __image_start: u8;
+    static __image_end: u8;
+}
+
+struct Uart;
+
+impl Write for Uart {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        for &b in s.as_bytes() {
+            // SAFETY: UART0's registers, mapped uncached by `map_uart`.
+            unsafe {
+                while ((UART0 + 5) as *const u8).read_volatile() & 0x20 == 0 {}
+                (UART0 as *mut u8).write_volatile(b);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Guest TLB entry 1: the UART page 1:1, uncached and guarded, supervisor read/write.
+fn map_uart() {
+    let (w0, w1, w2): (u32, u32, u32) = (0xEF60_0000 | 0x200 | (1 << 4), 0xEF60_0000, 0x400 | 0x100 | 0x3);
+    // SAFETY: writes TLB entry 1 only; encodings: tlbwe r4,r3,0 / r5,r3,1 / r6,r3,2.
+    unsafe {
+        asm!("mtspr 946, {z}", ".long 0x7C8307A4", ".long 0x7CA30FA4", ".long 0x7CC317A4", "isync",
+             z = in(reg) 0u32, in("r3") 1u32, in("r4") w0, in("r5") w1, in("r6") w2);
+    }
+}
+
+/// The RAM this guest may overwrite: below its image, and from its end to `RAM_END`.
+fn regions() -> [(u32, u32); 2] {
+    // Only the linker symbols' addresses are taken, never their contents (no unsafe needed).
+    let (start, end) = (core::ptr::addr_of!(__image_start) as u32, core::ptr::addr_of!(__image_end) as u32);
+    [(0, start), (end, RAM_END)]
+}
+
+fn region_kib() -> u32 {
+    regions().iter().map(|(lo, hi)| (hi - lo) >> 10).sum()
+}
+
+#[inline(always)]
+fn store(addr: u32, v: u32) {
+    // SAFETY: callers pass word-aligned guest-physical addresses outside this program's
+    // image and stack (mapped 1:1 by the VMM's TLB entry), or `BEYOND` on purpose.
+    unsafe { asm!("stw {v}, 0({a})", v = in(reg) v, a = in(reg_nonzero) addr, options(nostack, preserves_flags)) };
+}
+
+#[inline(always)]
+fn load(addr: u32) -> u32 {
+    let v: u32;
+    // SAFETY: a word-aligned guest RAM address below `RAM_END`, mapped 1:1.
+    unsafe { asm!("lwz {v}, 0({a})", v = out(reg) v, a = in(reg_nonzero) addr, options(nostack, readonly, preserves_flags)) };
+    v
+}
+
+fn reset() -> ! {
+    // SAFETY: DBCR0[RST] requests a system reset; the VMM stops this VM.
+    unsafe { asm!("mtspr 308, {0}", in(reg) 0x3000_0000u32) };
+    loop {}
+}
+
+#[no_mangle]
+extern "C" fn isolation_main(vm: u32) -> ! {
+    map_uart();
+    let mut out = Uart;
+    let [(lo0, hi0), (lo1, hi1)] = regions();
+    let role = if vm == 0 { "writer" } else { "checker" };
+    let _ = writeln!(
+        out,
+        "isolation: vm{vm} is the {role}: RAM {:#x}..{:#x} and {:#x}..{:#x} ({} KiB)",
+        lo0,
+        hi0,
+        lo1,
+        hi1,
+        region_kib()
+    );
+    if vm == 0 {
+        writer(&mut out, vm)
+    } else {
+        checker(&mut out, vm)
+    }
+}
+
+fn writer(out: &mut Uart, vm: u32) -> ! {
+    let mut key = 0;
+    for pass in 1..=WRITER_PASSES {
+        key = 0xA5A5_0000 | (pass << 8) | vm;
+        for (lo, hi) in regions() {
+            for a in (lo..hi).step_by(4) {
+                store(a, a ^ key);
+            }
+        }
+        let _ = writeln!(out, "isolation: writer pass {pass}/{WRITER_PASSES}: wrote {} KiB with key {key:#010x}", region_kib());
+    }
+    let mut bad = 0u32;
+    for (lo, hi) in regions() {
+        for a in (lo..hi).step_by(4) {
+            bad += (load(a) != a ^ key) as u32;
+        }
+    }
+    if bad != 0 {
+        let _ = writeln!(out, "isolation: FAIL writer read back {bad} wrong words of its own pass");
+        reset();
+    }
+    let _ = writeln!(out, "isolation: writer read its last pass back intact");
+    let _ = writeln!(out, "isolation: writer storing beyond its RAM at {BEYOND:#010x}; the VMM should stop this VM");
+    store(BEYOND, key);
+    let _ = writeln!(out, "isolation: FAIL writer survived a store beyond its RAM at {BEYOND:#010x}");
+    reset()
+}
+
+/// xorshift32: the checker's pseudo-random pattern.
+fn next(x: &mut u32) -> u32 {
+    *x ^= *x << 13;
+    *x ^= *x >> 17;
+    *x ^= *x << 5;
+    *x
+}
+
+/// 64-bit FNV-1a over the words of `regions()`.
+fn checksum() -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for (lo, hi) in regions() {
+        for a in (lo..hi).step_by(4) {
+            h ^= load(a) as u64;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
+}
+
+fn checker(out: &mut Uart, vm: u32) -> ! {
+    let mut x = 0x9E37_79B9 ^ vm;
+    for (lo, hi) in regions() {
+        for a in (lo..hi).step_by(4) {
+            store(a, next(&mut x));
+        }
+    }
+    let expect = checksum();
+    let _ = writeln!(out, "isolation: filled {} KiB, checksum {expect:#018x}; rechecking {CHECKER_ROUNDS} rounds", region_kib());
+    for round in 1..=CHECKER_ROUNDS {
+        let sum = checksum();
+        if sum != expect {
+            let _ = writeln!(out, "isolation: FAIL round {round}: checksum {sum:#018x}, expected {expect:#018x}");
+            reset();
+        }
+        if round == 1 || round % REPORT_EVERY == 0 || round == CHECKER_ROUNDS {
+            let _ = writeln!(out, "isolation: round {round} checksum {sum:#018x} unchanged");
+        }
+    }
+    let _ = writeln!(out, "isolation: checksum unchanged over {CHECKER_ROUNDS} rounds");
+    reset()
+}
+
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    let _ = writeln!(Uart, "isolation: FAIL panic");
+    reset()
+}
