@@ -273,7 +273,18 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
         };
         let vm = &mut vms[vi];
         if let Some(pf) = PageFault::parse(&msg) {
-            pending = Some((from, page_fault_reply(vi, &vm.machine, &pf)));
+            let reply = page_fault_reply(vi, &vm.machine, &pf);
+            if reply.label() == label::KILL {
+                // The kernel stops the vCPU when it delivers this reply.
+                vm.run = Run::Stopped;
+            }
+            pending = Some((from, reply));
+            if vms.iter().all(|v| v.run == Run::Stopped) {
+                let (to, reply) = pending.take().expect("set above");
+                let _ = kestrel_user::ipc::reply(to, &reply);
+                println!("vmm: every VM has stopped; shutting down");
+                rt::exit(0);
+            }
             continue;
         }
         if !label::is_virt_fault(msg.label()) {
