@@ -36,12 +36,15 @@ demo: setup
     scripts/build-target.sh -p kestrel-kernel -p kestrel-demo
     scripts/qemu-run.sh kestrel-demo --timeout 60
 
-# Host unit tests, bench script tests, the on-target ktest suite, then the test guest natively and in a VM
+# Host unit tests, bench script tests, the on-target ktest suite, the test guest natively vs in a VM, two-VM isolation, then Linux: native vs VM, and two VMs at once
 test: setup
     {{ cargo }} test
     cd bench && python3 -m unittest
     scripts/ontarget-test.sh
     scripts/guest-compare.sh --no-build
+    scripts/vm-isolation.sh
+    guests/linux/build.sh
+    scripts/linux-vms-test.py
 
 # Run a benchmark by name (available: ipc, exits, table1)
 bench NAME: setup
