@@ -44,6 +44,7 @@ test: setup
     scripts/guest-compare.sh --no-build
     scripts/vm-isolation.sh
     guests/linux/build.sh
+    scripts/linux-compare.sh --no-build
     scripts/linux-vms-test.py
 
 # Run a benchmark by name (available: ipc, exits, table1)
