@@ -33,6 +33,7 @@
 //! - **ERPN** extends the real address to 36 bits (QEMU applies it for the 440).
 
 use crate::bits::Field;
+use crate::index::{pop_lowest, BlockIndex};
 use core::fmt;
 use kestrel_abi::Rights;
 
@@ -276,6 +277,21 @@ const fn rights_of(word2: u32, r: Field, w: Field, x: Field) -> Rights {
     Rights(bits)
 }
 
+/// [`Rights`] of each value of a three-bit permission group laid out like SX SW SR
+/// (X in bit 2, W in bit 1, R in bit 0): a table, so decoding costs one load.
+const GROUP_RIGHTS: [Rights; 8] = {
+    // UX UW UR sit exactly three bits above SX SW SR.
+    assert!(word2::SR.shift() == 0 && word2::SW.shift() == 1 && word2::SX.shift() == 2);
+    assert!(word2::UR.shift() == 3 && word2::UW.shift() == 4 && word2::UX.shift() == 5);
+    let mut t = [Rights(0); 8];
+    let mut v = 0;
+    while v < 8 {
+        t[v] = rights_of(v as u32, word2::SR, word2::SW, word2::SX);
+        v += 1;
+    }
+    t
+};
+
 /// One TLB entry as stored: the kept bits of the three words plus the 8-bit TID.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct GuestEntry {
@@ -329,8 +345,8 @@ impl GuestEntry {
     /// UX UW UR / SX SW SR.
     pub const fn perms(&self) -> Perms {
         Perms {
-            user: rights_of(self.word2, word2::UR, word2::UW, word2::UX),
-            supervisor: rights_of(self.word2, word2::SR, word2::SW, word2::SX),
+            user: GROUP_RIGHTS[((self.word2 >> word2::UR.shift()) & 7) as usize],
+            supervisor: GROUP_RIGHTS[(self.word2 & 7) as usize],
         }
     }
 
@@ -359,6 +375,19 @@ impl GuestEntry {
             return None;
         }
         Some((self.epn(), self.size_bytes()))
+    }
+
+    /// [`GuestEntry::block`] as `(base, mask)` with `mask = !(size - 1)` in 32 bits (0 for
+    /// the 4 GiB reading), computed without 64-bit arithmetic.
+    #[inline(always)]
+    const fn block_mask(&self) -> Option<(u32, u32)> {
+        let code = self.size_code() as u32;
+        let span = if code <= 0xA { (1024u32 << (2 * code)) - 1 } else { u32::MAX };
+        let epn = self.epn();
+        if !self.valid() || epn & span != 0 {
+            return None;
+        }
+        Some((epn, !span))
     }
 
     /// Whether the entry can translate addresses for process `pid` in space `ts`
@@ -408,12 +437,6 @@ impl fmt::Display for TlbError {
     }
 }
 
-/// Effective-address regions of the lookup index: 256 regions of 16 MiB.
-const REGION_SHIFT: u32 = 24;
-const REGIONS: usize = 1 << (32 - REGION_SHIFT);
-/// Bytes in one region of the lookup index.
-pub const REGION_BYTES: u64 = 1 << REGION_SHIFT;
-
 /// The whole guest TLB. Starts with every entry invalid (all words and TIDs 0).
 ///
 /// Besides the 64 entries it keeps an index that `tlbwe` word 0 maintains (everything in
@@ -422,35 +445,22 @@ pub const REGION_BYTES: u64 = 1 << REGION_SHIFT;
 ///   aligned base and a 32-bit mask (`!(size - 1)`, 0 for the 4 GiB reading), so that it
 ///   matches `ea` iff `ea & mask == base` (plus the TID and TS checks);
 /// - `live[ts]`: the live entries of translation space `ts`, bit `i` = entry `i`;
-/// - `region[r]`: the live entries whose block overlaps the 16 MiB region `r` of the
-///   effective address space. A lookup tests only `region[ea >> 24] & live[ts]`, in
-///   index order, so the first match stays the first match.
+/// - `index`: the live entries' blocks in a [`BlockIndex`] (by 16 MiB region and 4 KiB
+///   page number). A lookup tests only `index.at(ea) & live[ts]`, in index order, so the
+///   first match stays the first match.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GuestTlb {
     entries: [GuestEntry; ENTRIES as usize],
     base: [u32; ENTRIES as usize],
     mask: [u32; ENTRIES as usize],
     live: [u64; 2],
-    region: [u64; REGIONS],
+    index: BlockIndex,
 }
 
 impl Default for GuestTlb {
     fn default() -> Self {
         GuestTlb::new()
     }
-}
-
-/// Removes and returns the lowest set bit's position of a non-empty mask.
-#[inline(always)]
-pub(crate) fn pop_lowest(m: &mut u64) -> usize {
-    let i = m.trailing_zeros() as usize;
-    *m &= *m - 1;
-    i
-}
-
-/// The regions `first..=last` a block `(base, len)` overlaps.
-const fn regions_of(base: u32, len: u64) -> (usize, usize) {
-    ((base >> REGION_SHIFT) as usize, ((base as u64 + len - 1) >> REGION_SHIFT) as usize)
 }
 
 impl GuestTlb {
@@ -460,7 +470,7 @@ impl GuestTlb {
             base: [0; ENTRIES as usize],
             mask: [0; ENTRIES as usize],
             live: [0; 2],
-            region: [0; REGIONS],
+            index: BlockIndex::new(),
         }
     }
 
@@ -512,22 +522,23 @@ impl GuestTlb {
     /// Moves entry `i` in the index from its old word 0 to its new one.
     fn reindex(&mut self, i: usize, old: &GuestEntry, new: &GuestEntry) {
         let bit = 1u64 << i;
-        if let Some((base, len)) = old.block() {
+        if (self.live[0] | self.live[1]) & bit != 0 {
             self.live[old.ts() as usize] &= !bit;
-            let (first, last) = regions_of(base, len);
-            for r in &mut self.region[first..=last] {
-                *r &= !bit;
-            }
+            self.index.remove(i, self.base[i], self.mask[i]);
         }
-        if let Some((base, len)) = new.block() {
+        if let Some((base, mask)) = new.block_mask() {
             self.live[new.ts() as usize] |= bit;
             self.base[i] = base;
-            self.mask[i] = !(len - 1) as u32;
-            let (first, last) = regions_of(base, len);
-            for r in &mut self.region[first..=last] {
-                *r |= bit;
-            }
+            self.mask[i] = mask;
+            self.index.insert(i, base, mask);
         }
+    }
+
+    /// Entry `index`'s block as `(base, mask)` with `mask = !(size - 1)` in 32 bits (0 for
+    /// the 4 GiB reading), if it is live: [`GuestEntry::block`] in another form.
+    #[inline(always)]
+    pub fn live_block(&self, index: u32) -> Option<(u32, u32)> {
+        self.entries[(index & INDEX_MASK) as usize].block_mask()
     }
 
     /// `tlbre index, word` with the guest's current `mmucr`: the word's value and, for
@@ -555,7 +566,7 @@ impl GuestTlb {
     /// The entry translating `ea` for process `pid` in space `ts` (`MSR[IS]` for fetches,
     /// `MSR[DS]` for data): the first match in index order, whatever its permissions.
     pub fn lookup(&self, ea: u32, pid: u8, ts: bool) -> Option<(u32, &GuestEntry)> {
-        let mut candidates = self.region[(ea >> REGION_SHIFT) as usize] & self.live[ts as usize];
+        let mut candidates = self.index.at(ea) & self.live[ts as usize];
         while candidates != 0 {
             let i = pop_lowest(&mut candidates);
             if ea & self.mask[i] == self.base[i] {
@@ -573,23 +584,28 @@ impl GuestTlb {
     /// around `ea` (so `index`, if it contains that block, is its first match throughout).
     ///
     /// Precondition: no such earlier entry contains `ea` itself, as when `index` is
-    /// `ea`'s first match. Then the result is at least 1 KiB (or `limit`, if smaller).
+    /// `ea`'s first match. Then the result is at least 1 KiB (or `limit` rounded down to a
+    /// power of two, if smaller).
     ///
     /// Why one pass suffices: guest blocks are aligned powers of two. For an earlier
     /// entry with block `[b, b + 2^k)` that does not contain `ea`, let `h` be the highest
     /// bit in which `ea` and `b` differ; `h >= k` because they differ above the block
     /// size. The aligned `2^m` block around `ea` and the entry's block overlap iff `ea`
     /// and `b` agree above bit `max(m, k) - 1`, i.e. iff `h < max(m, k)`, i.e. (as
-    /// `h >= k`) iff `m > h`. So the answer is `min(limit, 2^min(h))` over those entries,
-    /// whatever their sizes. With `limit` of at most 16 MiB only entries overlapping
-    /// `ea`'s 16 MiB region can bind (the others give `h >= 24`), so only those are read.
+    /// `h >= k`) iff `m > h`. So with `L` = `limit` rounded down to a power of two, the
+    /// answer is `min(L, 2^min(h))` over those entries, whatever their sizes. Entries that
+    /// do not overlap the aligned block of `L` bytes around `ea` cannot bind (they give
+    /// `2^h >= L`), so only the [`BlockIndex`] candidates for that block are read.
     pub fn first_match_span(&self, index: u32, ea: u32, pid: u8, ts: bool, limit: u64) -> u64 {
-        let below = (1u64 << (index & INDEX_MASK)) - 1;
-        let mut candidates = self.live[ts as usize] & below;
-        if limit <= REGION_BYTES {
-            candidates &= self.region[(ea >> REGION_SHIFT) as usize];
+        if limit == 0 {
+            return 0;
         }
-        let mut high = 32;
+        let limit_log = (63 - limit.leading_zeros()).min(32);
+        let block_mask = if limit_log == 32 { 0 } else { !((1u32 << limit_log) - 1) };
+        let below = (1u64 << (index & INDEX_MASK)) - 1;
+        let all = self.live[ts as usize] & below;
+        let mut candidates = self.index.overlapping(ea & block_mask, block_mask, all) & all;
+        let mut high = limit_log;
         while candidates != 0 {
             let i = pop_lowest(&mut candidates);
             let tid = self.entries[i].tid;
@@ -599,7 +615,7 @@ impl GuestTlb {
                 high = high.min(31u32.saturating_sub(lz));
             }
         }
-        (1u64 << high).min(limit)
+        1u64 << high
     }
 }
 
@@ -877,21 +893,31 @@ mod tests {
             t.tlbwe((r >> 54) as u32, word, if word == 0 { w0 } else { r as u32 }, (r >> 60) as u32).unwrap();
 
             let mut live = [0u64; 2];
-            let mut region = [0u64; REGIONS];
+            let mut index = BlockIndex::new();
             for (i, e) in t.entries().iter().enumerate() {
                 if let Some((base, len)) = e.block() {
                     live[e.ts() as usize] |= 1 << i;
                     assert_eq!((t.base[i], t.mask[i]), (base, !(len - 1) as u32));
-                    for (ri, m) in region.iter_mut().enumerate() {
-                        let start = (ri as u64) << REGION_SHIFT;
-                        if u64::from(base) < start + REGION_BYTES && start < u64::from(base) + len {
-                            *m |= 1 << i;
-                        }
-                    }
+                    assert_eq!(t.live_block(i as u32), Some((base, !(len - 1) as u32)));
+                    assert_eq!(e.block_mask(), Some((base, !(len - 1) as u32)));
+                    index.insert(i, base, !(len - 1) as u32);
+                } else {
+                    assert_eq!(t.live_block(i as u32), None);
+                    assert_eq!(e.block_mask(), None);
                 }
             }
             assert_eq!(t.live, live);
-            assert_eq!(t.region, region);
+            assert_eq!(t.index, index);
+        }
+    }
+
+    #[test]
+    fn permission_decoding_table_equals_the_field_definition() {
+        for w2 in 0..64u32 {
+            let t = with_entry(0, [0, 0, w2], 0);
+            let p = t.entry(0).perms();
+            assert_eq!(p.user, rights_of(w2, word2::UR, word2::UW, word2::UX), "{w2:#x}");
+            assert_eq!(p.supervisor, rights_of(w2, word2::SR, word2::SW, word2::SX), "{w2:#x}");
         }
     }
 }

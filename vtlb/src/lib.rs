@@ -5,6 +5,9 @@
 //! - [`shadow`]: the paper's §3.2 / Fig. 5 policy that merges the guest TLB and the VM's
 //!   guest-physical mappings into hardware TLB entries, tags them with TIDs 0/1/2 for
 //!   guest shared/user/kernel pages, and says when they must be flushed.
+//! - `index` (private): the block index both use, so that no operation scans all 64
+//!   guest entries or all shadow slots (the kernel runs them on every guest `tlbwe` and
+//!   TLB miss).
 //!
 //! Invariant for the whole crate: a hardware entry produced here never grants more than
 //! the guest TLB (first match, current guest mode) and the VMM's mapping both allow, over
@@ -14,6 +17,7 @@
 
 mod bits;
 pub mod guest;
+mod index;
 pub mod shadow;
 
 pub use bits::Field;

@@ -28,7 +28,8 @@
 //! `MSR[DS]` (Linux only does so for a few boot instructions), the kernel must narrow each
 //! fill to its access class with [`HwEntry::restricted_to`].
 
-use crate::guest::{pop_lowest, word0, word1, word2, GuestTlb, PageSize, Perms, Wimge};
+use crate::guest::{word0, word1, word2, GuestTlb, PageSize, Perms, Wimge};
+use crate::index::{pop_lowest, BlockIndex};
 use kestrel_abi::Rights;
 
 /// Hardware TID of pages that guest user and guest kernel may both touch (Fig. 5).
@@ -394,17 +395,22 @@ const fn blocks_overlap(a: u32, a_mask: u32, b: u32, b_mask: u32) -> bool {
 /// index it was derived from. Every method that drops slots returns them, so the kernel
 /// can invalidate exactly those hardware entries.
 ///
-/// Layout: `occupied` has bit `i` for each occupied slot; `epn`/`mask` hold each
-/// occupied slot's page as base and `!(bytes - 1)` (the [`HwEntry`] page is aligned), so
-/// overlap tests are a loop over the set bits; `derived[g]` has the occupied slots
-/// derived from guest entry `g`, so dropping them is O(1). Unoccupied slots hold stale
-/// data that nothing reads.
+/// Layout: `occupied` has bit `i` for each occupied slot, and dropping slots only clears
+/// their bits. `filed` has the slots ever written: `slots[i]` (with `epn`/`mask`, its
+/// page as base and `!(bytes - 1)`; the [`HwEntry`] page is aligned) keeps the last entry
+/// slot `i` held, which stays filed in `index` (by 16 MiB region and 4 KiB page number)
+/// and in `derived[slots[i].guest_index]` until the slot is written again. So every
+/// lookup ANDs with `occupied`: a page is tested only against the few occupied slots
+/// that may overlap it, and the slots derived from guest entry `g` are
+/// `derived[g] & occupied`, which makes dropping them O(1).
 #[derive(Clone, Debug)]
 pub struct ShadowTlb<const N: usize> {
     slots: [Slot; N],
     epn: [u32; N],
     mask: [u32; N],
     occupied: u64,
+    filed: u64,
+    index: BlockIndex,
     derived: [u64; 64],
     next_victim: usize,
 }
@@ -435,7 +441,16 @@ impl<const N: usize> ShadowTlb<N> {
     pub const fn new() -> ShadowTlb<N> {
         #[allow(clippy::let_unit_value)]
         let () = Self::SLOTS_FIT_A_MASK;
-        ShadowTlb { slots: [NO_SLOT; N], epn: [0; N], mask: [0; N], occupied: 0, derived: [0; 64], next_victim: 0 }
+        ShadowTlb {
+            slots: [NO_SLOT; N],
+            epn: [0; N],
+            mask: [0; N],
+            occupied: 0,
+            filed: 0,
+            index: BlockIndex::new(),
+            derived: [0; 64],
+            next_victim: 0,
+        }
     }
 
     pub fn slot(&self, slot: usize) -> Option<&Slot> {
@@ -452,7 +467,7 @@ impl<const N: usize> ShadowTlb<N> {
 
     /// The slots derived from guest entry `guest_index` (low six bits used).
     pub fn derived_from(&self, guest_index: u32) -> SlotMask {
-        SlotMask(self.derived[(guest_index & 63) as usize])
+        SlotMask(self.derived[(guest_index & 63) as usize] & self.occupied)
     }
 
     /// The slot the hardware would translate `ea` with while PID `hw_pid` is loaded.
@@ -473,7 +488,7 @@ impl<const N: usize> ShadowTlb<N> {
     pub fn insert(&mut self, hw: HwEntry, guest_index: u32) -> Placement {
         let hw_mask = !(hw.bytes() - 1);
         let mut clash = 0u64;
-        let mut m = self.occupied;
+        let mut m = self.candidates(hw.epn, hw_mask);
         while m != 0 {
             let i = pop_lowest(&mut m);
             if blocks_overlap(self.epn[i], self.mask[i], hw.epn, hw_mask) {
@@ -494,21 +509,26 @@ impl<const N: usize> ShadowTlb<N> {
             victim
         };
         // The victim (if any) is overwritten in place, not reported.
-        self.forget(clash | (self.occupied & 1 << slot));
+        self.occupied &= !clash;
+        let bit = 1u64 << slot;
+        if self.filed & bit != 0 {
+            self.derived[(self.slots[slot].guest_index & 63) as usize] &= !bit;
+            self.index.remove(slot, self.epn[slot], self.mask[slot]);
+        }
         let guest_index = guest_index & 63;
         self.slots[slot] = Slot { hw, guest_index };
         self.epn[slot] = hw.epn;
         self.mask[slot] = hw_mask;
-        self.occupied |= 1 << slot;
-        self.derived[guest_index as usize] |= 1 << slot;
-        Placement { slot, invalidate: SlotMask(clash & !(1 << slot)) }
+        self.occupied |= bit;
+        self.filed |= bit;
+        self.derived[guest_index as usize] |= bit;
+        self.index.insert(slot, hw.epn, hw_mask);
+        Placement { slot, invalidate: SlotMask(clash & !bit) }
     }
 
     /// Drops the slots derived from guest entry `guest_index`.
     pub fn invalidate_guest_index(&mut self, guest_index: u32) -> SlotMask {
-        let g = (guest_index & 63) as usize;
-        let gone = self.derived[g];
-        self.derived[g] = 0;
+        let gone = self.derived[(guest_index & 63) as usize] & self.occupied;
         self.occupied &= !gone;
         SlotMask(gone)
     }
@@ -528,19 +548,18 @@ impl<const N: usize> ShadowTlb<N> {
     /// contents now shadow under the first-match rule (any slot overlapping its page).
     pub fn invalidate_guest_write(&mut self, guest: &GuestTlb, index: u32) -> SlotMask {
         let derived = self.invalidate_guest_index(index);
-        let Some((base, len)) = guest.entry(index).block() else {
+        let Some((base, block_mask)) = guest.live_block(index) else {
             return derived;
         };
-        let block_mask = !(len - 1) as u32;
         let mut shadowed = 0u64;
-        let mut m = self.occupied;
+        let mut m = self.candidates(base, block_mask);
         while m != 0 {
             let i = pop_lowest(&mut m);
             if blocks_overlap(self.epn[i], self.mask[i], base, block_mask) {
                 shadowed |= 1 << i;
             }
         }
-        self.forget(shadowed);
+        self.occupied &= !shadowed;
         SlotMask(derived.0 | shadowed)
     }
 
@@ -571,25 +590,21 @@ impl<const N: usize> ShadowTlb<N> {
                 }
             }
         }
-        self.forget(gone);
+        self.occupied &= !gone;
         SlotMask(gone)
     }
 
     /// Drops every slot.
     pub fn flush_all(&mut self) -> SlotMask {
         let gone = self.occupied;
-        self.forget(gone);
+        self.occupied = 0;
         SlotMask(gone)
     }
 
-    /// Marks the slots in `gone` unoccupied.
-    fn forget(&mut self, gone: u64) {
-        let mut m = gone & self.occupied;
-        while m != 0 {
-            let s = pop_lowest(&mut m);
-            self.derived[self.slots[s].guest_index as usize] &= !(1 << s);
-        }
-        self.occupied &= !gone;
+    /// The occupied slots that may overlap the aligned block (base, `!(size - 1)`).
+    #[inline(always)]
+    fn candidates(&self, base: u32, mask: u32) -> u64 {
+        self.index.overlapping(base, mask, self.occupied) & self.occupied
     }
 
     fn remove(&mut self, pred: impl Fn(&Slot) -> bool) -> SlotMask {
@@ -601,7 +616,7 @@ impl<const N: usize> ShadowTlb<N> {
                 gone |= 1 << s;
             }
         }
-        self.forget(gone);
+        self.occupied &= !gone;
         SlotMask(gone)
     }
 }
@@ -1149,6 +1164,19 @@ mod tests {
                 for pid in [TID_USER, TID_KERNEL] {
                     prop_assert_eq!(fast.lookup(ea, pid).map(|(i, s)| (i, *s)), slow.lookup(ea, pid));
                 }
+                // The block index and the derived masks hold exactly the filed slots'
+                // last entries, and every occupied slot is filed.
+                prop_assert_eq!(fast.occupied & !fast.filed, 0);
+                let mut index = BlockIndex::new();
+                let mut derived = [0u64; 64];
+                for s in SlotMask(fast.filed) {
+                    let Slot { hw, guest_index } = fast.slots[s];
+                    prop_assert_eq!((fast.epn[s], fast.mask[s]), (hw.epn, !(hw.bytes() - 1)));
+                    index.insert(s, hw.epn, !(hw.bytes() - 1));
+                    derived[guest_index as usize] |= 1 << s;
+                }
+                prop_assert_eq!(&fast.index, &index);
+                prop_assert_eq!(fast.derived, derived);
             }
         }
     }

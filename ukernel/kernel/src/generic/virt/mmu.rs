@@ -6,7 +6,7 @@ use super::{inject, trace, virt_fault, Class, Kernel};
 use crate::arch::{msr, tlb, TrapFrame};
 use crate::generic::{frame_of, ipc, space, thread, thread::FaultWait};
 use kestrel_abi::{label, MsgTag, Rights, TracePoint, VirtFault, PAGE_SIZE};
-use kestrel_vtlb::{shadow_fill, Access, FillResult, GuestPhysMap, HostPage, ShadowTlb, SlotMask, TlbError};
+use kestrel_vtlb::{shadow_fill, Access, FillResult, GuestPhysMap, HostPage, HwEntry, ShadowTlb, SlotMask, TlbError};
 
 /// Hardware TLB slots used for the running VM.
 pub const GUEST_SLOTS: usize = (tlb::KERNEL_FIRST - tlb::GUEST_FIRST) as usize;
@@ -72,10 +72,11 @@ pub fn guest_tlb_written(k: &mut Kernel, vi: usize, index: u32) {
     invalidate_slots(shadow.invalidate_guest_write(&vcpus[vi].tlb, index));
 }
 
-/// Whether the guest block `(base, len)` overlaps the 4 KiB page at `page`.
+/// Whether the guest block `(base, mask)` (aligned, `mask = !(size - 1)`) overlaps the
+/// 4 KiB page at `page`: two aligned blocks overlap iff they agree above the larger size.
 #[inline(always)]
-fn block_covers_page(block: Option<(u32, u64)>, page: u32) -> bool {
-    block.is_some_and(|(base, len)| (page as u64) < base as u64 + len && (base as u64) < page as u64 + PAGE_SIZE as u64)
+fn block_covers_page(block: Option<(u32, u32)>, page: u32) -> bool {
+    block.is_some_and(|(base, mask)| (base ^ page) & mask & !(PAGE_SIZE - 1) == 0)
 }
 
 /// A guest `tlbwe` of the running vCPU `vi` (the guest's MMUCR supplies the TID): writes
@@ -83,13 +84,14 @@ fn block_covers_page(block: Option<(u32, u64)>, page: u32) -> bool {
 /// shadowed by its new ones, and the fetch cache only if the entry's old or new page
 /// overlaps the cached page (otherwise the first match, and so the translation, of every
 /// address in that page is unchanged). An invalid word number changes nothing.
-#[inline(always)]
+/// Not inlined: its register pressure would otherwise weigh on every fast-path exit.
+#[inline(never)]
 pub fn guest_tlbwe(k: &mut Kernel, vi: usize, index: u32, word: u32, value: u32) -> Result<(), TlbError> {
     let Kernel { shadow, vcpus, .. } = k;
     let v = &mut vcpus[vi];
-    let old = v.tlb.entry(index).block();
+    let old = v.tlb.live_block(index);
     v.tlb.tlbwe(index, word, value, v.s.mmucr)?;
-    let new = if word == 0 { v.tlb.entry(index).block() } else { old };
+    let new = if word == 0 { v.tlb.live_block(index) } else { old };
     if v.fetch_page != 0 {
         let page = v.fetch_page & !(PAGE_SIZE - 1);
         if block_covers_page(old, page) || block_covers_page(new, page) {
@@ -97,7 +99,55 @@ pub fn guest_tlbwe(k: &mut Kernel, vi: usize, index: u32, word: u32, value: u32)
         }
     }
     invalidate_slots(shadow.invalidate_guest_write(&v.tlb, index));
+    if word == 2 {
+        prefill(k, vi, index);
+    }
     Ok(())
+}
+
+/// The guest has just completed entry `index` (word 2 is the last word its TLB-miss
+/// handler writes, Linux's included): if the entry covers the address of the miss the
+/// guest is handling (DEAR for data, else SRR0 for a fetch), fill the hardware entry now,
+/// exactly as the miss that the guest's retry would take after `rfi` would fill it. That
+/// saves the retry's exit. The fill is computed for the guest's current PID and
+/// translation space (so the shadow invariant holds whatever the guest does next) and
+/// its mode after `rfi` (SRR1[PR]); nothing is filled when the `rfi` would switch the
+/// translation space (that flushes the shadow) or when the fill would not be a plain hit.
+fn prefill(k: &mut Kernel, vi: usize, index: u32) {
+    if k.shadow_owner != vi as u8 {
+        return;
+    }
+    let v = &k.vcpus[vi];
+    let Some((base, mask)) = v.tlb.live_block(index) else {
+        return;
+    };
+    let s = &v.s;
+    let (ea, access, ts_bit) = if (s.dear ^ base) & mask == 0 {
+        (s.dear, Access::Read, msr::DS)
+    } else if (s.srr0 ^ base) & mask == 0 {
+        (s.srr0, Access::Execute, msr::IS)
+    } else {
+        return;
+    };
+    if (s.msr ^ s.srr1) & (msr::IS | msr::DS) != 0 {
+        return;
+    }
+    let (ts, pr, pid) = (s.msr & ts_bit != 0, s.srr1 & msr::PR != 0, s.pid as u8);
+    let split = (s.msr & msr::IS != 0) != (s.msr & msr::DS != 0);
+    let sid = k.threads[v.thread].space;
+    if let FillResult::Hit { hw, guest_index } = shadow_fill(&v.tlb, &VmSpace { k, sid }, ea, pid, pr, access, ts) {
+        install(k, if split { hw.restricted_to(access) } else { hw }, guest_index);
+    }
+}
+
+/// Records `hw` (derived from guest entry `guest_index`) in the shadow and writes it to
+/// its hardware slot, invalidating the slots it displaces.
+#[inline(always)]
+fn install(k: &mut Kernel, hw: HwEntry, guest_index: u32) {
+    let place = k.shadow.insert(hw, guest_index);
+    invalidate_slots(place.invalidate);
+    let (w0, w1, w2) = hw.words();
+    tlb::write(tlb::GUEST_FIRST + place.slot as u32, hw.tid, w0, w1, w2);
 }
 
 /// Guest-virtual → host-physical for the kernel's own reads of guest memory (fetching
@@ -169,10 +219,7 @@ pub fn tlb_fault(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, ea: u
             } else {
                 hw
             };
-            let place = k.shadow.insert(hw, guest_index);
-            invalidate_slots(place.invalidate);
-            let (w0, w1, w2) = hw.words();
-            tlb::write(tlb::GUEST_FIRST + place.slot as u32, hw.tid, w0, w1, w2);
+            install(k, hw, guest_index);
             None
         }
         FillResult::GuestMiss => {
