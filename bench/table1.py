@@ -300,7 +300,9 @@ def report(s: dict) -> str:
     grand = sum(s["exit_total_instructions_by_class"].values())
     lines = ["# Table 1 analogue: VM exits of a Linux job under Kestrel", "",
              f"Commit {s['commit']}, {s['qemu']}, {s['runs']} identical runs per mode. "
-             "Instructions under `-icount shift=0` (1 time base tick = 2.5 guest instructions).", "",
+             "Instructions under `-icount shift=0` (1 time base tick = 2.5 guest instructions). "
+             f"Guest command line in both modes: `{s.get('guest_command_line', 'console=ttyS0 panic=1')}`; "
+             "native QEMU with `-m 64`, the VM's RAM.", "",
              "## Guest work, natively and in a VM", ""]
     work = [
         ("job (`job` script, start to end)", s["job_instructions_native"], s["job_instructions_vm"], s["job_ratio"]),
@@ -367,8 +369,16 @@ def private_target(target_dir: Path) -> Path:
     out = priv / "powerpc-440-none" / "release"
     out.mkdir(parents=True, exist_ok=True)
     for elf in ("kestrel-kernel", "kestrel-vmm"):
-        shutil.copy2(target_dir / "powerpc-440-none" / "release" / elf, out / elf)
+        dst = out / elf
+        if dst.is_symlink() or dst.exists():
+            dst.unlink()  # never write through a link left by someone else
+        shutil.copy2(target_dir / "powerpc-440-none" / "release" / elf, dst)
     return priv
+
+
+# Extra guest kernel arguments for both modes (--append); the same command line natively and
+# in the VM, so that both run the same kernel the same way.
+GUEST_APPEND = ""
 
 
 def run(mode: str, script: str, index: int, timeout: int, private: Path) -> str:
@@ -380,11 +390,15 @@ def run(mode: str, script: str, index: int, timeout: int, private: Path) -> str:
     print(f"table1.py: {mode} {script} run {index} (log: {log})", file=sys.stderr)
     env = dict(os.environ)
     if mode == "native":
+        # -m 64: the VM's RAM (kestrel-vmm's LINUX_RAM), so both kernels size themselves alike.
         cmd = [str(ROOT / "guests" / "linux" / "run-native.sh"), "--script", script, "--icount",
-               "--timeout", str(timeout), "--log", str(log)]
+               "--mem", "64", "--timeout", str(timeout), "--log", str(log)]
+        if GUEST_APPEND:
+            cmd += ["--append", GUEST_APPEND]
     else:
         cmd = [str(ROOT / "scripts" / "vm-linux.sh"), "--script", script, "--icount", "--timeout", str(timeout)]
         env["CARGO_TARGET_DIR"] = str(private)
+        env["KESTREL_GUEST_APPEND"] = GUEST_APPEND
     proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace", env=env)
     if mode == "vm":
         log.write_text(proc.stdout + proc.stderr)
@@ -420,7 +434,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=600, help="seconds per QEMU run (600)")
     parser.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "table1.json",
                         help="the JSON results; the markdown report goes next to it (.md)")
+    parser.add_argument("--append", default="", help="extra guest kernel arguments, in both modes (e.g. nosmap)")
     args = parser.parse_args(argv)
+    global GUEST_APPEND
+    GUEST_APPEND = args.append
     try:
         if not args.no_build:
             subprocess.run([str(ROOT / "scripts" / "build-target.sh"), "-p", "kestrel-kernel",
@@ -432,6 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = [measure(i, args.timeout, private) for i in range(1, args.runs + 1)]
         check_deterministic(runs)
         summary = summarize(runs, qemu_version(), git_commit())
+        summary["guest_command_line"] = ("console=ttyS0 panic=1 " + args.append).strip() + " kestrel.script=<boot|job>"
     except (subprocess.CalledProcessError, BenchError) as err:
         print(f"table1.py: FAILED: {err}", file=sys.stderr)
         return 1

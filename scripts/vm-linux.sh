@@ -7,7 +7,9 @@
 #
 # --script NAME runs /scripts/NAME in the guest and powers off (e.g. smoke); without it the
 # guest starts an interactive busybox shell (keyboard input goes to the VM; Ctrl-A x quits QEMU).
-# --timeout: wall-clock limit (default 600 s with --script, none for a shell). --vms N boots N VMs at once (kestrel-vmm's
+# --timeout: wall-clock limit (default 600 s with --script, none for a shell). The guest command
+# line is "console=ttyS0 panic=1", plus $KESTREL_GUEST_APPEND, plus kestrel.script=NAME (the
+# same as guests/linux/run-native.sh uses). --vms N boots N VMs at once (kestrel-vmm's
 # `vmm.vms=N`), each with its own RAM, vCPU and console; their lines are prefixed `[vmI] `
 # and Ctrl-] then a VM number moves the console input. QEMU exits when every VM powered off.
 #
@@ -33,7 +35,7 @@ out=$KESTREL_ROOT/guests/linux/out
 # The guest's command line rides in the archive; kestrel-vmm writes it into the device tree
 # it generates for each VM (vmm/devtree).
 bootargs=$KESTREL_OUT/vm-linux.bootargs
-printf '%s' "console=ttyS0 panic=1 nosmap${script:+ kestrel.script=$script}" >"$bootargs"
+printf "%s" "console=ttyS0 panic=1${KESTREL_GUEST_APPEND:+ $KESTREL_GUEST_APPEND}${script:+ kestrel.script=$script}" >"$bootargs"
 archive=$KESTREL_OUT/vm-linux.bootmod
 python3 "$KESTREL_ROOT/scripts/mkbootmod.py" "$archive" "vmm=$KESTREL_OUT/kestrel-vmm" \
     "guest=$out/vmlinux" "initrd=$out/initramfs.cpio.gz" "bootargs=$bootargs"
