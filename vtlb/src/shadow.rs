@@ -570,6 +570,16 @@ impl<const N: usize> ShadowTlb<N> {
     /// PID, so everything else may now translate differently.
     pub fn guest_pid_switch(&mut self, guest: &GuestTlb, new_pid: u8) -> SlotMask {
         let entries = guest.entries();
+        // The live entries with TID `new_pid`, gathered once: only they can take a kept
+        // slot's page away from its global origin.
+        let mut with_pid = 0u64;
+        let mut live = guest.live(false) | guest.live(true);
+        while live != 0 {
+            let e = pop_lowest(&mut live);
+            if entries[e].tid() == new_pid {
+                with_pid |= 1 << e;
+            }
+        }
         let mut gone = 0u64;
         let mut m = self.occupied;
         'slots: while m != 0 {
@@ -580,11 +590,11 @@ impl<const N: usize> ShadowTlb<N> {
                 gone |= 1 << s;
                 continue;
             }
-            let mut earlier = guest.live(origin.ts()) & ((1u64 << gi) - 1);
+            let mut earlier = with_pid & guest.live(origin.ts()) & ((1u64 << gi) - 1);
             while earlier != 0 {
                 let e = pop_lowest(&mut earlier);
                 let (base, mask) = guest.block_of(e);
-                if entries[e].tid() == new_pid && blocks_overlap(base, mask, self.epn[s], self.mask[s]) {
+                if blocks_overlap(base, mask, self.epn[s], self.mask[s]) {
                     gone |= 1 << s;
                     continue 'slots;
                 }

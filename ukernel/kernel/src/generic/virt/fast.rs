@@ -62,10 +62,36 @@ pub fn program(frame: *mut TrapFrame) -> Option<*mut TrapFrame> {
             let s = &k.vcpus[vi].s;
             (s.srr1 & super::GUEST_MSR_MASK, s.srr0, TracePoint::EmulRfi)
         }
+        (31, 339) if sprn(insn) == PID => {
+            f.regs.gpr[rs] = k.vcpus[vi].s.pid;
+            (old, pc + 4, TracePoint::EmulMfspr)
+        }
         (31, 339) => {
             let v = plain_spr(&mut k.vcpus[vi].s, sprn(insn))?;
             f.regs.gpr[rs] = *v;
             (old, pc + 4, TracePoint::EmulMfspr)
+        }
+        (31, 467) if sprn(insn) == PID => {
+            // A guest address-space switch (Linux also writes PID around every user
+            // access with KUAP): keep the shadow entries that stay valid.
+            let val = f.regs.gpr[rs] & 0xff;
+            if k.vcpus[vi].s.pid != val {
+                k.vcpus[vi].s.pid = val;
+                mmu::guest_pid_switch(k, vi);
+            }
+            (old, pc + 4, TracePoint::EmulMtspr)
+        }
+        (31, 467) if (SPRG4W..=SPRG4W + 3).contains(&sprn(insn)) => {
+            // SPRG4-7: user-readable, so the guest reads the real registers.
+            let (n, val) = (sprn(insn), f.regs.gpr[rs]);
+            k.vcpus[vi].s.sprg[(n - 272) as usize] = val;
+            match n - SPRG4W {
+                0 => spr::write::<{ spr::SPRG4W }>(val),
+                1 => spr::write::<{ spr::SPRG4W + 1 }>(val),
+                2 => spr::write::<{ spr::SPRG4W + 2 }>(val),
+                _ => spr::write::<{ spr::SPRG4W + 3 }>(val),
+            }
+            (old, pc + 4, TracePoint::EmulMtspr)
         }
         (31, 467) => {
             let val = f.regs.gpr[rs];
@@ -125,6 +151,10 @@ pub fn program(frame: *mut TrapFrame) -> Option<*mut TrapFrame> {
     super::trace(k, vi, tp, cost);
     Some(frame)
 }
+
+/// SPR numbers the Rust tier handles besides the plain ones.
+const PID: u32 = 48;
+const SPRG4W: u32 = 276;
 
 /// The swapped 10-bit SPR field.
 fn sprn(insn: u32) -> u32 {
