@@ -4,8 +4,8 @@
 //!
 //! The image comes from outside the kernel, so every field is checked before the plan
 //! is returned, and no input makes this code panic. Only the ELF header and program
-//! headers are read, with explicit big-endian accessors (see `Cargo.toml` for why no ELF
-//! crate is used). Section headers are ignored.
+//! headers are read, through the `elf` crate in explicit big-endian byte order
+//! (see `Cargo.toml`). Section headers are ignored.
 //!
 //! Invariants of a returned [`LoadPlan`]:
 //! - 1..=[`MAX_SEGMENTS`] segments, one per `PT_LOAD` with a non-zero `p_memsz`, in
@@ -20,6 +20,8 @@
 use core::fmt;
 
 use kestrel_abi::Rights;
+use elf::endian::BigEndian;
+use elf::ElfBytes;
 
 /// Most `PT_LOAD` segments a plan holds.
 pub const MAX_SEGMENTS: usize = 8;
@@ -136,16 +138,6 @@ impl fmt::Display for ElfError {
     }
 }
 
-fn be16(b: &[u8], off: usize) -> Option<u16> {
-    let s = b.get(off..off.checked_add(2)?)?;
-    Some(u16::from_be_bytes([s[0], s[1]]))
-}
-
-fn be32(b: &[u8], off: usize) -> Option<u32> {
-    let s = b.get(off..off.checked_add(4)?)?;
-    Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
-}
-
 /// Checks `image` and describes how to load it into `[user_base, user_end)`.
 pub fn load_plan(image: &[u8], user_base: u32, user_end: u32) -> Result<LoadPlan, ElfError> {
     plan(image, user_base, user_end, false)
@@ -161,8 +153,6 @@ pub fn load_plan_physical(image: &[u8], base: u32, end: u32) -> Result<LoadPlan,
 
 fn plan(image: &[u8], user_base: u32, user_end: u32, physical: bool) -> Result<LoadPlan, ElfError> {
     let ehdr = image.get(..EHDR_LEN).ok_or(ElfError::TooShort)?;
-    let field16 = |off| be16(ehdr, off).ok_or(ElfError::TooShort);
-    let field32 = |off| be32(ehdr, off).ok_or(ElfError::TooShort);
     if ehdr[..4] != *b"\x7fELF" {
         return Err(ElfError::NotElf);
     }
@@ -172,42 +162,43 @@ fn plan(image: &[u8], user_base: u32, user_end: u32, physical: bool) -> Result<L
     if ehdr[5] != ELFDATA2MSB {
         return Err(ElfError::NotBigEndian);
     }
-    if ehdr[6] != EV_CURRENT || field32(20)? != u32::from(EV_CURRENT) {
+    if ehdr[6] != EV_CURRENT {
         return Err(ElfError::BadVersion);
     }
-    if field16(18)? != EM_PPC {
+    let file = ElfBytes::<BigEndian>::minimal_parse(image).map_err(|_| ElfError::BadProgramHeaders)?;
+    let hdr = &file.ehdr;
+    if hdr.version != u32::from(EV_CURRENT) {
+        return Err(ElfError::BadVersion);
+    }
+    if hdr.e_machine != EM_PPC {
         return Err(ElfError::NotPowerPc);
     }
-    if field16(16)? != ET_EXEC {
+    if hdr.e_type != ET_EXEC {
         return Err(ElfError::NotExecutable);
     }
-    let mut entry = field32(24)?;
+    let mut entry = u32::try_from(hdr.e_entry).map_err(|_| ElfError::BadProgramHeaders)?;
     let mut entry_translated = !physical;
-    let phoff = usize::try_from(field32(28)?).map_err(|_| ElfError::BadProgramHeaders)?;
-    let phentsize = usize::from(field16(42)?);
-    let phnum = field16(44)?;
-    if phnum == 0 || phnum == PN_XNUM || phentsize < PHDR_LEN {
+    if hdr.e_phnum == 0 || hdr.e_phnum == PN_XNUM || usize::from(hdr.e_phentsize) < PHDR_LEN {
         return Err(ElfError::BadProgramHeaders);
     }
-    let table_len = phentsize.checked_mul(usize::from(phnum)).ok_or(ElfError::BadProgramHeaders)?;
-    let table_end = phoff.checked_add(table_len).ok_or(ElfError::BadProgramHeaders)?;
-    let table = image.get(phoff..table_end).ok_or(ElfError::BadProgramHeaders)?;
+    let table = file.segments().ok_or(ElfError::BadProgramHeaders)?;
 
     let mut segments = heapless::Vec::<Segment, MAX_SEGMENTS>::new();
-    for ph in table.chunks_exact(phentsize) {
-        let word = |i: usize| be32(ph, i * 4).ok_or(ElfError::BadProgramHeaders);
-        match word(0)? {
+    for ph in table.iter() {
+        match ph.p_type {
             PT_LOAD => {}
             PT_DYNAMIC | PT_INTERP => return Err(ElfError::Dynamic),
             _ => continue,
         }
+        // ELF32 fields are 32-bit; the crate widens them to u64.
+        let narrow = |v: u64| u32::try_from(v).map_err(|_| ElfError::BadProgramHeaders);
         let (offset, vaddr, filesz, memsz, flags) =
-            (word(1)?, word(2)?, word(4)?, word(5)?, word(6)?);
+            (narrow(ph.p_offset)?, narrow(ph.p_vaddr)?, narrow(ph.p_filesz)?, narrow(ph.p_memsz)?, ph.p_flags);
         if memsz == 0 {
             continue;
         }
         let vaddr = if physical {
-            let paddr = word(3)?;
+            let paddr = narrow(ph.p_paddr)?;
             if !entry_translated && entry.wrapping_sub(vaddr) < memsz {
                 entry = paddr.wrapping_add(entry - vaddr);
                 entry_translated = true;
