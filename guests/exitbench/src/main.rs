@@ -14,6 +14,7 @@
 
 use core::arch::{asm, global_asm};
 use core::fmt::Write;
+use kestrel_guest_bare::{map_uart, reset, Uart};
 
 global_asm!(
     ".section .text.boot, \"ax\"",
@@ -28,33 +29,7 @@ global_asm!(
 );
 
 const N: u32 = 2000;
-const UART0: usize = 0xEF60_0300;
 
-struct Uart;
-
-impl Write for Uart {
-    fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        for &b in s.as_bytes() {
-            // SAFETY: UART0's registers, mapped uncached by `map_uart`.
-            unsafe {
-                while ((UART0 + 5) as *const u8).read_volatile() & 0x20 == 0 {}
-                (UART0 as *mut u8).write_volatile(b);
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Guest TLB entry 1: the UART page 1:1, uncached and guarded, supervisor read/write.
-/// (Natively this replaces QEMU's second 2 GiB boot entry, which nothing else needs.)
-fn map_uart() {
-    let (w0, w1, w2): (u32, u32, u32) = (0xEF60_0000 | 0x200 | (1 << 4), 0xEF60_0000, 0x400 | 0x100 | 0x3);
-    // SAFETY: writes TLB entry 1 only; encodings: tlbwe r4,r3,0 / r5,r3,1 / r6,r3,2.
-    unsafe {
-        asm!("mtspr 946, {z}", ".long 0x7C8307A4", ".long 0x7CA30FA4", ".long 0x7CC317A4", "isync",
-             z = in(reg) 0u32, in("r3") 1u32, in("r4") w0, in("r5") w1, in("r6") w2);
-    }
-}
 
 fn tb() -> u32 {
     let t: u32;
@@ -116,9 +91,7 @@ extern "C" fn bench_main() -> ! {
         report(&mut out, name, t, base);
     }
     let _ = writeln!(out, "exitbench: done");
-    // SAFETY: DBCR0[RST] requests a system reset (QEMU -no-reboot exits; the VMM stops).
-    unsafe { asm!("mtspr 308, {0}", in(reg) 0x3000_0000u32) };
-    loop {}
+    reset()
 }
 
 #[panic_handler]

@@ -20,6 +20,7 @@
 
 use core::arch::{asm, global_asm};
 use core::fmt::Write;
+use kestrel_guest_bare::{map_uart, reset, Uart};
 
 global_asm!(
     ".section .text.boot, \"ax\"",
@@ -42,37 +43,12 @@ const WRITER_PASSES: u32 = 16;
 const CHECKER_ROUNDS: u32 = 64;
 /// The checker prints every this many rounds (and the first and last).
 const REPORT_EVERY: u32 = 8;
-const UART0: usize = 0xEF60_0300;
 
 extern "C" {
     static __image_start: u8;
     static __image_end: u8;
 }
 
-struct Uart;
-
-impl Write for Uart {
-    fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        for &b in s.as_bytes() {
-            // SAFETY: UART0's registers, mapped uncached by `map_uart`.
-            unsafe {
-                while ((UART0 + 5) as *const u8).read_volatile() & 0x20 == 0 {}
-                (UART0 as *mut u8).write_volatile(b);
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Guest TLB entry 1: the UART page 1:1, uncached and guarded, supervisor read/write.
-fn map_uart() {
-    let (w0, w1, w2): (u32, u32, u32) = (0xEF60_0000 | 0x200 | (1 << 4), 0xEF60_0000, 0x400 | 0x100 | 0x3);
-    // SAFETY: writes TLB entry 1 only; encodings: tlbwe r4,r3,0 / r5,r3,1 / r6,r3,2.
-    unsafe {
-        asm!("mtspr 946, {z}", ".long 0x7C8307A4", ".long 0x7CA30FA4", ".long 0x7CC317A4", "isync",
-             z = in(reg) 0u32, in("r3") 1u32, in("r4") w0, in("r5") w1, in("r6") w2);
-    }
-}
 
 /// The RAM this guest may overwrite: below its image, and from its end to `RAM_END`.
 fn regions() -> [(u32, u32); 2] {
@@ -98,12 +74,6 @@ fn load(addr: u32) -> u32 {
     // SAFETY: a word-aligned guest RAM address below `RAM_END`, mapped 1:1.
     unsafe { asm!("lwz {v}, 0({a})", v = out(reg) v, a = in(reg_nonzero) addr, options(nostack, readonly, preserves_flags)) };
     v
-}
-
-fn reset() -> ! {
-    // SAFETY: DBCR0[RST] requests a system reset; the VMM stops this VM.
-    unsafe { asm!("mtspr 308, {0}", in(reg) 0x3000_0000u32) };
-    loop {}
 }
 
 #[no_mangle]
