@@ -63,7 +63,6 @@ impl Console {
     pub fn input<'a>(&mut self, mut machines: impl Iterator<Item = &'a mut Machine>) -> bool {
         let mut got = 0usize;
         let mut target = machines.nth(self.focus);
-        let target = &mut target;
         let mut budget = 256;
         while read(reg::LSR) & lsr::DR != 0 && budget > 0 {
             budget -= 1;
@@ -86,7 +85,7 @@ impl Console {
                 self.escape = true;
                 continue;
             }
-            if let Some(m) = target.as_deref_mut() {
+            if let Some(m) = target.as_mut() {
                 m.console_input(b);
                 got += 1;
             }

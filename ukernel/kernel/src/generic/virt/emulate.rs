@@ -359,6 +359,30 @@ enum SprWrite {
     Reset,
 }
 
+/// mtspr SPRG0-7 (`n` in 272..=279): the shadow copy; SPRG4-7 are user-readable, so
+/// they also go to the real registers, which the guest reads without trapping.
+pub(super) fn write_sprg(s: &mut kestrel_abi::VcpuState, n: u32, val: u32) {
+    s.sprg[(n - 272) as usize & 7] = val;
+    match n {
+        276 => spr::write::<{ spr::SPRG4W }>(val),
+        277 => spr::write::<{ spr::SPRG4W + 1 }>(val),
+        278 => spr::write::<{ spr::SPRG4W + 2 }>(val),
+        279 => spr::write::<{ spr::SPRG4W + 3 }>(val),
+        _ => {}
+    }
+}
+
+/// mtspr PID: a guest address-space switch drops every shadow entry but the guest's
+/// global (TID 0) ones that stay its first match (Linux with KUAP does this around
+/// every kernel entry and user access).
+pub(super) fn write_pid(k: &mut Kernel, vi: usize, val: u32) {
+    let s = &mut k.vcpus[vi].s;
+    if s.pid != val & 0xff {
+        s.pid = val & 0xff;
+        mmu::guest_pid_switch(k, vi);
+    }
+}
+
 /// Writes a shadow SPR.
 fn write_spr(k: &mut Kernel, vi: usize, n: u32, val: u32) -> SprWrite {
     update_dec(k, vi);
@@ -372,30 +396,12 @@ fn write_spr(k: &mut Kernel, vi: usize, n: u32, val: u32) -> SprWrite {
         570 => s.mcsrr0 = val,
         571 => s.mcsrr1 = val,
         572 => s.mcsr &= !val,
-        272..=279 => {
-            s.sprg[(n - 272) as usize] = val;
-            // SPRG4-7 are user-readable: the guest reads them from the real registers.
-            match n {
-                276 => spr::write::<{ spr::SPRG4W }>(val),
-                277 => spr::write::<{ spr::SPRG4W + 1 }>(val),
-                278 => spr::write::<{ spr::SPRG4W + 2 }>(val),
-                279 => spr::write::<{ spr::SPRG4W + 3 }>(val),
-                _ => {}
-            }
-        }
+        272..=279 => write_sprg(s, n, val),
         62 => s.esr = val,
         61 => s.dear = val,
         63 => s.ivpr = val & 0xffff_0000,
         400..=415 => s.ivor[(n - 400) as usize] = val & 0xfff0,
-        48 => {
-            let changed = s.pid != val & 0xff;
-            s.pid = val & 0xff;
-            if changed {
-                // A guest address-space switch: drops every shadow entry but the guest's
-                // global (TID 0) ones that stay its first match.
-                mmu::guest_pid_switch(k, vi);
-            }
-        }
+        48 => write_pid(k, vi, val),
         946 => s.mmucr = val,
         22 => {
             s.dec = val;

@@ -72,25 +72,11 @@ pub fn program(frame: *mut TrapFrame) -> Option<*mut TrapFrame> {
             (old, pc + 4, TracePoint::EmulMfspr)
         }
         (31, 467) if sprn(insn) == PID => {
-            // A guest address-space switch (Linux also writes PID around every user
-            // access with KUAP): keep the shadow entries that stay valid.
-            let val = f.regs.gpr[rs] & 0xff;
-            if k.vcpus[vi].s.pid != val {
-                k.vcpus[vi].s.pid = val;
-                mmu::guest_pid_switch(k, vi);
-            }
+            super::emulate::write_pid(k, vi, f.regs.gpr[rs]);
             (old, pc + 4, TracePoint::EmulMtspr)
         }
         (31, 467) if (SPRG4W..=SPRG4W + 3).contains(&sprn(insn)) => {
-            // SPRG4-7: user-readable, so the guest reads the real registers.
-            let (n, val) = (sprn(insn), f.regs.gpr[rs]);
-            k.vcpus[vi].s.sprg[(n - 272) as usize] = val;
-            match n - SPRG4W {
-                0 => spr::write::<{ spr::SPRG4W }>(val),
-                1 => spr::write::<{ spr::SPRG4W + 1 }>(val),
-                2 => spr::write::<{ spr::SPRG4W + 2 }>(val),
-                _ => spr::write::<{ spr::SPRG4W + 3 }>(val),
-            }
+            super::emulate::write_sprg(&mut k.vcpus[vi].s, sprn(insn), f.regs.gpr[rs]);
             (old, pc + 4, TracePoint::EmulMtspr)
         }
         (31, 467) => {
