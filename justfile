@@ -28,7 +28,7 @@ run VMS="1" *ARGS: setup
     set -euo pipefail
     shift || true
     guests/linux/build.sh
-    scripts/build-target.sh -p kestrel-kernel -p kestrel-vmm-task
+    scripts/build-target.sh -p kestrel-kernel -p kestrel-vmm
     exec scripts/vm-linux.sh --vms {{ quote(VMS) }} "$@"
 
 # Boot the native IPC demo (kestrel-demo as root task) under QEMU
@@ -60,7 +60,7 @@ bench NAME: setup
 
 # Boot a bare-metal guest (ELF name, e.g. kestrel-selftest) in a VM under Kestrel's VMM
 vm GUEST *ARGS: setup
-    scripts/build-target.sh -p kestrel-kernel -p kestrel-vmm-task -p {{ GUEST }}
+    scripts/build-target.sh -p kestrel-kernel -p kestrel-vmm -p {{ GUEST }}
     scripts/vm-run.sh {{ GUEST }} {{ ARGS }}
 
 # Build and boot any root task by package name, e.g. `just qemu ktest` (ARGS go to qemu-run.sh)

@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not args.no_build:
             subprocess.run([str(ROOT / "scripts" / "build-target.sh"), "-p", "kestrel-kernel",
-                            "-p", "kestrel-vmm-task", "-p", "kestrel-exitbench"], check=True)
+                            "-p", "kestrel-vmm", "-p", "kestrel-exitbench"], check=True)
         runs = {m: [run(m, i, args.timeout) for i in (1, 2)] for m in ("native", "vm")}
         for m, (a, b) in runs.items():
             if a != b:

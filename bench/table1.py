@@ -441,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not args.no_build:
             subprocess.run([str(ROOT / "scripts" / "build-target.sh"), "-p", "kestrel-kernel",
-                            "-p", "kestrel-vmm-task"], check=True)
+                            "-p", "kestrel-vmm"], check=True)
         # Always (cached, seconds): vm-linux.sh runs it anyway, and the native runs, which
         # start alongside, need vmlinux and the initramfs before it would.
         subprocess.run([str(ROOT / "guests" / "linux" / "build.sh")], check=True)

@@ -39,7 +39,7 @@ done
 [[ $timeout_secs =~ ^[1-9][0-9]*$ ]] || die "--timeout wants whole seconds, got '$timeout_secs'"
 
 if $build; then
-    "$KESTREL_ROOT/scripts/build-target.sh" -p kestrel-kernel -p kestrel-vmm-task
+    "$KESTREL_ROOT/scripts/build-target.sh" -p kestrel-kernel -p kestrel-vmm
 fi
 # Built once here, so that vm-linux.sh's own (cached) build cannot replace the initramfs while
 # the native QEMU reads it.

@@ -6,7 +6,7 @@
 #
 #   scripts/vm-isolation.sh [--timeout SECS]
 #
-# Builds nothing (scripts/build-target.sh -p kestrel-kernel -p kestrel-vmm-task -p
+# Builds nothing (scripts/build-target.sh -p kestrel-kernel -p kestrel-vmm -p
 # kestrel-isolation). Passes, exit 0, only if: the checker prints `isolation: checksum unchanged
 # over N rounds` and no FAIL line appears; the VMM logs `vmm: vm0: guest touched unbacked
 # guest-physical ...; stopping it`; the checker had filled its RAM and finished a round before
@@ -37,7 +37,7 @@ done
 
 guest=$KESTREL_OUT/kestrel-isolation
 vmm=$KESTREL_OUT/kestrel-vmm
-build_hint="build them: scripts/build-target.sh -p kestrel-kernel -p kestrel-vmm-task -p kestrel-isolation"
+build_hint="build them: scripts/build-target.sh -p kestrel-kernel -p kestrel-vmm -p kestrel-isolation"
 [[ -f $guest ]] || die "no guest image at $guest ($build_hint)"
 [[ -f $vmm ]] || die "no VMM at $vmm ($build_hint)"
 archive=$KESTREL_OUT/vm-isolation.bootmod

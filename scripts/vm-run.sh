@@ -19,7 +19,7 @@ if [[ ! -e $guest && $guest != */* ]]; then
 fi
 [[ -f $guest ]] || die "no guest image at $guest"
 vmm=$KESTREL_OUT/kestrel-vmm
-[[ -f $vmm ]] || die "no VMM at $vmm (build it: scripts/build-target.sh -p kestrel-vmm-task)"
+[[ -f $vmm ]] || die "no VMM at $vmm (build it: scripts/build-target.sh -p kestrel-vmm)"
 archive=$KESTREL_OUT/vm-$(basename "$guest").bootmod
 python3 "$KESTREL_ROOT/scripts/mkbootmod.py" "$archive" "vmm=$vmm" "guest=$guest"
 exec "$KESTREL_ROOT/scripts/qemu-run.sh" "$archive" "$@"

@@ -1,4 +1,4 @@
-# Hand-written test vectors for kestrel-vmm's decoder (src/decode.rs).
+# Hand-written test vectors for kestrel-vmm-core's decoder (src/decode.rs).
 #
 # gen.py assembles this file with GNU as for the PPC440 (-m440), disassembles it with
 # objdump (-M440,raw: no extended mnemonics) and writes `vectors.txt`; tests/vectors.rs
