@@ -1,18 +1,26 @@
 //! The Kestrel microkernel.
 //!
-//! Layers (after Pistachio): `arch` is the PowerPC 440 core (registers, TLB,
-//! exception entry), `platform` the bamboo board (UART, UIC), `generic` the kernel's
-//! semantics (threads, spaces, IPC, mapping, scheduling). See docs/ARCHITECTURE.md.
+//! Layers (after Pistachio), one folder each:
+//! - `arch`: the PowerPC 440 core alone (SPR access, TLB, exception entry, FPU);
+//! - `platform`: the bamboo board (console UART, UIC);
+//! - `api`: the kernel's L4 semantics (threads, spaces, IPC, mapping, scheduling, system
+//!   calls);
+//! - `glue`: where the API meets the CPU (trap dispatch, the IPC fast path, boot);
+//! - `virt`: virtualization (vCPUs, trap-and-emulate, the virtual TLB).
+//!
+//! See docs/adr/0010-kernel-layering.md for the allowed dependency directions.
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
+pub mod api;
 pub mod arch;
-pub mod generic;
+pub mod glue;
 pub mod platform;
+pub mod virt;
 
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
     kprintln!("KERNEL PANIC: {}", info);
-    generic::boot::shutdown(2)
+    platform::shutdown(2)
 }

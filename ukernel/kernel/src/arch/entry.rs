@@ -16,7 +16,7 @@
 //! machine check inside the kernel is fatal, so clobbering scratch SPRGs there is moot.
 //!
 //! System calls enter through their own copy of the prologue so the IPC fast path
-//! (`generic::fastpath`) runs before the general dispatcher.
+//! (`glue::fastpath`) runs before the general dispatcher.
 //!
 //! Multi-word saves use `stmw`/`lmw`; each vector stub is exactly 16 bytes, so
 //! IVORn = 16 * n from IVPR = `__vectors_start`.

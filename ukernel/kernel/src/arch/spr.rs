@@ -49,7 +49,7 @@ pub fn read<const N: u32>() -> u32 {
 /// Writes SPR `N`.
 #[inline(always)]
 pub fn write<const N: u32>(v: u32) {
-    // SAFETY: the callers in arch/ and generic/ only write SPRs whose effect they
+    // SAFETY: the callers in arch/, api/, glue/ and virt/ only write SPRs whose effect they
     // document (PID, SPRG1/4, timers, IVORs); mtspr has no memory side effects.
     unsafe { asm!("mtspr {n}, {0}", in(reg) v, n = const N, options(nomem, nostack, preserves_flags)) };
 }

@@ -7,7 +7,7 @@
 //! timer and external interrupts is a kernel bug: we print a register dump and stop
 //! the machine.
 
-use super::{ipc, kernel, sched, space, syscall, thread, thread::FaultWait, Kernel, IDLE};
+use crate::api::{ipc, kernel, sched, space, syscall, thread, thread::FaultWait, Kernel, IDLE};
 use crate::arch::{esr, msr, spr, timer, vector, TrapFrame};
 use crate::platform::uic;
 use kestrel_abi::{label, ExceptionClass, MsgTag, Rights, USER_BASE, USER_END};
@@ -21,7 +21,7 @@ extern "C" fn kestrel_trap(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame {
 /// instructions, which the emulation fast path handles without the general dispatcher.
 #[no_mangle]
 extern "C" fn kestrel_program(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame {
-    if let Some(f) = super::virt::fast::program(frame) {
+    if let Some(f) = crate::virt::fast::program(frame) {
         return f;
     }
     trap_slow(frame, vec)
@@ -47,14 +47,14 @@ pub fn trap_slow(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame {
         // The saved MSR is whatever the interrupt put in SRRn[1]; QEMU adds stray bits
         // (MSR[WE] among them) on program interrupts. User threads always resume with
         // their canonical MSR.
-        match super::virt::vcpu_of(k, cur) {
-            Some(vi) => super::virt::sync_frame_msr(k, vi, f),
+        match crate::virt::vcpu_of(k, cur) {
+            Some(vi) => crate::virt::sync_frame_msr(k, vi, f),
             None => f.regs.msr = msr::USER,
         }
     }
-    if let Some(vi) = super::virt::vcpu_of(k, cur) {
+    if let Some(vi) = crate::virt::vcpu_of(k, cur) {
         if from_user {
-            let hint = super::virt::emulate::trap(k, cur, vi, vec, f);
+            let hint = crate::virt::emulate::trap(k, cur, vi, vec, f);
             // The common case: the vCPU simply continues. Its PID and SPRGs are
             // already live (emulation writes them through), so skip the switch.
             if hint.is_none() && k.current == cur && sched::keeps_cpu(k, cur) {
@@ -126,7 +126,7 @@ fn page_fault(k: &mut Kernel, cur: usize, ea: u32, access: Rights) -> Option<usi
     if space::refill(k, sid, ea, access) {
         return None;
     }
-    let ip = super::frame_of(k, cur).regs.ip;
+    let ip = crate::api::frame_of(k, cur).regs.ip;
     let pager = k.threads[cur].pager;
     let tag = MsgTag::new(label::PAGEFAULT | access.0 as u16, kestrel_abi::pf::WORDS, 0);
     match ipc::fault_ipc(k, cur, FaultWait::PageFault, pager, [tag.0, ea, ip, 0, 0, 0, 0]) {
@@ -146,7 +146,7 @@ fn page_fault(k: &mut Kernel, cur: usize, ea: u32, access: Rights) -> Option<usi
 /// A user exception other than a page fault.
 fn exception(k: &mut Kernel, cur: usize, class: ExceptionClass, esr: u32, dear: u32) -> Option<usize> {
     let (ip, sp) = {
-        let f = super::frame_of(k, cur);
+        let f = crate::api::frame_of(k, cur);
         (f.regs.ip, f.regs.gpr[1])
     };
     let sid = k.threads[cur].space;
@@ -188,5 +188,5 @@ pub fn fatal(f: &TrapFrame, vec: u32, why: &str) -> ! {
             row * 4, g[0], g[1], g[2], g[3]
         );
     }
-    super::boot::shutdown(2)
+    crate::platform::shutdown(2)
 }

@@ -21,7 +21,7 @@ use core::arch::global_asm;
 use core::mem::offset_of;
 use kestrel_abi::VcpuState;
 use crate::arch::{esr, msr, spr, TrapFrame};
-use crate::generic::kernel;
+use crate::api::kernel;
 use kestrel_abi::TracePoint;
 
 /// MSR bits a fast-path MSR write may not change (they need the full path: a new

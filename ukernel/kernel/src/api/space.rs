@@ -256,7 +256,7 @@ pub fn revoke_node(k: &mut Kernel, node: NodeId, rights: Rights, include_self: b
     });
     if vm_touched {
         // Hardware entries of a VM are keyed by guest-virtual address: drop them all.
-        super::virt::host_mapping_revoked(k);
+        crate::virt::host_mapping_revoked(k);
     }
 }
 

@@ -14,7 +14,7 @@ pub mod emulate;
 pub mod fast;
 pub mod mmu;
 
-use super::{frame_of, ipc, thread, thread::FaultWait, Kernel};
+use crate::api::{frame_of, ipc, thread, thread::FaultWait, Kernel};
 use crate::arch::{msr, spr, TrapFrame};
 use kestrel_abi::{
     label, vfault, xfer, MsgTag, TraceCounter, TracePoint, VcpuState, VirtFault, NUM_FAULT_CLASSES,

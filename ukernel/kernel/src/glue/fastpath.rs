@@ -13,7 +13,7 @@
 //! `fast_ipc`'s, on fields it reads at `offset_of!` offsets (`Kernel`, `Tcb`, `Space` and
 //! `ReadyQueues` are `repr(C)` for this).
 
-use super::{frame_of, kernel, sched, thread::FaultWait, thread::State, thread::NO_SLOT};
+use crate::api::{frame_of, kernel, sched, thread::FaultWait, thread::State, thread::NO_SLOT};
 use crate::arch::TrapFrame;
 use kestrel_abi::{MsgTag, Syscall, ThreadId, FIRST_THREAD_NO};
 
@@ -76,15 +76,15 @@ fn fast_ipc(f: &TrapFrame) -> Option<*mut TrapFrame> {
     Some(sched::switch_to_native(k, d))
 }
 
-use super::{space::Space, thread::Tcb, Kernel};
+use crate::api::{space::Space, thread::Tcb, Kernel};
 use core::arch::global_asm;
 use core::mem::{offset_of, size_of};
 use kestrel_kcore::readyq::ReadyQueues;
 
-type Rq = ReadyQueues<{ super::NTCB }>;
+type Rq = ReadyQueues<{ crate::api::NTCB }>;
 const THREADS: usize = offset_of!(Kernel, threads);
 const SPACE_PID: usize = offset_of!(Kernel, spaces) + offset_of!(Space, pid);
-const _: () = assert!(THREADS + size_of::<Tcb>() * super::NTCB < 32768);
+const _: () = assert!(THREADS + size_of::<Tcb>() * crate::api::NTCB < 32768);
 
 /// High and (signed) low halves of a large offset for `addis` + a 16-bit displacement.
 const fn ha(x: usize) -> i32 {
@@ -218,7 +218,7 @@ global_asm!(
     "    blr",
     "9:  b kestrel_syscall",
     first = const kestrel_abi::FIRST_THREAD_NO,
-    nthreads = const super::NTHREADS,
+    nthreads = const crate::api::NTHREADS,
     tcb = const size_of::<Tcb>(),
     threads = const THREADS,
     id = const offset_of!(Tcb, id),

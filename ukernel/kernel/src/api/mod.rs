@@ -6,18 +6,15 @@
 //! kernel: a blocked thread's whole state is its saved user frame plus its TCB), so
 //! there is never more than one live `&mut Kernel`.
 
-pub mod boot;
-pub mod fastpath;
 pub mod ipc;
 pub mod kmem;
 pub mod sched;
 pub mod space;
 pub mod syscall;
 pub mod thread;
-pub mod trap;
-pub mod virt;
 
 use crate::arch::TrapFrame;
+use crate::virt;
 use kestrel_abi::{MAX_THREAD_NO, FIRST_THREAD_NO, NUM_IRQS};
 use kestrel_kcore::{mapdb::MapDb, pid::PidAllocator, readyq::ReadyQueues};
 use space::Space;

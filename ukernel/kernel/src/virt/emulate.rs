@@ -12,7 +12,7 @@ use super::{
     GUEST_MSR_MASK, NO_VCPU,
 };
 use crate::arch::{esr, msr, spr, timer, vector, TrapFrame};
-use crate::generic::{sched, Kernel};
+use crate::api::{sched, Kernel};
 use kestrel_abi::{TracePoint, VirtFault};
 use kestrel_vtlb::Access;
 
@@ -82,7 +82,7 @@ pub fn trap(k: &mut Kernel, cur: usize, vi: usize, vec: u32, f: &mut TrapFrame) 
         vector::EXTERNAL => {
             let mut hint = None;
             while let Some(line) = crate::platform::uic::pending() {
-                crate::generic::ipc::raise_irq(k, line, &mut hint);
+                crate::api::ipc::raise_irq(k, line, &mut hint);
             }
             hint
         }
@@ -459,7 +459,7 @@ fn take_fpu(k: &mut Kernel, vi: usize) {
         crate::arch::fpu::save(&mut k.vcpus[prev].fpr);
         // The previous owner's frame must trap on its next FP instruction.
         let t = k.vcpus[prev].thread;
-        crate::generic::frame_of(k, t).regs.msr &= !msr::FP;
+        crate::api::frame_of(k, t).regs.msr &= !msr::FP;
     }
     crate::arch::fpu::load(&k.vcpus[vi].fpr);
     k.fp_owner = vi as u8;

@@ -4,7 +4,7 @@
 
 use super::{inject, trace, virt_fault, Class, Kernel};
 use crate::arch::{msr, tlb, TrapFrame};
-use crate::generic::{frame_of, ipc, space, thread, thread::FaultWait};
+use crate::api::{frame_of, ipc, space, thread, thread::FaultWait};
 use kestrel_abi::{label, MsgTag, Rights, TracePoint, VirtFault, PAGE_SIZE};
 use kestrel_vtlb::{shadow_fill, Access, FillResult, GuestPhysMap, HostPage, HwEntry, ShadowTlb, SlotMask, TlbError};
 

@@ -41,8 +41,8 @@ pub fn dispatch(k: &mut Kernel, cur: usize) -> Option<usize> {
         Syscall::SpaceControl => space_control(k, cur, r[3], r[4]).map(|v| out[0] = v),
         Syscall::InterruptControl => interrupt_control(k, cur, r[3], ThreadId(r[4]), r[5]),
         Syscall::KernelInfo => kernel_info(k, cur, r[3]).map(|v| out[..4].copy_from_slice(&v)),
-        Syscall::VcpuControl => super::virt::control::sys_vcpu_control(k, cur, &[r[3], r[4], r[5], r[6], r[7]]),
-        Syscall::TraceControl => super::virt::control::sys_trace_control(k, cur, r[3], ThreadId(r[4])),
+        Syscall::VcpuControl => crate::virt::control::sys_vcpu_control(k, cur, &[r[3], r[4], r[5], r[6], r[7]]),
+        Syscall::TraceControl => crate::virt::control::sys_trace_control(k, cur, r[3], ThreadId(r[4])),
         Syscall::KDebug => kdebug(k, cur, r[3], r[4], r[5]).map(|v| {
             out[0] = v[0];
             out[1] = v[1];
@@ -198,7 +198,7 @@ fn kdebug(k: &mut Kernel, cur: usize, op: u32, a: u32, b: u32) -> Result<[u32; 2
             if !privileged(k, cur) {
                 return Err(KError::NoPrivilege);
             }
-            super::boot::shutdown(a)
+            crate::platform::shutdown(a)
         }
         kdebug::TIMEBASE => {
             let tb = crate::arch::spr::timebase();

@@ -6,7 +6,7 @@
 //! memory (kernel image | kernel pool | device tree + boot module | root image | free),
 //! load the root task from the boot module (QEMU's `-initrd`), and start it.
 
-use super::{frame_of, kernel, sched, space, thread, Kernel, IDLE};
+use crate::api::{frame_of, kernel, sched, space, thread, Kernel, IDLE};
 use crate::arch::{self, msr, spr, timer, tlb};
 use crate::platform::{uart::Uart, uic};
 use kestrel_abi::{Rights, ThreadId, PAGE_SHIFT, PAGE_SIZE, ROOT_PRIORITY, ROOT_THREAD_NO, USER_BASE, USER_END};
@@ -26,7 +26,7 @@ const TICK_US: u32 = 1000;
 
 fn halt_with(msg: &str) -> ! {
     crate::kprintln!("KERNEL PANIC: boot failed: {}", msg);
-    shutdown(3)
+    crate::platform::shutdown(3)
 }
 
 #[no_mangle]
@@ -172,11 +172,6 @@ extern "C" fn idle_loop() -> ! {
     }
 }
 
-/// Stops the machine (QEMU exits with `-no-reboot`).
-pub fn shutdown(code: u32) -> ! {
-    crate::kprintln!("kestrel: shutdown (code {})", code);
-    arch::system_reset()
-}
 
 #[allow(dead_code)]
 const _IDLE: usize = IDLE;

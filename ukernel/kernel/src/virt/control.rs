@@ -2,7 +2,7 @@
 //! line, guest TLB and MMIO set-up) and `TraceControl` (the exit trace points).
 
 use super::{merge, mmu, vcpu_of, TRACE_RETIRED};
-use crate::generic::{frame_of, thread, Kernel};
+use crate::api::{frame_of, thread, Kernel};
 use kestrel_abi::{tracectl, vcpuctl, KError, ThreadId, TraceCounter, Utcb, VcpuState, NUM_FAULT_CLASSES, NUM_TRACEPOINTS};
 
 fn caller_utcb(k: &Kernel, cur: usize) -> &'static mut Utcb {

@@ -93,7 +93,7 @@ fn transfer(k: &mut Kernel, s: usize, d: usize) -> Result<Delivered, IpcError> {
         let mut regs = [0u32; REG_MRS];
         regs.copy_from_slice(&frame_of(k, s).regs.gpr[6..6 + REG_MRS]);
         let long = &utcb(k, s).mr;
-        let resume = super::virt::apply_reply(k, d, tag, &regs, long);
+        let resume = crate::virt::apply_reply(k, d, tag, &regs, long);
         return Ok(if resume { Delivered::Normal } else { Delivered::Killed });
     }
     if fault != FaultWait::None {

@@ -106,7 +106,7 @@ impl Tcb {
         fault: FaultWait::None,
         fault_msg: [0; 7],
         name: [0; THREAD_NAME_LEN],
-        vcpu: super::virt::NO_VCPU,
+        vcpu: crate::virt::NO_VCPU,
     };
 
     pub fn name(&self) -> &str {
@@ -215,8 +215,8 @@ pub fn delete(k: &mut Kernel, i: usize) {
         k.timeouts_armed -= 1;
     }
     let sid = k.threads[i].space;
-    if super::virt::vcpu_of(k, i).is_some() {
-        super::virt::destroy(k, i);
+    if crate::virt::vcpu_of(k, i).is_some() {
+        crate::virt::destroy(k, i);
         k.kmem.free(k.threads[i].utcb_pa);
     } else {
         space::unmap_utcb(k, sid, k.threads[i].utcb_va);
@@ -242,7 +242,7 @@ pub fn stop(k: &mut Kernel, i: usize, cause: core::fmt::Arguments) {
     k.threads[i].state = State::Dead;
     if id == ThreadId::ROOT {
         crate::kprintln!("kestrel: the root task is gone; stopping the machine");
-        crate::generic::boot::shutdown(1);
+        crate::platform::shutdown(1);
     }
 }
 
@@ -430,7 +430,7 @@ pub fn create_vcpu(k: &mut Kernel, i: usize, version: u32, prio: u8, pager: Thre
     };
     install(k, i, version, sid, prio, pager, 0, utcb_pa);
     k.threads[i].exc_handler = pager;
-    if let Err(e) = super::virt::create(k, i) {
+    if let Err(e) = crate::virt::create(k, i) {
         // Not a vCPU yet: undo by hand (its UTCB is a bare pool page, not mapped).
         k.kmem.free(utcb_pa);
         k.threads[i] = Tcb { version, ..Tcb::FREE };

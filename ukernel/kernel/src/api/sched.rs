@@ -99,12 +99,12 @@ pub fn switch_to(k: &mut Kernel, next: usize) -> *mut TrapFrame {
     if next != IDLE {
         spr::write::<{ spr::SPRG1 }>(k.threads[next].frame as u32);
         let vcpu = k.threads[next].vcpu;
-        if vcpu != super::virt::NO_VCPU {
-            super::virt::on_switch(k, vcpu as usize);
-            super::virt::fast::set_current(Some(&k.vcpus[vcpu as usize]));
+        if vcpu != crate::virt::NO_VCPU {
+            crate::virt::on_switch(k, vcpu as usize);
+            crate::virt::fast::set_current(Some(&k.vcpus[vcpu as usize]));
         } else {
-            super::virt::fast::set_current(None);
-            super::virt::on_native(k);
+            crate::virt::fast::set_current(None);
+            crate::virt::on_native(k);
             let sid = k.threads[next].space;
             let pid = space::ensure_pid(k, sid);
             spr::write::<{ spr::PID }>(pid as u32);
@@ -119,8 +119,8 @@ pub fn switch_to(k: &mut Kernel, next: usize) -> *mut TrapFrame {
 #[inline(always)]
 pub fn switch_to_native(k: &mut Kernel, next: usize) -> *mut TrapFrame {
     k.current = next;
-    super::virt::on_native(k);
-    super::virt::fast::set_current(None);
+    crate::virt::on_native(k);
+    crate::virt::fast::set_current(None);
     spr::write::<{ spr::SPRG1 }>(k.threads[next].frame as u32);
     let sid = k.threads[next].space;
     let pid = space::ensure_pid(k, sid);
