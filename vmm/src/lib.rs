@@ -10,15 +10,11 @@
 //!
 //! This crate holds the pieces of that loop that need no kernel:
 //!
-//! - [`decode`](mod@decode): the PPC440 instruction decoder and encoder for the privileged
-//!   set and the integer loads and stores that reach emulated devices (MMIO), with
-//!   effective-address computation and load/store data conversion;
 //! - [`segment`]: guest-physical memory as linear segments (§4.2) and the checked
 //!   translation of a guest-physical access to the VMM memory that backs it.
 //!
-//! Still to come, in later changes: the VMM binary with the fault-IPC loop, the vCPU
-//! state and instruction emulation on top of [`decode`](mod@decode), and the device models
-//! (UIC, UARTs) behind `read`/`write`.
+//! The instruction decoder the fault loop uses is `kestrel_ppc440::decode`; the fault loop
+//! itself is the `kestrel-vmm` task (`vmm/task`), and the device models are `kestrel-devices`.
 //!
 //! Invariants for the whole crate: `no_std`, no `alloc`, no `unsafe`, nothing assumes a
 //! 64-bit `usize`, and no guest-controlled value (instruction word, register, address) can
@@ -29,11 +25,6 @@
 #[cfg(test)]
 extern crate std;
 
-pub mod decode;
 pub mod segment;
 
-pub use decode::{
-    decode, encode, try_decode, AccessKind, AddrMode, Dcr, Gpr, Insn, InsnError, LoadStore, LsOp,
-    Mo, Spr, TlbWord, Width,
-};
 pub use segment::{GuestMemory, GuestPhysAddr, HostAddr, Segment, SegmentError};

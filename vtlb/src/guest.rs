@@ -32,87 +32,16 @@
 //!   QEMU raises a program interrupt (illegal instruction), and so should the emulator.
 //! - **ERPN** extends the real address to 36 bits (QEMU applies it for the 440).
 
-use crate::bits::Field;
 use crate::index::{pop_lowest, BlockIndex};
 use core::fmt;
 use kestrel_abi::Rights;
+use kestrel_ppc440::Field;
 
-/// Number of entries in the 440's unified TLB (UM §5.2).
-pub const ENTRIES: u32 = 64;
+pub use kestrel_ppc440::mmucr;
+pub use kestrel_ppc440::tlb::{word0, word1, word2, PageSize, Wimge, ENTRIES};
 
 /// `tlbwe`/`tlbre` use only the low six bits of the index register.
 const INDEX_MASK: u32 = ENTRIES - 1;
-
-/// TLB word 0, page identification (UM Figure 5-3).
-pub mod word0 {
-    use crate::bits::Field;
-    /// `EPN[0:21]`: effective page number (1 KiB granular; bits below the page size are
-    /// compared too, see the module doc).
-    pub const EPN: Field = Field::bits(0, 21);
-    /// `V[22]`: valid.
-    pub const V: Field = Field::bit(22);
-    /// `TS[23]`: translation space, compared with `MSR[IS]` (fetch) or `MSR[DS]` (data).
-    pub const TS: Field = Field::bit(23);
-    /// `SIZE[24:27]`: page size code, see [`super::size_bytes`].
-    pub const SIZE: Field = Field::bits(24, 27);
-    /// `TPAR[28:31]`: tag parity; ignored on write, reads as 0.
-    pub const TPAR: Field = Field::bits(28, 31);
-}
-
-/// TLB word 1, translation (UM Figure 5-3).
-pub mod word1 {
-    use crate::bits::Field;
-    /// `RPN[0:21]`: real page number.
-    pub const RPN: Field = Field::bits(0, 21);
-    /// `PAR1[22:23]`: parity; ignored on write, reads as 0. Bits 24:27 are reserved.
-    pub const PAR1: Field = Field::bits(22, 23);
-    /// `ERPN[28:31]`: extended real page number, real-address bits 0:3 of 36.
-    pub const ERPN: Field = Field::bits(28, 31);
-}
-
-/// TLB word 2, storage attributes and access control (UM Figure 5-3).
-pub mod word2 {
-    use crate::bits::Field;
-    /// `PAR2[0:1]`: parity; ignored on write, reads as 0. Bits 2:15 and 25 are reserved.
-    pub const PAR2: Field = Field::bits(0, 1);
-    /// `U0..U3[16:19]`: user-definable storage attributes.
-    pub const U0_U3: Field = Field::bits(16, 19);
-    /// `W I M G E [20:24]`: write-through, caching-inhibited, memory coherence, guarded,
-    /// little-endian. Read as one field in this order, see [`super::Wimge`].
-    pub const WIMGE: Field = Field::bits(20, 24);
-    /// `UX[26]`: user (problem state) execute.
-    pub const UX: Field = Field::bit(26);
-    /// `UW[27]`: user write.
-    pub const UW: Field = Field::bit(27);
-    /// `UR[28]`: user read.
-    pub const UR: Field = Field::bit(28);
-    /// `SX[29]`: supervisor execute.
-    pub const SX: Field = Field::bit(29);
-    /// `SW[30]`: supervisor write.
-    pub const SW: Field = Field::bit(30);
-    /// `SR[31]`: supervisor read.
-    pub const SR: Field = Field::bit(31);
-}
-
-/// MMU control register (SPR 0x3B2, UM §5.4 "MMUCR").
-pub mod mmucr {
-    use crate::bits::Field;
-    /// `SWOA[7]`: store without allocate.
-    pub const SWOA: Field = Field::bit(7);
-    /// `U1TE[9]`: U1 transient enable.
-    pub const U1TE: Field = Field::bit(9);
-    /// `U2SWOAE[10]`: U2 store without allocate enable.
-    pub const U2SWOAE: Field = Field::bit(10);
-    /// `DULXE[12]`: data cache unlock exception enable.
-    pub const DULXE: Field = Field::bit(12);
-    /// `IULXE[13]`: instruction cache unlock exception enable.
-    pub const IULXE: Field = Field::bit(13);
-    /// `STS[15]`: search translation space, the TS `tlbsx` compares.
-    pub const STS: Field = Field::bit(15);
-    /// `STID[24:31]`: search/load translation ID: `tlbsx` compares it, `tlbwe` word 0 copies
-    /// it into the entry's TID, `tlbre` word 0 copies the entry's TID into it.
-    pub const STID: Field = Field::bits(24, 31);
-}
 
 /// Bits of word 0 an entry keeps (everything but TPAR).
 const WORD0_KEEP: u32 = word0::EPN.mask() | word0::V.mask() | word0::TS.mask() | word0::SIZE.mask();
@@ -127,74 +56,6 @@ const WORD2_KEEP: u32 = word2::U0_U3.mask()
     | word2::SX.mask()
     | word2::SW.mask()
     | word2::SR.mask();
-
-/// The page sizes the 440 defines (UM Table 5-2), with their SIZE codes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[repr(u8)]
-pub enum PageSize {
-    K1 = 0x0,
-    K4 = 0x1,
-    K16 = 0x2,
-    K64 = 0x3,
-    K256 = 0x4,
-    M1 = 0x5,
-    M16 = 0x7,
-    M256 = 0x9,
-    G1 = 0xA,
-}
-
-impl PageSize {
-    /// Every architected size, smallest first.
-    pub const ALL: [PageSize; 9] = [
-        PageSize::K1,
-        PageSize::K4,
-        PageSize::K16,
-        PageSize::K64,
-        PageSize::K256,
-        PageSize::M1,
-        PageSize::M16,
-        PageSize::M256,
-        PageSize::G1,
-    ];
-
-    /// The SIZE field value.
-    pub const fn code(self) -> u8 {
-        self as u8
-    }
-
-    pub const fn bytes(self) -> u32 {
-        1024 << (2 * self as u32)
-    }
-
-    /// The architected size with this SIZE code, if it is one.
-    pub const fn from_code(code: u8) -> Option<PageSize> {
-        match code {
-            0x0 => Some(PageSize::K1),
-            0x1 => Some(PageSize::K4),
-            0x2 => Some(PageSize::K16),
-            0x3 => Some(PageSize::K64),
-            0x4 => Some(PageSize::K256),
-            0x5 => Some(PageSize::M1),
-            0x7 => Some(PageSize::M16),
-            0x9 => Some(PageSize::M256),
-            0xA => Some(PageSize::G1),
-            _ => None,
-        }
-    }
-
-    /// The largest architected size not above `bytes`, if any (none below 1 KiB).
-    pub fn largest_at_most(bytes: u64) -> Option<PageSize> {
-        use PageSize::*;
-        /// By log2 of the size, from 10 (1 KiB) to 30 (1 GiB).
-        const BY_LOG: [PageSize; 21] =
-            [K1, K1, K4, K4, K16, K16, K64, K64, K256, K256, M1, M1, M1, M1, M16, M16, M16, M16, M256, M256, G1];
-        if bytes < 1024 {
-            return None;
-        }
-        let log = 63 - bytes.leading_zeros();
-        Some(BY_LOG[(log.min(30) - 10) as usize])
-    }
-}
 
 /// Page size in bytes of any 4-bit SIZE code, as QEMU computes it (see the module doc):
 /// `1 KiB << 2*code` for codes 0..=0xA (so 6 is 4 MiB and 8 is 64 MiB) and 4 GiB for
@@ -215,30 +76,6 @@ const fn readback_size_code(code: u8) -> u8 {
         code & 0xF
     } else {
         PageSize::K4.code()
-    }
-}
-
-/// Storage attributes W I M G E, as the five-bit value of word 2 bits 20:24.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
-pub struct Wimge(pub u8);
-
-impl Wimge {
-    /// Write-through (bit 20).
-    pub const W: Wimge = Wimge(0x10);
-    /// Caching inhibited (bit 21).
-    pub const I: Wimge = Wimge(0x08);
-    /// Memory coherence required (bit 22).
-    pub const M: Wimge = Wimge(0x04);
-    /// Guarded (bit 23).
-    pub const G: Wimge = Wimge(0x02);
-    /// Little-endian (bit 24).
-    pub const E: Wimge = Wimge(0x01);
-
-    pub const fn contains(self, other: Wimge) -> bool {
-        self.0 & other.0 == other.0
-    }
-    pub const fn union(self, other: Wimge) -> Wimge {
-        Wimge((self.0 | other.0) & 0x1F)
     }
 }
 

@@ -15,12 +15,10 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
-mod bits;
 pub mod guest;
 mod index;
 pub mod shadow;
 
-pub use bits::Field;
 pub use guest::{GuestEntry, GuestTlb, PageSize, Perms, TlbError, Wimge};
 pub use shadow::{
     fig5_tid, hw_pid, needs_flush, shadow_fill, Access, Event, FillResult, GuestPhysMap, HostPage, HwEntry,

@@ -638,13 +638,15 @@ mod tests {
     use crate::guest::mmucr;
     use std::vec::Vec;
 
-    const V: u32 = 0x200;
-    const TS: u32 = 0x100;
-    const ALL_PERMS: u32 = 0x3F;
+    use kestrel_ppc440::tlb::{word0, word2};
+
+    const V: u32 = word0::V.mask();
+    const TS: u32 = word0::TS.mask();
     /// UR UW UX only (guest user may, guest kernel may not).
-    const USER_ONLY: u32 = 0x38;
+    const USER_ONLY: u32 = word2::UR.mask() | word2::UW.mask() | word2::UX.mask();
     /// SR SW SX only.
-    const KERNEL_ONLY: u32 = 0x07;
+    const KERNEL_ONLY: u32 = word2::SR.mask() | word2::SW.mask() | word2::SX.mask();
+    const ALL_PERMS: u32 = USER_ONLY | KERNEL_ONLY;
 
     /// Guest-physical memory given as (gpa base, size, host base, rights, device).
     struct Map(&'static [(u64, u32, u32, Rights, bool)]);

@@ -13,7 +13,7 @@
 //! shadow TLB never holds an entry that breaks these rules.
 
 use kestrel_abi::Rights;
-use kestrel_vtlb::guest::mmucr;
+use kestrel_ppc440::mmucr;
 use kestrel_vtlb::{
     fig5_tid, hw_pid, needs_flush, shadow_fill, Access, Event, FillResult, GuestPhysMap, GuestTlb, HostPage, HwEntry,
     PageSize, ShadowTlb, Wimge, TID_KERNEL, TID_SHARED, TID_USER,

@@ -6,7 +6,7 @@ use kestrel_devices::{Uart16550, Uic};
 use kestrel_user::ipc::Msg;
 use kestrel_user::mem::FrameAllocator;
 use kestrel_user::{println, sys};
-use kestrel_vmm_core::decode::{decode, AccessKind, Insn, Width};
+use kestrel_ppc440::decode::{decode, AccessKind, Insn, Width};
 use kestrel_vmm_core::segment::{GuestMemory, GuestPhysAddr, HostAddr, Segment};
 
 /// Guest-physical page holding both UARTs (bamboo: 0xEF600300 and 0xEF600400).
@@ -348,7 +348,7 @@ impl Machine {
     }
 
     /// A byte MMIO access with update: read the vCPU's state, emulate, write it back.
-    fn mmio_with_state(&mut self, vcpu: ThreadId, ls: kestrel_vmm_core::decode::LoadStore, gpa: u32, pc: u32) -> Outcome {
+    fn mmio_with_state(&mut self, vcpu: ThreadId, ls: kestrel_ppc440::decode::LoadStore, gpa: u32, pc: u32) -> Outcome {
         if sys::vcpu_control(vcpu, kestrel_abi::vcpuctl::GET_STATE, 0, 0, 0).is_err() {
             return Outcome::GuestReset;
         }

@@ -10,7 +10,7 @@
 //! `dccci`, `tlbsx.`), "Register Summary" (SPR numbers) and the "Instruction Summary"
 //! appendix (opcode tables). Bit numbers in this file are the manuals' MSB-0 numbers: bit 0
 //! is the most significant bit of the 32-bit word. They turn into shifts in exactly one
-//! place, `Field`.
+//! place, [`Field`](crate::field::Field).
 //!
 //! Decoding rules:
 //! - [`decode`] is total: every `u32` is a modeled instruction, [`Insn::Other`] (any word
@@ -32,65 +32,30 @@
 //! - `mfcr`/`mtcrf`, `lwarx`/`stwcx.`, string and floating-point loads are not sensitive or
 //!   not modeled yet, and are `Other` too.
 
+use crate::field::Field;
+use crate::spr;
 use core::fmt;
 
-/// An instruction field: bits `first..=last` in MSB-0 numbering.
-#[derive(Clone, Copy)]
-struct Field {
-    first: u32,
-    last: u32,
-}
-
-impl Field {
-    const fn new(first: u32, last: u32) -> Field {
-        assert!(first <= last && last <= 31, "field must lie within the 32-bit word");
-        Field { first, last }
-    }
-
-    const fn width(self) -> u32 {
-        self.last - self.first + 1
-    }
-
-    /// The one conversion from MSB-0 bit numbers to shifts: MSB-0 bit `last` is the field's
-    /// least significant bit, which sits `31 - last` places above bit 0 of the integer.
-    const fn shift(self) -> u32 {
-        31 - self.last
-    }
-
-    const fn mask(self) -> u32 {
-        (u32::MAX >> (32 - self.width())) << self.shift()
-    }
-
-    const fn get(self, word: u32) -> u32 {
-        (word & self.mask()) >> self.shift()
-    }
-
-    /// `value` placed in the field; bits of `value` beyond the field's width are dropped.
-    const fn put(self, value: u32) -> u32 {
-        (value << self.shift()) & self.mask()
-    }
-}
-
 /// Primary opcode, bits 0-5.
-const OPCD: Field = Field::new(0, 5);
+const OPCD: Field = Field::bits(0, 5);
 /// RT, RS, or the MO operand of `mbar`: bits 6-10.
-const RT: Field = Field::new(6, 10);
+const RT: Field = Field::bits(6, 10);
 /// RA: bits 11-15.
-const RA: Field = Field::new(11, 15);
+const RA: Field = Field::bits(11, 15);
 /// RB, or the WS (word select) operand of `tlbre`/`tlbwe`: bits 16-20.
-const RB: Field = Field::new(16, 20);
+const RB: Field = Field::bits(16, 20);
 /// The SPRN/DCRN operand of `m[ft]spr`/`m[ft]dcr`: bits 11-20, halves swapped.
-const SPRF: Field = Field::new(11, 20);
+const SPRF: Field = Field::bits(11, 20);
 /// The E operand of `wrteei`: bit 16.
-const E: Field = Field::new(16, 16);
+const E: Field = Field::bits(16, 16);
 /// Extended opcode of X- and XL-form instructions: bits 21-30.
-const XO: Field = Field::new(21, 30);
+const XO: Field = Field::bits(21, 30);
 /// Record bit: bit 31.
-const RC: Field = Field::new(31, 31);
+const RC: Field = Field::bits(31, 31);
 /// Signed displacement of D-form instructions: bits 16-31.
-const D: Field = Field::new(16, 31);
+const D: Field = Field::bits(16, 31);
 /// Bit 30 of `sc`, which must be 1 (Book E `sc`).
-const SC_ONE: Field = Field::new(30, 30);
+const SC_ONE: Field = Field::bits(30, 30);
 
 /// Primary opcodes.
 mod opcd {
@@ -208,7 +173,8 @@ const fn number_to_split_field(n: u16) -> u32 {
     SPRF.put(((n & 0x1f) << 5) | (n >> 5))
 }
 
-/// A special-purpose register number, 0-1023 (PPC440 UM "Register Summary").
+/// A special-purpose register number, 0-1023 (the numbers, names and emulation classes
+/// are in [`crate::spr`]).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub struct Spr(u16);
 
@@ -223,230 +189,32 @@ impl Spr {
         }
     }
 
+    /// SPR `n` from one of the [`crate::spr`] constants; panics (at compile time in a
+    /// `const`) if `n` is not a 10-bit number.
+    pub const fn of(n: u32) -> Spr {
+        assert!(n < spr::COUNT, "SPR numbers are 10 bits wide");
+        Spr(n as u16)
+    }
+
     pub const fn number(self) -> u16 {
         self.0
     }
 
-    /// Whether user mode (`MSR[PR]` = 1) traps on `mfspr`/`mtspr` of this SPR: Book E makes
-    /// SPRs with bit 5 of the 10-bit SPR number set (MSB-0, value 0x10) privileged.
+    /// Whether user mode (`MSR[PR]` = 1) traps on `mfspr`/`mtspr` of this SPR
+    /// ([`spr::is_privileged`]).
     pub const fn is_privileged(self) -> bool {
-        self.0 & (1 << (9 - 5)) != 0
+        spr::is_privileged(self.0 as u32)
     }
 
-    /// The register's name if this module names it (for logs and traces).
-    pub fn name(self) -> Option<&'static str> {
-        SPR_NAMES.iter().find(|(spr, _)| *spr == self).map(|(_, name)| *name)
+    /// The register's name if the 440 names it (for logs and traces).
+    pub const fn name(self) -> Option<&'static str> {
+        spr::name(self.0 as u32)
     }
 
-    /// `IVORn` for `n` in 0-15: the interrupt vector offsets are consecutive from 400.
-    pub const fn ivor(n: u8) -> Option<Spr> {
-        if n < 16 {
-            Some(Spr(Spr::IVOR0.0 + n as u16))
-        } else {
-            None
-        }
+    /// How a Kestrel VM handles this SPR.
+    pub const fn emulation(self) -> spr::Emulation {
+        spr::emulation(self.0 as u32)
     }
-}
-
-/// Declares every named SPR once: an associated constant per register and the name table
-/// behind [`Spr::name`].
-macro_rules! sprs {
-    ($($(#[$doc:meta])* $name:ident = $num:expr;)*) => {
-        impl Spr {
-            $($(#[$doc])* pub const $name: Spr = Spr($num);)*
-        }
-        /// Every named SPR with its name.
-        pub const SPR_NAMES: &[(Spr, &str)] = &[$((Spr::$name, stringify!($name)),)*];
-    };
-}
-
-sprs! {
-    /// Fixed-point exception register (user).
-    XER = 1;
-    /// Link register (user).
-    LR = 8;
-    /// Count register (user).
-    CTR = 9;
-    /// Decrementer.
-    DEC = 22;
-    /// Save/restore register 0: return address of non-critical interrupts.
-    SRR0 = 26;
-    /// Save/restore register 1: MSR of non-critical interrupts.
-    SRR1 = 27;
-    /// Process ID, matched against TLB entry TIDs.
-    PID = 48;
-    /// Decrementer auto-reload (write-only).
-    DECAR = 54;
-    /// Critical save/restore register 0.
-    CSRR0 = 58;
-    /// Critical save/restore register 1.
-    CSRR1 = 59;
-    /// Data exception address register.
-    DEAR = 61;
-    /// Exception syndrome register.
-    ESR = 62;
-    /// Interrupt vector prefix register.
-    IVPR = 63;
-    /// User SPR general 0 (user read/write).
-    USPRG0 = 256;
-    /// SPRG4, user read port.
-    SPRG4R = 260;
-    /// SPRG5, user read port.
-    SPRG5R = 261;
-    /// SPRG6, user read port.
-    SPRG6R = 262;
-    /// SPRG7, user read port.
-    SPRG7R = 263;
-    /// Time base lower, read port (user).
-    TBL_R = 268;
-    /// Time base upper, read port (user).
-    TBU_R = 269;
-    /// SPR general 0.
-    SPRG0 = 272;
-    /// SPR general 1.
-    SPRG1 = 273;
-    /// SPR general 2.
-    SPRG2 = 274;
-    /// SPR general 3.
-    SPRG3 = 275;
-    /// SPRG4, supervisor port.
-    SPRG4 = 276;
-    /// SPRG5, supervisor port.
-    SPRG5 = 277;
-    /// SPRG6, supervisor port.
-    SPRG6 = 278;
-    /// SPRG7, supervisor port.
-    SPRG7 = 279;
-    /// Time base lower, write port.
-    TBL_W = 284;
-    /// Time base upper, write port.
-    TBU_W = 285;
-    /// Processor identification register (read-only).
-    PIR = 286;
-    /// Processor version register (read-only); `mfpvr` is `mfspr rT,287`.
-    PVR = 287;
-    /// Debug status register.
-    DBSR = 304;
-    /// Debug control register 0 (`DBCR0[RST]` resets the core).
-    DBCR0 = 308;
-    /// Debug control register 1.
-    DBCR1 = 309;
-    /// Debug control register 2.
-    DBCR2 = 310;
-    /// Instruction address compare 1.
-    IAC1 = 312;
-    /// Instruction address compare 2.
-    IAC2 = 313;
-    /// Instruction address compare 3.
-    IAC3 = 314;
-    /// Instruction address compare 4.
-    IAC4 = 315;
-    /// Data address compare 1.
-    DAC1 = 316;
-    /// Data address compare 2.
-    DAC2 = 317;
-    /// Data value compare 1.
-    DVC1 = 318;
-    /// Data value compare 2.
-    DVC2 = 319;
-    /// Timer status register (write 1 to clear).
-    TSR = 336;
-    /// Timer control register.
-    TCR = 340;
-    /// Interrupt vector offset 0: critical input.
-    IVOR0 = 400;
-    /// Interrupt vector offset 1: machine check.
-    IVOR1 = 401;
-    /// Interrupt vector offset 2: data storage.
-    IVOR2 = 402;
-    /// Interrupt vector offset 3: instruction storage.
-    IVOR3 = 403;
-    /// Interrupt vector offset 4: external input.
-    IVOR4 = 404;
-    /// Interrupt vector offset 5: alignment.
-    IVOR5 = 405;
-    /// Interrupt vector offset 6: program.
-    IVOR6 = 406;
-    /// Interrupt vector offset 7: floating-point unavailable.
-    IVOR7 = 407;
-    /// Interrupt vector offset 8: system call.
-    IVOR8 = 408;
-    /// Interrupt vector offset 9: auxiliary processor unavailable.
-    IVOR9 = 409;
-    /// Interrupt vector offset 10: decrementer.
-    IVOR10 = 410;
-    /// Interrupt vector offset 11: fixed-interval timer.
-    IVOR11 = 411;
-    /// Interrupt vector offset 12: watchdog timer.
-    IVOR12 = 412;
-    /// Interrupt vector offset 13: data TLB error.
-    IVOR13 = 413;
-    /// Interrupt vector offset 14: instruction TLB error.
-    IVOR14 = 414;
-    /// Interrupt vector offset 15: debug.
-    IVOR15 = 415;
-    /// Machine-check save/restore register 0.
-    MCSRR0 = 570;
-    /// Machine-check save/restore register 1.
-    MCSRR1 = 571;
-    /// Machine-check status register.
-    MCSR = 572;
-    /// Instruction cache normal victim 0.
-    INV0 = 880;
-    /// Instruction cache normal victim 1.
-    INV1 = 881;
-    /// Instruction cache normal victim 2.
-    INV2 = 882;
-    /// Instruction cache normal victim 3.
-    INV3 = 883;
-    /// Instruction cache transient victim 0.
-    ITV0 = 884;
-    /// Instruction cache transient victim 1.
-    ITV1 = 885;
-    /// Instruction cache transient victim 2.
-    ITV2 = 886;
-    /// Instruction cache transient victim 3.
-    ITV3 = 887;
-    /// Core configuration register 1.
-    CCR1 = 888;
-    /// Data cache normal victim 0.
-    DNV0 = 912;
-    /// Data cache normal victim 1.
-    DNV1 = 913;
-    /// Data cache normal victim 2.
-    DNV2 = 914;
-    /// Data cache normal victim 3.
-    DNV3 = 915;
-    /// Data cache transient victim 0.
-    DTV0 = 916;
-    /// Data cache transient victim 1.
-    DTV1 = 917;
-    /// Data cache transient victim 2.
-    DTV2 = 918;
-    /// Data cache transient victim 3.
-    DTV3 = 919;
-    /// Data cache victim limit.
-    DVLIM = 920;
-    /// Instruction cache victim limit.
-    IVLIM = 921;
-    /// Reset configuration (read-only).
-    RSTCFG = 923;
-    /// Data cache debug tag register low (read-only).
-    DCDBTRL = 924;
-    /// Data cache debug tag register high (read-only).
-    DCDBTRH = 925;
-    /// Instruction cache debug tag register low (read-only).
-    ICDBTRL = 926;
-    /// Instruction cache debug tag register high (read-only).
-    ICDBTRH = 927;
-    /// Memory management control register (STID/STS for tlbsx, tlbre/tlbwe TID).
-    MMUCR = 946;
-    /// Core configuration register 0.
-    CCR0 = 947;
-    /// Instruction cache debug data register (read-only).
-    ICDBDR = 979;
-    /// Debug data register.
-    DBDR = 1011;
 }
 
 /// A device control register number, 0-1023 (PPC440 UM "Device Control Registers"; the
@@ -462,6 +230,13 @@ impl Dcr {
         } else {
             None
         }
+    }
+
+    /// DCR `n` from one of the [`crate::dcr`] constants; panics (at compile time in a
+    /// `const`) if `n` is not a 10-bit number.
+    pub const fn of(n: u32) -> Dcr {
+        assert!(n < crate::dcr::COUNT, "DCR numbers are 10 bits wide");
+        Dcr(n as u16)
     }
 
     pub const fn number(self) -> u16 {
@@ -741,17 +516,17 @@ impl LoadStore {
     /// - the address mode must match the op (D-form displacement or X-form RB);
     /// - update forms need RA ≠ 0, and loads with update also RA ≠ RT;
     /// - `lmw` must not load RA (RA in RT..=31, which includes RA = 0 when RT = 0).
-    pub fn new(op: LsOp, rt_rs: Gpr, ra: Gpr, addr: AddrMode) -> Result<LoadStore, InsnError> {
+    pub const fn new(op: LsOp, rt_rs: Gpr, ra: Gpr, addr: AddrMode) -> Result<LoadStore, InsnError> {
         if op.is_indexed() != matches!(addr, AddrMode::X { .. }) {
             return Err(InsnError::AddrModeMismatch);
         }
         if op.update() && ra.number() == 0 {
             return Err(InsnError::UpdateWithRaZero);
         }
-        if op.update() && op.kind() == AccessKind::Load && ra == rt_rs {
+        if op.update() && matches!(op.kind(), AccessKind::Load) && ra.number() == rt_rs.number() {
             return Err(InsnError::UpdateWithRaIsRt);
         }
-        if op.multiple() && op.kind() == AccessKind::Load && ra >= rt_rs {
+        if op.multiple() && matches!(op.kind(), AccessKind::Load) && ra.number() >= rt_rs.number() {
             return Err(InsnError::LoadMultipleLoadsRa);
         }
         Ok(LoadStore { op, rt_rs, ra, addr })
@@ -1037,14 +812,35 @@ fn tlb_word(word: u32) -> Result<TlbWord, InsnError> {
     TlbWord::new(RB.get(word)).ok_or(InsnError::ReservedTlbWord)
 }
 
+/// An X-form word under primary opcode 31 with extended opcode `xo`.
+const fn x(xo: u32) -> u32 {
+    OPCD.put(opcd::X) | XO.put(xo)
+}
+
+/// An XL-form word under primary opcode 19 with extended opcode `xo`.
+const fn xl(xo: u32) -> u32 {
+    OPCD.put(opcd::XL) | XO.put(xo)
+}
+
+/// Register `r` in the RT/RS field.
+const fn rt(r: Gpr) -> u32 {
+    RT.put(r.number() as u32)
+}
+
+/// Register `r` in the RA field.
+const fn ra(r: Gpr) -> u32 {
+    RA.put(r.number() as u32)
+}
+
+/// Register `r` in the RB field.
+const fn rb(r: Gpr) -> u32 {
+    RB.put(r.number() as u32)
+}
+
 /// Encodes `insn` with all reserved bits zero. [`Insn::Other`] and [`Insn::Invalid`]
-/// return their word unchanged.
-pub fn encode(insn: &Insn) -> u32 {
-    let x = |xo: u32| OPCD.put(opcd::X) | XO.put(xo);
-    let xl = |xo: u32| OPCD.put(opcd::XL) | XO.put(xo);
-    let rt = |r: Gpr| RT.put(r.number() as u32);
-    let ra = |r: Gpr| RA.put(r.number() as u32);
-    let rb = |r: Gpr| RB.put(r.number() as u32);
+/// return their word unchanged. A `const fn`, so that assembly can take encodings as
+/// `const` operands ([`crate::encode`]).
+pub const fn encode(insn: &Insn) -> u32 {
     match *insn {
         Insn::Mfmsr { rt: t } => x(xo31::MFMSR) | rt(t),
         Insn::Mtmsr { rs } => x(xo31::MTMSR) | rt(rs),
@@ -1075,7 +871,7 @@ pub fn encode(insn: &Insn) -> u32 {
         Insn::Mbar { mo } => x(xo31::MBAR) | RT.put(mo.0 as u32),
         Insn::Sc => OPCD.put(opcd::SC) | SC_ONE.put(1),
         Insn::LoadStore(ls) => {
-            let regs = rt(ls.rt_rs) | ra(ls.ra);
+            let regs = RT.put(ls.rt_rs.number() as u32) | ra(ls.ra);
             // `LoadStore::new` guarantees that the address mode matches the op's form, so
             // the number is a primary opcode for D and an extended one for X.
             let number = match ls.op.desc().form {
@@ -1340,12 +1136,12 @@ mod tests {
         rfi: 0x4C00_0064 => Insn::Rfi, "rfi";
         rfci: 0x4C00_0066 => Insn::Rfci, "rfci";
         rfmci: 0x4C00_004C => Insn::Rfmci, "rfmci";
-        mfspr_srr0: 0x7C7A_02A6 => Insn::Mfspr { rt: r(3), spr: Spr::SRR0 }, "mfspr r3,26";
-        mtspr_sprg0: 0x7C70_43A6 => Insn::Mtspr { spr: Spr::SPRG0, rs: r(3) }, "mtspr 272,r3";
-        mfpvr: 0x7C7F_42A6 => Insn::Mfspr { rt: r(3), spr: Spr::PVR }, "mfspr r3,287";
-        mfspr_sprg4_user: 0x7C64_42A6 => Insn::Mfspr { rt: r(3), spr: Spr::SPRG4R }, "mfspr r3,260";
-        mflr: 0x7C68_02A6 => Insn::Mfspr { rt: r(3), spr: Spr::LR }, "mfspr r3,8";
-        mtspr_mmucr: 0x7C72_EBA6 => Insn::Mtspr { spr: Spr::MMUCR, rs: r(3) }, "mtspr 946,r3";
+        mfspr_srr0: 0x7C7A_02A6 => Insn::Mfspr { rt: r(3), spr: Spr::of(spr::SRR0) }, "mfspr r3,26";
+        mtspr_sprg0: 0x7C70_43A6 => Insn::Mtspr { spr: Spr::of(spr::SPRG0), rs: r(3) }, "mtspr 272,r3";
+        mfpvr: 0x7C7F_42A6 => Insn::Mfspr { rt: r(3), spr: Spr::of(spr::PVR) }, "mfspr r3,287";
+        mfspr_sprg4_user: 0x7C64_42A6 => Insn::Mfspr { rt: r(3), spr: Spr::of(spr::SPRG4R) }, "mfspr r3,260";
+        mflr: 0x7C68_02A6 => Insn::Mfspr { rt: r(3), spr: Spr::of(spr::LR) }, "mfspr r3,8";
+        mtspr_mmucr: 0x7C72_EBA6 => Insn::Mtspr { spr: Spr::of(spr::MMUCR), rs: r(3) }, "mtspr 946,r3";
         mfdcr: 0x7C60_3286 => Insn::Mfdcr { rt: r(3), dcr: dcr(0xC0) }, "mfdcr r3,192";
         mtdcr: 0x7C60_3386 => Insn::Mtdcr { dcr: dcr(0xC0), rs: r(3) }, "mtdcr 192,r3";
         tlbwe_0: 0x7C83_07A4 =>
@@ -1443,34 +1239,14 @@ mod tests {
     }
 
     #[test]
-    fn spr_names_and_numbers_are_unique() {
-        for (i, (a, name_a)) in SPR_NAMES.iter().enumerate() {
-            assert!(a.number() < 1024);
-            for (b, name_b) in &SPR_NAMES[i + 1..] {
-                assert_ne!(a, b, "{name_a} and {name_b} share a number");
-                assert_ne!(name_a, name_b);
-            }
-        }
-        assert_eq!(Spr::SRR0.name(), Some("SRR0"));
+    fn spr_and_dcr_numbers() {
+        assert_eq!(Spr::of(spr::SRR0).name(), Some("SRR0"));
         assert_eq!(Spr::new(1000).and_then(Spr::name), None);
-        assert_eq!(Spr::ivor(15), Some(Spr::IVOR15));
-        assert_eq!(Spr::ivor(16), None);
         assert_eq!(Spr::new(1024), None);
         assert_eq!(Dcr::new(1024), None);
-    }
-
-    #[test]
-    fn spr_privilege_follows_bit_5() {
-        let user = [Spr::XER, Spr::LR, Spr::CTR, Spr::USPRG0, Spr::SPRG4R, Spr::SPRG5R];
-        for s in user.iter().chain(&[Spr::SPRG6R, Spr::SPRG7R, Spr::TBL_R, Spr::TBU_R]) {
-            assert!(!s.is_privileged(), "{:?}", s.name());
-        }
-        for (s, name) in SPR_NAMES {
-            let user_readable = matches!(s.number(), 1 | 8 | 9 | 256 | 260..=263 | 268 | 269);
-            assert_eq!(s.is_privileged(), !user_readable, "{name}");
-        }
-        let mfsprg4 = decode(0x7C64_42A6);
-        assert!(!mfsprg4.is_privileged());
+        assert!(Spr::of(spr::SRR0).is_privileged() && !Spr::of(spr::LR).is_privileged());
+        assert_eq!(Spr::of(spr::SPRG3).emulation(), spr::Emulation::Fast);
+        assert!(!decode(0x7C64_42A6).is_privileged(), "mfspr SPRG4R");
         assert!(decode(0x7C7F_42A6).is_privileged(), "mfpvr");
         assert!(decode(0x7C7A_02A6).is_privileged(), "mfspr SRR0");
     }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerates vectors.txt: PPC440 instruction words with GNU binutils' disassembly.
 
-Run from anywhere: `python3 vmm/tests/vectors/gen.py`. Needs binutils-powerpc-linux-gnu
+Run from anywhere: `python3 ppc440/tests/vectors/gen.py`. Needs binutils-powerpc-linux-gnu
 (powerpc-linux-gnu-as, powerpc-linux-gnu-objdump). The output is checked in, so the Rust
 tests (tests/vectors.rs) do not need binutils.
 

@@ -17,7 +17,7 @@
 //! - objdump does not check the reserved WS values of `tlbre`/`tlbwe` (above 2), which the
 //!   decoder calls `Invalid`.
 
-use kestrel_vmm_core::decode::{decode, encode, try_decode, Insn, InsnError};
+use kestrel_ppc440::decode::{decode, encode, try_decode, Insn, InsnError};
 use std::collections::BTreeSet;
 
 const VECTORS: &str = include_str!("vectors/vectors.txt");
@@ -74,7 +74,7 @@ fn modeled_mnemonics() -> BTreeSet<&'static str> {
     ]
     .into_iter()
     .collect();
-    set.extend(kestrel_vmm_core::decode::LsOp::ALL.iter().map(|op| op.mnemonic()));
+    set.extend(kestrel_ppc440::decode::LsOp::ALL.iter().map(|op| op.mnemonic()));
     set
 }
 
