@@ -27,9 +27,13 @@ pub mod vcpuctl {
     /// Write guest TLB entry r6 from UTCB MR1..MR3 (words 0..2) and MR4 (its TID), for
     /// setting up the guest's initial translation (ePAPR entry state).
     pub const SET_TLB: u32 = 4;
-    /// Declare guest-physical range [r6, r6 + r7) device memory (slot r5 % 4): guest
-    /// accesses there become `VirtFault::Mmio` messages. Size 0 clears the slot.
-    pub const SET_MMIO: u32 = 5;
+    /// Declare (r5 = 1) or undeclare (r5 = 0) the guest-physical pages [r6, r6 + r7)
+    /// emulated device memory: guest loads and stores there become
+    /// [`super::VirtFault::Mmio`] faults. The declaration lives in the VM space's page
+    /// table (a device pte without a frame), so there is no limit on the number of
+    /// regions; pages that are mapped (RAM) keep their mapping. Page-aligned, below
+    /// 4 GiB (guest-physical addresses above 4 GiB are always device memory).
+    pub const DECLARE_MMIO: u32 = 5;
 }
 
 /// `TraceControl(op, space_spec)` operations (r3); `space_spec` nil = all VMs.
@@ -46,10 +50,10 @@ pub mod tracectl {
 #[repr(u32)]
 pub enum VirtFault {
     /// A privileged or unknown instruction the kernel does not emulate (mfdcr/mtdcr,
-    /// unimplemented SPRs, illegal instructions). MR2 holds the instruction word.
+    /// unimplemented SPRs, illegal instructions); [`VirtFaultMsg::insn`] is the word.
     Instruction = 0,
-    /// A guest load/store to guest-physical memory the VMM has not mapped (device
-    /// regions): MR3 = guest-physical address (low word), MR4 = high bits.
+    /// A guest load/store to declared device memory ([`vcpuctl::DECLARE_MMIO`]) or
+    /// above 4 GiB; [`VirtFaultMsg::gpa`] is the full guest-physical address.
     Mmio = 1,
     /// The guest set MSR[WE]: it waits for an interrupt.
     Idle = 2,
@@ -73,41 +77,54 @@ impl VirtFault {
 }
 
 /// Transfer-mask bits: which parts of the vCPU state ride on a fault message (and
-/// are installed from the reply). The fixed header (pc, instruction, msr, fault
-/// address) is always sent.
+/// are installed from the reply). The fixed header ([`VirtFaultMsg`]) is always sent.
 pub mod xfer {
-    /// r0..r31 in MR8..MR39.
+    /// r0..r31 ([`super::XferRegs::gpr`]).
     pub const GPRS: u32 = 1 << 0;
-    /// cr, lr, ctr, xer in MR40..MR43.
+    /// cr, lr, ctr, xer ([`super::XferRegs::special`]).
     pub const SPECIAL: u32 = 1 << 1;
-    /// Guest TLB context in MR44..MR46: guest PID, MMUCR, and the index of the guest
-    /// TLB entry translating the faulting pc (`u32::MAX` if none).
+    /// Guest TLB context ([`super::XferTlb`]): guest PID, MMUCR, and the index of the
+    /// guest TLB entry translating the faulting pc (`u32::MAX` if none).
     pub const TLB: u32 = 1 << 2;
     pub const DEFAULT: u32 = GPRS | SPECIAL;
+    /// Every bit a transfer mask may have.
+    pub const ALL: u32 = GPRS | SPECIAL | TLB;
 }
 
-/// Virtualization fault message: tag label [`crate::label::VIRT_FAULT`] | class.
+/// The wire layout of virtualization-fault messages and replies. Only
+/// [`VirtFaultMsg`], [`XferRegs`], [`XferTlb`] and [`FaultReply`] read and write it; the
+/// kernel and the VMM use those types. (ktest checks the layout word by word.)
+///
+/// Fault message, tag label [`crate::label::VIRT_FAULT`] | class:
+///
+/// | MR    | contents                                                              |
+/// |-------|-----------------------------------------------------------------------|
+/// | 1     | guest pc of the faulting instruction                                  |
+/// | 2     | the instruction word                                                  |
+/// | 3     | guest-physical address bits 0..31 (Mmio; else 0)                      |
+/// | 4     | guest MSR (virtual)                                                   |
+/// | 5     | bits 0..7: the transfer mask; bits 8..31: guest-physical bits 32..55  |
+/// | 6     | value of the GPR named by the instruction's bits 6:10 (RS/RT)         |
+/// | 8..39 | r0..r31 (`xfer::GPRS`; zero under `SPECIAL`/`TLB` alone)              |
+/// | 40..43| cr, lr, ctr, xer (`xfer::SPECIAL`)                                    |
+/// | 44..46| guest PID, MMUCR, guest TLB index of the pc (`xfer::TLB`)             |
+///
+/// Reply: MR1 = new pc, MR2 = flags, MR3/MR4 = GPR index and value (`REPLY_SET_GPR`);
+/// GPRs/SPECIAL at the message's MRs when the reply's tag has enough words (the mask
+/// of the request applies).
 pub mod vfault {
-    /// MR1: guest pc of the faulting instruction (for `Idle`: where the guest resumes,
-    /// the instruction after the `mtmsr`/`rfi` that asked to wait).
     pub const PC: usize = 1;
-    /// MR2: the instruction word.
     pub const INSN: usize = 2;
-    /// MR3: guest-physical address (MMIO), else 0.
     pub const GPA: usize = 3;
-    /// MR4: guest MSR (virtual).
     pub const MSR: usize = 4;
-    /// MR5: the transfer mask used for this message.
+    /// Transfer mask (low 8 bits) and guest-physical address bits 32..55.
     pub const MASK: usize = 5;
-    /// MR6: the value of the GPR named by the instruction's bits 6:10 (RS/RT), so a
-    /// VMM emulating a store or mtdcr needs no register transfer at all.
+    pub const MASK_BITS: u32 = 0xff;
+    pub const GPA_HI_SHIFT: u32 = 8;
     pub const RS_VALUE: usize = 6;
-    /// MR8..MR39: r0..r31 when `xfer::GPRS`.
     pub const GPR0: usize = 8;
-    /// MR40..MR43: cr, lr, ctr, xer when `xfer::SPECIAL`.
     pub const CR: usize = 40;
     pub const WORDS: u32 = 43;
-    /// MR44..MR46 when `xfer::TLB`: guest PID, MMUCR, guest TLB index of the pc.
     pub const PID: usize = 44;
     pub const MMUCR: usize = 45;
     pub const TLB_INDEX: usize = 46;
@@ -115,13 +132,11 @@ pub mod vfault {
     /// Words of a message without register transfer (MR1..MR6).
     pub const SHORT_WORDS: u32 = 6;
 
-    /// Reply: MR1 = new pc; MR2 = flags below; GPRs/SPECIAL at the same MRs when
-    /// the reply's tag has enough words (the mask of the request applies).
     pub const REPLY_PC: usize = 1;
     pub const REPLY_FLAGS: usize = 2;
     /// Reply flag: raise the virtual external interrupt input.
     pub const REPLY_IRQ_RAISE: u32 = 1 << 0;
-    /// Reply flag: lower it.
+    /// Reply flag: lower it (wins over raise).
     pub const REPLY_IRQ_LOWER: u32 = 1 << 1;
     /// Reply flag: inject a machine check into the guest at pc.
     pub const REPLY_MACHINE_CHECK: u32 = 1 << 2;
@@ -140,6 +155,321 @@ pub mod vfault {
     pub const REPLY_SET_GPR: u32 = 1 << 8;
     pub const REPLY_GPR_INDEX: usize = 3;
     pub const REPLY_GPR_VALUE: usize = 4;
+}
+
+/// Guest-physical address bits a fault message carries (MR3 and 24 bits of MR5); the
+/// 440's physical addresses have 36 (ERPN 4 bits + 32).
+pub const GPA_BITS: u32 = 56;
+const _: () = assert!(GPA_BITS >= 36);
+
+/// The fixed part of a virtualization fault message (MR0..MR6, sent in registers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VirtFaultMsg {
+    pub class: VirtFault,
+    /// Guest pc of the faulting instruction (for `Idle`: where the guest resumes, the
+    /// instruction after the `mtmsr`/`rfi` that asked to wait).
+    pub pc: u32,
+    /// The instruction word (0 if it could not be fetched).
+    pub insn: u32,
+    /// Guest-physical address of an `Mmio` access (below 2^[`GPA_BITS`]), else 0.
+    pub gpa: u64,
+    /// The guest's (virtual) MSR.
+    pub msr: u32,
+    /// The transfer mask ([`xfer`]) this message was sent with.
+    pub mask: u32,
+    /// The value of the GPR named by the instruction's bits 6:10 (RS/RT), so a VMM
+    /// emulating a store or mtdcr needs no register transfer at all.
+    pub rs_value: u32,
+}
+
+impl VirtFaultMsg {
+    /// Untyped words of a message sent with transfer mask `mask`.
+    pub const fn words(mask: u32) -> u32 {
+        if mask & xfer::TLB != 0 {
+            vfault::WORDS_TLB
+        } else if mask & (xfer::GPRS | xfer::SPECIAL) != 0 {
+            vfault::WORDS
+        } else {
+            vfault::SHORT_WORDS
+        }
+    }
+
+    /// The tag and MR1..MR6. Address bits from [`GPA_BITS`] up and mask bits above
+    /// [`xfer::ALL`] are dropped.
+    #[inline(always)]
+    pub const fn encode(&self) -> (crate::MsgTag, [u32; 6]) {
+        let tag = crate::MsgTag::new(
+            crate::label::VIRT_FAULT | self.class as u16,
+            Self::words(self.mask & xfer::ALL),
+            0,
+        );
+        let hi = ((self.gpa >> 32) as u32) << vfault::GPA_HI_SHIFT;
+        let mask = self.mask & xfer::ALL;
+        (tag, [self.pc, self.insn, self.gpa as u32, self.msr, hi | mask, self.rs_value])
+    }
+
+    /// Parses a received message (tag and MR1..MR6); `None` if it is not a
+    /// virtualization fault of a known class.
+    #[inline(always)]
+    pub const fn decode(tag: crate::MsgTag, mr: &[u32; 6]) -> Option<VirtFaultMsg> {
+        if !crate::label::is_virt_fault(tag.label()) {
+            return None;
+        }
+        let Some(class) = VirtFault::from_raw((tag.label() & 0xf) as u32) else {
+            return None;
+        };
+        let w5 = mr[vfault::MASK - 1];
+        Some(VirtFaultMsg {
+            class,
+            pc: mr[vfault::PC - 1],
+            insn: mr[vfault::INSN - 1],
+            gpa: ((w5 >> vfault::GPA_HI_SHIFT) as u64) << 32 | mr[vfault::GPA - 1] as u64,
+            msr: mr[vfault::MSR - 1],
+            mask: w5 & vfault::MASK_BITS,
+            rs_value: mr[vfault::RS_VALUE - 1],
+        })
+    }
+}
+
+/// The register file parts of a fault message or reply that ride in the UTCB's
+/// message registers (MR8 and up), under [`xfer::GPRS`] and [`xfer::SPECIAL`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct XferRegs {
+    pub gpr: [u32; 32],
+    /// cr, lr, ctr, xer.
+    pub special: [u32; 4],
+}
+
+impl XferRegs {
+    /// Writes the parts `mask` selects into `mr` (UTCB message registers); the rest of
+    /// MR8..MR43 becomes 0. Nothing is written when `mask` has neither part.
+    pub fn encode(&self, mask: u32, mr: &mut [u32; crate::NUM_MRS]) {
+        if mask & (xfer::GPRS | xfer::SPECIAL | xfer::TLB) == 0 {
+            return;
+        }
+        let g = &mut mr[vfault::GPR0..vfault::GPR0 + 32];
+        if mask & xfer::GPRS != 0 {
+            g.copy_from_slice(&self.gpr);
+        } else {
+            g.fill(0);
+        }
+        let s = &mut mr[vfault::CR..vfault::CR + 4];
+        if mask & xfer::SPECIAL != 0 {
+            s.copy_from_slice(&self.special);
+        } else {
+            s.fill(0);
+        }
+    }
+
+    /// The GPRs of a message or reply of `words` untyped words sent under `mask`.
+    pub fn decode_gprs(mask: u32, words: usize, mr: &[u32; crate::NUM_MRS]) -> Option<[u32; 32]> {
+        if mask & xfer::GPRS == 0 || words < vfault::GPR0 + 31 {
+            return None;
+        }
+        let mut g = [0; 32];
+        g.copy_from_slice(&mr[vfault::GPR0..vfault::GPR0 + 32]);
+        Some(g)
+    }
+
+    /// cr, lr, ctr, xer of a message or reply of `words` untyped words sent under `mask`.
+    pub fn decode_special(mask: u32, words: usize, mr: &[u32; crate::NUM_MRS]) -> Option<[u32; 4]> {
+        (mask & xfer::SPECIAL != 0 && words >= vfault::CR + 3)
+            .then(|| [mr[vfault::CR], mr[vfault::CR + 1], mr[vfault::CR + 2], mr[vfault::CR + 3]])
+    }
+}
+
+/// Guest TLB context of a fault message ([`xfer::TLB`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct XferTlb {
+    pub pid: u32,
+    pub mmucr: u32,
+    /// Index of the guest TLB entry translating the faulting pc, `u32::MAX` if none.
+    pub tlb_index: u32,
+}
+
+impl XferTlb {
+    pub fn encode(&self, mr: &mut [u32; crate::NUM_MRS]) {
+        mr[vfault::PID] = self.pid;
+        mr[vfault::MMUCR] = self.mmucr;
+        mr[vfault::TLB_INDEX] = self.tlb_index;
+    }
+
+    /// The TLB context of a message of `words` untyped words sent under `mask`.
+    pub fn decode(mask: u32, words: usize, mr: &[u32; crate::NUM_MRS]) -> Option<XferTlb> {
+        (mask & xfer::TLB != 0 && words >= vfault::TLB_INDEX).then(|| XferTlb {
+            pid: mr[vfault::PID],
+            mmucr: mr[vfault::MMUCR],
+            tlb_index: mr[vfault::TLB_INDEX],
+        })
+    }
+}
+
+/// An exception a [`FaultReply`] injects into the guest at the reply's pc.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inject {
+    /// Data storage (DEAR = the faulting effective address, ESR[ST] for stores).
+    Dsi,
+    /// Program (illegal instruction).
+    Program,
+    MachineCheck,
+}
+
+/// The VMM's answer to a virtualization fault, built with
+/// `FaultReply::resume(pc).set_gpr(r, v).irq(level)...` and sent as
+/// [`FaultReply::encode`]; the kernel reads it back with [`FaultReply::decode`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultReply {
+    /// Where the vCPU resumes (`None`, only from an empty reply: where it stopped).
+    pub pc: Option<u32>,
+    /// New level of the virtual external interrupt input (`None`: unchanged).
+    pub irq: Option<bool>,
+    /// New level of the virtual critical interrupt input (`None`: unchanged).
+    pub crit: Option<bool>,
+    pub inject: Option<Inject>,
+    /// Stop the vCPU instead of resuming it.
+    pub stop: bool,
+    /// Set GPR `.0` (0..31) to `.1` without transferring the register file.
+    pub set_gpr: Option<(u8, u32)>,
+    /// The register file to install: its GPRs under a request mask with
+    /// [`xfer::GPRS`], cr/lr/ctr/xer under [`xfer::SPECIAL`] (the kernel applies the
+    /// request's mask; the reply always carries both parts).
+    pub regs: Option<XferRegs>,
+}
+
+impl FaultReply {
+    /// Resume the vCPU at `pc`.
+    pub const fn resume(pc: u32) -> FaultReply {
+        FaultReply {
+            pc: Some(pc),
+            irq: None,
+            crit: None,
+            inject: None,
+            stop: false,
+            set_gpr: None,
+            regs: None,
+        }
+    }
+
+    /// Also set GPR `r` (0..31) to `value` (a load or mfdcr result).
+    pub const fn set_gpr(mut self, r: u8, value: u32) -> FaultReply {
+        self.set_gpr = Some((r & 31, value));
+        self
+    }
+
+    /// Also set the virtual external interrupt input to `level`.
+    pub const fn irq(mut self, level: bool) -> FaultReply {
+        self.irq = Some(level);
+        self
+    }
+
+    /// Also set the virtual critical interrupt input to `level`.
+    pub const fn crit(mut self, level: bool) -> FaultReply {
+        self.crit = Some(level);
+        self
+    }
+
+    /// Also inject exception `e` at the reply's pc.
+    pub const fn inject(mut self, e: Inject) -> FaultReply {
+        self.inject = Some(e);
+        self
+    }
+
+    /// Stop the vCPU.
+    pub const fn stop(mut self) -> FaultReply {
+        self.stop = true;
+        self
+    }
+
+    /// Also install `regs` (the parts the request's transfer mask selects).
+    pub const fn with_regs(mut self, regs: &XferRegs) -> FaultReply {
+        self.regs = Some(*regs);
+        self
+    }
+
+    /// The tag and MR1..MR6; GPRs and cr/lr/ctr/xer, if any, are written to `long`
+    /// (the sender's UTCB message registers). A reply without pc is empty (the vCPU
+    /// resumes where it stopped and nothing else changes).
+    pub fn encode(&self, long: &mut [u32; crate::NUM_MRS]) -> (crate::MsgTag, [u32; 6]) {
+        let mut mr = [0u32; 6];
+        let Some(pc) = self.pc else {
+            return (crate::MsgTag::new(0, 0, 0), mr);
+        };
+        mr[vfault::REPLY_PC - 1] = pc;
+        let mut flags = match self.irq {
+            Some(true) => vfault::REPLY_IRQ_RAISE,
+            Some(false) => vfault::REPLY_IRQ_LOWER,
+            None => 0,
+        };
+        flags |= match self.crit {
+            Some(true) => vfault::REPLY_CRIT_RAISE,
+            Some(false) => vfault::REPLY_CRIT_LOWER,
+            None => 0,
+        };
+        flags |= match self.inject {
+            Some(Inject::Dsi) => vfault::REPLY_DSI,
+            Some(Inject::Program) => vfault::REPLY_PROGRAM,
+            Some(Inject::MachineCheck) => vfault::REPLY_MACHINE_CHECK,
+            None => 0,
+        };
+        if self.stop {
+            flags |= vfault::REPLY_STOP;
+        }
+        let mut words = vfault::REPLY_FLAGS as u32;
+        if let Some((r, v)) = self.set_gpr {
+            flags |= vfault::REPLY_SET_GPR;
+            mr[vfault::REPLY_GPR_INDEX - 1] = r as u32 & 31;
+            mr[vfault::REPLY_GPR_VALUE - 1] = v;
+            words = vfault::REPLY_GPR_VALUE as u32;
+        }
+        mr[vfault::REPLY_FLAGS - 1] = flags;
+        if let Some(regs) = &self.regs {
+            regs.encode(xfer::GPRS | xfer::SPECIAL, long);
+            words = vfault::WORDS;
+        }
+        (crate::MsgTag::new(0, words, 0), mr)
+    }
+
+    /// Reads a reply (tag, MR1..MR6 and the sender's UTCB message registers) to a
+    /// fault sent with transfer mask `mask`. Register parts the mask does not select,
+    /// or that the tag's word count does not cover, are ignored, as are unknown flags.
+    #[inline(always)]
+    pub fn decode(tag: crate::MsgTag, mr: &[u32; 6], long: &[u32; crate::NUM_MRS], mask: u32) -> FaultReply {
+        let u = tag.untyped();
+        let flags = if u >= vfault::REPLY_FLAGS { mr[vfault::REPLY_FLAGS - 1] } else { 0 };
+        let level = |raise: u32, lower: u32| {
+            if flags & lower != 0 {
+                Some(false)
+            } else if flags & raise != 0 {
+                Some(true)
+            } else {
+                None
+            }
+        };
+        let inject = if flags & vfault::REPLY_DSI != 0 {
+            Some(Inject::Dsi)
+        } else if flags & vfault::REPLY_PROGRAM != 0 {
+            Some(Inject::Program)
+        } else if flags & vfault::REPLY_MACHINE_CHECK != 0 {
+            Some(Inject::MachineCheck)
+        } else {
+            None
+        };
+        FaultReply {
+            pc: (u >= vfault::REPLY_PC).then_some(mr[vfault::REPLY_PC - 1]),
+            irq: level(vfault::REPLY_IRQ_RAISE, vfault::REPLY_IRQ_LOWER),
+            crit: level(vfault::REPLY_CRIT_RAISE, vfault::REPLY_CRIT_LOWER),
+            inject,
+            stop: flags & vfault::REPLY_STOP != 0,
+            set_gpr: (flags & vfault::REPLY_SET_GPR != 0 && u >= vfault::REPLY_GPR_VALUE)
+                .then(|| ((mr[vfault::REPLY_GPR_INDEX - 1] & 31) as u8, mr[vfault::REPLY_GPR_VALUE - 1])),
+            regs: (mask & (xfer::GPRS | xfer::SPECIAL) != 0 && u >= vfault::WORDS as usize).then(|| {
+                let mut r = XferRegs::default();
+                r.gpr.copy_from_slice(&long[vfault::GPR0..vfault::GPR0 + 32]);
+                r.special.copy_from_slice(&long[vfault::CR..vfault::CR + 4]);
+                r
+            }),
+        }
+    }
 }
 
 /// The complete architectural state of a vCPU as the guest sees it.
@@ -280,5 +610,146 @@ impl TracePoint {
             Self::GuestIdle => "GUEST_IDLE",
             Self::ExceptFitWdt => "EXCEPT_FIT_WDT",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{label, MsgTag, NUM_MRS};
+    use proptest::prelude::*;
+
+    fn class() -> impl Strategy<Value = VirtFault> {
+        (0u32..NUM_FAULT_CLASSES as u32).prop_map(|c| VirtFault::from_raw(c).unwrap())
+    }
+
+    fn fault_msg() -> impl Strategy<Value = VirtFaultMsg> {
+        (class(), any::<u32>(), any::<u32>(), 0u64..1 << GPA_BITS, any::<u32>(), 0..=xfer::ALL, any::<u32>())
+            .prop_map(|(class, pc, insn, gpa, msr, mask, rs_value)| VirtFaultMsg {
+                class,
+                pc,
+                insn,
+                gpa,
+                msr,
+                mask,
+                rs_value,
+            })
+    }
+
+    fn inject() -> impl Strategy<Value = Option<Inject>> {
+        prop_oneof![Just(None), Just(Some(Inject::Dsi)), Just(Some(Inject::Program)), Just(Some(Inject::MachineCheck))]
+    }
+
+    fn reply() -> impl Strategy<Value = FaultReply> {
+        (
+            any::<u32>(),
+            any::<Option<bool>>(),
+            any::<Option<bool>>(),
+            inject(),
+            any::<bool>(),
+            any::<Option<(u8, u32)>>(),
+            any::<Option<([u32; 32], [u32; 4])>>(),
+        )
+            .prop_map(|(pc, irq, crit, inject, stop, set_gpr, regs)| FaultReply {
+                pc: Some(pc),
+                irq,
+                crit,
+                inject,
+                stop,
+                set_gpr: set_gpr.map(|(r, v)| (r & 31, v)),
+                regs: regs.map(|(gpr, special)| XferRegs { gpr, special }),
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn fault_message_round_trips(m in fault_msg()) {
+            let (tag, mr) = m.encode();
+            prop_assert_eq!(tag.untyped() as u32, VirtFaultMsg::words(m.mask));
+            prop_assert!(tag.validate().is_ok());
+            prop_assert_eq!(VirtFaultMsg::decode(tag, &mr), Some(m));
+        }
+
+        #[test]
+        fn fault_registers_round_trip(mask in 0..=xfer::ALL, gpr in any::<[u32; 32]>(), special in any::<[u32; 4]>(),
+                                      tlb in any::<(u32, u32, u32)>()) {
+            let mut mr = [0xdead_beef; NUM_MRS];
+            let regs = XferRegs { gpr, special };
+            let t = XferTlb { pid: tlb.0, mmucr: tlb.1, tlb_index: tlb.2 };
+            regs.encode(mask, &mut mr);
+            if mask & xfer::TLB != 0 {
+                t.encode(&mut mr);
+            }
+            let words = VirtFaultMsg::words(mask) as usize;
+            prop_assert_eq!(XferRegs::decode_gprs(mask, words, &mr), (mask & xfer::GPRS != 0).then_some(gpr));
+            prop_assert_eq!(XferRegs::decode_special(mask, words, &mr), (mask & xfer::SPECIAL != 0).then_some(special));
+            prop_assert_eq!(XferTlb::decode(mask, words, &mr), (mask & xfer::TLB != 0).then_some(t));
+        }
+
+        #[test]
+        fn reply_round_trips(r in reply()) {
+            let mut long = [0; NUM_MRS];
+            let (tag, mr) = r.encode(&mut long);
+            prop_assert!(tag.validate().is_ok());
+            let back = FaultReply::decode(tag, &mr, &long, xfer::GPRS | xfer::SPECIAL);
+            prop_assert_eq!(back, r);
+        }
+
+        /// The request's mask decides which register parts the kernel installs.
+        #[test]
+        fn reply_registers_follow_the_request_mask(r in reply(), mask in 0..=xfer::ALL) {
+            let mut long = [0; NUM_MRS];
+            let (tag, mr) = r.encode(&mut long);
+            let back = FaultReply::decode(tag, &mr, &long, mask);
+            let wants = mask & (xfer::GPRS | xfer::SPECIAL) != 0;
+            prop_assert_eq!(back.regs, r.regs.filter(|_| wants));
+            prop_assert_eq!(back.set_gpr, r.set_gpr);
+        }
+
+        /// Whatever words a (possibly hostile) VMM sends, decoding never panics and
+        /// names a register 0..31.
+        #[test]
+        fn any_reply_decodes(tag in any::<u32>(), mr in any::<[u32; 6]>(), long in proptest::collection::vec(any::<u32>(), NUM_MRS), mask in any::<u32>()) {
+            let long: [u32; NUM_MRS] = long.try_into().unwrap();
+            let r = FaultReply::decode(MsgTag(tag), &mr, &long, mask);
+            prop_assert!(r.set_gpr.map_or(true, |(i, _)| i < 32));
+        }
+
+        #[test]
+        fn any_message_decodes(tag in any::<u32>(), mr in any::<[u32; 6]>()) {
+            if let Some(m) = VirtFaultMsg::decode(MsgTag(tag), &mr) {
+                prop_assert!(label::is_virt_fault(MsgTag(tag).label()));
+                prop_assert!(m.gpa < 1 << GPA_BITS);
+                prop_assert!(m.mask <= vfault::MASK_BITS);
+            }
+        }
+    }
+
+    /// BG/P's devices sit above 4 GiB: the address survives the message.
+    #[test]
+    fn high_device_address_survives() {
+        let m = VirtFaultMsg { class: VirtFault::Mmio, pc: 0x100, insn: 0x8003_0000, gpa: 0x7_3000_0010, msr: 0, mask: 0, rs_value: 0 };
+        let (tag, mr) = m.encode();
+        assert_eq!(tag.untyped(), vfault::SHORT_WORDS as usize);
+        assert_eq!(VirtFaultMsg::decode(tag, &mr).unwrap().gpa, 0x7_3000_0010);
+    }
+
+    /// An empty reply resumes where the vCPU stopped and changes nothing else.
+    #[test]
+    fn empty_reply() {
+        let r = FaultReply::default();
+        let (tag, mr) = r.encode(&mut [0; NUM_MRS]);
+        assert_eq!(tag.untyped(), 0);
+        assert_eq!(FaultReply::decode(tag, &mr, &[0; NUM_MRS], xfer::ALL), r);
+    }
+
+    /// A device load result needs four words and no register file.
+    #[test]
+    fn set_gpr_reply_is_short() {
+        let mut long = [0; NUM_MRS];
+        let (tag, mr) = FaultReply::resume(0x104).set_gpr(5, 0x41).irq(false).encode(&mut long);
+        assert_eq!(tag.untyped(), 4);
+        assert_eq!(mr[..4], [0x104, vfault::REPLY_SET_GPR | vfault::REPLY_IRQ_LOWER, 5, 0x41]);
+        assert_eq!(long, [0; NUM_MRS]);
     }
 }
