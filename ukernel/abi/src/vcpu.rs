@@ -171,7 +171,8 @@ pub struct VirtFaultMsg {
     pub pc: u32,
     /// The instruction word (0 if it could not be fetched).
     pub insn: u32,
-    /// Guest-physical address of an `Mmio` access (below 2^[`GPA_BITS`]), else 0.
+    /// Guest-physical address of an `Mmio` access (below 2^[`GPA_BITS`]); for a `Halt`
+    /// on an exception the kernel cannot deliver, the exception vector; else 0.
     pub gpa: u64,
     /// The guest's (virtual) MSR.
     pub msr: u32,

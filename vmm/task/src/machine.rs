@@ -1,9 +1,8 @@
 //! One virtual bamboo machine: guest RAM as a linear segment, the two UARTs and the
 //! UIC, and the emulation of the faults the kernel passes up.
 
-use kestrel_abi::{vfault, xfer, TracePoint, ThreadId, VirtFault, PAGE_SIZE};
+use kestrel_abi::{xfer, FaultReply, Inject, ThreadId, TracePoint, VirtFault, VirtFaultMsg, XferRegs, PAGE_SIZE};
 use kestrel_devices::{Uart16550, Uic};
-use kestrel_user::ipc::Msg;
 use kestrel_user::mem::FrameAllocator;
 use kestrel_user::{println, sys};
 use kestrel_ppc440::decode::{decode, AccessKind, Insn, Width};
@@ -13,6 +12,9 @@ use kestrel_vmm_core::segment::{GuestMemory, GuestPhysAddr, HostAddr, Segment};
 pub const UART_PAGE: u32 = 0xEF60_0000;
 const UART0: u32 = 0xEF60_0300;
 const UART1: u32 = 0xEF60_0400;
+/// bamboo's device space, which an OS guest probes.
+const DEVICE_SPACE: u32 = 0xE000_0000;
+const DEVICE_SPACE_LAST: u32 = 0xEFFF_FFFF;
 /// UIC DCR block.
 const UIC_DCR: u32 = 0xC0;
 const UIC_DCRS: u32 = 9;
@@ -21,14 +23,15 @@ const UNMODELLED_LOG_LINES: u32 = 8;
 /// Alignment of guest RAM in host memory: the 440's 16 MiB page.
 const SEGMENT_ALIGN: u32 = 16 << 20;
 
-fn is_uart(gpa: u32) -> bool {
-    gpa.wrapping_sub(UART0) < kestrel_devices::UART_REGS || gpa.wrapping_sub(UART1) < kestrel_devices::UART_REGS
+fn is_uart(gpa: u64) -> bool {
+    let in_uart = |base: u32| gpa.wrapping_sub(base as u64) < kestrel_devices::UART_REGS as u64;
+    in_uart(UART0) || in_uart(UART1)
 }
 
 pub enum Outcome {
-    Reply(Msg),
+    Reply(FaultReply),
     /// The guest idles: send this reply when its timers may have fired or input came.
-    Idle(Msg),
+    Idle(FaultReply),
     GuestReset,
 }
 
@@ -89,13 +92,16 @@ pub struct Machine {
     unmodelled: u32,
     input: heapless::Deque<u8, INPUT_QUEUE>,
     /// The reply held back while the guest idles.
-    pub held: Option<Msg>,
+    pub held: Option<FaultReply>,
+    /// An OS guest probes all of the board's device space (unmodelled parts get data
+    /// storage exceptions); a bare-metal guest touching it is stopped.
+    os: bool,
 }
 
 impl Machine {
     /// Allocates `size` bytes of guest RAM (physically contiguous, zeroed), aligned to
     /// 16 MiB so the kernel can back it with large hardware pages.
-    pub fn new(frames: &mut FrameAllocator, size: u32, id: usize, prefixed: bool) -> Result<Machine, &'static str> {
+    pub fn new(frames: &mut FrameAllocator, size: u32, id: usize, prefixed: bool, os: bool) -> Result<Machine, &'static str> {
         let mut first = frames.alloc().ok_or("out of memory")?;
         // Frames below the next 16 MiB boundary stay unused (at most 16 MiB of waste).
         while first & (SEGMENT_ALIGN - 1) != 0 {
@@ -124,6 +130,7 @@ impl Machine {
 
             input: heapless::Deque::new(),
             held: None,
+            os,
         })
     }
 
@@ -137,6 +144,11 @@ impl Machine {
             let host = self.mem.translate(GuestPhysAddr::from_u32(base), 1 << log2).ok()?.get();
             (host & ((1u32 << log2) - 1) == 0).then_some((host, log2))
         })
+    }
+
+    /// Whether guest-physical `gpa` is device space that traps as MMIO when touched.
+    pub fn is_device_space(&self, gpa: u32) -> bool {
+        self.os && (DEVICE_SPACE..=DEVICE_SPACE_LAST).contains(&gpa)
     }
 
     /// Copies the guest ELF's segments to their guest-physical addresses.
@@ -194,25 +206,22 @@ impl Machine {
     /// With an empty transfer mask (the default set by `start_vcpu`), the message has
     /// only pc, instruction, guest-physical address, MSR and the value of the register
     /// in the instruction's RS/RT field; a result register is set with
-    /// `REPLY_SET_GPR`. Rare forms that need more (load/store with update) read and
-    /// write the whole state with `VcpuControl`.
-    pub fn handle(&mut self, vcpu: ThreadId, class: Option<VirtFault>, msg: &Msg) -> Outcome {
-        let pc = msg.mr(vfault::PC);
-        let insn = msg.mr(vfault::INSN);
-        let rs_value = msg.mr(vfault::RS_VALUE);
-        let has_regs = msg.mr(vfault::MASK) & xfer::GPRS != 0;
-        let mut gpr = [0u32; 32];
-        if has_regs {
-            gpr.copy_from_slice(&sys::utcb().mr[vfault::GPR0..vfault::GPR0 + 32]);
-        }
+    /// `FaultReply::set_gpr`. Rare forms that need more (load/store with update) read
+    /// and write the whole state with `VcpuControl`.
+    pub fn handle(&mut self, vcpu: ThreadId, f: &VirtFaultMsg) -> Outcome {
+        let (pc, insn, rs_value) = (f.pc, f.insn, f.rs_value);
+        let has_regs = f.mask & xfer::GPRS != 0;
+        let words = VirtFaultMsg::words(f.mask) as usize;
+        let mut gpr = XferRegs::decode_gprs(f.mask, words, &sys::utcb().mr).unwrap_or([0; 32]);
         let mut next = pc.wrapping_add(4);
-        let mut flags = 0;
+        let mut inject = None;
         let mut result: Option<(usize, u32)> = None;
-        match class {
-            Some(VirtFault::Mmio) => {
-                let gpa = msg.mr(vfault::GPA);
+        match f.class {
+            VirtFault::Mmio => {
+                let gpa = f.gpa;
                 match decode(insn) {
                     Insn::LoadStore(ls) if !ls.op().multiple() && ls.width() == Width::Byte && is_uart(gpa) => {
+                        let gpa = gpa as u32;
                         if ls.update() && !has_regs {
                             return self.mmio_with_state(vcpu, ls, gpa, pc);
                         }
@@ -243,12 +252,12 @@ impl Machine {
                         self.log_unmodelled(format_args!(
                             "{what} at unmodelled device address {gpa:#010x} by instruction {insn:#010x} at pc {pc:#010x}: data storage exception"
                         ));
-                        flags |= vfault::REPLY_DSI;
+                        inject = Some(Inject::Dsi);
                         next = pc;
                     }
                 }
             }
-            Some(VirtFault::Instruction) => match decode(insn) {
+            VirtFault::Instruction => match decode(insn) {
                 Insn::Mfdcr { rt, dcr } if self.dcr_modelled(dcr.number() as u32) => {
                     result = Some((rt.index(), self.dcr_read(dcr.number() as u32)))
                 }
@@ -261,45 +270,33 @@ impl Machine {
                     self.log_unmodelled(format_args!(
                         "access to unmodelled DCR {n:#x} by instruction {insn:#010x} at pc {pc:#010x}: machine check"
                     ));
-                    flags |= vfault::REPLY_MACHINE_CHECK;
+                    inject = Some(Inject::MachineCheck);
                     next = pc;
                 }
                 other => {
                     println!("vmm: vm{}: unhandled instruction {:#010x} ({:?}) at pc {:#010x}: program exception", self.id, insn, other, pc);
-                    flags |= vfault::REPLY_PROGRAM;
+                    inject = Some(Inject::Program);
                     next = pc;
                 }
             },
-            Some(VirtFault::Idle) => {
+            VirtFault::Idle => {
                 // Resume at the mtmsr/wrtee: it re-checks for pending interrupts.
-                let mut reply = Msg::new(0);
-                reply.regs[0] = pc;
-                reply.regs[1] = self.irq_flags();
-                reply.tag = kestrel_abi::MsgTag::new(0, 2, 0);
-                return Outcome::Idle(reply);
+                return Outcome::Idle(self.with_lines(FaultReply::resume(pc)));
             }
-            Some(VirtFault::Halt) | None => return Outcome::GuestReset,
+            VirtFault::Halt => return Outcome::GuestReset,
         }
-        flags |= self.irq_flags();
-        let mut reply = Msg::new(0);
-        reply.regs[0] = next;
-        reply.regs[1] = flags;
-        let words = if has_regs {
+        let mut reply = self.with_lines(FaultReply::resume(next));
+        reply.inject = inject;
+        if has_regs {
             if let Some((r, v)) = result {
                 gpr[r] = v;
             }
-            // GPRs go back in MR8..MR39; MR40..MR43 still hold CR/LR/CTR/XER as received.
-            sys::utcb().mr[vfault::GPR0..vfault::GPR0 + 32].copy_from_slice(&gpr);
-            vfault::WORDS
+            // cr/lr/ctr/xer go back as received.
+            let special = XferRegs::decode_special(f.mask, words, &sys::utcb().mr).unwrap_or([0; 4]);
+            reply = reply.with_regs(&XferRegs { gpr, special });
         } else if let Some((r, v)) = result {
-            reply.regs[1] |= vfault::REPLY_SET_GPR;
-            reply.regs[vfault::REPLY_GPR_INDEX - 1] = r as u32;
-            reply.regs[vfault::REPLY_GPR_VALUE - 1] = v;
-            vfault::REPLY_GPR_VALUE as u32
-        } else {
-            2
-        };
-        reply.tag = kestrel_abi::MsgTag::new(0, words, 0);
+            reply = reply.set_gpr(r as u8, v);
+        }
         Outcome::Reply(reply)
     }
 
@@ -328,23 +325,21 @@ impl Machine {
     /// Tells the kernel the current level of the vCPU's external interrupt input (for
     /// a change that did not come with a fault reply, like console input).
     pub fn sync_irq(&mut self, vcpu: ThreadId) {
-        let level = self.irq_flags() & vfault::REPLY_IRQ_RAISE != 0;
+        let (level, _) = self.lines();
         let _ = sys::vcpu_control(vcpu, kestrel_abi::vcpuctl::SET_IRQ, level as u32, 0, 0);
     }
 
-    /// Replaces the interrupt-line flags of a held reply with the current ones.
-    pub fn refresh_irq_flags(&mut self, reply: &mut Msg) {
-        let lines = vfault::REPLY_IRQ_RAISE | vfault::REPLY_IRQ_LOWER | vfault::REPLY_CRIT_RAISE | vfault::REPLY_CRIT_LOWER;
-        reply.regs[1] = (reply.regs[1] & !lines) | self.irq_flags();
+    /// `reply` with the current levels of the interrupt lines (for a held reply too).
+    pub fn with_lines(&mut self, reply: FaultReply) -> FaultReply {
+        let (irq, crit) = self.lines();
+        reply.irq(irq).crit(crit)
     }
 
-    /// Interrupt-line flags for a reply, from the device models' outputs.
-    fn irq_flags(&mut self) -> u32 {
+    /// The external and critical interrupt outputs, from the device models' outputs.
+    fn lines(&mut self) -> (bool, bool) {
         self.uic.set_input(0, self.uart0.irq());
         self.uic.set_input(1, self.uart1.irq());
-        let mut f = if self.uic.irq_output() { vfault::REPLY_IRQ_RAISE } else { vfault::REPLY_IRQ_LOWER };
-        f |= if self.uic.crit_output() { vfault::REPLY_CRIT_RAISE } else { vfault::REPLY_CRIT_LOWER };
-        f
+        (self.uic.irq_output(), self.uic.crit_output())
     }
 
     /// A byte MMIO access with update: read the vCPU's state, emulate, write it back.
@@ -370,11 +365,7 @@ impl Machine {
         if sys::vcpu_control(vcpu, kestrel_abi::vcpuctl::SET_STATE, 0, 0, 0).is_err() {
             return Outcome::GuestReset;
         }
-        let mut reply = Msg::new(0);
-        reply.regs[0] = st.pc;
-        reply.regs[1] = self.irq_flags();
-        reply.tag = kestrel_abi::MsgTag::new(0, 2, 0);
-        Outcome::Reply(reply)
+        Outcome::Reply(self.with_lines(FaultReply::resume(st.pc)))
     }
 
     fn mmio_read(&mut self, gpa: u32) -> u8 {
@@ -427,6 +418,12 @@ impl Machine {
     fn dcr_write(&mut self, dcr: u32, v: u32) {
         self.uic.write_dcr(dcr - UIC_DCR, v);
     }
+}
+
+/// The IPC message of a fault reply (register parts go to this thread's UTCB).
+pub fn reply_msg(r: &FaultReply) -> kestrel_user::ipc::Msg {
+    let (tag, regs) = r.encode(&mut sys::utcb().mr);
+    kestrel_user::ipc::Msg { tag, regs }
 }
 
 /// Prints the vCPU's trace points: count and cost per exit class (timebase ticks).

@@ -135,7 +135,7 @@ fn create_vm(i: usize, nvms: usize, archive: &[u8], frames: &mut FrameAllocator)
     let bootargs = bootmod::find(archive, "bootargs");
     let os = dtb.is_some() || initrd.is_some() || bootargs.is_some();
     let ram = if os { LINUX_RAM } else { GUEST_RAM };
-    let mut m = Machine::new(frames, ram, i, nvms > 1)?;
+    let mut m = Machine::new(frames, ram, i, nvms > 1, os)?;
     let (entry, r3, r1) = if !os {
         // A bare-metal guest learns its VM index in r3 (the isolation test uses it).
         (m.load_elf(guest.data)?, i as u32, 0)
@@ -180,14 +180,14 @@ fn create_vm(i: usize, nvms: usize, archive: &[u8], frames: &mut FrameAllocator)
         (e, DTB_GPA, INITIAL_SP)
     };
     let vcpu = vcpu_id(i);
-    start_vcpu(vcpu, entry, r3, r1, os).map_err(|e| e.as_str())?;
+    start_vcpu(vcpu, entry, r3, r1).map_err(|e| e.as_str())?;
     Ok(Vm { vcpu, machine: m, run: Run::Running })
 }
 
 /// Creates the vCPU in a fresh VM space with this thread as its pager and VMM, and
 /// starts it in the ePAPR-like entry state: pc at the image entry, MSR 0, one TLB
 /// entry mapping the first 256 MiB 1:1 for the guest supervisor.
-fn start_vcpu(vcpu: ThreadId, entry: u32, r3: u32, r1: u32, os: bool) -> Result<(), kestrel_abi::KError> {
+fn start_vcpu(vcpu: ThreadId, entry: u32, r3: u32, r1: u32) -> Result<(), kestrel_abi::KError> {
     let me = sys::my_id();
     sys::thread_control_flags(vcpu, vcpu, VCPU_PRIORITY, me, 0, tcflags::VCPU)?;
     let _ = sys::set_name("vmm");
@@ -202,11 +202,7 @@ fn start_vcpu(vcpu: ThreadId, entry: u32, r3: u32, r1: u32, os: bool) -> Result<
     u.mr[3] = 0x7;
     u.mr[4] = 0;
     sys::vcpu_control(vcpu, vcpuctl::SET_TLB, 0, 0, 0)?;
-    sys::vcpu_control(vcpu, vcpuctl::SET_MMIO, 0, machine::UART_PAGE, 0x1000)?;
-    if os {
-        // An OS probes more of the board: all device space traps.
-        sys::vcpu_control(vcpu, vcpuctl::SET_MMIO, 1, 0xE000_0000, 0x1000_0000)?;
-    }
+    sys::vcpu_control(vcpu, vcpuctl::DECLARE_MMIO, 1, machine::UART_PAGE, 0x1000)?;
     // Device exits carry no register file: the RS value rides in MR6 and results come
     // back with REPLY_SET_GPR (see `Machine::handle`).
     sys::vcpu_control(vcpu, vcpuctl::SET_TRANSFER_MASK, VirtFault::Instruction as u32, 0, 0)?;
@@ -273,7 +269,7 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
         };
         let vm = &mut vms[vi];
         if let Some(pf) = PageFault::parse(&msg) {
-            let reply = page_fault_reply(vi, &vm.machine, &pf);
+            let reply = page_fault_reply(vi, vm.vcpu, &vm.machine, &pf);
             if reply.label() == label::KILL {
                 // The kernel stops the vCPU when it delivers this reply.
                 vm.run = Run::Stopped;
@@ -291,9 +287,12 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
             println!("vmm: vm{vi}: unexpected message label {:#06x} from the vCPU", msg.label());
             continue;
         }
-        let class = VirtFault::from_raw((msg.label() & 0xf) as u32);
-        match vm.machine.handle(vm.vcpu, class, &msg) {
-            Outcome::Reply(reply) => pending = Some((from, reply)),
+        let Some(fault) = kestrel_abi::VirtFaultMsg::decode(msg.tag, &msg.regs) else {
+            stop_vm(vms, vi, "sent a virtualization fault of an unknown class");
+            continue;
+        };
+        match vm.machine.handle(vm.vcpu, &fault) {
+            Outcome::Reply(reply) => pending = Some((from, machine::reply_msg(&reply))),
             Outcome::Idle(reply) => {
                 vm.machine.flush_console();
                 vm.run = Run::Idle { until: sys::timebase() + idle_ticks };
@@ -320,16 +319,24 @@ fn wake_idle(vms: &mut [Vm], console: &Console, input: bool) {
             continue;
         }
         vms[i].run = Run::Running;
-        let Some(mut reply) = vms[i].machine.held.take() else { continue };
-        vms[i].machine.refresh_irq_flags(&mut reply);
-        if kestrel_user::ipc::reply(vms[i].vcpu, &reply).is_err() {
+        let Some(reply) = vms[i].machine.held.take() else { continue };
+        let reply = vms[i].machine.with_lines(reply);
+        if kestrel_user::ipc::reply(vms[i].vcpu, &machine::reply_msg(&reply)).is_err() {
             let id = vms[i].vcpu;
             vm_gone(vms, id, "did not take the VMM's reply");
         }
     }
 }
 
-fn page_fault_reply(vi: usize, m: &Machine, pf: &PageFault) -> Msg {
+fn page_fault_reply(vi: usize, vcpu: ThreadId, m: &Machine, pf: &PageFault) -> Msg {
+    if m.is_device_space(pf.addr) && !pf.access.contains(kestrel_abi::Rights::X) {
+        // Unmodelled device space, declared lazily page by page: the guest retries the
+        // access, which becomes an MMIO fault (answered with a data storage exception).
+        let page = pf.addr & !(kestrel_abi::PAGE_SIZE - 1);
+        if sys::vcpu_control(vcpu, vcpuctl::DECLARE_MMIO, 1, page, kestrel_abi::PAGE_SIZE).is_ok() {
+            return Msg::new(0);
+        }
+    }
     match m.backing_block(pf.addr) {
         Some((host, log2)) => match kestrel_abi::Fpage::new(host, log2, kestrel_abi::Rights::RWX) {
             Some(fp) => {

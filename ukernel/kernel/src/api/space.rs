@@ -156,6 +156,37 @@ pub fn set_pte(k: &mut Kernel, sid: u16, va: u32, e: u32, node: NodeId) -> Resul
     Ok(())
 }
 
+/// Declares (`on`) or undeclares the page of `va` in VM space `sid` emulated device
+/// memory: a pte with [`pte::DEVICE`] and neither frame nor [`pte::VALID`], so every
+/// lookup still finds the page unmapped, while a guest access there becomes an MMIO
+/// fault ([`is_declared_device`]). A mapped page is left as it is.
+pub fn declare_device(k: &mut Kernel, sid: u16, va: u32, on: bool) -> Result<(), IpcError> {
+    let ri = (va >> LEAF_SHIFT) as usize;
+    if k.spaces[sid as usize].root[ri] == 0 {
+        if !on {
+            return Ok(());
+        }
+        let leaf = k.kmem.alloc().ok_or(IpcError::NoMemory)?;
+        k.spaces[sid as usize].root[ri] = leaf;
+    }
+    let p = leaf_slot(&k.spaces[sid as usize], va).expect("leaf present");
+    // SAFETY: as in `lookup`; the kernel is the only writer of page tables.
+    unsafe {
+        if p.read() & pte::VALID == 0 {
+            p.write(if on { pte::DEVICE } else { 0 });
+            p.add(1).write(NIL_NODE);
+        }
+    }
+    Ok(())
+}
+
+/// Whether the page of `va` in `sid` is declared device memory ([`declare_device`]).
+#[inline]
+pub fn is_declared_device(k: &Kernel, sid: u16, va: u32) -> bool {
+    // SAFETY: as in `lookup`.
+    leaf_slot(&k.spaces[sid as usize], va).is_some_and(|p| unsafe { p.read() } & (pte::VALID | pte::DEVICE) == pte::DEVICE)
+}
+
 pub fn clear_pte(k: &mut Kernel, sid: u16, va: u32) {
     if let Some(p) = leaf_slot(&k.spaces[sid as usize], va) {
         // SAFETY: as in `lookup`.

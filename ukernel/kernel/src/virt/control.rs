@@ -2,8 +2,10 @@
 //! line, guest TLB and MMIO set-up) and `TraceControl` (the exit trace points).
 
 use super::{merge, mmu, vcpu_of, TRACE_RETIRED};
-use crate::api::{frame_of, thread, Kernel};
-use kestrel_abi::{tracectl, vcpuctl, KError, ThreadId, TraceCounter, Utcb, VcpuState, NUM_FAULT_CLASSES, NUM_TRACEPOINTS};
+use crate::api::{frame_of, space, thread, Kernel};
+use kestrel_abi::{
+    tracectl, vcpuctl, KError, ThreadId, TraceCounter, Utcb, VcpuState, NUM_FAULT_CLASSES, NUM_TRACEPOINTS, PAGE_SIZE,
+};
 
 fn caller_utcb(k: &Kernel, cur: usize) -> &'static mut Utcb {
     // SAFETY: the caller's UTCB is its kernel-owned frame, mapped 1:1 for the kernel.
@@ -65,7 +67,7 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
             }
         }
         vcpuctl::SET_TRANSFER_MASK => {
-            if a as usize >= NUM_FAULT_CLASSES || b & !0x7 != 0 {
+            if a as usize >= NUM_FAULT_CLASSES || b & !kestrel_abi::xfer::ALL != 0 {
                 return Err(KError::InvalidParam);
             }
             k.vcpus[vi].masks[a as usize] = b;
@@ -89,8 +91,18 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
                 mmu::guest_tlb_written(k, vi, index & 63);
             }
         }
-        vcpuctl::SET_MMIO => {
-            k.vcpus[vi].mmio[(a % 4) as usize] = (b, c);
+        vcpuctl::DECLARE_MMIO => {
+            // Pages of [b, b + c) in the VM space; no limit but the kernel's page pool.
+            let end = b.checked_add(c).ok_or(KError::InvalidParam)?;
+            if a > 1 || b % PAGE_SIZE != 0 || c % PAGE_SIZE != 0 {
+                return Err(KError::InvalidParam);
+            }
+            let sid = k.threads[k.vcpus[vi].thread].space;
+            let mut page = b;
+            while page < end {
+                space::declare_device(k, sid, page, a == 1).map_err(|_| KError::OutOfMemory)?;
+                page += PAGE_SIZE;
+            }
         }
         _ => return Err(KError::InvalidParam),
     }

@@ -119,7 +119,7 @@ pub fn trap(k: &mut Kernel, cur: usize, vi: usize, vec: u32, f: &mut TrapFrame) 
         _ => {
             let pc = f.regs.ip;
             let insn = mmu::guest_read_u32(k, vi, pc, true).unwrap_or(0);
-            virt_fault(k, cur, vi, VirtFault::Halt, insn, vec)
+            virt_fault(k, cur, vi, VirtFault::Halt, insn, vec as u64)
         }
     };
     if let Some(tp) = tp {

@@ -246,21 +246,23 @@ pub fn tlb_fault(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, ea: u
             None
         }
         FillResult::PhysMiss { gpa } => {
+            // Device memory: pages the VMM declared (a device pte without a frame in the
+            // VM space) and everything above 4 GiB, which a VM space cannot map.
+            let device = gpa > u32::MAX as u64 || space::is_declared_device(k, sid, gpa as u32);
+            if device && !is_fetch {
+                let pc = f.regs.ip;
+                let insn = guest_read_u32(k, vi, pc, true).unwrap_or(0);
+                trace(k, vi, TracePoint::SyscallIpc, 0);
+                return virt_fault(k, cur, vi, VirtFault::Mmio, insn, gpa);
+            }
             if gpa > u32::MAX as u64 {
-                // VM spaces are 32-bit: guest-physical memory above 4 GiB never exists.
+                // An instruction fetch from device memory above 4 GiB: nothing to run.
                 let pc = f.regs.ip;
                 k.vcpus[vi].s.mcsr = 0;
                 inject(k, vi, f, 1, Class::MachineCheck, pc);
                 return None;
             }
             let gpa = gpa as u32;
-            let mmio = k.vcpus[vi].mmio.iter().any(|&(b, s)| s != 0 && gpa.wrapping_sub(b) < s);
-            if mmio && !is_fetch {
-                let pc = f.regs.ip;
-                let insn = guest_read_u32(k, vi, pc, true).unwrap_or(0);
-                trace(k, vi, TracePoint::SyscallIpc, 0);
-                return virt_fault(k, cur, vi, VirtFault::Mmio, insn, gpa);
-            }
             let right = match access {
                 Access::Read => Rights::R,
                 Access::Write => Rights::W,

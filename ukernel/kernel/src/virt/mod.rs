@@ -17,8 +17,8 @@ pub mod mmu;
 use crate::api::{frame_of, ipc, thread, thread::FaultWait, Kernel};
 use crate::arch::{msr, spr, TrapFrame};
 use kestrel_abi::{
-    label, vfault, xfer, MsgTag, TraceCounter, TracePoint, VcpuState, VirtFault, NUM_FAULT_CLASSES,
-    NUM_TRACEPOINTS,
+    xfer, FaultReply, Inject, MsgTag, TraceCounter, TracePoint, VcpuState, VirtFault, VirtFaultMsg,
+    XferRegs, XferTlb, NUM_FAULT_CLASSES, NUM_TRACEPOINTS,
 };
 use kestrel_vtlb::GuestTlb;
 
@@ -26,8 +26,6 @@ use kestrel_vtlb::GuestTlb;
 pub const NVCPUS: usize = 8;
 /// No vCPU (value of `Tcb::vcpu` for native threads).
 pub const NO_VCPU: u8 = 0xff;
-/// Device (MMIO) ranges per VM.
-pub const MMIO_RANGES: usize = 4;
 
 /// Guest MSR bits the kernel keeps (Book E MSR; everything else reads as 0).
 pub const GUEST_MSR_MASK: u32 = msr::WE | msr::CE | msr::EE | msr::PR | msr::FP | msr::ME
@@ -48,7 +46,6 @@ pub struct Vcpu {
     pub masks: [u32; NUM_FAULT_CLASSES],
     /// Timebase value at which the virtual DEC reaches zero (0: stopped).
     pub dec_deadline: u64,
-    pub mmio: [(u32, u32); MMIO_RANGES],
     /// One-entry cache for the kernel's own instruction fetches: guest page (with
     /// the PID and MSR[IS] it was looked up under) → host page. Cleared whenever the
     /// shadow is flushed or the guest TLB is written.
@@ -61,10 +58,9 @@ pub struct Vcpu {
     pub tb_offset: i64,
     /// The guest's floating-point registers and FPSCR while it does not own the FPU.
     pub fpr: [u64; 33],
-    /// Mask, guest-physical address, effective address and instruction of the pending
-    /// virtualization fault (for injections the reply asks for).
+    /// Mask, effective address and instruction of the pending virtualization fault
+    /// (for injections the reply asks for).
     pub fault_mask: u32,
-    pub fault_gpa: u32,
     pub fault_ea: u32,
     pub fault_insn: u32,
     pub trace: [TraceCounter; NUM_TRACEPOINTS],
@@ -83,9 +79,7 @@ impl Vcpu {
         timer_tb: 0,
         tb_offset: 0,
         fpr: [0; 33],
-        mmio: [(0, 0); MMIO_RANGES],
         fault_mask: 0,
-        fault_gpa: 0,
         fault_ea: 0,
         fault_insn: 0,
         trace: [TRACE_ZERO; NUM_TRACEPOINTS],
@@ -406,37 +400,34 @@ fn update_fit_watchdog(v: &mut Vcpu, now: u64) {
     }
 }
 
-/// Sends a virtualization fault for the current vCPU thread `cur` to its VMM.
-pub fn virt_fault(k: &mut Kernel, cur: usize, vi: usize, class: VirtFault, insn: u32, gpa: u32) -> Option<usize> {
+/// Sends a virtualization fault for the current vCPU thread `cur` to its VMM; `gpa` is
+/// the full guest-physical address of an `Mmio` access (else 0).
+pub fn virt_fault(k: &mut Kernel, cur: usize, vi: usize, class: VirtFault, insn: u32, gpa: u64) -> Option<usize> {
     let mask = k.vcpus[vi].masks[class as usize];
     k.vcpus[vi].fault_mask = mask;
-    k.vcpus[vi].fault_gpa = gpa;
     k.vcpus[vi].fault_insn = insn;
     k.vcpus[vi].fault_ea = spr::read::<{ spr::DEAR }>();
-    let (pc, gprs, special) = {
+    let (pc, rs_value) = {
         let f = frame_of(k, cur);
-        (f.regs.ip, f.regs.gpr, [f.regs.cr, f.regs.lr, f.regs.ctr, f.regs.xer])
+        (f.regs.ip, f.regs.gpr[((insn >> 21) & 31) as usize])
     };
-    // Long parts of the message go through the vCPU's own (kernel-only) UTCB.
-    // SAFETY: a vCPU's UTCB is a kernel pool frame not mapped into any space.
-    let u = unsafe { &mut *(k.threads[cur].utcb_pa as *mut kestrel_abi::Utcb) };
-    let mut words = vfault::SHORT_WORDS;
-    if mask & (xfer::GPRS | xfer::SPECIAL | xfer::TLB) != 0 {
-        u.mr[vfault::GPR0..vfault::GPR0 + 32].copy_from_slice(if mask & xfer::GPRS != 0 { &gprs } else { &[0; 32] });
-        u.mr[vfault::CR..vfault::CR + 4].copy_from_slice(if mask & xfer::SPECIAL != 0 { &special } else { &[0; 4] });
-        words = vfault::WORDS;
+    if mask != 0 {
+        // Long parts of the message go through the vCPU's own (kernel-only) UTCB.
+        // SAFETY: a vCPU's UTCB is a kernel pool frame not mapped into any space.
+        let u = unsafe { &mut *(k.threads[cur].utcb_pa as *mut kestrel_abi::Utcb) };
+        let f = frame_of(k, cur);
+        let regs = XferRegs { gpr: f.regs.gpr, special: [f.regs.cr, f.regs.lr, f.regs.ctr, f.regs.xer] };
+        regs.encode(mask, &mut u.mr);
+        if mask & xfer::TLB != 0 {
+            let v = &k.vcpus[vi];
+            let ts = v.s.msr & msr::IS != 0;
+            let tlb_index = v.tlb.lookup(pc, v.s.pid as u8, ts).map_or(u32::MAX, |(i, _)| i);
+            XferTlb { pid: v.s.pid, mmucr: v.s.mmucr, tlb_index }.encode(&mut u.mr);
+        }
     }
-    if mask & xfer::TLB != 0 {
-        let v = &k.vcpus[vi];
-        let ts = v.s.msr & msr::IS != 0;
-        u.mr[vfault::PID] = v.s.pid;
-        u.mr[vfault::MMUCR] = v.s.mmucr;
-        u.mr[vfault::TLB_INDEX] = v.tlb.lookup(pc, v.s.pid as u8, ts).map_or(u32::MAX, |(i, _)| i);
-        words = vfault::WORDS_TLB;
-    }
-    let tag = MsgTag::new(label::VIRT_FAULT | class as u16, words, 0);
-    let rs = gprs[((insn >> 21) & 31) as usize];
-    let msg = [tag.0, pc, insn, gpa, k.vcpus[vi].s.msr, mask, rs];
+    let m = VirtFaultMsg { class, pc, insn, gpa, msr: k.vcpus[vi].s.msr, mask, rs_value };
+    let (tag, mr) = m.encode();
+    let msg = [tag.0, mr[0], mr[1], mr[2], mr[3], mr[4], mr[5]];
     let handler = k.threads[cur].exc_handler;
     match ipc::fault_ipc(k, cur, FaultWait::VirtFault, handler, msg) {
         Ok(h) => h,
@@ -448,58 +439,52 @@ pub fn virt_fault(k: &mut Kernel, cur: usize, vi: usize, class: VirtFault, insn:
 }
 
 /// Applies the VMM's reply to a virtualization fault of vCPU thread `d`.
-/// `mr(n)` reads message register `n` of the reply.
 /// `regs` are the reply's MR0..MR6 (sent in registers), `long` the sender's UTCB
 /// message registers (MR7 and up).
 pub fn apply_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; 7], long: &[u32; kestrel_abi::NUM_MRS]) -> bool {
     let Some(vi) = vcpu_of(k, d) else { return true };
     let mask = k.vcpus[vi].fault_mask;
-    let u = tag.untyped();
+    let mr = [regs[1], regs[2], regs[3], regs[4], regs[5], regs[6]];
+    let r = FaultReply::decode(tag, &mr, long, mask);
     let f = frame_of(k, d);
-    if u >= 1 {
-        f.regs.ip = regs[vfault::REPLY_PC];
+    if let Some(pc) = r.pc {
+        f.regs.ip = pc;
     }
-    let flags = if u >= 2 { regs[vfault::REPLY_FLAGS] } else { 0 };
-    if mask & xfer::GPRS != 0 && u >= vfault::GPR0 + 31 {
-        f.regs.gpr.copy_from_slice(&long[vfault::GPR0..vfault::GPR0 + 32]);
+    if let Some(x) = &r.regs {
+        if mask & xfer::GPRS != 0 {
+            f.regs.gpr = x.gpr;
+        }
+        if mask & xfer::SPECIAL != 0 {
+            [f.regs.cr, f.regs.lr, f.regs.ctr, f.regs.xer] = x.special;
+        }
     }
-    if mask & xfer::SPECIAL != 0 && u >= vfault::CR + 3 {
-        f.regs.cr = long[vfault::CR];
-        f.regs.lr = long[vfault::CR + 1];
-        f.regs.ctr = long[vfault::CR + 2];
-        f.regs.xer = long[vfault::CR + 3];
+    if let Some((i, v)) = r.set_gpr {
+        f.regs.gpr[i as usize] = v;
     }
-    if flags & vfault::REPLY_SET_GPR != 0 && u >= vfault::REPLY_GPR_VALUE {
-        let r = (regs[vfault::REPLY_GPR_INDEX] & 31) as usize;
-        frame_of(k, d).regs.gpr[r] = regs[vfault::REPLY_GPR_VALUE];
+    if let Some(level) = r.irq {
+        k.vcpus[vi].s.irq_line = level as u32;
     }
-    if flags & vfault::REPLY_IRQ_RAISE != 0 {
-        k.vcpus[vi].s.irq_line = 1;
-    }
-    if flags & vfault::REPLY_IRQ_LOWER != 0 {
-        k.vcpus[vi].s.irq_line = 0;
-    }
-    if flags & vfault::REPLY_CRIT_RAISE != 0 {
-        k.vcpus[vi].s.crit_line = 1;
-    }
-    if flags & vfault::REPLY_CRIT_LOWER != 0 {
-        k.vcpus[vi].s.crit_line = 0;
+    if let Some(level) = r.crit {
+        k.vcpus[vi].s.crit_line = level as u32;
     }
     let f = frame_of(k, d);
     let pc = f.regs.ip;
-    if flags & vfault::REPLY_DSI != 0 {
-        // As the hardware would report it: the effective address, ESR[ST] for stores.
-        let v = &mut k.vcpus[vi];
-        v.s.dear = v.fault_ea;
-        v.s.esr = if is_store(v.fault_insn) { crate::arch::esr::ST } else { 0 };
-        inject(k, vi, f, 2, Class::NonCritical, pc);
-    } else if flags & vfault::REPLY_PROGRAM != 0 {
-        k.vcpus[vi].s.esr = crate::arch::esr::PIL;
-        inject(k, vi, f, 6, Class::NonCritical, pc);
-    } else if flags & vfault::REPLY_MACHINE_CHECK != 0 {
-        inject(k, vi, f, 1, Class::MachineCheck, pc);
+    match r.inject {
+        Some(Inject::Dsi) => {
+            // As the hardware would report it: the effective address, ESR[ST] for stores.
+            let v = &mut k.vcpus[vi];
+            v.s.dear = v.fault_ea;
+            v.s.esr = if is_store(v.fault_insn) { crate::arch::esr::ST } else { 0 };
+            inject(k, vi, f, 2, Class::NonCritical, pc);
+        }
+        Some(Inject::Program) => {
+            k.vcpus[vi].s.esr = crate::arch::esr::PIL;
+            inject(k, vi, f, 6, Class::NonCritical, pc);
+        }
+        Some(Inject::MachineCheck) => inject(k, vi, f, 1, Class::MachineCheck, pc),
+        None => {}
     }
-    flags & vfault::REPLY_STOP == 0
+    !r.stop
 }
 
 /// Whether `insn` is a store (Book E primary opcodes 36-39, 44, 45, 47, 53-55 and the

@@ -85,6 +85,7 @@ pub static TESTS: &[Test] = &[
     ("vcpu_syscall_reflected", virt::syscall_reflected),
     ("vcpu_idle_fault", virt::idle_fault),
     ("vcpu_mmio_fault", virt::mmio_fault),
+    ("vcpu_mmio_above_4g", virt::mmio_above_4g),
     ("vcpu_state_running_decrementer", virt::state_running_decrementer),
     ("vcpu_slots_exhausted_and_reused", virt::slots_exhausted_and_reused),
     // Last: the tests cleaned up after themselves.

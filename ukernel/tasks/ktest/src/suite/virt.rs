@@ -21,7 +21,7 @@ use crate::threads::{entry, registers, Thread, CHILD_PRIORITY};
 use core::sync::atomic::Ordering::Relaxed;
 use kestrel_abi::{
     exreg, label, tcflags, tracectl, vcpuctl, vfault, xfer, IpcError, IpcPhase, KError, Rights, ThreadId, Timeout,
-    Timeouts, TraceCounter, TracePoint, VcpuState, VirtFault, NUM_TRACEPOINTS, PAGE_SIZE,
+    Timeouts, TraceCounter, TracePoint, VcpuState, VirtFault, NUM_TRACEPOINTS, PAGE_SIZE, FaultReply, VirtFaultMsg,
 };
 use kestrel_user::ipc::{self, Msg};
 use kestrel_user::mem::{map_reply, PageFault};
@@ -900,7 +900,7 @@ pub fn reply_injects_exceptions() -> TestResult {
     ]);
     // An earlier, unrelated exception left ESR[PIL] set.
     set_state(vm.id(), &VcpuState { pc: CODE_GPA, esr: ppc::ESR_PIL, ..VcpuState::default() })?;
-    sys::vcpu_control(vm.id(), vcpuctl::SET_MMIO, 0, DEV, PAGE_SIZE).map_err(|e| call_failed("VcpuControl(SET_MMIO)", e))?;
+    sys::vcpu_control(vm.id(), vcpuctl::DECLARE_MMIO, 1, DEV, PAGE_SIZE).map_err(|e| call_failed("VcpuControl(DECLARE_MMIO)", e))?;
     let m = vm.run()?;
     expect_virt(&m, VirtFault::Mmio, at(4))?;
     ensure!(m.mr(vfault::RS_VALUE) == 0x55, "MR6 is not the stored register's value", "{:#x}", m.mr(vfault::RS_VALUE));
@@ -950,19 +950,22 @@ pub fn idle_fault() -> TestResult {
     Ok(())
 }
 
-/// SET_MMIO turns guest accesses to a guest-physical range into Mmio faults (MR3 = the
-/// address); size 0 clears the slot and the same range faults to the pager again.
+/// DECLARE_MMIO turns guest accesses to declared guest-physical pages into Mmio faults
+/// (the message's gpa = the address); undeclaring them makes the same page fault to
+/// the pager again.
 pub fn mmio_fault() -> TestResult {
     const DEV: u32 = 0x0100_0000;
     let load = ppc::lwz(4, 4, 3);
     let mut vm = Vm::new(&[ppc::lis(3, (DEV >> 16) as u16), load, ppc::lwz(5, 8, 3), ppc::HALT[0], ppc::HALT[1]])?;
-    let mmio = |base: u32, size: u32| sys::vcpu_control(vm.id(), vcpuctl::SET_MMIO, 2, base, size);
-    mmio(DEV, PAGE_SIZE).map_err(|e| call_failed("VcpuControl(SET_MMIO)", e))?;
+    let mmio = |on: u32| sys::vcpu_control(vm.id(), vcpuctl::DECLARE_MMIO, on, DEV, PAGE_SIZE);
+    mmio(1).map_err(|e| call_failed("VcpuControl(DECLARE_MMIO)", e))?;
     let m = vm.run()?;
     expect_virt(&m, VirtFault::Mmio, at(1))?;
+    let f = VirtFaultMsg::decode(m.tag, &m.regs).ok_or("the Mmio fault does not decode")?;
+    ensure!(f.gpa == (DEV + 4) as u64, "the fault's gpa is not the device address", "{:#x}", f.gpa);
     ensure!(m.mr(vfault::GPA) == DEV + 4, "MR3 is not the device address", "{:#x}", m.mr(vfault::GPA));
     ensure!(m.mr(vfault::INSN) == load, "MR2 is not the load", "{:#010x}", m.mr(vfault::INSN));
-    mmio(DEV, 0).map_err(|e| call_failed("VcpuControl(SET_MMIO, size 0)", e))?;
+    mmio(0).map_err(|e| call_failed("VcpuControl(DECLARE_MMIO, undeclare)", e))?;
     let (mut g, special) = regs_of(&m);
     g[4] = 0x5151;
     let m = vm.reply_recv(&reply_full(at(2), 0, &g, special))?;
@@ -973,6 +976,30 @@ pub fn mmio_fault() -> TestResult {
     expect_virt(&m, VirtFault::Halt, at(4))?;
     ensure!((gpr(&m, 4), gpr(&m, 5)) == (0x5151, 0x7777), "the loads did not get the VMM's values",
         "r4 {:#x}, r5 {:#x}", gpr(&m, 4), gpr(&m, 5));
+    Ok(())
+}
+
+/// A guest-physical address above 4 GiB (the guest TLB's ERPN, as BG/P's devices at
+/// 0x7_3000_0000) is device memory: an Mmio fault carrying the full address, answered
+/// with the typed reply (a load result, no register file).
+pub fn mmio_above_4g() -> TestResult {
+    const EA: u32 = 0x3000_0000;
+    const GPA: u64 = 0x7_3000_0010;
+    let load = ppc::lwz(4, 0x10, 3);
+    let vm = Vm::new(&[ppc::lis(3, (EA >> 16) as u16), load, ppc::HALT[0], ppc::HALT[1]])?;
+    // Guest TLB entry 1: EPN 0x30000000, V, 4 KiB; RPN 0x30000000 with ERPN 7; SR|SW.
+    set_tlb(vm.id(), 1, [EA | 0x200 | (1 << 4), EA | 7, 0x3], 0).map_err(|e| call_failed("VcpuControl(SET_TLB)", e))?;
+    sys::vcpu_control(vm.id(), vcpuctl::SET_TRANSFER_MASK, VirtFault::Mmio as u32, 0, 0)
+        .map_err(|e| call_failed("SET_TRANSFER_MASK", e))?;
+    let m = vm.run()?;
+    expect_virt(&m, VirtFault::Mmio, at(1))?;
+    let f = VirtFaultMsg::decode(m.tag, &m.regs).ok_or("the Mmio fault does not decode")?;
+    ensure!(f.gpa == GPA, "the fault does not carry the 36-bit address", "gpa {:#x}", f.gpa);
+    ensure!(f.insn == load && f.mask == 0, "wrong instruction or mask", "insn {:#010x} mask {:#x}", f.insn, f.mask);
+    let (tag, regs) = FaultReply::resume(at(2)).set_gpr(4, 0x4242).encode(&mut sys::utcb().mr);
+    let m = vm.reply_recv(&Msg { tag, regs })?;
+    expect_virt(&m, VirtFault::Halt, at(3))?;
+    ensure!(gpr(&m, 4) == 0x4242, "the load did not get the VMM's value", "r4 {:#x}", gpr(&m, 4));
     Ok(())
 }
 
