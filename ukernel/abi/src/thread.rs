@@ -4,13 +4,14 @@
 ///
 /// Numbers below [`FIRST_THREAD_NO`] name interrupt lines ("interrupt threads"): an
 /// interrupt IPC arrives *from* `ThreadId::irq(n)` and is acknowledged by sending to it.
+/// How many lines exist is a fact of the board, not of the ABI (the kernel rejects lines
+/// its interrupt controller lacks with `KError::InvalidIrq`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(transparent)]
 pub struct ThreadId(pub u32);
 
-/// Number of interrupt lines that have interrupt-thread ids (the UIC has 32).
-pub const NUM_IRQS: u32 = 32;
-/// First thread number available for real threads.
+/// First thread number available for real threads; the numbers below it are
+/// interrupt-thread ids.
 pub const FIRST_THREAD_NO: u32 = 64;
 /// One past the largest thread number the kernel has TCB slots for.
 pub const MAX_THREAD_NO: u32 = FIRST_THREAD_NO + 128;
@@ -51,7 +52,7 @@ impl ThreadId {
     }
     /// True if this names an interrupt line rather than a thread.
     pub const fn is_irq(self) -> bool {
-        !self.is_nil() && !self.is_any() && self.number() < NUM_IRQS
+        !self.is_nil() && !self.is_any() && self.number() < FIRST_THREAD_NO
     }
     /// The interrupt line, if this is an interrupt-thread id.
     pub const fn irq_line(self) -> Option<u32> {

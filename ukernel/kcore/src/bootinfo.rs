@@ -34,7 +34,7 @@ pub const MAX_DEPTH: usize = 16;
 /// Longest command line kept; longer ones are cut at a character boundary.
 pub const BOOTARGS_LEN: usize = 128;
 /// Interrupt inputs of one UIC (PPC440EP manual, "Universal Interrupt Controller").
-pub const UIC_LINES: u32 = kestrel_abi::NUM_IRQS;
+pub const UIC_LINES: u32 = 32;
 
 /// The first enabled node compatible with "ns16550" (or "ns16550a").
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

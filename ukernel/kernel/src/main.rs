@@ -19,6 +19,10 @@ pub mod glue;
 pub mod platform;
 pub mod virt;
 
+/// The virtualization the L4 core is built with: the one binding of
+/// [`api::hooks::Virtualization`]; only `api::hooks` names it.
+pub type Virtualization = virt::Virt;
+
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
     kprintln!("KERNEL PANIC: {}", info);

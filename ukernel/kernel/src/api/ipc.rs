@@ -8,9 +8,9 @@
 
 use super::{frame_of, sched, space, thread, thread::FaultWait, thread::State, Kernel};
 use thread::NO_SLOT as NO_SLOT_T;
-use crate::platform::uic;
+use crate::platform::{self, IrqController};
 use kestrel_abi::{
-    label, Fpage, IpcError, IpcPhase, MapItem, MsgTag, Rights, ThreadId, Timeout, Utcb, REG_MRS,
+    label, Fpage, IpcError, IpcPhase, MapItem, MsgTag, Rights, ThreadId, Timeout, REG_MRS,
 };
 
 /// Outcome of a transfer into a thread waiting for a fault reply.
@@ -20,11 +20,7 @@ enum Delivered {
     Killed,
 }
 
-fn utcb(k: &Kernel, i: usize) -> &'static mut Utcb {
-    // SAFETY: `utcb_pa` is the thread's kernel-owned UTCB frame, mapped 1:1 for the
-    // kernel; the kernel is not re-entered while the reference is alive.
-    unsafe { &mut *(k.threads[i].utcb_pa as *mut Utcb) }
-}
+use thread::utcb;
 
 /// Message register `n` of sender `s` (MR0 = tag).
 fn src_mr(k: &Kernel, s: usize, n: usize) -> u32 {
@@ -93,7 +89,7 @@ fn transfer(k: &mut Kernel, s: usize, d: usize) -> Result<Delivered, IpcError> {
         let mut regs = [0u32; REG_MRS];
         regs.copy_from_slice(&frame_of(k, s).regs.gpr[6..6 + REG_MRS]);
         let long = &utcb(k, s).mr;
-        let resume = crate::virt::apply_reply(k, d, tag, &regs, long);
+        let resume = super::hooks::fault_reply(k, d, tag, &regs, long);
         return Ok(if resume { Delivered::Normal } else { Delivered::Killed });
     }
     if fault != FaultWait::None {
@@ -185,7 +181,9 @@ fn remove_sender(k: &mut Kernel, d: usize, s: usize) {
     }
 }
 
-/// The `Ipc` system call of thread `cur`. Returns the thread it woke, if any.
+/// The `Ipc` system call of thread `cur`. Returns the thread it woke, if any. Inlined
+/// into the system-call dispatcher (its one caller): the slow IPC path is hot for VMMs.
+#[inline(always)]
 pub fn sys_ipc(k: &mut Kernel, cur: usize) -> Option<usize> {
     let (to, from, tos, tag) = {
         let f = &frame_of(k, cur).regs;
@@ -194,14 +192,17 @@ pub fn sys_ipc(k: &mut Kernel, cur: usize) -> Option<usize> {
     let mut hint = None;
     if !to.is_nil() {
         if let Some(line) = to.irq_line() {
-            if k.irqs[line as usize].handler != cur {
+            // Interrupt-thread ids cover more numbers than the board has lines.
+            if k.irqs.get(line as usize).map_or(true, |irq| irq.handler != cur) {
                 fail(k, cur, to, IpcError::NoPartner, IpcPhase::Send);
                 return None;
             }
             let irq = &mut k.irqs[line as usize];
             if irq.in_service {
                 irq.in_service = false;
-                uic::ack_unmask(line);
+                let pic = platform::irq_controller();
+                pic.ack(line);
+                pic.unmask(line);
             }
         } else {
             if let Err(e) = tag.validate() {
@@ -258,8 +259,7 @@ fn receive(k: &mut Kernel, r: usize, from: ThreadId, timeout: Timeout, hint: &mu
         for line in 0..k.irqs.len() {
             let irq = k.irqs[line];
             if irq.handler == r && irq.pending && (from.is_any() || from.irq_line() == Some(line as u32)) {
-                k.irqs[line].pending = false;
-                k.irq_pending &= !(1 << line);
+                k.set_irq_pending(line, false);
                 k.irqs[line].in_service = true;
                 deliver_irq_msg(k, r, line as u32);
                 if r != k.current {
@@ -383,18 +383,17 @@ fn deliver_irq_msg(k: &mut Kernel, r: usize, line: u32) {
 
 /// An interrupt fired on `line`: mask it and send it to its handler.
 pub fn raise_irq(k: &mut Kernel, line: u32, hint: &mut Option<usize>) {
-    uic::mask(line);
-    uic::ack(line);
+    let pic = platform::irq_controller();
+    pic.disable(line);
+    pic.ack(line);
     let h = k.irqs[line as usize].handler;
     if h == usize::MAX {
         crate::kprintln!("kestrel: interrupt {} has no handler; line masked", line);
         return;
     }
-    k.irqs[line as usize].pending = true;
-    k.irq_pending |= 1 << line;
+    k.set_irq_pending(line as usize, true);
     if accepts(k, h, ThreadId::irq(line)) {
-        k.irqs[line as usize].pending = false;
-        k.irq_pending &= !(1 << line);
+        k.set_irq_pending(line as usize, false);
         k.irqs[line as usize].in_service = true;
         disarm(k, h);
         deliver_irq_msg(k, h, line);

@@ -1,11 +1,16 @@
-//! The kernel's semantics: threads, address spaces, IPC, mapping, scheduling and
-//! interrupts as IPC. Hardware is reached only through `arch` and `platform`.
+//! The kernel's L4 semantics: threads, address spaces, IPC, mapping, scheduling, system
+//! calls and interrupts as IPC.
+//!
+//! Dependency rules (docs/adr/0010-kernel-layering.md): `api` uses `arch` (trap frame,
+//! TLB words, SPR access), `platform` only through its interrupt-controller trait and the
+//! console, and virtualization only through [`hooks`]. It never names `glue` or `virt`.
 //!
 //! All kernel state lives in one [`Kernel`] value. The kernel runs on one CPU with
 //! interrupts disabled and never blocks inside a system call (an "interrupt model"
 //! kernel: a blocked thread's whole state is its saved user frame plus its TCB), so
 //! there is never more than one live `&mut Kernel`.
 
+pub mod hooks;
 pub mod ipc;
 pub mod kmem;
 pub mod sched;
@@ -14,8 +19,8 @@ pub mod syscall;
 pub mod thread;
 
 use crate::arch::TrapFrame;
-use crate::virt;
-use kestrel_abi::{MAX_THREAD_NO, FIRST_THREAD_NO, NUM_IRQS};
+use crate::platform::IRQ_LINES;
+use kestrel_abi::{FIRST_THREAD_NO, MAX_THREAD_NO};
 use kestrel_kcore::{mapdb::MapDb, pid::PidAllocator, readyq::ReadyQueues};
 use space::Space;
 use thread::Tcb;
@@ -62,7 +67,8 @@ pub struct MemInfo {
 pub struct Kernel {
     /// Slot index of the running thread (IDLE when none).
     pub current: usize,
-    /// Interrupt lines fired but not yet delivered (bit n = line n).
+    /// Number of interrupt lines fired but not yet delivered (`IrqLine::pending`); the
+    /// IPC fast path only tests it for zero.
     pub irq_pending: u32,
     /// Threads with a pending relative timeout (skip the scan when zero).
     pub timeouts_armed: u32,
@@ -72,19 +78,28 @@ pub struct Kernel {
     pub victim: crate::arch::tlb::Victim,
     pub rq: ReadyQueues<NTCB>,
     pub threads: [Tcb; NTCB],
-    pub irqs: [IrqLine; NUM_IRQS as usize],
+    pub irqs: [IrqLine; IRQ_LINES],
     pub kmem: kmem::FramePool,
     pub pids: PidAllocator,
     pub spaces: [Space; NSPACES],
-    /// vCPUs and the shadow TLB of the VM whose vCPU ran last.
-    pub vcpus: [virt::Vcpu; virt::NVCPUS],
-    pub shadow: virt::mmu::Shadow,
-    pub shadow_owner: u8,
-    /// The vCPU whose timebase view is loaded (NO_VCPU: host time).
-    pub tb_vcpu: u8,
-    /// The vCPU whose floating-point registers are in the FPU (NO_VCPU: none).
-    pub fp_owner: u8,
+    /// Virtualization's state (vCPU records, shadow TLB), opaque to the core.
+    pub vm: hooks::VmState,
     pub mapdb: MapDb<MAPDB_NODES>,
+}
+
+impl Kernel {
+    /// Marks interrupt `line` pending or not, keeping the count `irq_pending` in step.
+    #[inline]
+    pub fn set_irq_pending(&mut self, line: usize, pending: bool) {
+        if self.irqs[line].pending != pending {
+            self.irqs[line].pending = pending;
+            if pending {
+                self.irq_pending += 1;
+            } else {
+                self.irq_pending -= 1;
+            }
+        }
+    }
 }
 
 #[repr(C, align(16))]
@@ -119,15 +134,11 @@ static mut KERNEL: Kernel = Kernel {
     victim: crate::arch::tlb::Victim::new(),
     rq: ReadyQueues::new(),
     threads: [Tcb::FREE; NTCB],
-    irqs: [IrqLine { handler: usize::MAX, pending: false, in_service: false }; NUM_IRQS as usize],
+    irqs: [IrqLine { handler: usize::MAX, pending: false, in_service: false }; IRQ_LINES],
     kmem: kmem::FramePool::empty(),
     pids: PidAllocator::new(),
     spaces: [Space::EMPTY; NSPACES],
-    vcpus: [virt::Vcpu::EMPTY; virt::NVCPUS],
-    shadow: virt::mmu::Shadow::new(),
-    shadow_owner: virt::NO_VCPU,
-    tb_vcpu: virt::NO_VCPU,
-    fp_owner: virt::NO_VCPU,
+    vm: hooks::VM_INIT,
     mapdb: MapDb::new(),
 };
 

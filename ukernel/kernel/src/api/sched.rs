@@ -4,9 +4,11 @@
 //! The running thread is never in the run queue. A thread woken by an IPC is passed
 //! to [`pick_next`] as a "hint" instead of being queued, so the common call/reply
 //! path switches directly without touching the queues.
+//!
+//! The switch itself (loading the chosen thread's hardware context) is
+//! `glue::switch::switch_to`.
 
-use super::{space, thread::State, Kernel, IDLE};
-use crate::arch::{spr, TrapFrame};
+use super::{thread::State, Kernel, IDLE};
 
 pub fn make_ready(k: &mut Kernel, i: usize) {
     if i != k.current && k.threads[i].runnable() && !k.rq.contains(i) {
@@ -92,44 +94,8 @@ pub fn pick_next(k: &mut Kernel, hint: Option<usize>) -> usize {
     }
 }
 
-/// Makes `next` the current thread and returns the frame to resume.
-#[inline(always)]
-pub fn switch_to(k: &mut Kernel, next: usize) -> *mut TrapFrame {
-    k.current = next;
-    if next != IDLE {
-        spr::write::<{ spr::SPRG1 }>(k.threads[next].frame as u32);
-        let vcpu = k.threads[next].vcpu;
-        if vcpu != crate::virt::NO_VCPU {
-            crate::virt::on_switch(k, vcpu as usize);
-            crate::virt::fast::set_current(Some(&k.vcpus[vcpu as usize]));
-        } else {
-            crate::virt::fast::set_current(None);
-            crate::virt::on_native(k);
-            let sid = k.threads[next].space;
-            let pid = space::ensure_pid(k, sid);
-            spr::write::<{ spr::PID }>(pid as u32);
-            spr::write::<{ spr::SPRG4W }>(k.threads[next].utcb_va);
-        }
-    }
-    k.threads[next].frame as *mut TrapFrame
-}
-
-/// [`switch_to`] for a thread known to be native (the IPC fast path: vCPUs never
-/// take it, and it never wakes one).
-#[inline(always)]
-pub fn switch_to_native(k: &mut Kernel, next: usize) -> *mut TrapFrame {
-    k.current = next;
-    crate::virt::on_native(k);
-    crate::virt::fast::set_current(None);
-    spr::write::<{ spr::SPRG1 }>(k.threads[next].frame as u32);
-    let sid = k.threads[next].space;
-    let pid = space::ensure_pid(k, sid);
-    spr::write::<{ spr::PID }>(pid as u32);
-    spr::write::<{ spr::SPRG4W }>(k.threads[next].utcb_va);
-    k.threads[next].frame as *mut TrapFrame
-}
-
 /// Decrementer tick: expire timeouts and charge the running thread's timeslice.
+#[inline(never)]
 pub fn tick(k: &mut Kernel) -> Option<usize> {
     k.ticks += 1;
     let mut hint = None;

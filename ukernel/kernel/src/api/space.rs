@@ -287,7 +287,7 @@ pub fn revoke_node(k: &mut Kernel, node: NodeId, rights: Rights, include_self: b
     });
     if vm_touched {
         // Hardware entries of a VM are keyed by guest-virtual address: drop them all.
-        crate::virt::host_mapping_revoked(k);
+        super::hooks::host_mapping_revoked(k);
     }
 }
 

@@ -2,9 +2,12 @@
 //! write results back into the caller's frame.
 
 use super::{frame_of, ipc, space, thread, Kernel};
-use kestrel_abi::{kdebug, kinfo, spacectl, unmapflags, Fpage, KError, Syscall, ThreadId, ABI_VERSION, MAX_THREAD_NO, NUM_IRQS, SIGMA0_WINDOW, THREAD_NAME_LEN};
+use crate::platform::{self, IrqController};
+use kestrel_abi::{kdebug, kinfo, spacectl, unmapflags, Fpage, KError, Syscall, ThreadId, ABI_VERSION, MAX_THREAD_NO, SIGMA0_WINDOW, THREAD_NAME_LEN};
 
 /// Handles the system call of thread `cur`; returns a thread to switch to, if any.
+/// Inlined into its one caller (`glue::trap::dispatch`): the VMM's replies come this way.
+#[inline(always)]
 pub fn dispatch(k: &mut Kernel, cur: usize) -> Option<usize> {
     let nr = frame_of(k, cur).regs.gpr[0];
     let Some(nr) = Syscall::from_raw(nr) else {
@@ -41,8 +44,8 @@ pub fn dispatch(k: &mut Kernel, cur: usize) -> Option<usize> {
         Syscall::SpaceControl => space_control(k, cur, r[3], r[4]).map(|v| out[0] = v),
         Syscall::InterruptControl => interrupt_control(k, cur, r[3], ThreadId(r[4]), r[5]),
         Syscall::KernelInfo => kernel_info(k, cur, r[3]).map(|v| out[..4].copy_from_slice(&v)),
-        Syscall::VcpuControl => crate::virt::control::sys_vcpu_control(k, cur, &[r[3], r[4], r[5], r[6], r[7]]),
-        Syscall::TraceControl => crate::virt::control::sys_trace_control(k, cur, r[3], ThreadId(r[4])),
+        Syscall::VcpuControl => super::hooks::vcpu_control(k, cur, &[r[3], r[4], r[5], r[6], r[7]]),
+        Syscall::TraceControl => super::hooks::trace_control(k, cur, r[3], ThreadId(r[4])),
         Syscall::KDebug => kdebug(k, cur, r[3], r[4], r[5]).map(|v| {
             out[0] = v[0];
             out[1] = v[1];
@@ -101,17 +104,17 @@ fn interrupt_control(k: &mut Kernel, cur: usize, line: u32, handler: ThreadId, f
     if !privileged(k, cur) {
         return Err(KError::NoPrivilege);
     }
-    if line >= NUM_IRQS || line >= crate::platform::uic::LINES {
+    let pic = platform::irq_controller();
+    if line >= pic.lines() {
         return Err(KError::InvalidIrq);
     }
     if flags & !(kestrel_abi::irqflags::EDGE | kestrel_abi::irqflags::ACTIVE_LOW) != 0 {
         return Err(KError::InvalidParam);
     }
-    let irq = &mut k.irqs[line as usize];
     if handler.is_nil() {
-        crate::platform::uic::mask(line);
-        *irq = super::IrqLine { handler: usize::MAX, pending: false, in_service: false };
-        k.irq_pending &= !(1 << line);
+        pic.disable(line);
+        k.set_irq_pending(line as usize, false);
+        k.irqs[line as usize] = super::IrqLine { handler: usize::MAX, pending: false, in_service: false };
         return Ok(());
     }
     let h = thread::lookup(k, handler).ok_or(KError::InvalidThread)?;
@@ -119,8 +122,9 @@ fn interrupt_control(k: &mut Kernel, cur: usize, line: u32, handler: ThreadId, f
     if irq.handler != usize::MAX && irq.handler != h {
         return Err(KError::InvalidIrq);
     }
-    *irq = super::IrqLine { handler: h, pending: false, in_service: false };
-    crate::platform::uic::enable(
+    k.set_irq_pending(line as usize, false);
+    k.irqs[line as usize] = super::IrqLine { handler: h, pending: false, in_service: false };
+    pic.enable(
         line,
         flags & kestrel_abi::irqflags::EDGE != 0,
         flags & kestrel_abi::irqflags::ACTIVE_LOW == 0,
@@ -134,8 +138,7 @@ fn kernel_info(k: &Kernel, cur: usize, op: u32) -> Result<[u32; 4], KError> {
         kinfo::BOOT_MODULE if privileged(k, cur) => Ok([k.mem.module.0, k.mem.module.1, 0, 0]),
         kinfo::MEMORY | kinfo::BOOT_MODULE => Err(KError::NoPrivilege),
         kinfo::BOOTARGS => {
-            // SAFETY: the caller's UTCB is its kernel-owned frame, mapped 1:1.
-            let u = unsafe { &mut *(k.threads[cur].utcb_pa as *mut kestrel_abi::Utcb) };
+            let u = thread::utcb(k, cur);
             let n = k.mem.bootargs_len;
             for (i, w) in u.mr.iter_mut().enumerate().take(kestrel_abi::BOOTARGS_LEN / 4) {
                 let mut b = [0u8; 4];

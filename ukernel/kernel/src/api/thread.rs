@@ -4,10 +4,10 @@
 //! must match the id's version, so stale ids are rejected. The thread's user frame
 //! lives at the top of its kernel stack (`frame_slot(i)`).
 
-use super::{frame_of, frame_slot, ipc, sched, space, Kernel, IDLE, NTHREADS};
+use super::{frame_of, frame_slot, hooks, ipc, sched, space, Kernel, IDLE, NTHREADS};
 use crate::arch::{msr, TrapFrame};
 use kestrel_abi::{
-    exreg, KError, ThreadId, FIRST_THREAD_NO, MAX_PRIORITY, THREAD_NAME_LEN, DEFAULT_TIMESLICE_US,
+    exreg, KError, Utcb, PAGE_SIZE, ThreadId, FIRST_THREAD_NO, MAX_PRIORITY, THREAD_NAME_LEN, DEFAULT_TIMESLICE_US,
 };
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -75,11 +75,14 @@ pub struct Tcb {
     pub fault: FaultWait,
     pub fault_msg: [u32; 7],
     pub name: [u8; THREAD_NAME_LEN],
-    /// Index into `Kernel::vcpus`, or `virt::NO_VCPU` for native threads.
+    /// The thread's vCPU record (an index virtualization gives out), or [`NO_VCPU`] for
+    /// native threads.
     pub vcpu: u8,
 }
 
 pub const NO_SLOT: usize = usize::MAX;
+/// `Tcb::vcpu` of a native thread.
+pub const NO_VCPU: u8 = 0xff;
 
 impl Tcb {
     pub const FREE: Tcb = Tcb {
@@ -106,12 +109,16 @@ impl Tcb {
         fault: FaultWait::None,
         fault_msg: [0; 7],
         name: [0; THREAD_NAME_LEN],
-        vcpu: crate::virt::NO_VCPU,
+        vcpu: NO_VCPU,
     };
 
     pub fn name(&self) -> &str {
         let n = self.name.iter().position(|&c| c == 0).unwrap_or(THREAD_NAME_LEN);
         core::str::from_utf8(&self.name[..n]).unwrap_or("?")
+    }
+
+    pub fn is_vcpu(&self) -> bool {
+        self.vcpu != NO_VCPU
     }
 
     pub fn runnable(&self) -> bool {
@@ -141,12 +148,24 @@ pub fn id_of(k: &Kernel, i: usize) -> ThreadId {
     ThreadId::new(i as u32 + FIRST_THREAD_NO, k.threads[i].version)
 }
 
+/// The UTCB of thread slot `i` (which must be in use): the one place the kernel turns a
+/// thread's UTCB address into a reference.
+#[inline(always)]
+pub fn utcb(k: &Kernel, i: usize) -> &'static mut Utcb {
+    let pa = k.threads[i].utcb_pa;
+    debug_assert!(pa != 0 && pa % PAGE_SIZE == 0);
+    // SAFETY: `utcb_pa` of a thread in use is the page-aligned kernel pool frame that
+    // `create` (space::map_utcb) or `create_vcpu` (kmem) gave it, freed only by `delete`;
+    // RAM is mapped 1:1 for the kernel, so the address is valid for a `Utcb` (4 KiB). The
+    // kernel runs on one CPU and is not re-entered, and the callers hold at most one
+    // reference per thread at a time (two threads' UTCBs are distinct frames), so the
+    // reference is not aliased while it lives (it does not outlive the kernel entry).
+    unsafe { &mut *(pa as *mut Utcb) }
+}
+
 /// Writes the thread's id into its UTCB.
 fn init_utcb(k: &Kernel, i: usize) {
-    let t = &k.threads[i];
-    // SAFETY: `utcb_pa` is the thread's kernel-owned UTCB frame, mapped 1:1.
-    let u = unsafe { &mut *(t.utcb_pa as *mut kestrel_abi::Utcb) };
-    u.my_global_id = id_of(k, i).0;
+    utcb(k, i).my_global_id = id_of(k, i).0;
 }
 
 /// Creates thread slot `i` (version `version`) in space `sid`.
@@ -199,15 +218,10 @@ pub fn delete(k: &mut Kernel, i: usize) {
     let me = id_of(k, i);
     sched::dequeue(k, i);
     ipc::cancel_all(k, i, me);
-    for irq in k.irqs.iter_mut() {
-        if irq.handler == i {
-            irq.handler = usize::MAX;
-            irq.pending = false;
-        }
-    }
     for line in 0..k.irqs.len() {
-        if !k.irqs[line].pending {
-            k.irq_pending &= !(1 << line);
+        if k.irqs[line].handler == i {
+            k.irqs[line].handler = usize::MAX;
+            k.set_irq_pending(line, false);
         }
     }
     if k.threads[i].deadline != 0 {
@@ -215,8 +229,8 @@ pub fn delete(k: &mut Kernel, i: usize) {
         k.timeouts_armed -= 1;
     }
     let sid = k.threads[i].space;
-    if crate::virt::vcpu_of(k, i).is_some() {
-        crate::virt::destroy(k, i);
+    if k.threads[i].is_vcpu() {
+        hooks::delete_vcpu(k, i);
         k.kmem.free(k.threads[i].utcb_pa);
     } else {
         space::unmap_utcb(k, sid, k.threads[i].utcb_va);
@@ -342,12 +356,10 @@ pub fn sys_exchange_registers(k: &mut Kernel, cur: usize, r: &[u32; 6]) -> Resul
     }
     if control & exreg::GET_FRAME != 0 {
         let regs = frame_of(k, j).regs;
-        // SAFETY: the caller's UTCB is its kernel-owned frame, mapped 1:1.
-        unsafe { (*(k.threads[cur].utcb_pa as *mut kestrel_abi::Utcb)).frame = regs };
+        utcb(k, cur).frame = regs;
     }
     if control & exreg::SET_FRAME != 0 {
-        // SAFETY: as above.
-        let regs = unsafe { (*(k.threads[cur].utcb_pa as *const kestrel_abi::Utcb)).frame };
+        let regs = utcb(k, cur).frame;
         let f = frame_of(k, j);
         let keep_msr = f.regs.msr;
         f.regs = regs;
@@ -430,7 +442,7 @@ pub fn create_vcpu(k: &mut Kernel, i: usize, version: u32, prio: u8, pager: Thre
     };
     install(k, i, version, sid, prio, pager, 0, utcb_pa);
     k.threads[i].exc_handler = pager;
-    if let Err(e) = crate::virt::create(k, i) {
+    if let Err(e) = hooks::create_vcpu(k, i) {
         // Not a vCPU yet: undo by hand (its UTCB is a bare pool page, not mapped).
         k.kmem.free(utcb_pa);
         k.threads[i] = Tcb { version, ..Tcb::FREE };

@@ -6,9 +6,9 @@
 //! memory (kernel image | kernel pool | device tree + boot module | root image | free),
 //! load the root task from the boot module (QEMU's `-initrd`), and start it.
 
-use crate::api::{frame_of, kernel, sched, space, thread, Kernel, IDLE};
+use crate::api::{frame_of, kernel, space, thread, Kernel, IDLE};
 use crate::arch::{self, msr, spr, timer, tlb};
-use crate::platform::{uart::Uart, uic};
+use crate::platform::{uart::Uart, uic, IrqController};
 use kestrel_abi::{Rights, ThreadId, PAGE_SHIFT, PAGE_SIZE, ROOT_PRIORITY, ROOT_THREAD_NO, USER_BASE, USER_END};
 use kestrel_kcore::{bootinfo::BoardInfo, elf};
 
@@ -53,7 +53,7 @@ extern "C" fn kestrel_boot(fdt: *const u8) -> ! {
             halt_with("interrupt controller is not at DCR 0xC0");
         }
     }
-    uic::init();
+    crate::platform::irq_controller().init();
 
     let k = kernel();
     let kernel_end = core::ptr::addr_of!(__kernel_end) as u32;
@@ -149,7 +149,7 @@ extern "C" fn kestrel_boot(fdt: *const u8) -> ! {
     thread::init_idle(k, idle_loop as *const () as usize);
     start_timer(k, &board);
     crate::kprintln!("kestrel: root task entry {:#x}, {} KiB free for it", plan.entry, (ram_end - next_free) >> 10);
-    let frame = sched::switch_to(k, root);
+    let frame = super::switch::switch_to(k, root);
     // SAFETY: `switch_to` made the root thread current; its frame is complete.
     unsafe { arch::entry::resume(frame) }
 }

@@ -13,7 +13,7 @@
 //! `fast_ipc`'s, on fields it reads at `offset_of!` offsets (`Kernel`, `Tcb`, `Space` and
 //! `ReadyQueues` are `repr(C)` for this).
 
-use crate::api::{frame_of, kernel, sched, thread::FaultWait, thread::State, thread::NO_SLOT};
+use crate::api::{frame_of, kernel, thread::FaultWait, thread::State, thread::NO_SLOT};
 use crate::arch::TrapFrame;
 use kestrel_abi::{MsgTag, Syscall, ThreadId, FIRST_THREAD_NO};
 
@@ -28,7 +28,7 @@ extern "C" fn kestrel_syscall(frame: *mut TrapFrame) -> *mut TrapFrame {
             return next;
         }
     }
-    super::trap::trap_slow(frame, crate::arch::vector::SYSCALL)
+    super::trap::dispatch(frame, crate::arch::vector::SYSCALL, crate::virt::Insn::Unknown)
 }
 
 #[inline(always)]
@@ -73,7 +73,7 @@ fn fast_ipc(f: &TrapFrame) -> Option<*mut TrapFrame> {
     let c = &mut k.threads[cur];
     c.state = State::Receiving;
     c.partner = from;
-    Some(sched::switch_to_native(k, d))
+    Some(super::switch::switch_to_native(k, d))
 }
 
 use crate::api::{space::Space, thread::Tcb, Kernel};
@@ -83,6 +83,7 @@ use kestrel_kcore::readyq::ReadyQueues;
 
 type Rq = ReadyQueues<{ crate::api::NTCB }>;
 const THREADS: usize = offset_of!(Kernel, threads);
+const TB_VCPU: usize = offset_of!(Kernel, vm) + offset_of!(crate::virt::VmState, tb_vcpu);
 const SPACE_PID: usize = offset_of!(Kernel, spaces) + offset_of!(Space, pid);
 const _: () = assert!(THREADS + size_of::<Tcb>() * crate::api::NTCB < 32768);
 
@@ -234,8 +235,8 @@ global_asm!(
     utcb_va = const offset_of!(Tcb, utcb_va),
     current = const offset_of!(Kernel, current),
     irq_pending = const offset_of!(Kernel, irq_pending),
-    tb_hi = const ha(offset_of!(Kernel, tb_vcpu)),
-    tb_lo = const lo(offset_of!(Kernel, tb_vcpu)),
+    tb_hi = const ha(TB_VCPU),
+    tb_lo = const lo(TB_VCPU),
     rq = const offset_of!(Kernel, rq) + Rq::SUMMARY_OFFSET,
     rq_bitmap = const offset_of!(Kernel, rq) + Rq::BITMAP_OFFSET,
     space_size = const size_of::<Space>(),

@@ -6,4 +6,5 @@
 
 pub mod boot;
 pub mod fastpath;
+pub mod switch;
 pub mod trap;

@@ -1,5 +1,7 @@
-//! The single kernel entry point: every exception, interrupt and system call arrives
-//! in `kestrel_trap` with the interrupted state saved in a [`TrapFrame`].
+//! The kernel entry points: every exception, interrupt and system call arrives in
+//! `kestrel_trap` (or `kestrel_program` / the system-call path, which try their fast
+//! paths first) with the interrupted state saved in a [`TrapFrame`], and is dispatched
+//! once, by vector, in [`dispatch`].
 //!
 //! User-mode exceptions become TLB refills, page-fault IPCs to the pager, or
 //! exception IPCs to the exception handler; a thread with neither is stopped with one
@@ -7,29 +9,33 @@
 //! timer and external interrupts is a kernel bug: we print a register dump and stop
 //! the machine.
 
+use super::switch::switch_to;
 use crate::api::{ipc, kernel, sched, space, syscall, thread, thread::FaultWait, Kernel, IDLE};
 use crate::arch::{esr, msr, spr, timer, vector, TrapFrame};
-use crate::platform::uic;
+use crate::platform::{self, IrqController};
+use crate::virt::{self, Insn};
 use kestrel_abi::{label, ExceptionClass, MsgTag, Rights, USER_BASE, USER_END};
 
 #[no_mangle]
 extern "C" fn kestrel_trap(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame {
-    trap_slow(frame, vec)
+    dispatch(frame, vec, Insn::Unknown)
 }
 
 /// Program interrupts have their own entry: most are a guest kernel's privileged
 /// instructions, which the emulation fast path handles without the general dispatcher.
+/// What it fetched goes along to the general path.
 #[no_mangle]
 extern "C" fn kestrel_program(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame {
-    if let Some(f) = crate::virt::fast::program(frame) {
-        return f;
-    }
-    trap_slow(frame, vec)
+    virt::fast::program(frame, |insn| dispatch(frame, vec, insn))
 }
 
-/// The general kernel entry (also the system-call slow path).
+/// The general kernel entry: each vector is handled in one place. Host events (the
+/// decrementer tick, external interrupts) are the same whoever was interrupted; every
+/// other vector is a guest exception for a vCPU (`virt`) and a native thread's system
+/// call or fault otherwise. Also the system-call slow path (the IPC fast path's
+/// fallback). Not inlined, so the fast paths' callers stay small.
 #[inline(never)]
-pub fn trap_slow(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame {
+pub fn dispatch(frame: *mut TrapFrame, vec: u32, insn: Insn) -> *mut TrapFrame {
     let k = kernel();
     // SAFETY: the entry code passes the frame it has just filled; it stays valid until
     // the exit path restores it.
@@ -43,43 +49,60 @@ pub fn trap_slow(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame {
         }
     }
     let cur = k.current;
+    // Only user mode runs vCPUs.
+    let vcpu = if from_user { virt::vcpu_of(k, cur) } else { None };
     if from_user {
         // The saved MSR is whatever the interrupt put in SRRn[1]; QEMU adds stray bits
         // (MSR[WE] among them) on program interrupts. User threads always resume with
         // their canonical MSR.
-        match crate::virt::vcpu_of(k, cur) {
-            Some(vi) => crate::virt::sync_frame_msr(k, vi, f),
+        match vcpu {
+            Some(vi) => {
+                virt::sync_frame_msr(k, vi, f);
+                virt::emulate::enter(k, vi);
+            }
             None => f.regs.msr = msr::USER,
         }
     }
-    if let Some(vi) = crate::virt::vcpu_of(k, cur) {
-        if from_user {
-            let hint = crate::virt::emulate::trap(k, cur, vi, vec, f);
-            // The common case: the vCPU simply continues. Its PID and SPRGs are
-            // already live (emulation writes them through), so skip the switch.
-            if hint.is_none() && k.current == cur && sched::keeps_cpu(k, cur) {
-                return frame;
-            }
-            let next = sched::pick_next(k, hint);
-            if next == cur {
-                return frame;
-            }
-            return sched::switch_to(k, next);
-        }
-    }
     let hint = match vec {
-        vector::SYSCALL => syscall::dispatch(k, cur),
         vector::DECREMENTER => {
             spr::write::<{ spr::TSR }>(timer::TSR_DIS);
             sched::tick(k)
         }
         vector::EXTERNAL => {
             let mut hint = None;
-            while let Some(line) = uic::pending() {
+            let pic = platform::irq_controller();
+            while let Some(line) = pic.pending() {
                 ipc::raise_irq(k, line, &mut hint);
             }
             hint
         }
+        _ => match vcpu {
+            Some(vi) => virt::emulate::guest_trap(k, cur, vi, vec, f, insn),
+            None => native_trap(k, cur, vec, f),
+        },
+    };
+    if let Some(vi) = vcpu {
+        virt::emulate::leave(k, cur, vi, f);
+        // The common case: the vCPU simply continues. Its PID and SPRGs are already
+        // live (emulation writes them through), so skip the switch.
+        if hint.is_none() && k.current == cur && sched::keeps_cpu(k, cur) {
+            return frame;
+        }
+        let next = sched::pick_next(k, hint);
+        if next == cur {
+            return frame;
+        }
+        return switch_to(k, next);
+    }
+    let next = sched::pick_next(k, hint);
+    switch_to(k, next)
+}
+
+/// A native thread's system call or exception (vector `vec`).
+#[inline(always)]
+fn native_trap(k: &mut Kernel, cur: usize, vec: u32, f: &mut TrapFrame) -> Option<usize> {
+    match vec {
+        vector::SYSCALL => syscall::dispatch(k, cur),
         vector::DTLB_MISS | vector::DSI => {
             let ea = spr::read::<{ spr::DEAR }>();
             let esr = spr::read::<{ spr::ESR }>();
@@ -115,9 +138,7 @@ pub fn trap_slow(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame {
             None
         }
         _ => fatal(f, vec, "unknown vector"),
-    };
-    let next = sched::pick_next(k, hint);
-    sched::switch_to(k, next)
+    }
 }
 
 /// A user access to `ea` missed in the TLB or lacked rights.

@@ -5,6 +5,7 @@
 //! unmasks it. Each interrupt is masked and acknowledged before its IPC is sent; the
 //! handler's acknowledgement unmasks it again.
 
+use super::IrqController;
 use crate::arch::spr::{read_dcr, write_dcr};
 
 /// DCR base the DCR numbers below assume; checked against the device tree at boot.
@@ -16,51 +17,62 @@ const PR: u32 = DCR_BASE + 4;
 const TR: u32 = DCR_BASE + 5;
 const MSR: u32 = DCR_BASE + 6;
 
+/// Interrupt input lines of a UIC.
 pub const LINES: u32 = 32;
 
 const fn bit(line: u32) -> u32 {
     1 << (31 - line)
 }
 
-/// Masks everything, routes all lines to the non-critical input, clears status.
-pub fn init() {
-    write_dcr::<ER>(0);
-    write_dcr::<CR>(0);
-    write_dcr::<SR>(0xffff_ffff);
-}
+/// UIC0, the bamboo board's interrupt controller.
+#[derive(Clone, Copy)]
+pub struct Uic;
 
-/// Configures and unmasks `line`.
-pub fn enable(line: u32, edge: bool, active_high: bool) {
-    let b = bit(line);
-    let pr = read_dcr::<PR>();
-    write_dcr::<PR>(if active_high { pr | b } else { pr & !b });
-    let tr = read_dcr::<TR>();
-    write_dcr::<TR>(if edge { tr | b } else { tr & !b });
-    write_dcr::<SR>(b);
-    write_dcr::<ER>(read_dcr::<ER>() | b);
-}
+impl IrqController for Uic {
+    #[inline]
+    fn init(&self) {
+        write_dcr::<ER>(0);
+        write_dcr::<CR>(0);
+        write_dcr::<SR>(0xffff_ffff);
+    }
 
-pub fn mask(line: u32) {
-    write_dcr::<ER>(read_dcr::<ER>() & !bit(line));
-}
+    #[inline(always)]
+    fn lines(&self) -> u32 {
+        LINES
+    }
 
-/// Acknowledges (clears the latched status of) `line` and unmasks it.
-pub fn ack_unmask(line: u32) {
-    write_dcr::<SR>(bit(line));
-    write_dcr::<ER>(read_dcr::<ER>() | bit(line));
-}
+    fn enable(&self, line: u32, edge: bool, active_high: bool) {
+        let b = bit(line);
+        let pr = read_dcr::<PR>();
+        write_dcr::<PR>(if active_high { pr | b } else { pr & !b });
+        let tr = read_dcr::<TR>();
+        write_dcr::<TR>(if edge { tr | b } else { tr & !b });
+        write_dcr::<SR>(b);
+        write_dcr::<ER>(read_dcr::<ER>() | b);
+    }
 
-/// Clears the latched status of `line`.
-pub fn ack(line: u32) {
-    write_dcr::<SR>(bit(line));
-}
+    #[inline(always)]
+    fn disable(&self, line: u32) {
+        write_dcr::<ER>(read_dcr::<ER>() & !bit(line));
+    }
 
-/// The highest-priority (lowest-numbered) pending, enabled line.
-pub fn pending() -> Option<u32> {
-    let m = read_dcr::<MSR>();
-    if m == 0 {
-        None
-    } else {
-        Some(m.leading_zeros())
+    #[inline(always)]
+    fn unmask(&self, line: u32) {
+        write_dcr::<ER>(read_dcr::<ER>() | bit(line));
+    }
+
+    #[inline(always)]
+    fn ack(&self, line: u32) {
+        write_dcr::<SR>(bit(line));
+    }
+
+    #[inline(always)]
+    fn pending(&self) -> Option<u32> {
+        let m = read_dcr::<MSR>();
+        if m == 0 {
+            None
+        } else {
+            Some(m.leading_zeros())
+        }
     }
 }

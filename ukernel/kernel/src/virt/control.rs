@@ -8,8 +8,7 @@ use kestrel_abi::{
 };
 
 fn caller_utcb(k: &Kernel, cur: usize) -> &'static mut Utcb {
-    // SAFETY: the caller's UTCB is its kernel-owned frame, mapped 1:1 for the kernel.
-    unsafe { &mut *(k.threads[cur].utcb_pa as *mut Utcb) }
+    thread::utcb(k, cur)
 }
 
 /// `VcpuControl(dest, op, a, b, c)`: allowed to the root task and to threads in the
@@ -27,7 +26,7 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
         vcpuctl::GET_STATE => {
             super::update_dec(k, vi);
             let f = frame_of(k, j);
-            let mut s = k.vcpus[vi].s;
+            let mut s = k.vm.vcpus[vi].s;
             s.gpr = f.regs.gpr;
             s.cr = f.regs.cr;
             s.lr = f.regs.lr;
@@ -35,7 +34,7 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
             s.xer = f.regs.xer;
             s.pc = f.regs.ip;
             // DEC as the guest would read it now (the shadow keeps the last write).
-            let d = k.vcpus[vi].dec_deadline;
+            let d = k.vm.vcpus[vi].dec_deadline;
             if d != 0 {
                 s.dec = d.saturating_sub(crate::arch::spr::timebase()) as u32;
             }
@@ -54,7 +53,7 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
             f.regs.xer = s.xer;
             f.regs.ip = s.pc;
             f.regs.msr = super::VCPU_MSR;
-            let v = &mut k.vcpus[vi];
+            let v = &mut k.vm.vcpus[vi];
             v.s = s;
             v.s.msr &= super::GUEST_MSR_MASK & !crate::arch::msr::WE;
             v.s.ivpr &= 0xffff_0000;
@@ -62,7 +61,7 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
                 *ivor &= 0xfff0;
             }
             v.dec_deadline = if s.dec == 0 { 0 } else { crate::arch::spr::timebase() + s.dec as u64 };
-            if k.shadow_owner as usize == vi {
+            if k.vm.shadow_owner as usize == vi {
                 mmu::flush_shadow(k);
             }
         }
@@ -70,10 +69,10 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
             if a as usize >= NUM_FAULT_CLASSES || b & !kestrel_abi::xfer::ALL != 0 {
                 return Err(KError::InvalidParam);
             }
-            k.vcpus[vi].masks[a as usize] = b;
+            k.vm.vcpus[vi].masks[a as usize] = b;
         }
         vcpuctl::SET_IRQ => {
-            k.vcpus[vi].s.irq_line = (a != 0) as u32;
+            k.vm.vcpus[vi].s.irq_line = (a != 0) as u32;
         }
         vcpuctl::SET_TLB => {
             let u = caller_utcb(k, cur);
@@ -83,11 +82,11 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
                 return Err(KError::InvalidParam);
             }
             let mmucr = tid & 0xff;
-            let t = &mut k.vcpus[vi].tlb;
+            let t = &mut k.vm.vcpus[vi].tlb;
             t.tlbwe(index, 0, w0, mmucr).map_err(|_| KError::InvalidParam)?;
             t.tlbwe(index, 1, w1, mmucr).map_err(|_| KError::InvalidParam)?;
             t.tlbwe(index, 2, w2, mmucr).map_err(|_| KError::InvalidParam)?;
-            if k.shadow_owner as usize == vi {
+            if k.vm.shadow_owner as usize == vi {
                 mmu::guest_tlb_written(k, vi, index & 63);
             }
         }
@@ -97,7 +96,7 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
             if a > 1 || b % PAGE_SIZE != 0 || c % PAGE_SIZE != 0 {
                 return Err(KError::InvalidParam);
             }
-            let sid = k.threads[k.vcpus[vi].thread].space;
+            let sid = k.threads[k.vm.vcpus[vi].thread].space;
             let mut page = b;
             while page < end {
                 space::declare_device(k, sid, page, a == 1).map_err(|_| KError::OutOfMemory)?;
@@ -133,11 +132,11 @@ pub fn sys_trace_control(k: &mut Kernel, cur: usize, op: u32, who: ThreadId) -> 
     match op {
         tracectl::READ => {
             let counters: [TraceCounter; NUM_TRACEPOINTS] = match vi {
-                Some(vi) => k.vcpus[vi].trace,
+                Some(vi) => k.vm.vcpus[vi].trace,
                 None => {
                     // SAFETY: single CPU; only the kernel writes the counters.
                     let mut all = unsafe { *core::ptr::addr_of!(TRACE_RETIRED) };
-                    for v in k.vcpus.iter() {
+                    for v in k.vm.vcpus.iter() {
                         for (a, c) in all.iter_mut().zip(v.trace.iter()) {
                             merge(a, c);
                         }
@@ -150,9 +149,9 @@ pub fn sys_trace_control(k: &mut Kernel, cur: usize, op: u32, who: ThreadId) -> 
         tracectl::RESET => {
             let zero = [TraceCounter::default(); NUM_TRACEPOINTS];
             match vi {
-                Some(vi) => k.vcpus[vi].trace = zero,
+                Some(vi) => k.vm.vcpus[vi].trace = zero,
                 None => {
-                    for v in k.vcpus.iter_mut() {
+                    for v in k.vm.vcpus.iter_mut() {
                         v.trace = zero;
                     }
                     // SAFETY: as above.

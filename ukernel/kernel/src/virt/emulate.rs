@@ -8,11 +8,11 @@
 //! 11:20 with its two halves swapped.
 
 use super::{
-    deliver_pending, inject, mmu, set_guest_mode, set_timebase, sync_frame_msr, trace, update_dec, virt_fault, Class,
+    Insn, deliver_pending, inject, mmu, set_guest_mode, set_timebase, sync_frame_msr, trace, update_dec, virt_fault, Class,
     GUEST_MSR_MASK, NO_VCPU,
 };
 use crate::arch::{esr, msr, spr, timer, vector, TrapFrame};
-use crate::api::{sched, Kernel};
+use crate::api::Kernel;
 use kestrel_abi::{TracePoint, VirtFault};
 use kestrel_vtlb::Access;
 
@@ -36,10 +36,18 @@ pub const DBCR0_EVENTS: u32 = DBCR0_IDM | DBCR0_ICMP;
 /// DBSR[ICMP] (bit 4).
 const DBSR_ICMP: u32 = 1 << (31 - 4);
 
-/// Handles a trap of vCPU thread `cur` (vector `vec`, frame `f`).
-pub fn trap(k: &mut Kernel, cur: usize, vi: usize, vec: u32, f: &mut TrapFrame) -> Option<usize> {
-    // The guest's USPRG0 is a real user register while it runs.
-    k.vcpus[vi].s.usprg0 = spr::read::<{ spr::USPRG0 }>();
+/// Called first on every kernel entry from vCPU thread `cur`, before any host event is
+/// handled: the guest's USPRG0 is a real user register while it runs.
+#[inline(always)]
+pub fn enter(k: &mut Kernel, vi: usize) {
+    k.vm.vcpus[vi].s.usprg0 = spr::read::<{ spr::USPRG0 }>();
+}
+
+/// Handles a guest exception of vCPU thread `cur` (vector `vec`, frame `f`): every vector
+/// but the host's own events (decrementer, external interrupt), which `glue::trap`
+/// handles once for all threads. `insn` is the guest instruction if the program
+/// interrupt's fast tier already fetched it.
+pub fn guest_trap(k: &mut Kernel, cur: usize, vi: usize, vec: u32, f: &mut TrapFrame, insn: Insn) -> Option<usize> {
     let t0 = spr::timebase();
     let mut tp = None;
     let hint = match vec {
@@ -53,12 +61,12 @@ pub fn trap(k: &mut Kernel, cur: usize, vi: usize, vec: u32, f: &mut TrapFrame) 
         vector::PROGRAM => {
             let e = spr::read::<{ spr::ESR }>();
             if e & esr::PPR != 0 {
-                let (h, t) = privileged(k, cur, vi, f);
+                let (h, t) = privileged(k, cur, vi, f, insn);
                 tp = t;
                 h
             } else {
                 // Illegal instruction or trap: the guest's own business.
-                k.vcpus[vi].s.esr = e;
+                k.vm.vcpus[vi].s.esr = e;
                 let pc = f.regs.ip;
                 inject(k, vi, f, 6, Class::NonCritical, pc);
                 tp = Some(TracePoint::ExceptReflect);
@@ -75,26 +83,15 @@ pub fn trap(k: &mut Kernel, cur: usize, vi: usize, vec: u32, f: &mut TrapFrame) 
             let ea = f.regs.ip;
             mmu::tlb_fault(k, cur, vi, f, ea, Access::Execute, 0)
         }
-        vector::DECREMENTER => {
-            spr::write::<{ spr::TSR }>(timer::TSR_DIS);
-            sched::tick(k)
-        }
-        vector::EXTERNAL => {
-            let mut hint = None;
-            while let Some(line) = crate::platform::uic::pending() {
-                crate::api::ipc::raise_irq(k, line, &mut hint);
-            }
-            hint
-        }
         vector::ALIGNMENT => {
             // QEMU's 440 sets DEAR but leaves ESR alone on alignment interrupts.
-            k.vcpus[vi].s.dear = spr::read::<{ spr::DEAR }>();
+            k.vm.vcpus[vi].s.dear = spr::read::<{ spr::DEAR }>();
             let pc = f.regs.ip;
             inject(k, vi, f, 5, Class::NonCritical, pc);
             tp = Some(TracePoint::ExceptReflect);
             None
         }
-        vector::FP_UNAVAILABLE if k.vcpus[vi].s.msr & msr::FP != 0 => {
+        vector::FP_UNAVAILABLE if k.vm.vcpus[vi].s.msr & msr::FP != 0 => {
             // The guest enabled its FPU: hand it the real one (lazily switched).
             take_fpu(k, vi);
             sync_frame_msr(k, vi, f);
@@ -110,7 +107,7 @@ pub fn trap(k: &mut Kernel, cur: usize, vi: usize, vec: u32, f: &mut TrapFrame) 
             // A hardware debug event the guest asked for (see DBCR0_EVENTS).
             let dbsr = spr::read::<{ spr::DBSR }>();
             spr::write::<{ spr::DBSR }>(dbsr);
-            k.vcpus[vi].s.dbsr |= dbsr & DBSR_ICMP;
+            k.vm.vcpus[vi].s.dbsr |= dbsr & DBSR_ICMP;
             let pc = f.regs.ip;
             inject(k, vi, f, 15, Class::Critical, pc);
             tp = Some(TracePoint::ExceptReflect);
@@ -126,12 +123,19 @@ pub fn trap(k: &mut Kernel, cur: usize, vi: usize, vec: u32, f: &mut TrapFrame) 
         let cost = spr::timebase().saturating_sub(t0).min(u32::MAX as u64) as u32;
         trace(k, vi, tp, cost);
     }
+    hint
+}
+
+/// Called last on every kernel entry from vCPU thread `cur`, after the guest exception
+/// or host event was handled: delivers the virtual interrupts the guest can now take,
+/// if the vCPU is still the one to resume.
+#[inline(always)]
+pub fn leave(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) {
     if k.current == cur && k.threads[cur].runnable() {
         if let Some(tp) = deliver_pending(k, vi, f) {
             trace(k, vi, tp, 0);
         }
     }
-    hint
 }
 
 fn rs(insn: u32) -> usize {
@@ -149,15 +153,20 @@ fn sprn(insn: u32) -> u32 {
 }
 
 /// A privileged-instruction program exception: emulate or send to the VMM.
-fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> (Option<usize>, Option<TracePoint>) {
+fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, insn: Insn) -> (Option<usize>, Option<TracePoint>) {
     let pc = f.regs.ip;
-    if k.vcpus[vi].s.msr & msr::PR != 0 {
+    if k.vm.vcpus[vi].s.msr & msr::PR != 0 {
         // A privileged instruction in guest user mode: the guest kernel's business.
-        k.vcpus[vi].s.esr = esr::PPR;
+        k.vm.vcpus[vi].s.esr = esr::PPR;
         inject(k, vi, f, 6, Class::NonCritical, pc);
         return (None, Some(TracePoint::ExceptReflect));
     }
-    let Some(insn) = mmu::guest_fetch(k, vi, pc) else {
+    let insn = match insn {
+        Insn::Fetched(i) => Some(i),
+        Insn::Unreadable => None,
+        Insn::Unknown => mmu::guest_fetch(k, vi, pc),
+    };
+    let Some(insn) = insn else {
         return (virt_fault(k, cur, vi, VirtFault::Instruction, 0, 0), Some(TracePoint::SyscallIpc));
     };
     let op = insn >> 26;
@@ -166,7 +175,7 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> (Opti
     let tp = match (op, xo) {
         (31, 83) => {
             // mfmsr
-            f.regs.gpr[rs(insn)] = k.vcpus[vi].s.msr;
+            f.regs.gpr[rs(insn)] = k.vm.vcpus[vi].s.msr;
             TracePoint::EmulMfmsr
         }
         (31, 146) => {
@@ -179,13 +188,13 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> (Opti
         }
         (31, 131) => {
             // wrtee
-            let s = &mut k.vcpus[vi].s;
+            let s = &mut k.vm.vcpus[vi].s;
             s.msr = (s.msr & !msr::EE) | (f.regs.gpr[rs(insn)] & msr::EE);
             TracePoint::EmulWrtee
         }
         (31, 163) => {
             // wrteei: E is bit 16.
-            let s = &mut k.vcpus[vi].s;
+            let s = &mut k.vm.vcpus[vi].s;
             s.msr = (s.msr & !msr::EE) | if insn & 0x8000 != 0 { msr::EE } else { 0 };
             TracePoint::EmulWrteei
         }
@@ -222,12 +231,12 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> (Opti
         (31, 946) => {
             // tlbre RT,RA,WS
             let (index, word) = (f.regs.gpr[ra(insn)], rb(insn) as u32);
-            let mmucr = k.vcpus[vi].s.mmucr;
-            match k.vcpus[vi].tlb.tlbre(index, word, mmucr) {
+            let mmucr = k.vm.vcpus[vi].s.mmucr;
+            match k.vm.vcpus[vi].tlb.tlbre(index, word, mmucr) {
                 Ok((v, new_mmucr)) => {
                     f.regs.gpr[rs(insn)] = v;
                     if let Some(m) = new_mmucr {
-                        k.vcpus[vi].s.mmucr = m;
+                        k.vm.vcpus[vi].s.mmucr = m;
                     }
                 }
                 Err(_) => return reflect_illegal(k, vi, f),
@@ -237,7 +246,7 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> (Opti
         (31, 914) => {
             // tlbsx[.] RT,RA,RB
             let ea = if ra(insn) == 0 { 0 } else { f.regs.gpr[ra(insn)] }.wrapping_add(f.regs.gpr[rb(insn)]);
-            let hit = k.vcpus[vi].tlb.tlbsx(ea, k.vcpus[vi].s.mmucr);
+            let hit = k.vm.vcpus[vi].tlb.tlbsx(ea, k.vm.vcpus[vi].s.mmucr);
             if let Some(i) = hit {
                 f.regs.gpr[rs(insn)] = i;
             }
@@ -256,7 +265,7 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> (Opti
         }
         (19, 50) => {
             // rfi
-            let (pc, m) = (k.vcpus[vi].s.srr0, k.vcpus[vi].s.srr1);
+            let (pc, m) = (k.vm.vcpus[vi].s.srr0, k.vm.vcpus[vi].s.srr1);
             if !set_msr(k, cur, vi, f, m, pc) {
                 return (virt_fault(k, cur, vi, VirtFault::Idle, insn, 0), Some(TracePoint::GuestIdle));
             }
@@ -265,9 +274,9 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> (Opti
         (19, 51) | (19, 38) => {
             // rfci / rfmci
             let (pc, m) = if xo == 51 {
-                (k.vcpus[vi].s.csrr0, k.vcpus[vi].s.csrr1)
+                (k.vm.vcpus[vi].s.csrr0, k.vm.vcpus[vi].s.csrr1)
             } else {
-                (k.vcpus[vi].s.mcsrr0, k.vcpus[vi].s.mcsrr1)
+                (k.vm.vcpus[vi].s.mcsrr0, k.vm.vcpus[vi].s.mcsrr1)
             };
             if !set_msr(k, cur, vi, f, m, pc) {
                 return (virt_fault(k, cur, vi, VirtFault::Idle, insn, 0), Some(TracePoint::GuestIdle));
@@ -283,7 +292,7 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> (Opti
 /// An emulated instruction with invalid operands: the guest gets an illegal-instruction
 /// program exception, as on hardware.
 fn reflect_illegal(k: &mut Kernel, vi: usize, f: &mut TrapFrame) -> (Option<usize>, Option<TracePoint>) {
-    k.vcpus[vi].s.esr = esr::PIL;
+    k.vm.vcpus[vi].s.esr = esr::PIL;
     let pc = f.regs.ip;
     inject(k, vi, f, 6, Class::NonCritical, pc);
     (None, Some(TracePoint::ExceptReflect))
@@ -292,13 +301,13 @@ fn reflect_illegal(k: &mut Kernel, vi: usize, f: &mut TrapFrame) -> (Option<usiz
 /// Installs a new guest MSR and continues at `pc`. Returns false if the guest asked to
 /// wait (MSR[WE]) with nothing pending, which the VMM handles.
 fn set_msr(k: &mut Kernel, _cur: usize, vi: usize, f: &mut TrapFrame, value: u32, pc: u32) -> bool {
-    let old = k.vcpus[vi].s.msr;
-    k.vcpus[vi].s.msr = value & GUEST_MSR_MASK & !msr::WE;
+    let old = k.vm.vcpus[vi].s.msr;
+    k.vm.vcpus[vi].s.msr = value & GUEST_MSR_MASK & !msr::WE;
     set_guest_mode(k, vi, old, f);
     f.regs.ip = pc;
     if value & msr::WE != 0 {
         update_dec(k, vi);
-        let s = &k.vcpus[vi].s;
+        let s = &k.vm.vcpus[vi].s;
         let pending = s.irq_line != 0 || (s.tsr & TSR_DIS != 0 && s.tcr & TCR_DIE != 0);
         return pending;
     }
@@ -308,7 +317,7 @@ fn set_msr(k: &mut Kernel, _cur: usize, vi: usize, f: &mut TrapFrame, value: u32
 /// Reads a shadow SPR; `None` for SPRs the kernel does not emulate.
 fn read_spr(k: &mut Kernel, vi: usize, n: u32) -> Option<u32> {
     update_dec(k, vi);
-    let v = &k.vcpus[vi];
+    let v = &k.vm.vcpus[vi];
     let s = &v.s;
     Some(match n {
         26 => s.srr0,
@@ -376,7 +385,7 @@ pub(super) fn write_sprg(s: &mut kestrel_abi::VcpuState, n: u32, val: u32) {
 /// global (TID 0) ones that stay its first match (Linux with KUAP does this around
 /// every kernel entry and user access).
 pub(super) fn write_pid(k: &mut Kernel, vi: usize, val: u32) {
-    let s = &mut k.vcpus[vi].s;
+    let s = &mut k.vm.vcpus[vi].s;
     if s.pid != val & 0xff {
         s.pid = val & 0xff;
         mmu::guest_pid_switch(k, vi);
@@ -386,7 +395,7 @@ pub(super) fn write_pid(k: &mut Kernel, vi: usize, val: u32) {
 /// Writes a shadow SPR.
 fn write_spr(k: &mut Kernel, vi: usize, n: u32, val: u32) -> SprWrite {
     update_dec(k, vi);
-    let v = &mut k.vcpus[vi];
+    let v = &mut k.vm.vcpus[vi];
     let s = &mut v.s;
     match n {
         26 => s.srr0 = val,
@@ -442,7 +451,7 @@ fn write_spr(k: &mut Kernel, vi: usize, n: u32, val: u32) -> SprWrite {
             if v.dec_deadline != 0 {
                 v.dec_deadline = v.dec_deadline.wrapping_add(after.wrapping_sub(before));
             }
-            k.tb_vcpu = vi as u8;
+            k.vm.tb_vcpu = vi as u8;
         }
         _ => return SprWrite::Unknown,
     }
@@ -451,16 +460,16 @@ fn write_spr(k: &mut Kernel, vi: usize, n: u32, val: u32) -> SprWrite {
 
 /// Gives vCPU `vi` the real FPU, saving the previous owner's registers.
 fn take_fpu(k: &mut Kernel, vi: usize) {
-    if k.fp_owner == vi as u8 {
+    if k.vm.fp_owner == vi as u8 {
         return;
     }
-    if k.fp_owner != NO_VCPU {
-        let prev = k.fp_owner as usize;
-        crate::arch::fpu::save(&mut k.vcpus[prev].fpr);
+    if k.vm.fp_owner != NO_VCPU {
+        let prev = k.vm.fp_owner as usize;
+        crate::arch::fpu::save(&mut k.vm.vcpus[prev].fpr);
         // The previous owner's frame must trap on its next FP instruction.
-        let t = k.vcpus[prev].thread;
+        let t = k.vm.vcpus[prev].thread;
         crate::api::frame_of(k, t).regs.msr &= !msr::FP;
     }
-    crate::arch::fpu::load(&k.vcpus[vi].fpr);
-    k.fp_owner = vi as u8;
+    crate::arch::fpu::load(&k.vm.vcpus[vi].fpr);
+    k.vm.fp_owner = vi as u8;
 }

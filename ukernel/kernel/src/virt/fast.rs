@@ -16,39 +16,62 @@
 //! [`program`] (Rust) covers mtmsr, wrtee, rfi and the rest before the general emulator.
 //! The assembly addresses `Vcpu` fields by `offset_of!`, so `Vcpu` is `repr(C)`.
 
-use super::{mmu, Vcpu, NO_VCPU, VCPU_MSR};
+use super::{mmu, Insn, Vcpu, NO_VCPU, VCPU_MSR};
 use core::arch::global_asm;
 use core::mem::offset_of;
 use kestrel_abi::VcpuState;
 use crate::arch::{esr, msr, spr, TrapFrame};
-use crate::api::kernel;
+use crate::api::{kernel, Kernel};
 use kestrel_abi::TracePoint;
 
 /// MSR bits a fast-path MSR write may not change (they need the full path: a new
 /// translation space flushes the shadow TLB; FP/DE change the real MSR).
 const SLOW_MSR_BITS: u32 = msr::IS | msr::DS | msr::FP | msr::DE | msr::WE;
 
-#[inline(never)]
-pub fn program(frame: *mut TrapFrame) -> Option<*mut TrapFrame> {
+/// The Rust tier: emulates the program interrupt of the running vCPU and returns the
+/// frame to resume, or returns what `slow` (the general path) returns for it, handing
+/// `slow` the guest instruction it fetched (so the instruction is fetched once per trap).
+#[inline(always)]
+pub fn program(frame: *mut TrapFrame, slow: impl FnOnce(Insn) -> *mut TrapFrame) -> *mut TrapFrame {
+    match program_fast(frame) {
+        Ok(f) => f,
+        Err(insn) => slow(insn),
+    }
+}
+
+#[inline(always)]
+fn program_fast(frame: *mut TrapFrame) -> Result<*mut TrapFrame, Insn> {
     let k = kernel();
     let cur = k.current;
-    let vi = k.threads.get(cur)?.vcpu;
+    let Some(t) = k.threads.get(cur) else { return Err(Insn::Unknown) };
+    let vi = t.vcpu;
     if vi == NO_VCPU {
-        return None;
+        return Err(Insn::Unknown);
     }
     let vi = vi as usize;
     // SAFETY: the entry path passes the frame it has just filled.
     let f = unsafe { &mut *frame };
     if f.regs.msr & VCPU_MSR != VCPU_MSR || spr::read::<{ spr::ESR }>() & esr::PPR == 0 {
-        return None;
+        return Err(Insn::Unknown);
     }
     let t0 = spr::read::<{ spr::TBL_R }>();
-    let old = k.vcpus[vi].s.msr;
+    let old = k.vm.vcpus[vi].s.msr;
     if old & msr::PR != 0 {
-        return None;
+        return Err(Insn::Unknown);
     }
     let pc = f.regs.ip;
-    let insn = mmu::guest_fetch(k, vi, pc)?;
+    let Some(insn) = mmu::guest_fetch(k, vi, pc) else { return Err(Insn::Unreadable) };
+    match emulate(k, vi, f, insn, old, t0) {
+        Some(()) => Ok(frame),
+        None => Err(Insn::Fetched(insn)),
+    }
+}
+
+/// Emulates `insn` (fetched at the frame's pc) if it is one the fast tier handles; true
+/// when the frame is ready to resume.
+#[inline(always)]
+fn emulate(k: &mut Kernel, vi: usize, f: &mut TrapFrame, insn: u32, old: u32, t0: u32) -> Option<()> {
+    let pc = f.regs.ip;
     let rs = ((insn >> 21) & 31) as usize;
     let (new_msr, next, tp) = match (insn >> 26, (insn >> 1) & 0x3ff) {
         (31, 83) => {
@@ -59,15 +82,15 @@ pub fn program(frame: *mut TrapFrame) -> Option<*mut TrapFrame> {
         (31, 131) => ((old & !msr::EE) | (f.regs.gpr[rs] & msr::EE), pc + 4, TracePoint::EmulWrtee),
         (31, 163) => ((old & !msr::EE) | if insn & 0x8000 != 0 { msr::EE } else { 0 }, pc + 4, TracePoint::EmulWrteei),
         (19, 50) => {
-            let s = &k.vcpus[vi].s;
+            let s = &k.vm.vcpus[vi].s;
             (s.srr1 & super::GUEST_MSR_MASK, s.srr0, TracePoint::EmulRfi)
         }
         (31, 339) if sprn(insn) == PID => {
-            f.regs.gpr[rs] = k.vcpus[vi].s.pid;
+            f.regs.gpr[rs] = k.vm.vcpus[vi].s.pid;
             (old, pc + 4, TracePoint::EmulMfspr)
         }
         (31, 339) => {
-            let v = plain_spr(&mut k.vcpus[vi].s, sprn(insn))?;
+            let v = plain_spr(&mut k.vm.vcpus[vi].s, sprn(insn))?;
             f.regs.gpr[rs] = *v;
             (old, pc + 4, TracePoint::EmulMfspr)
         }
@@ -76,19 +99,19 @@ pub fn program(frame: *mut TrapFrame) -> Option<*mut TrapFrame> {
             (old, pc + 4, TracePoint::EmulMtspr)
         }
         (31, 467) if (SPRG4W..=SPRG4W + 3).contains(&sprn(insn)) => {
-            super::emulate::write_sprg(&mut k.vcpus[vi].s, sprn(insn), f.regs.gpr[rs]);
+            super::emulate::write_sprg(&mut k.vm.vcpus[vi].s, sprn(insn), f.regs.gpr[rs]);
             (old, pc + 4, TracePoint::EmulMtspr)
         }
         (31, 467) => {
             let val = f.regs.gpr[rs];
-            let v = plain_spr(&mut k.vcpus[vi].s, sprn(insn))?;
+            let v = plain_spr(&mut k.vm.vcpus[vi].s, sprn(insn))?;
             *v = val;
             (old, pc + 4, TracePoint::EmulMtspr)
         }
         (31, 946) => {
             // tlbre RT,RA,WS
             let (index, word) = (f.regs.gpr[((insn >> 16) & 31) as usize], (insn >> 11) & 31);
-            let v = &mut k.vcpus[vi];
+            let v = &mut k.vm.vcpus[vi];
             let (val, mmucr) = v.tlb.tlbre(index, word, v.s.mmucr).ok()?;
             f.regs.gpr[rs] = val;
             if let Some(m) = mmucr {
@@ -100,7 +123,7 @@ pub fn program(frame: *mut TrapFrame) -> Option<*mut TrapFrame> {
             // tlbsx[.] RT,RA,RB
             let ra = ((insn >> 16) & 31) as usize;
             let ea = if ra == 0 { 0 } else { f.regs.gpr[ra] }.wrapping_add(f.regs.gpr[((insn >> 11) & 31) as usize]);
-            let hit = k.vcpus[vi].tlb.tlbsx(ea, k.vcpus[vi].s.mmucr);
+            let hit = k.vm.vcpus[vi].tlb.tlbsx(ea, k.vm.vcpus[vi].s.mmucr);
             if let Some(i) = hit {
                 f.regs.gpr[rs] = i;
             }
@@ -122,10 +145,10 @@ pub fn program(frame: *mut TrapFrame) -> Option<*mut TrapFrame> {
         return None;
     }
     // Enabling interrupts with one possibly pending: let the full path deliver it.
-    if new_msr & !old & (msr::EE | msr::CE) != 0 && maybe_pending(&k.vcpus[vi].s, k.vcpus[vi].dec_deadline) {
+    if new_msr & !old & (msr::EE | msr::CE) != 0 && maybe_pending(&k.vm.vcpus[vi].s, k.vm.vcpus[vi].dec_deadline) {
         return None;
     }
-    k.vcpus[vi].s.msr = new_msr;
+    k.vm.vcpus[vi].s.msr = new_msr;
     if (new_msr ^ old) & msr::PR != 0 {
         spr::write::<{ spr::PID }>(kestrel_vtlb::hw_pid(new_msr & msr::PR != 0) as u32);
     }
@@ -135,7 +158,7 @@ pub fn program(frame: *mut TrapFrame) -> Option<*mut TrapFrame> {
     super::sync_frame_msr(k, vi, f);
     let cost = spr::read::<{ spr::TBL_R }>().wrapping_sub(t0);
     super::trace(k, vi, tp, cost);
-    Some(frame)
+    Some(())
 }
 
 /// SPR numbers the Rust tier handles besides the plain ones.

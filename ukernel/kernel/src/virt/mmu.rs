@@ -2,7 +2,7 @@
 //! the guest's TLB (first stage) and the VM space's page table (second stage), and
 //! the merged translation is written into the guest slots of the hardware TLB.
 
-use super::{inject, trace, virt_fault, Class, Kernel};
+use super::{inject, trace, virt_fault, Class, Kernel, VmState};
 use crate::arch::{msr, tlb, TrapFrame};
 use crate::api::{frame_of, ipc, space, thread, thread::FaultWait};
 use kestrel_abi::{label, MsgTag, Rights, TracePoint, VirtFault, PAGE_SIZE};
@@ -37,21 +37,21 @@ impl GuestPhysMap for VmSpace<'_> {
 
 /// Invalidates every hardware entry of the running VM.
 pub fn flush_shadow(k: &mut Kernel) {
-    for v in k.vcpus.iter_mut() {
+    for v in k.vm.vcpus.iter_mut() {
         v.fetch_page = 0;
     }
-    invalidate_slots(k.shadow.flush_all());
+    invalidate_slots(k.vm.shadow.flush_all());
 }
 
 /// The running vCPU `vi` loaded another guest PID (already in its state).
 pub fn guest_pid_switch(k: &mut Kernel, vi: usize) {
-    for v in k.vcpus.iter_mut() {
+    for v in k.vm.vcpus.iter_mut() {
         v.fetch_page = 0;
     }
-    if k.shadow_owner != vi as u8 {
+    if k.vm.shadow_owner != vi as u8 {
         return;
     }
-    let Kernel { shadow, vcpus, .. } = k;
+    let VmState { shadow, vcpus, .. } = &mut k.vm;
     let m = shadow.guest_pid_switch(&vcpus[vi].tlb, vcpus[vi].s.pid as u8);
     invalidate_slots(m);
 }
@@ -67,8 +67,8 @@ fn invalidate_slots(mask: SlotMask) {
 /// A guest TLB write to `index` made behind the instruction emulator's back (the VMM's
 /// `VcpuControl`): drop the hardware entries derived from it and the fetch cache.
 pub fn guest_tlb_written(k: &mut Kernel, vi: usize, index: u32) {
-    k.vcpus[vi].fetch_page = 0;
-    let Kernel { shadow, vcpus, .. } = k;
+    k.vm.vcpus[vi].fetch_page = 0;
+    let VmState { shadow, vcpus, .. } = &mut k.vm;
     invalidate_slots(shadow.invalidate_guest_write(&vcpus[vi].tlb, index));
 }
 
@@ -87,7 +87,7 @@ fn block_covers_page(block: Option<(u32, u32)>, page: u32) -> bool {
 /// Not inlined: its register pressure would otherwise weigh on every fast-path exit.
 #[inline(never)]
 pub fn guest_tlbwe(k: &mut Kernel, vi: usize, index: u32, word: u32, value: u32) -> Result<(), TlbError> {
-    let Kernel { shadow, vcpus, .. } = k;
+    let VmState { shadow, vcpus, .. } = &mut k.vm;
     let v = &mut vcpus[vi];
     let old = v.tlb.live_block(index);
     v.tlb.tlbwe(index, word, value, v.s.mmucr)?;
@@ -114,10 +114,10 @@ pub fn guest_tlbwe(k: &mut Kernel, vi: usize, index: u32, word: u32, value: u32)
 /// its mode after `rfi` (SRR1[PR]); nothing is filled when the `rfi` would switch the
 /// translation space (that flushes the shadow) or when the fill would not be a plain hit.
 fn prefill(k: &mut Kernel, vi: usize, index: u32) {
-    if k.shadow_owner != vi as u8 {
+    if k.vm.shadow_owner != vi as u8 {
         return;
     }
-    let v = &k.vcpus[vi];
+    let v = &k.vm.vcpus[vi];
     let Some((base, mask)) = v.tlb.live_block(index) else {
         return;
     };
@@ -144,7 +144,7 @@ fn prefill(k: &mut Kernel, vi: usize, index: u32) {
 /// its hardware slot, invalidating the slots it displaces.
 #[inline(always)]
 fn install(k: &mut Kernel, hw: HwEntry, guest_index: u32) {
-    let place = k.shadow.insert(hw, guest_index);
+    let place = k.vm.shadow.insert(hw, guest_index);
     invalidate_slots(place.invalidate);
     let (w0, w1, w2) = hw.words();
     tlb::write(tlb::GUEST_FIRST + place.slot as u32, hw.tid, w0, w1, w2);
@@ -155,8 +155,8 @@ fn install(k: &mut Kernel, hw: HwEntry, guest_index: u32) {
 #[inline(always)]
 pub fn guest_fetch(k: &mut Kernel, vi: usize, pc: u32) -> Option<u32> {
     let page = pc & !(PAGE_SIZE - 1);
-    if k.vcpus[vi].fetch_page == page | 1 {
-        let hp = k.vcpus[vi].fetch_host;
+    if k.vm.vcpus[vi].fetch_page == page | 1 {
+        let hp = k.vm.vcpus[vi].fetch_host;
         return crate::arch::read_phys_u32(hp | (pc & (PAGE_SIZE - 1)), k.mem.ram_end);
     }
     guest_fetch_slow(k, vi, pc)
@@ -165,7 +165,7 @@ pub fn guest_fetch(k: &mut Kernel, vi: usize, pc: u32) -> Option<u32> {
 #[inline(never)]
 fn guest_fetch_slow(k: &mut Kernel, vi: usize, pc: u32) -> Option<u32> {
     let page = pc & !(PAGE_SIZE - 1);
-    let v = &k.vcpus[vi];
+    let v = &k.vm.vcpus[vi];
     let (pid, ts) = (v.s.pid as u8, v.s.msr & msr::IS != 0);
     let (index, e) = v.tlb.lookup(pc, pid, ts)?;
     let gpa = e.translate(pc);
@@ -178,15 +178,15 @@ fn guest_fetch_slow(k: &mut Kernel, vi: usize, pc: u32) -> Option<u32> {
         && v.tlb.first_match_span(index, pc, pid, ts, PAGE_SIZE as u64) >= PAGE_SIZE as u64;
     let hpa = space::translate(k, k.threads[v.thread].space, gpa as u32, Rights::R)?;
     if whole_page {
-        k.vcpus[vi].fetch_page = page | 1;
-        k.vcpus[vi].fetch_host = hpa & !(PAGE_SIZE - 1);
+        k.vm.vcpus[vi].fetch_page = page | 1;
+        k.vm.vcpus[vi].fetch_host = hpa & !(PAGE_SIZE - 1);
     }
     crate::arch::read_phys_u32(hpa, k.mem.ram_end)
 }
 
 /// Reads a guest word by software translation (no caching).
 pub fn guest_read_u32(k: &Kernel, vi: usize, ea: u32, fetch: bool) -> Option<u32> {
-    let v = &k.vcpus[vi];
+    let v = &k.vm.vcpus[vi];
     let ts = v.s.msr & if fetch { msr::IS } else { msr::DS } != 0;
     let (_, e) = v.tlb.lookup(ea, v.s.pid as u8, ts)?;
     let gpa = e.translate(ea);
@@ -201,19 +201,19 @@ pub fn guest_read_u32(k: &Kernel, vi: usize, ea: u32, fetch: bool) -> Option<u32
 /// A hardware TLB miss or storage exception of the running vCPU.
 pub fn tlb_fault(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, ea: u32, access: Access, esr: u32) -> Option<usize> {
     let (ts, pr, pid) = {
-        let s = &k.vcpus[vi].s;
+        let s = &k.vm.vcpus[vi].s;
         let ts = s.msr & if access == Access::Execute { msr::IS } else { msr::DS } != 0;
         (ts, s.msr & msr::PR != 0, s.pid as u8)
     };
     let sid = k.threads[cur].space;
-    let res = shadow_fill(&k.vcpus[vi].tlb, &VmSpace { k, sid }, ea, pid, pr, access, ts);
+    let res = shadow_fill(&k.vm.vcpus[vi].tlb, &VmSpace { k, sid }, ea, pid, pr, access, ts);
     let is_fetch = access == Access::Execute;
     let tp = if is_fetch { TracePoint::ItlbMiss } else { TracePoint::DtlbMiss };
     let t0 = crate::arch::spr::timebase();
     let out = match res {
         FillResult::Hit { hw, guest_index } => {
-            let hw = if k.vcpus[vi].s.msr & msr::IS != 0 && k.vcpus[vi].s.msr & msr::DS == 0
-                || k.vcpus[vi].s.msr & msr::IS == 0 && k.vcpus[vi].s.msr & msr::DS != 0
+            let hw = if k.vm.vcpus[vi].s.msr & msr::IS != 0 && k.vm.vcpus[vi].s.msr & msr::DS == 0
+                || k.vm.vcpus[vi].s.msr & msr::IS == 0 && k.vm.vcpus[vi].s.msr & msr::DS != 0
             {
                 hw.restricted_to(access)
             } else {
@@ -223,7 +223,7 @@ pub fn tlb_fault(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, ea: u
             None
         }
         FillResult::GuestMiss => {
-            let s = &mut k.vcpus[vi].s;
+            let s = &mut k.vm.vcpus[vi].s;
             if !is_fetch {
                 s.dear = ea;
                 s.esr = esr & crate::arch::esr::ST;
@@ -233,7 +233,7 @@ pub fn tlb_fault(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, ea: u
             None
         }
         FillResult::GuestProtection => {
-            let s = &mut k.vcpus[vi].s;
+            let s = &mut k.vm.vcpus[vi].s;
             if !is_fetch {
                 s.dear = ea;
                 s.esr = esr & crate::arch::esr::ST;
@@ -258,7 +258,7 @@ pub fn tlb_fault(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, ea: u
             if gpa > u32::MAX as u64 {
                 // An instruction fetch from device memory above 4 GiB: nothing to run.
                 let pc = f.regs.ip;
-                k.vcpus[vi].s.mcsr = 0;
+                k.vm.vcpus[vi].s.mcsr = 0;
                 inject(k, vi, f, 1, Class::MachineCheck, pc);
                 return None;
             }

@@ -14,18 +14,29 @@ pub mod emulate;
 pub mod fast;
 pub mod mmu;
 
-use crate::api::{frame_of, ipc, thread, thread::FaultWait, Kernel};
+use crate::api::{frame_of, hooks::Virtualization, ipc, thread, thread::FaultWait, Kernel};
 use crate::arch::{msr, spr, TrapFrame};
 use kestrel_abi::{
-    xfer, FaultReply, Inject, MsgTag, TraceCounter, TracePoint, VcpuState, VirtFault, VirtFaultMsg,
+    NUM_MRS, REG_MRS, xfer, FaultReply, Inject, MsgTag, TraceCounter, TracePoint, VcpuState, VirtFault, VirtFaultMsg,
     XferRegs, XferTlb, NUM_FAULT_CLASSES, NUM_TRACEPOINTS,
 };
 use kestrel_vtlb::GuestTlb;
 
+/// The guest instruction of a trap, as far as the kernel has read it: fetched once per
+/// trap (by the program interrupt's fast tier, or by the emulator) and passed along.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Insn {
+    /// Not read yet.
+    Unknown,
+    Fetched(u32),
+    /// The fetch failed (no guest or host translation).
+    Unreadable,
+}
+
 /// vCPUs the kernel supports at once.
 pub const NVCPUS: usize = 8;
-/// No vCPU (value of `Tcb::vcpu` for native threads).
-pub const NO_VCPU: u8 = 0xff;
+/// No vCPU (value of `Tcb::vcpu` for native threads, and of the owner fields below).
+pub use crate::api::thread::NO_VCPU;
 
 /// Guest MSR bits the kernel keeps (Book E MSR; everything else reads as 0).
 pub const GUEST_MSR_MASK: u32 = msr::WE | msr::CE | msr::EE | msr::PR | msr::FP | msr::ME
@@ -33,6 +44,60 @@ pub const GUEST_MSR_MASK: u32 = msr::WE | msr::CE | msr::EE | msr::PR | msr::FP 
 
 /// The real MSR a vCPU runs with.
 pub const VCPU_MSR: u32 = msr::PR | msr::EE | msr::ME | msr::IS | msr::DS;
+
+/// Virtualization's state inside the kernel (`Kernel::vm`).
+#[repr(C)]
+pub struct VmState {
+    /// vCPU records; `Tcb::vcpu` indexes them.
+    pub vcpus: [Vcpu; NVCPUS],
+    /// The shadow TLB of the VM whose vCPU ran last.
+    pub shadow: mmu::Shadow,
+    pub shadow_owner: u8,
+    /// The vCPU whose timebase view is loaded (NO_VCPU: host time). The IPC fast path
+    /// reads it (`glue::fastpath`).
+    pub tb_vcpu: u8,
+    /// The vCPU whose floating-point registers are in the FPU (NO_VCPU: none).
+    pub fp_owner: u8,
+}
+
+/// The implementation of the core's [`Virtualization`] interface.
+pub struct Virt;
+
+impl Virtualization for Virt {
+    type State = VmState;
+    const INIT: VmState = VmState {
+        vcpus: [Vcpu::EMPTY; NVCPUS],
+        shadow: mmu::Shadow::new(),
+        shadow_owner: NO_VCPU,
+        tb_vcpu: NO_VCPU,
+        fp_owner: NO_VCPU,
+    };
+
+    fn create_vcpu(k: &mut Kernel, i: usize) -> Result<(), kestrel_abi::KError> {
+        create(k, i)
+    }
+
+    fn delete_vcpu(k: &mut Kernel, i: usize) {
+        destroy(k, i)
+    }
+
+    #[inline(always)]
+    fn fault_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; REG_MRS], long: &[u32; NUM_MRS]) -> bool {
+        apply_reply(k, d, tag, regs, long)
+    }
+
+    fn host_mapping_revoked(k: &mut Kernel) {
+        mmu::flush_shadow(k);
+    }
+
+    fn vcpu_control(k: &mut Kernel, cur: usize, args: &[u32; 5]) -> Result<(), kestrel_abi::KError> {
+        control::sys_vcpu_control(k, cur, args)
+    }
+
+    fn trace_control(k: &mut Kernel, cur: usize, op: u32, who: kestrel_abi::ThreadId) -> Result<(), kestrel_abi::KError> {
+        control::sys_trace_control(k, cur, op, who)
+    }
+}
 
 /// `repr(C)`: the assembly fast path (`fast.rs`) reads fields at fixed offsets.
 #[repr(C)]
@@ -116,7 +181,7 @@ pub fn merge(a: &mut TraceCounter, b: &TraceCounter) {
 /// Records one exit of class `tp` of vCPU `vi` that cost `ticks` timebase ticks.
 #[inline(always)]
 pub fn trace(k: &mut Kernel, vi: usize, tp: TracePoint, ticks: u32) {
-    let c = &mut k.vcpus[vi].trace[tp as usize];
+    let c = &mut k.vm.vcpus[vi].trace[tp as usize];
     if c.count == 0 || ticks < c.min {
         c.min = ticks;
     }
@@ -141,14 +206,14 @@ pub fn vcpu_of(k: &Kernel, i: usize) -> Option<usize> {
 
 /// Makes thread slot `i` a vCPU (called by ThreadControl on creation).
 pub fn create(k: &mut Kernel, i: usize) -> Result<(), kestrel_abi::KError> {
-    let vi = k.vcpus.iter().position(|v| !v.live).ok_or(kestrel_abi::KError::OutOfMemory)?;
-    for (tp, c) in k.vcpus[vi].trace.iter().enumerate() {
+    let vi = k.vm.vcpus.iter().position(|v| !v.live).ok_or(kestrel_abi::KError::OutOfMemory)?;
+    for (tp, c) in k.vm.vcpus[vi].trace.iter().enumerate() {
         // SAFETY: single CPU; only the kernel touches the counters.
         unsafe { merge(&mut (*core::ptr::addr_of_mut!(TRACE_RETIRED))[tp], c) };
     }
-    k.vcpus[vi] = Vcpu::EMPTY;
-    k.vcpus[vi].live = true;
-    k.vcpus[vi].thread = i;
+    k.vm.vcpus[vi] = Vcpu::EMPTY;
+    k.vm.vcpus[vi].live = true;
+    k.vm.vcpus[vi].thread = i;
     k.threads[i].vcpu = vi as u8;
     let f = frame_of(k, i);
     f.regs.msr = VCPU_MSR;
@@ -158,16 +223,16 @@ pub fn create(k: &mut Kernel, i: usize) -> Result<(), kestrel_abi::KError> {
 /// Releases the vCPU of thread slot `i` (thread deletion).
 pub fn destroy(k: &mut Kernel, i: usize) {
     if let Some(vi) = vcpu_of(k, i) {
-        if k.shadow_owner == vi as u8 {
+        if k.vm.shadow_owner == vi as u8 {
             mmu::flush_shadow(k);
         }
-        if k.tb_vcpu == vi as u8 {
+        if k.vm.tb_vcpu == vi as u8 {
             leave_guest_time(k);
         }
-        if k.fp_owner == vi as u8 {
-            k.fp_owner = NO_VCPU;
+        if k.vm.fp_owner == vi as u8 {
+            k.vm.fp_owner = NO_VCPU;
         }
-        k.vcpus[vi].live = false;
+        k.vm.vcpus[vi].live = false;
         k.threads[i].vcpu = NO_VCPU;
         fast::set_current(None);
     }
@@ -176,19 +241,19 @@ pub fn destroy(k: &mut Kernel, i: usize) {
 /// Called when switching to thread `i`: loads the guest's view of the user-readable
 /// SPRs and the hardware PID, and flushes the guest TLB slots on a world switch.
 pub fn on_switch(k: &mut Kernel, vi: usize) {
-    if k.shadow_owner != vi as u8 {
+    if k.vm.shadow_owner != vi as u8 {
         mmu::flush_shadow(k);
-        k.shadow_owner = vi as u8;
+        k.vm.shadow_owner = vi as u8;
     }
-    if k.tb_vcpu != vi as u8 {
+    if k.vm.tb_vcpu != vi as u8 {
         leave_guest_time(k);
-        let off = k.vcpus[vi].tb_offset;
+        let off = k.vm.vcpus[vi].tb_offset;
         if off != 0 {
             set_timebase(spr::timebase().wrapping_add(off as u64));
         }
-        k.tb_vcpu = vi as u8;
+        k.vm.tb_vcpu = vi as u8;
     }
-    let s = &k.vcpus[vi].s;
+    let s = &k.vm.vcpus[vi].s;
     spr::write::<{ spr::DBCR0 }>(s.dbcr0 & emulate::DBCR0_EVENTS);
     spr::write::<{ spr::PID }>(kestrel_vtlb::hw_pid(s.msr & msr::PR != 0) as u32);
     spr::write::<{ spr::SPRG4W }>(s.sprg[4]);
@@ -207,20 +272,20 @@ pub fn set_timebase(v: u64) {
 
 /// Switching from guest time (a vCPU whose guest wrote its timebase) back to host time.
 pub fn leave_guest_time(k: &mut Kernel) {
-    if k.tb_vcpu == NO_VCPU {
+    if k.vm.tb_vcpu == NO_VCPU {
         return;
     }
-    let off = k.vcpus[k.tb_vcpu as usize].tb_offset;
+    let off = k.vm.vcpus[k.vm.tb_vcpu as usize].tb_offset;
     if off != 0 {
         set_timebase(spr::timebase().wrapping_sub(off as u64));
     }
-    k.tb_vcpu = NO_VCPU;
+    k.vm.tb_vcpu = NO_VCPU;
 }
 
 /// Leaving all vCPUs (a native thread runs): host time, no guest debug events.
 #[inline(always)]
 pub fn on_native(k: &mut Kernel) {
-    if k.tb_vcpu != NO_VCPU {
+    if k.vm.tb_vcpu != NO_VCPU {
         leave_guest(k);
     }
 }
@@ -242,7 +307,7 @@ pub enum Class {
 /// Injects exception `ivor` into the guest: saves pc/MSR in the class's save/restore
 /// pair, updates the guest MSR as the hardware would, and continues at IVPR | IVORn.
 pub fn inject(k: &mut Kernel, vi: usize, f: &mut TrapFrame, ivor: usize, class: Class, pc: u32) {
-    let v = &mut k.vcpus[vi];
+    let v = &mut k.vm.vcpus[vi];
     let old = v.s.msr;
     let mut clear = msr::WE | msr::EE | msr::PR | msr::FP | msr::IS | msr::DS
         | (1 << (31 - 20)) | (1 << (31 - 23));
@@ -270,7 +335,7 @@ pub fn inject(k: &mut Kernel, vi: usize, f: &mut TrapFrame, ivor: usize, class: 
 /// The guest MSR changed from `old`: switch the hardware PID between the guest-user and
 /// guest-kernel TIDs (Fig. 5), flush when the guest's translation space changes.
 pub fn set_guest_mode(k: &mut Kernel, vi: usize, old: u32, f: &mut TrapFrame) {
-    let new = k.vcpus[vi].s.msr;
+    let new = k.vm.vcpus[vi].s.msr;
     if (old ^ new) & msr::PR != 0 {
         spr::write::<{ spr::PID }>(kestrel_vtlb::hw_pid(new & msr::PR != 0) as u32);
     }
@@ -284,9 +349,9 @@ pub fn set_guest_mode(k: &mut Kernel, vi: usize, old: u32, f: &mut TrapFrame) {
 /// guest's FP (only while it owns the FPU) and DE (only while it asked for hardware
 /// debug events, which the kernel then routes back to the guest).
 pub fn sync_frame_msr(k: &Kernel, vi: usize, f: &mut TrapFrame) {
-    let s = &k.vcpus[vi].s;
+    let s = &k.vm.vcpus[vi].s;
     let mut m = VCPU_MSR;
-    if s.msr & msr::FP != 0 && k.fp_owner == vi as u8 {
+    if s.msr & msr::FP != 0 && k.vm.fp_owner == vi as u8 {
         m |= msr::FP;
     }
     if s.msr & msr::DE != 0 && s.dbcr0 & emulate::DBCR0_EVENTS == emulate::DBCR0_EVENTS {
@@ -298,19 +363,19 @@ pub fn sync_frame_msr(k: &Kernel, vi: usize, f: &mut TrapFrame) {
 /// Delivers pending virtual interrupts the guest can take now.
 pub fn deliver_pending(k: &mut Kernel, vi: usize, f: &mut TrapFrame) -> Option<TracePoint> {
     update_dec(k, vi);
-    let s = &k.vcpus[vi].s;
+    let s = &k.vm.vcpus[vi].s;
     if s.tsr & emulate::TSR_WIS != 0 && s.tcr & emulate::TCR_WIE != 0 && s.msr & msr::CE != 0 {
         let pc = f.regs.ip;
         inject(k, vi, f, 12, Class::Critical, pc);
         return Some(TracePoint::ExceptFitWdt);
     }
-    let s = &k.vcpus[vi].s;
+    let s = &k.vm.vcpus[vi].s;
     if s.crit_line != 0 && s.msr & msr::CE != 0 {
         let pc = f.regs.ip;
         inject(k, vi, f, 0, Class::Critical, pc);
         return Some(TracePoint::ExceptExternal);
     }
-    let s = &k.vcpus[vi].s;
+    let s = &k.vm.vcpus[vi].s;
     if s.msr & msr::EE == 0 {
         return None;
     }
@@ -319,13 +384,13 @@ pub fn deliver_pending(k: &mut Kernel, vi: usize, f: &mut TrapFrame) -> Option<T
         inject(k, vi, f, 4, Class::NonCritical, pc);
         return Some(TracePoint::ExceptExternal);
     }
-    let s = &k.vcpus[vi].s;
+    let s = &k.vm.vcpus[vi].s;
     if s.tsr & emulate::TSR_DIS != 0 && s.tcr & emulate::TCR_DIE != 0 {
         let pc = f.regs.ip;
         inject(k, vi, f, 10, Class::NonCritical, pc);
         return Some(TracePoint::ExceptDecr);
     }
-    let s = &k.vcpus[vi].s;
+    let s = &k.vm.vcpus[vi].s;
     if s.tsr & emulate::TSR_FIS != 0 && s.tcr & emulate::TCR_FIE != 0 {
         let pc = f.regs.ip;
         inject(k, vi, f, 11, Class::NonCritical, pc);
@@ -338,8 +403,8 @@ pub fn deliver_pending(k: &mut Kernel, vi: usize, f: &mut TrapFrame) -> Option<T
 /// reloads it from DECAR with TCR[ARE].
 pub fn update_dec(k: &mut Kernel, vi: usize) {
     let now = spr::timebase();
-    update_fit_watchdog(&mut k.vcpus[vi], now);
-    let v = &mut k.vcpus[vi];
+    update_fit_watchdog(&mut k.vm.vcpus[vi], now);
+    let v = &mut k.vm.vcpus[vi];
     let deadline = v.dec_deadline;
     if deadline == 0 {
         return;
@@ -403,29 +468,28 @@ fn update_fit_watchdog(v: &mut Vcpu, now: u64) {
 /// Sends a virtualization fault for the current vCPU thread `cur` to its VMM; `gpa` is
 /// the full guest-physical address of an `Mmio` access (else 0).
 pub fn virt_fault(k: &mut Kernel, cur: usize, vi: usize, class: VirtFault, insn: u32, gpa: u64) -> Option<usize> {
-    let mask = k.vcpus[vi].masks[class as usize];
-    k.vcpus[vi].fault_mask = mask;
-    k.vcpus[vi].fault_insn = insn;
-    k.vcpus[vi].fault_ea = spr::read::<{ spr::DEAR }>();
+    let mask = k.vm.vcpus[vi].masks[class as usize];
+    k.vm.vcpus[vi].fault_mask = mask;
+    k.vm.vcpus[vi].fault_insn = insn;
+    k.vm.vcpus[vi].fault_ea = spr::read::<{ spr::DEAR }>();
     let (pc, rs_value) = {
         let f = frame_of(k, cur);
         (f.regs.ip, f.regs.gpr[((insn >> 21) & 31) as usize])
     };
     if mask != 0 {
         // Long parts of the message go through the vCPU's own (kernel-only) UTCB.
-        // SAFETY: a vCPU's UTCB is a kernel pool frame not mapped into any space.
-        let u = unsafe { &mut *(k.threads[cur].utcb_pa as *mut kestrel_abi::Utcb) };
+        let u = thread::utcb(k, cur);
         let f = frame_of(k, cur);
         let regs = XferRegs { gpr: f.regs.gpr, special: [f.regs.cr, f.regs.lr, f.regs.ctr, f.regs.xer] };
         regs.encode(mask, &mut u.mr);
         if mask & xfer::TLB != 0 {
-            let v = &k.vcpus[vi];
+            let v = &k.vm.vcpus[vi];
             let ts = v.s.msr & msr::IS != 0;
             let tlb_index = v.tlb.lookup(pc, v.s.pid as u8, ts).map_or(u32::MAX, |(i, _)| i);
             XferTlb { pid: v.s.pid, mmucr: v.s.mmucr, tlb_index }.encode(&mut u.mr);
         }
     }
-    let m = VirtFaultMsg { class, pc, insn, gpa, msr: k.vcpus[vi].s.msr, mask, rs_value };
+    let m = VirtFaultMsg { class, pc, insn, gpa, msr: k.vm.vcpus[vi].s.msr, mask, rs_value };
     let (tag, mr) = m.encode();
     let msg = [tag.0, mr[0], mr[1], mr[2], mr[3], mr[4], mr[5]];
     let handler = k.threads[cur].exc_handler;
@@ -443,7 +507,7 @@ pub fn virt_fault(k: &mut Kernel, cur: usize, vi: usize, class: VirtFault, insn:
 /// message registers (MR7 and up).
 pub fn apply_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; 7], long: &[u32; kestrel_abi::NUM_MRS]) -> bool {
     let Some(vi) = vcpu_of(k, d) else { return true };
-    let mask = k.vcpus[vi].fault_mask;
+    let mask = k.vm.vcpus[vi].fault_mask;
     let mr = [regs[1], regs[2], regs[3], regs[4], regs[5], regs[6]];
     let r = FaultReply::decode(tag, &mr, long, mask);
     let f = frame_of(k, d);
@@ -462,23 +526,23 @@ pub fn apply_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; 7], long:
         f.regs.gpr[i as usize] = v;
     }
     if let Some(level) = r.irq {
-        k.vcpus[vi].s.irq_line = level as u32;
+        k.vm.vcpus[vi].s.irq_line = level as u32;
     }
     if let Some(level) = r.crit {
-        k.vcpus[vi].s.crit_line = level as u32;
+        k.vm.vcpus[vi].s.crit_line = level as u32;
     }
     let f = frame_of(k, d);
     let pc = f.regs.ip;
     match r.inject {
         Some(Inject::Dsi) => {
             // As the hardware would report it: the effective address, ESR[ST] for stores.
-            let v = &mut k.vcpus[vi];
+            let v = &mut k.vm.vcpus[vi];
             v.s.dear = v.fault_ea;
             v.s.esr = if is_store(v.fault_insn) { crate::arch::esr::ST } else { 0 };
             inject(k, vi, f, 2, Class::NonCritical, pc);
         }
         Some(Inject::Program) => {
-            k.vcpus[vi].s.esr = crate::arch::esr::PIL;
+            k.vm.vcpus[vi].s.esr = crate::arch::esr::PIL;
             inject(k, vi, f, 6, Class::NonCritical, pc);
         }
         Some(Inject::MachineCheck) => inject(k, vi, f, 1, Class::MachineCheck, pc),
@@ -497,8 +561,4 @@ fn is_store(insn: u32) -> bool {
     }
 }
 
-/// Flushes the guest TLB slots if a revoked host mapping belonged to a VM.
-pub fn host_mapping_revoked(k: &mut Kernel) {
-    mmu::flush_shadow(k);
-}
 
