@@ -1,6 +1,7 @@
 //! Decoder and encoder for the PPC440 instructions a trap-and-emulate VMM must handle: the
 //! sensitive (privileged) set that traps when a guest kernel runs in user mode, and the
-//! integer loads and stores that fault on emulated device memory (paper §3.1, §4.1, §4.3).
+//! integer and floating-point loads and stores that fault on emulated device memory (paper
+//! §3.1, §4.1, §4.3; FP loads and stores move the payload of BG/P's collective network).
 //!
 //! Sources: *PowerPC Book E: Enhanced PowerPC Architecture* 1.0, the instruction
 //! descriptions (one per mnemonic: encoding, invalid forms) and its rules for instruction
@@ -29,8 +30,9 @@
 //! - What the 440 lacks stays `Other`: `wait`, `tlbivax`, `mfdcrx`/`mtdcrx` (indexed DCR
 //!   access came with the 440x6/460 cores; QEMU's 440x5 and 440EP models raise an illegal
 //!   instruction interrupt for it), `mfapidi`.
-//! - `mfcr`/`mtcrf`, `lwarx`/`stwcx.`, string and floating-point loads are not sensitive or
-//!   not modeled yet, and are `Other` too.
+//! - `mfcr`/`mtcrf`, `lwarx`/`stwcx.`, string loads and stores and the 440d's paired
+//!   (double hummer) FP loads and stores are not sensitive or not modeled yet, and are
+//!   `Other` too.
 
 use crate::field::Field;
 use crate::spr;
@@ -305,6 +307,8 @@ pub enum Width {
     Byte = 1,
     Half = 2,
     Word = 4,
+    /// Only the double-precision FP loads and stores (`lfd*`, `stfd*`).
+    Double = 8,
 }
 
 impl Width {
@@ -323,8 +327,10 @@ pub enum AddrMode {
     X { rb: Gpr },
 }
 
-/// One integer load or store mnemonic (Book E "Fixed-Point Load and Store Instructions",
-/// PPC440 UM "Instruction Set").
+/// One load or store mnemonic: the integer ones (Book E "Fixed-Point Load and Store
+/// Instructions", PPC440 UM "Instruction Set") and the floating-point ones (Book E
+/// "Floating-Point Load and Store Instructions"; the 440 core has them when an FPU is
+/// attached, as on QEMU's bamboo and BG/P's 440d).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[rustfmt::skip]
 pub enum LsOp {
@@ -337,7 +343,15 @@ pub enum LsOp {
     Stw, Stwu, Stwx, Stwux,
     Lhbrx, Lwbrx, Sthbrx, Stwbrx,
     Lmw, Stmw,
+    Lfs, Lfsu, Lfsx, Lfsux,
+    Lfd, Lfdu, Lfdx, Lfdux,
+    Stfs, Stfsu, Stfsx, Stfsux,
+    Stfd, Stfdu, Stfdx, Stfdux,
+    Stfiwx,
 }
+
+/// How many [`LsOp`]s there are.
+const LS_OPS: usize = 51;
 
 /// Where an [`LsOp`] lives in the opcode space.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -359,6 +373,7 @@ struct LsDesc {
     byte_reverse: bool,
     update: bool,
     multiple: bool,
+    fp: bool,
 }
 
 const fn ls(
@@ -379,6 +394,7 @@ const fn ls(
         byte_reverse: flags & BREV != 0,
         update: flags & UPD != 0,
         multiple: flags & MULT != 0,
+        fp: flags & FP != 0,
     }
 }
 
@@ -386,14 +402,16 @@ const SEXT: u8 = 1;
 const BREV: u8 = 2;
 const UPD: u8 = 4;
 const MULT: u8 = 8;
+/// The data register is an FPR.
+const FP: u8 = 16;
 
 /// Indexed by `LsOp as usize`; the assertion below checks the order at compile time.
 #[rustfmt::skip]
-const LS_TABLE: [LsDesc; 34] = {
+const LS_TABLE: [LsDesc; LS_OPS] = {
     use AccessKind::{Load, Store};
     use LsForm::{D, X};
     use LsOp::*;
-    use Width::{Byte, Half, Word};
+    use Width::{Byte, Double, Half, Word};
     [
         ls(Lbz, "lbz", D(34), Load, Byte, 0),
         ls(Lbzu, "lbzu", D(35), Load, Byte, UPD),
@@ -429,6 +447,23 @@ const LS_TABLE: [LsDesc; 34] = {
         ls(Stwbrx, "stwbrx", X(662), Store, Word, BREV),
         ls(Lmw, "lmw", D(46), Load, Word, MULT),
         ls(Stmw, "stmw", D(47), Store, Word, MULT),
+        ls(Lfs, "lfs", D(48), Load, Word, FP),
+        ls(Lfsu, "lfsu", D(49), Load, Word, FP | UPD),
+        ls(Lfsx, "lfsx", X(535), Load, Word, FP),
+        ls(Lfsux, "lfsux", X(567), Load, Word, FP | UPD),
+        ls(Lfd, "lfd", D(50), Load, Double, FP),
+        ls(Lfdu, "lfdu", D(51), Load, Double, FP | UPD),
+        ls(Lfdx, "lfdx", X(599), Load, Double, FP),
+        ls(Lfdux, "lfdux", X(631), Load, Double, FP | UPD),
+        ls(Stfs, "stfs", D(52), Store, Word, FP),
+        ls(Stfsu, "stfsu", D(53), Store, Word, FP | UPD),
+        ls(Stfsx, "stfsx", X(663), Store, Word, FP),
+        ls(Stfsux, "stfsux", X(695), Store, Word, FP | UPD),
+        ls(Stfd, "stfd", D(54), Store, Double, FP),
+        ls(Stfdu, "stfdu", D(55), Store, Double, FP | UPD),
+        ls(Stfdx, "stfdx", X(727), Store, Double, FP),
+        ls(Stfdux, "stfdux", X(759), Store, Double, FP | UPD),
+        ls(Stfiwx, "stfiwx", X(983), Store, Word, FP),
     ]
 };
 
@@ -442,10 +477,10 @@ const _: () = {
 
 impl LsOp {
     /// Every load/store op, in declaration order.
-    pub const ALL: [LsOp; 34] = {
-        let mut all = [LsOp::Lbz; 34];
+    pub const ALL: [LsOp; LS_OPS] = {
+        let mut all = [LsOp::Lbz; LS_OPS];
         let mut i = 0;
-        while i < 34 {
+        while i < LS_OPS {
             all[i] = LS_TABLE[i].op;
             i += 1;
         }
@@ -488,6 +523,11 @@ impl LsOp {
         self.desc().multiple
     }
 
+    /// Whether the data register is an FPR (`lf*`, `stf*`).
+    pub const fn is_fp(self) -> bool {
+        self.desc().fp
+    }
+
     /// Whether the op takes an X-form (RB) address rather than a D-form displacement.
     pub const fn is_indexed(self) -> bool {
         matches!(self.desc().form, LsForm::X(_))
@@ -502,10 +542,48 @@ impl LsOp {
     }
 }
 
-/// A validated integer load or store: one that is not an invalid form.
+/// A floating-point register number, 0-31.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub struct Fpr(u8);
+
+impl Fpr {
+    /// Register `n`, if `n < 32`.
+    pub const fn new(n: u8) -> Option<Fpr> {
+        if n < 32 {
+            Some(Fpr(n))
+        } else {
+            None
+        }
+    }
+
+    pub const fn number(self) -> u8 {
+        self.0
+    }
+
+    /// Index into a 32-entry register file; always below 32.
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for Fpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "f{}", self.0)
+    }
+}
+
+/// The register a load writes or a store reads.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum DataReg {
+    Gpr(Gpr),
+    Fpr(Fpr),
+}
+
+/// A validated load or store: one that is not an invalid form.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct LoadStore {
     op: LsOp,
+    /// The RT/RS (FRT/FRS for FP ops) field, bits 6-10.
     rt_rs: Gpr,
     ra: Gpr,
     addr: AddrMode,
@@ -516,14 +594,33 @@ impl LoadStore {
     /// - the address mode must match the op (D-form displacement or X-form RB);
     /// - update forms need RA ≠ 0, and loads with update also RA ≠ RT;
     /// - `lmw` must not load RA (RA in RT..=31, which includes RA = 0 when RT = 0).
+    ///
+    /// For integer ops only; FP ops take an FPR ([`LoadStore::new_fp`]).
     pub const fn new(op: LsOp, rt_rs: Gpr, ra: Gpr, addr: AddrMode) -> Result<LoadStore, InsnError> {
+        if op.is_fp() {
+            return Err(InsnError::RegisterFileMismatch);
+        }
+        LoadStore::checked(op, rt_rs, ra, addr)
+    }
+
+    /// An FP load or store: the address mode must match the op, and update forms need
+    /// RA ≠ 0 (FRT is in the other register file, so RA = FRT is allowed).
+    pub const fn new_fp(op: LsOp, frt_frs: Fpr, ra: Gpr, addr: AddrMode) -> Result<LoadStore, InsnError> {
+        if !op.is_fp() {
+            return Err(InsnError::RegisterFileMismatch);
+        }
+        LoadStore::checked(op, Gpr::from_field(frt_frs.0 as u32), ra, addr)
+    }
+
+    /// Either constructor's checks; `rt_rs` is the raw register field.
+    const fn checked(op: LsOp, rt_rs: Gpr, ra: Gpr, addr: AddrMode) -> Result<LoadStore, InsnError> {
         if op.is_indexed() != matches!(addr, AddrMode::X { .. }) {
             return Err(InsnError::AddrModeMismatch);
         }
         if op.update() && ra.number() == 0 {
             return Err(InsnError::UpdateWithRaZero);
         }
-        if op.update() && matches!(op.kind(), AccessKind::Load) && ra.number() == rt_rs.number() {
+        if op.update() && !op.is_fp() && matches!(op.kind(), AccessKind::Load) && ra.number() == rt_rs.number() {
             return Err(InsnError::UpdateWithRaIsRt);
         }
         if op.multiple() && matches!(op.kind(), AccessKind::Load) && ra.number() >= rt_rs.number() {
@@ -557,9 +654,24 @@ impl LoadStore {
         self.op.update()
     }
 
-    /// RT for loads, RS for stores; the first register for `lmw`/`stmw`.
+    /// RT for loads, RS for stores; the first register for `lmw`/`stmw`. The register
+    /// field read as a GPR: for FP ops ([`LoadStore::is_fp`]) use [`LoadStore::data_reg`].
     pub const fn rt_rs(&self) -> Gpr {
         self.rt_rs
+    }
+
+    /// Whether the data register is an FPR.
+    pub const fn is_fp(&self) -> bool {
+        self.op.is_fp()
+    }
+
+    /// The register a load writes or a store reads (the first one for `lmw`/`stmw`).
+    pub const fn data_reg(&self) -> DataReg {
+        if self.op.is_fp() {
+            DataReg::Fpr(Fpr(self.rt_rs.0))
+        } else {
+            DataReg::Gpr(self.rt_rs)
+        }
     }
 
     pub const fn ra(&self) -> Gpr {
@@ -598,8 +710,11 @@ impl LoadStore {
     /// The register value a load produces from the `width()` bytes read, given as a
     /// big-endian number (the 440 runs big-endian; a device model returns register values
     /// that way). Byte-reversed loads swap, `lha*` sign-extends, the rest zero-extend.
+    /// For integer ops; FP loads use [`LoadStore::fp_load_result`].
     pub const fn load_result(&self, raw: u32) -> u32 {
         match self.width() {
+            // Only FP ops are 8 bytes wide; their data does not fit a GPR.
+            Width::Double => raw,
             Width::Byte => raw & 0xff,
             Width::Half => {
                 let h = if self.byte_reverse() { (raw as u16).swap_bytes() } else { raw as u16 };
@@ -620,9 +735,12 @@ impl LoadStore {
     }
 
     /// The `width()`-byte value a store writes, as a big-endian number, from the value of
-    /// RS: the low bytes of RS, swapped for byte-reversed stores.
+    /// RS: the low bytes of RS, swapped for byte-reversed stores. For integer ops; FP
+    /// stores use [`LoadStore::fp_store_data`].
     pub const fn store_data(&self, rs: u32) -> u32 {
         match self.width() {
+            // Only FP ops are 8 bytes wide.
+            Width::Double => rs,
             Width::Byte => rs & 0xff,
             Width::Half => {
                 let h = rs as u16;
@@ -635,6 +753,31 @@ impl LoadStore {
                     rs
                 }
             }
+        }
+    }
+
+    /// The FPR value (its 64 bits) an FP load produces from the `width()` bytes read, as a
+    /// big-endian number: `lfs*` converts the single to double format exactly
+    /// ([`crate::fp::single_to_double`]), `lfd*` takes the doubleword as it is. For
+    /// integer ops: `raw` unchanged.
+    pub const fn fp_load_result(&self, raw: u64) -> u64 {
+        match (self.is_fp(), self.width()) {
+            (true, Width::Word) => crate::fp::single_to_double(raw as u32),
+            _ => raw,
+        }
+    }
+
+    /// The `width()`-byte value an FP store writes, as a big-endian number, from the 64
+    /// bits of FRS: `stfs*` converts to single format ([`crate::fp::double_to_single`]),
+    /// `stfiwx` stores the low word as it is, `stfd*` the whole doubleword. For integer
+    /// ops: `frs` unchanged.
+    pub const fn fp_store_data(&self, frs: u64) -> u64 {
+        match self.op {
+            LsOp::Stfs | LsOp::Stfsu | LsOp::Stfsx | LsOp::Stfsux => {
+                crate::fp::double_to_single(frs) as u64
+            }
+            LsOp::Stfiwx => frs & 0xffff_ffff,
+            _ => frs,
         }
     }
 }
@@ -726,6 +869,9 @@ pub enum InsnError {
     /// A D-form load/store was given an RB operand or an X-form one a displacement; use
     /// the address mode the op takes ([`LsOp::is_indexed`]).
     AddrModeMismatch,
+    /// An FP load/store was given a GPR or an integer one an FPR; use
+    /// [`LoadStore::new_fp`] for FP ops ([`LsOp::is_fp`]) and [`LoadStore::new`] for the rest.
+    RegisterFileMismatch,
 }
 
 impl InsnError {
@@ -736,6 +882,7 @@ impl InsnError {
             Self::LoadMultipleLoadsRa => "lmw loads its base register RA (invalid form)",
             Self::ReservedTlbWord => "tlbre/tlbwe word select above 2 (reserved)",
             Self::AddrModeMismatch => "address mode does not match the load/store op",
+            Self::RegisterFileMismatch => "register file (GPR/FPR) does not match the load/store op",
         }
     }
 }
@@ -792,7 +939,7 @@ pub fn try_decode(word: u32) -> Result<Insn, InsnError> {
                 xo31::MSYNC => Insn::Msync,
                 xo31::MBAR => Insn::Mbar { mo: Mo(rt.number()) },
                 _ => match LsOp::from_x_opcode(xo) {
-                    Some(op) => Insn::LoadStore(LoadStore::new(op, rt, ra, AddrMode::X { rb })?),
+                    Some(op) => Insn::LoadStore(LoadStore::checked(op, rt, ra, AddrMode::X { rb })?),
                     None => Insn::Other(word),
                 },
             }
@@ -800,7 +947,7 @@ pub fn try_decode(word: u32) -> Result<Insn, InsnError> {
         _ => match LsOp::from_d_opcode(opcd) {
             Some(op) => {
                 let d = D.get(word) as u16 as i16;
-                Insn::LoadStore(LoadStore::new(op, rt, ra, AddrMode::D { d })?)
+                Insn::LoadStore(LoadStore::checked(op, rt, ra, AddrMode::D { d })?)
             }
             None => Insn::Other(word),
         },
@@ -1060,7 +1207,10 @@ impl fmt::Display for Insn {
             }
             Insn::Mbar { mo } => write!(f, " {}", mo.0),
             Insn::LoadStore(ls) => {
-                write!(f, " {},", ls.rt_rs)?;
+                match ls.data_reg() {
+                    DataReg::Gpr(r) => write!(f, " {r},")?,
+                    DataReg::Fpr(r) => write!(f, " {r},")?,
+                }
                 match ls.addr {
                     AddrMode::D { d } => {
                         write!(f, "{d}(")?;
@@ -1098,6 +1248,16 @@ mod tests {
 
     fn lsd(op: LsOp, rt: u8, d: i16, ra: u8) -> Insn {
         Insn::LoadStore(LoadStore::new(op, r(rt), r(ra), AddrMode::D { d }).expect("valid"))
+    }
+
+    fn fsd(op: LsOp, frt: u8, d: i16, ra: u8) -> Insn {
+        let f = Fpr::new(frt).expect("test register below 32");
+        Insn::LoadStore(LoadStore::new_fp(op, f, r(ra), AddrMode::D { d }).expect("valid"))
+    }
+
+    fn fsx(op: LsOp, frt: u8, ra: u8, rb: u8) -> Insn {
+        let f = Fpr::new(frt).expect("test register below 32");
+        Insn::LoadStore(LoadStore::new_fp(op, f, r(ra), AddrMode::X { rb: r(rb) }).expect("valid"))
     }
 
     fn lsx(op: LsOp, rt: u8, ra: u8, rb: u8) -> Insn {
@@ -1168,6 +1328,11 @@ mod tests {
         mbar_1: 0x7C20_06AC => Insn::Mbar { mo: Mo(1) }, "mbar 1";
         sc: 0x4400_0002 => Insn::Sc, "sc";
         lbz: 0x8864_0000 => lsd(LsOp::Lbz, 3, 0, 4), "lbz r3,0(r4)";
+        lfs: 0xC023_0008 => fsd(LsOp::Lfs, 1, 8, 3), "lfs f1,8(r3)";
+        lfsu_ra_is_frt: 0xC484_0010 => fsd(LsOp::Lfsu, 4, 16, 4), "lfsu f4,16(r4)";
+        lfdx: 0x7D4B_64AE => fsx(LsOp::Lfdx, 10, 11, 12), "lfdx f10,r11,r12";
+        stfd: 0xDBE2_0000 => fsd(LsOp::Stfd, 31, 0, 2), "stfd f31,0(r2)";
+        stfiwx: 0x7D6C_6FAE => fsx(LsOp::Stfiwx, 11, 12, 13), "stfiwx f11,r12,r13";
         lbzu: 0x8C64_0001 => lsd(LsOp::Lbzu, 3, 1, 4), "lbzu r3,1(r4)";
         lbzx: 0x7C64_28AE => lsx(LsOp::Lbzx, 3, 4, 5), "lbzx r3,r4,r5";
         lbzux: 0x7C64_28EE => lsx(LsOp::Lbzux, 3, 4, 5), "lbzux r3,r4,r5";
@@ -1382,6 +1547,38 @@ mod tests {
     }
 
     #[test]
+    fn fp_loads_and_stores() {
+        let ls = |i: Insn| match i {
+            Insn::LoadStore(ls) => ls,
+            other => panic!("not a load/store: {other:?}"),
+        };
+        let lfd = ls(fsd(LsOp::Lfd, 1, 8, 3));
+        assert!(lfd.is_fp() && lfd.data_reg() == DataReg::Fpr(Fpr(1)));
+        assert_eq!((lfd.width(), lfd.access_len(), lfd.kind()), (Width::Double, 8, AccessKind::Load));
+        assert_eq!(lfd.fp_load_result(0x4000_0000_0000_0000), 0x4000_0000_0000_0000);
+        let lfs = ls(fsd(LsOp::Lfsu, 2, -4, 1));
+        assert_eq!((lfs.width(), lfs.update()), (Width::Word, true));
+        assert_eq!(lfs.fp_load_result(0x3f80_0000), 1.0f64.to_bits());
+        let stfs = ls(fsx(LsOp::Stfsx, 3, 4, 5));
+        assert_eq!(stfs.fp_store_data(1.0f64.to_bits()), 0x3f80_0000);
+        let stfiwx = ls(fsx(LsOp::Stfiwx, 0, 0, 1));
+        assert_eq!((stfiwx.width(), stfiwx.fp_store_data(0x1234_5678_9abc_def0)), (Width::Word, 0x9abc_def0));
+        let stfd = ls(fsd(LsOp::Stfdu, 1, 8, 2));
+        assert_eq!(stfd.fp_store_data(0x1234_5678_9abc_def0), 0x1234_5678_9abc_def0);
+        // Register files must match the op.
+        let f = Fpr::new(1).unwrap();
+        assert_eq!(LoadStore::new(LsOp::Lfs, r(1), r(2), AddrMode::D { d: 0 }), Err(InsnError::RegisterFileMismatch));
+        assert_eq!(LoadStore::new_fp(LsOp::Lwz, f, r(2), AddrMode::D { d: 0 }), Err(InsnError::RegisterFileMismatch));
+        // Update with RA = 0 is invalid; RA = FRT is not.
+        assert_eq!(try_decode(0xC420_0010), Err(InsnError::UpdateWithRaZero), "lfsu f1,16(0)");
+        assert!(matches!(decode(0xC484_0010), Insn::LoadStore(_)), "lfsu f4,16(r4)");
+        for op in LsOp::ALL {
+            assert_eq!(op.is_fp(), op.mnemonic().starts_with("lf") || op.mnemonic().starts_with("stf"));
+            assert_eq!(op.width() == Width::Double, op.is_fp() && op.mnemonic().contains('d'));
+        }
+    }
+
+    #[test]
     fn load_results_and_store_data() {
         let ls = |i: Insn| match i {
             Insn::LoadStore(ls) => ls,
@@ -1422,7 +1619,12 @@ mod tests {
         (prop::sample::select(LsOp::ALL.to_vec()), gpr(), gpr(), gpr(), any::<i16>())
             .prop_filter_map("invalid form", |(op, rt, ra, rb, d)| {
                 let addr = if op.is_indexed() { AddrMode::X { rb } } else { AddrMode::D { d } };
-                LoadStore::new(op, rt, ra, addr).ok().map(Insn::LoadStore)
+                let ls = if op.is_fp() {
+                    LoadStore::new_fp(op, Fpr(rt.0), ra, addr)
+                } else {
+                    LoadStore::new(op, rt, ra, addr)
+                };
+                ls.ok().map(Insn::LoadStore)
             })
     }
 
@@ -1588,7 +1790,7 @@ mod tests {
                 seen.push(m);
             }
         }
-        // 27 non-load/store mnemonics (tlbsx and tlbsx. count twice) and 34 loads/stores.
-        assert_eq!(seen.len(), 27 + 34, "{seen:?}");
+        // 27 non-load/store mnemonics (tlbsx and tlbsx. count twice) and 51 loads/stores.
+        assert_eq!(seen.len(), 27 + 51, "{seen:?}");
     }
 }

@@ -32,6 +32,7 @@ pub mod dcr;
 pub mod decode;
 pub mod encode;
 pub mod field;
+pub mod fp;
 pub mod ivor;
 mod regs;
 pub mod spr;

@@ -1,4 +1,4 @@
-# Hand-written test vectors for kestrel-vmm-core's decoder (src/decode.rs).
+# Hand-written test vectors for kestrel-ppc440's decoder (src/decode.rs).
 #
 # gen.py assembles this file with GNU as for the PPC440 (-m440), disassembles it with
 # objdump (-M440,raw: no extended mnemonics) and writes `vectors.txt`; tests/vectors.rs
@@ -272,8 +272,31 @@ mtdcrx 4,3
 tlbivax 3,4
 # wait is a later Book E addition the 440 lacks; GNU as rejects it with -m440.
 .long 0x7c00007c
-# lwarx/stwcx. and string and floating-point loads are not modeled (yet).
+# lwarx/stwcx. and string loads are not modeled (yet).
 lwarx 3,4,5
 stwcx. 3,4,5
 lswi 3,10,8
+# Floating-point loads and stores (Book E; the data register is an FPR).
+lfs 1,8(3)
+lfs 31,-4(0)
+lfsu 2,16(4)
+lfsu 4,16(4)
+lfsx 3,4,5
+lfsx 3,0,5
+lfsux 6,7,8
 lfd 1,8(3)
+lfd 0,32767(31)
+lfdu 9,-8(1)
+lfdx 10,11,12
+lfdux 13,14,15
+stfs 1,8(3)
+stfsu 2,-16(1)
+stfsx 3,4,5
+stfsux 6,7,8
+stfd 31,0(2)
+stfd 0,-32768(0)
+stfdu 1,8(2)
+stfdx 5,6,7
+stfdux 8,9,10
+stfiwx 11,12,13
+stfiwx 0,0,1
