@@ -62,12 +62,8 @@ pub const NAMES: [&str; COUNT as usize] = [
 ];
 
 /// The name of `vector`, or "?" outside 0..16.
-pub const fn name(vector: u32) -> &'static str {
-    if vector < COUNT {
-        NAMES[vector as usize]
-    } else {
-        "?"
-    }
+pub fn name(vector: u32) -> &'static str {
+    NAMES.get(vector as usize).copied().unwrap_or("?")
 }
 
 /// Whether interrupts of `vector` arrive independently of the instruction stream.

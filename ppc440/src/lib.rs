@@ -5,8 +5,8 @@
 //!   shifts and masks ([`Field`], [`bit`]).
 //! - [`spr`]: SPR numbers, each with the class of emulation it gets in a Kestrel VM
 //!   ([`spr::Emulation`]); the one table that says which SPR is a plain copy.
-//! - [`msr`], [`esr`], [`tcr`], [`tsr`], [`dbcr0`], [`dbsr`], [`mmucr`], [`cr`], [`xer`]:
-//!   register bits.
+//! - [`msr`], [`esr`], [`tcr`], [`tsr`], [`dbcr0`], [`dbsr`], [`mmucr`], [`ccr0`], [`ccr1`],
+//!   [`cr`], [`xer`]: register bits.
 //! - [`tlb`]: the TLB entry's three words and the page sizes.
 //! - [`ivor`]: interrupt vector numbers, names and classes.
 //! - [`dcr`]: the board's (bamboo, PPC440EP) device control registers.
@@ -39,4 +39,4 @@ pub mod spr;
 pub mod tlb;
 
 pub use field::{bit, Field};
-pub use regs::{cr, dbcr0, dbsr, esr, mmucr, msr, tcr, tsr, xer};
+pub use regs::{ccr0, ccr1, cr, dbcr0, dbsr, esr, mmucr, msr, tcr, tsr, xer};

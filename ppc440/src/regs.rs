@@ -173,6 +173,24 @@ pub mod mmucr {
     pub const STID: Field = Field::bits(24, 31);
 }
 
+/// Core Configuration Register 0 (PPC440 UM "Core Configuration Register 0 (CCR0)"); only
+/// the bits Kestrel's tests touch.
+pub mod ccr0 {
+    use super::bit;
+    /// Disable store gathering (bit 10).
+    pub const DSTG: u32 = bit(10);
+    /// Disable broadcast of trace (bit 16).
+    pub const DTB: u32 = bit(16);
+}
+
+/// Core Configuration Register 1 (PPC440 UM "Core Configuration Register 1 (CCR1)"); only
+/// the bits Kestrel's tests touch.
+pub mod ccr1 {
+    use super::bit;
+    /// Data cache parity check (bit 23).
+    pub const DPC: u32 = bit(23);
+}
+
 /// Condition Register field 0 (Book E "Condition Register"), as set by record forms
 /// such as `tlbsx.`.
 pub mod cr {

@@ -4,6 +4,8 @@
 #![no_std]
 
 use core::arch::asm;
+use kestrel_ppc440::tlb::{word0, word2, PageSize};
+use kestrel_ppc440::{dbcr0, encode, spr};
 
 /// Bamboo's UART0 registers (16550, byte registers).
 pub const UART0: usize = 0xEF60_0300;
@@ -28,12 +30,16 @@ impl core::fmt::Write for Uart {
 /// Guest TLB entry 1: the UART page 1:1, uncached and guarded, supervisor read/write.
 /// (Natively this replaces QEMU's second 2 GiB boot entry, which nothing else needs.)
 pub fn map_uart() {
-    let (w0, w1, w2): (u32, u32, u32) = (0xEF60_0000 | 0x200 | (1 << 4), 0xEF60_0000, 0x400 | 0x100 | 0x3);
-    // SAFETY: writes TLB entry 1 only; encodings: tlbwe r4,r3,0 / r5,r3,1 / r6,r3,2
-    // (LLVM assembles the word-1/2 forms wrongly, hence `.long`).
+    const PAGE: u32 = UART0 as u32 & word0::EPN.mask();
+    let w0 = PAGE | word0::V.mask() | PageSize::K4.word0();
+    let w2 = word2::I.mask() | word2::G.mask() | word2::SW.mask() | word2::SR.mask();
+    // SAFETY: writes TLB entry 1 only (MMUCR = 0: TID 0); tlbwe r4,r3,0 / r5,r3,1 / r6,r3,2
+    // as `.long` words (LLVM assembles the word-1/2 forms wrongly).
     unsafe {
-        asm!("mtspr 946, {z}", ".long 0x7C8307A4", ".long 0x7CA30FA4", ".long 0x7CC317A4", "isync",
-             z = in(reg) 0u32, in("r3") 1u32, in("r4") w0, in("r5") w1, in("r6") w2);
+        asm!("mtspr {mmucr}, {z}", ".long {a}", ".long {b}", ".long {c}", "isync",
+             mmucr = const spr::MMUCR, a = const encode::tlbwe(4, 3, 0),
+             b = const encode::tlbwe(5, 3, 1), c = const encode::tlbwe(6, 3, 2),
+             z = in(reg) 0u32, in("r3") 1u32, in("r4") w0, in("r5") PAGE, in("r6") w2);
     }
 }
 
@@ -41,6 +47,6 @@ pub fn map_uart() {
 /// stops this VM.
 pub fn reset() -> ! {
     // SAFETY: writing DBCR0 only requests the reset; nothing else depends on it.
-    unsafe { asm!("mtspr 308, {0}", in(reg) 0x3000_0000u32) };
+    unsafe { asm!("mtspr {dbcr0}, {0}", in(reg) dbcr0::RST_SYSTEM, dbcr0 = const spr::DBCR0) };
     loop {}
 }

@@ -15,6 +15,7 @@
 use core::arch::{asm, global_asm};
 use core::fmt::Write;
 use kestrel_guest_bare::{map_uart, reset, Uart};
+use kestrel_ppc440::{dcr, encode, spr};
 
 global_asm!(
     ".section .text.boot, \"ax\"",
@@ -34,12 +35,14 @@ const N: u32 = 2000;
 fn tb() -> u32 {
     let t: u32;
     // SAFETY: reading TBL has no side effects.
-    unsafe { asm!("mfspr {0}, 268", out(reg) t, options(nomem, nostack)) };
+    unsafe { asm!("mfspr {0}, {tbl}", out(reg) t, tbl = const spr::TBL_R, options(nomem, nostack)) };
     t
 }
 
+/// Times `N` iterations of the instructions `body` (string literals, each ending in a
+/// comma); `operands` are extra `asm!` operands they name.
 macro_rules! timed {
-    ($($body:tt)*) => {{
+    ([$($body:tt)*] $($operands:tt)*) => {{
         let t0 = tb();
         // SAFETY: the measured instructions only touch registers the asm declares,
         // SPRG0, the MSR's EE bit (already 0) and TLB entries 1 and 3.
@@ -50,6 +53,7 @@ macro_rules! timed {
                 $($body)*
                 "bdnz 2b",
                 n = in(reg) N,
+                $($operands)*
                 out("r7") _, out("r8") _, out("r9") _, out("ctr") _,
             );
         }
@@ -69,19 +73,21 @@ extern "C" fn bench_main() -> ! {
     map_uart();
     let mut out = Uart;
     let _ = writeln!(out, "exitbench: start ({} iterations each)", N);
-    let base = timed!("nop",);
+    let base = timed!(["nop",]);
     let r = [
-        ("mfmsr", timed!("mfmsr 7",)),
-        ("mtmsr", timed!("mfmsr 8", "mtmsr 8",)),
-        ("wrtee", timed!("li 8, 0", "wrtee 8",)),
-        ("wrteei", timed!("wrteei 0",)),
-        ("mfspr", timed!("mfspr 7, 272",)),
-        ("mtspr", timed!("mtspr 272, 7",)),
-        ("tlbre", timed!("li 9, 1", ".long 0x7CE90F64",)), // tlbre r7,r9,1
-        ("tlbwe", timed!("li 9, 3", "li 7, 0", ".long 0x7CE907A4",)), // tlbwe r7,r9,0 (entry 3 stays invalid)
-        ("tlbsx", timed!("lis 8, 0xEF60", "tlbsx 7, 0, 8",)),
-        ("rfi", timed!("bl 3f", "3: mflr 8", "addi 8, 8, 24", "mtspr 26, 8", "mfmsr 9", "mtspr 27, 9", "rfi",)),
-        ("vmm_roundtrip", timed!("mfdcr 7, 0xc0",)),
+        ("mfmsr", timed!(["mfmsr 7",])),
+        ("mtmsr", timed!(["mfmsr 8", "mtmsr 8",])),
+        ("wrtee", timed!(["li 8, 0", "wrtee 8",])),
+        ("wrteei", timed!(["wrteei 0",])),
+        ("mfspr", timed!(["mfspr 7, {sprg0}",] sprg0 = const spr::SPRG0,)),
+        ("mtspr", timed!(["mtspr {sprg0}, 7",] sprg0 = const spr::SPRG0,)),
+        ("tlbre", timed!(["li 9, 1", ".long {tlbre}",] tlbre = const encode::tlbre(7, 9, 1),)),
+        // Entry 3 stays invalid.
+        ("tlbwe", timed!(["li 9, 3", "li 7, 0", ".long {tlbwe}",] tlbwe = const encode::tlbwe(7, 9, 0),)),
+        ("tlbsx", timed!(["lis 8, 0xEF60", "tlbsx 7, 0, 8",])),
+        ("rfi", timed!(["bl 3f", "3: mflr 8", "addi 8, 8, 24", "mtspr {srr0}, 8", "mfmsr 9", "mtspr {srr1}, 9", "rfi",]
+                       srr0 = const spr::SRR0, srr1 = const spr::SRR1,)),
+        ("vmm_roundtrip", timed!(["mfdcr 7, {uic0}",] uic0 = const dcr::UIC0_BASE,)),
     ];
     // rfi's loop also runs mfmsr and two mtsprs (plus ordinary instructions): subtract
     // their measured costs so the figure is for rfi alone.

@@ -28,17 +28,18 @@
 //! with the r3 the interrupted code had. Both save the non-volatile registers (r13..r31 and
 //! CR2..CR4) and the stack pointer, so they can be left from any depth.
 
+use crate::cpu::{spr, tlb};
 use crate::cpu::tlb::{tlbwe, G, I, IO_ENTRY, RAM_ENTRY, S256M, S4K, SR, SW, SX, TS, V};
 use core::arch::global_asm;
 use core::sync::atomic::AtomicU32;
 
 /// Word 0 of the 256 MiB 1:1 RAM mapping (EPN 0), like Linux's pinned entry. It covers
 /// the device tree QEMU passes at 24 MiB; nothing beyond the image is touched otherwise.
-const RAM_W0: u32 = V | (S256M << 4);
+const RAM_W0: u32 = V | tlb::size(S256M);
 /// Word 2 of the RAM mapping: supervisor read/write/execute, write-back, not guarded.
 const RAM_W2: u32 = SX | SW | SR;
 /// Word 0/1 of the UART page (0xEF600000, ERPN 0) and its word 2: guarded, caching inhibited.
-const IO_W0_LOW: u32 = V | (S4K << 4);
+const IO_W0_LOW: u32 = V | tlb::size(S4K);
 const IO_W2: u32 = I | G | SW | SR;
 
 macro_rules! stub {
@@ -80,9 +81,9 @@ macro_rules! entry {
             "    stw 4, 144(1)\n",
             "    mfspr 4, ", $srr1, "\n",
             "    stw 4, 148(1)\n",
-            "    mfspr 4, 62\n",
+            "    mfspr 4, {esr}\n",
             "    stw 4, 152(1)\n",
-            "    mfspr 4, 61\n",
+            "    mfspr 4, {dear}\n",
             "    stw 4, 156(1)\n",
             "    mfmsr 4\n",
             "    stw 4, 160(1)\n",
@@ -136,7 +137,7 @@ macro_rules! exit_or_rfi {
             "    bne 9f\n",
             exit!($srr0, $srr1, $rfi),
             "9:\n",
-            exit!("26", "27", "rfi"),
+            exit!("{srr0}", "{srr1}", "rfi"),
         )
     };
 }
@@ -154,37 +155,37 @@ global_asm!(
     "    .section .text.vectors, \"ax\"",
     "    .global __vectors_start",
     "__vectors_start:",
-    stub!("0", "274", "__crit_frame", "__crit_common"),
-    stub!("1", "273", "__mc_frame", "__mc_common"),
-    stub!("2", "272", "__nc_frame", "__nc_common"),
-    stub!("3", "272", "__nc_frame", "__nc_common"),
-    stub!("4", "272", "__nc_frame", "__nc_common"),
-    stub!("5", "272", "__nc_frame", "__nc_common"),
-    stub!("6", "272", "__nc_frame", "__nc_common"),
-    stub!("7", "272", "__nc_frame", "__nc_common"),
-    stub!("8", "272", "__nc_frame", "__nc_common"),
-    stub!("9", "272", "__nc_frame", "__nc_common"),
-    stub!("10", "272", "__nc_frame", "__nc_common"),
-    stub!("11", "272", "__nc_frame", "__nc_common"),
-    stub!("12", "274", "__crit_frame", "__crit_common"),
-    stub!("13", "272", "__nc_frame", "__nc_common"),
-    stub!("14", "272", "__nc_frame", "__nc_common"),
-    stub!("15", "274", "__crit_frame", "__crit_common"),
+    stub!("0", "{sprg2}", "__crit_frame", "__crit_common"),
+    stub!("1", "{sprg1}", "__mc_frame", "__mc_common"),
+    stub!("2", "{sprg0}", "__nc_frame", "__nc_common"),
+    stub!("3", "{sprg0}", "__nc_frame", "__nc_common"),
+    stub!("4", "{sprg0}", "__nc_frame", "__nc_common"),
+    stub!("5", "{sprg0}", "__nc_frame", "__nc_common"),
+    stub!("6", "{sprg0}", "__nc_frame", "__nc_common"),
+    stub!("7", "{sprg0}", "__nc_frame", "__nc_common"),
+    stub!("8", "{sprg0}", "__nc_frame", "__nc_common"),
+    stub!("9", "{sprg0}", "__nc_frame", "__nc_common"),
+    stub!("10", "{sprg0}", "__nc_frame", "__nc_common"),
+    stub!("11", "{sprg0}", "__nc_frame", "__nc_common"),
+    stub!("12", "{sprg2}", "__crit_frame", "__crit_common"),
+    stub!("13", "{sprg0}", "__nc_frame", "__nc_common"),
+    stub!("14", "{sprg0}", "__nc_frame", "__nc_common"),
+    stub!("15", "{sprg2}", "__crit_frame", "__crit_common"),
     "    .balign 32",
-    entry!("__nc_common", "272", "__nc_frame", "__nc_stack_top", "26", "27"),
-    exit!("26", "27", "rfi"),
-    entry!("__crit_common", "274", "__crit_frame", "__crit_stack_top", "58", "59"),
-    exit_or_rfi!("58", "59", "rfci"),
-    entry!("__mc_common", "273", "__mc_frame", "__mc_stack_top", "570", "571"),
-    exit_or_rfi!("570", "571", "rfmci"),
+    entry!("__nc_common", "{sprg0}", "__nc_frame", "__nc_stack_top", "{srr0}", "{srr1}"),
+    exit!("{srr0}", "{srr1}", "rfi"),
+    entry!("__crit_common", "{sprg2}", "__crit_frame", "__crit_stack_top", "{csrr0}", "{csrr1}"),
+    exit_or_rfi!("{csrr0}", "{csrr1}", "rfci"),
+    entry!("__mc_common", "{sprg1}", "__mc_frame", "__mc_stack_top", "{mcsrr0}", "{mcsrr1}"),
+    exit_or_rfi!("{mcsrr0}", "{mcsrr1}", "rfmci"),
     "",
     "    .section .text.boot, \"ax\"",
     "    .global _start",
     "_start:",
     // Search in space 0 for TID 0; PID 0.
     "    li 0, 0",
-    "    mtspr 946, 0",
-    "    mtspr 48, 0",
+    "    mtspr {mmucr}, 0",
+    "    mtspr {pid}, 0",
     "    bl 1f",
     "1:  mflr 20",
     "    tlbsx 23, 0, 20",
@@ -202,9 +203,9 @@ global_asm!(
     "    isync",
     "    lis 7, __boot_ts1@ha",
     "    addi 7, 7, __boot_ts1@l",
-    "    mtspr 26, 7",
+    "    mtspr {srr0}, 7",
     "    li 8, {is_ds}",
-    "    mtspr 27, 8",
+    "    mtspr {srr1}, 8",
     "    rfi",
     "__boot_ts1:",
     // Invalidate every entry but T.
@@ -214,7 +215,7 @@ global_asm!(
     "    beq 4f",
     "    .long {we_10_9_0}",
     "4:  addi 9, 9, 1",
-    "    cmpwi 9, 64",
+    "    cmpwi 9, {tlb_entries}",
     "    blt 3b",
     "    isync",
     // Pinned entries in space 0.
@@ -236,9 +237,9 @@ global_asm!(
     "    isync",
     "    lis 7, __boot_ts0@ha",
     "    addi 7, 7, __boot_ts0@l",
-    "    mtspr 26, 7",
+    "    mtspr {srr0}, 7",
     "    li 8, {msr_kernel}",
-    "    mtspr 27, 8",
+    "    mtspr {srr1}, 8",
     "    rfi",
     "__boot_ts0:",
     "    li 10, 0",
@@ -303,8 +304,8 @@ global_asm!(
     "    stw 0, 84(1)",
     "    lis 7, __enter_sp@ha",
     "    stw 1, __enter_sp@l(7)",
-    "    mtspr 26, 3",
-    "    mtspr 27, 4",
+    "    mtspr {srr0}, 3",
+    "    mtspr {srr1}, 4",
     "    mr 3, 5",
     "    mr 4, 6",
     "    rfi",
@@ -348,6 +349,20 @@ global_asm!(
     we_5_9_1 = const tlbwe(5, 9, 1),
     we_6_9_2 = const tlbwe(6, 9, 2),
     we_10_24_0 = const tlbwe(10, 24, 0),
+    tlb_entries = const kestrel_ppc440::tlb::ENTRIES,
+    sprg0 = const spr::SPRG0,
+    sprg1 = const spr::SPRG1,
+    sprg2 = const spr::SPRG2,
+    srr0 = const spr::SRR0,
+    srr1 = const spr::SRR1,
+    csrr0 = const spr::CSRR0,
+    csrr1 = const spr::CSRR1,
+    mcsrr0 = const spr::MCSRR0,
+    mcsrr1 = const spr::MCSRR1,
+    esr = const spr::ESR,
+    dear = const spr::DEAR,
+    mmucr = const spr::MMUCR,
+    pid = const spr::PID,
 );
 
 extern "C" {

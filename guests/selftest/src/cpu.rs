@@ -2,37 +2,20 @@
 //! around the instructions that reach them (mfspr/mtspr, mfdcr/mtdcr, mfmsr/mtmsr, wrtee,
 //! tlbwe/tlbre/tlbsx).
 //!
-//! Bit numbers in comments follow the PPC440 core user's manual (MSB-0, bit 0 = 0x8000_0000);
-//! the conversion to masks happens once, in the constants. The wrappers are safe functions
+//! The numbers and bits themselves come from `kestrel_ppc440` (defined there once, with the
+//! manual's MSB-0 bit numbers); this module adds the selftest's own MSR values and the
+//! UART1 interrupt line of the board. The wrappers are safe functions
 //! like the kernel's `arch::spr`: the selftest owns the whole machine, and each test restores
 //! what it changes (the harness resets the rest after every test).
 
 use core::arch::asm;
 
-/// Machine State Register bits (PPC440 UM §2.2.1).
+pub use kestrel_ppc440::ivor as vector;
+pub use kestrel_ppc440::{dbcr0, dbsr, esr, spr, tcr, tsr};
+
+/// Machine State Register bits (from `kestrel_ppc440`) and the selftest's MSR values.
 pub mod msr {
-    /// Critical interrupt enable (bit 14).
-    pub const CE: u32 = 1 << (31 - 14);
-    /// External interrupt enable (bit 16).
-    pub const EE: u32 = 1 << (31 - 16);
-    /// Problem state (bit 17).
-    pub const PR: u32 = 1 << (31 - 17);
-    /// Floating-point available (bit 18).
-    pub const FP: u32 = 1 << (31 - 18);
-    /// Machine check enable (bit 19).
-    pub const ME: u32 = 1 << (31 - 19);
-    /// Floating-point exception mode 0 (bit 20).
-    pub const FE0: u32 = 1 << (31 - 20);
-    /// Debug wait enable (bit 21).
-    pub const DWE: u32 = 1 << (31 - 21);
-    /// Debug interrupt enable (bit 22).
-    pub const DE: u32 = 1 << (31 - 22);
-    /// Floating-point exception mode 1 (bit 23).
-    pub const FE1: u32 = 1 << (31 - 23);
-    /// Instruction address space (bit 26).
-    pub const IS: u32 = 1 << (31 - 26);
-    /// Data address space (bit 27).
-    pub const DS: u32 = 1 << (31 - 27);
+    pub use kestrel_ppc440::msr::{CE, DE, DS, DWE, EE, FE0, FE1, FP, IS, ME, PR};
 
     /// The bits tests compare in a saved SRR1/CSRR1. CE and WE are left out on purpose:
     /// QEMU ORs the program-interrupt reason into SRR1 bits 12..14 (Classic PowerPC
@@ -43,164 +26,6 @@ pub mod msr {
     pub const KERNEL: u32 = ME;
     /// Problem state with interrupts off (tests decide when asynchronous interrupts may come).
     pub const USER: u32 = PR | ME;
-}
-
-/// Exception Syndrome Register bits (PPC440 UM §6.1.6).
-pub mod esr {
-    /// Illegal instruction (bit 4).
-    pub const PIL: u32 = 1 << (31 - 4);
-    /// Privileged instruction (bit 5).
-    pub const PPR: u32 = 1 << (31 - 5);
-    /// Trap (bit 6).
-    pub const PTR: u32 = 1 << (31 - 6);
-    /// Store operation (bit 8).
-    pub const ST: u32 = 1 << (31 - 8);
-}
-
-/// Special purpose register numbers (PPC440 UM Table 2-3 / Book E).
-pub mod spr {
-    pub const DEC: u32 = 22;
-    pub const SRR0: u32 = 26;
-    pub const SRR1: u32 = 27;
-    pub const PID: u32 = 48;
-    /// Write-only: QEMU raises a privileged-instruction program interrupt on mfspr.
-    pub const DECAR: u32 = 54;
-    pub const CSRR0: u32 = 58;
-    pub const CSRR1: u32 = 59;
-    pub const DEAR: u32 = 61;
-    pub const ESR: u32 = 62;
-    pub const IVPR: u32 = 63;
-    /// User SPR general 0: readable and writable in problem state.
-    pub const USPRG0: u32 = 256;
-    /// Read-only aliases of SPRG4..7, readable in problem state.
-    pub const SPRG4R: u32 = 260;
-    pub const SPRG5R: u32 = 261;
-    pub const SPRG6R: u32 = 262;
-    pub const SPRG7R: u32 = 263;
-    /// Timebase read ports (readable in problem state).
-    pub const TBL_R: u32 = 268;
-    pub const TBU_R: u32 = 269;
-    pub const SPRG0: u32 = 272;
-    pub const SPRG1: u32 = 273;
-    pub const SPRG2: u32 = 274;
-    pub const SPRG3: u32 = 275;
-    pub const SPRG4: u32 = 276;
-    pub const SPRG5: u32 = 277;
-    pub const SPRG6: u32 = 278;
-    pub const SPRG7: u32 = 279;
-    /// Timebase write ports.
-    pub const TBL_W: u32 = 284;
-    pub const TBU_W: u32 = 285;
-    pub const PIR: u32 = 286;
-    pub const PVR: u32 = 287;
-    pub const DBSR: u32 = 304;
-    pub const DBCR0: u32 = 308;
-    pub const DBCR1: u32 = 309;
-    pub const DBCR2: u32 = 310;
-    pub const IAC1: u32 = 312;
-    pub const IAC2: u32 = 313;
-    pub const IAC3: u32 = 314;
-    pub const IAC4: u32 = 315;
-    pub const DAC1: u32 = 316;
-    pub const DAC2: u32 = 317;
-    pub const DVC1: u32 = 318;
-    pub const DVC2: u32 = 319;
-    pub const TSR: u32 = 336;
-    pub const TCR: u32 = 340;
-    pub const IVOR0: u32 = 400;
-    pub const MCSRR0: u32 = 570;
-    pub const MCSRR1: u32 = 571;
-    pub const CCR1: u32 = 888;
-    pub const MMUCR: u32 = 946;
-    pub const CCR0: u32 = 947;
-}
-
-/// Timer Control Register (PPC440 UM §8.6).
-pub mod tcr {
-    /// Watchdog period (bits 0:1).
-    pub const WP_SHIFT: u32 = 30;
-    // Bits 2:3 are WRC, watchdog reset control: write-once on silicon, never written here.
-    /// Watchdog interrupt enable (bit 4).
-    pub const WIE: u32 = 1 << (31 - 4);
-    /// Decrementer interrupt enable (bit 5).
-    pub const DIE: u32 = 1 << (31 - 5);
-    /// Fixed-interval timer period (bits 6:7).
-    pub const FP_SHIFT: u32 = 24;
-    /// Fixed-interval timer interrupt enable (bit 8).
-    pub const FIE: u32 = 1 << (31 - 8);
-    /// Decrementer auto-reload enable (bit 9).
-    pub const ARE: u32 = 1 << (31 - 9);
-}
-
-/// Timer Status Register (PPC440 UM §8.7); every bit is write-1-to-clear.
-pub mod tsr {
-    /// Enable next watchdog (bit 0).
-    pub const ENW: u32 = 1 << 31;
-    /// Watchdog interrupt status (bit 1).
-    pub const WIS: u32 = 1 << (31 - 1);
-    /// Decrementer interrupt status (bit 4).
-    pub const DIS: u32 = 1 << (31 - 4);
-    /// Fixed-interval timer interrupt status (bit 5).
-    pub const FIS: u32 = 1 << (31 - 5);
-}
-
-/// Debug Control Register 0 (PPC440 UM §10.4.1).
-pub mod dbcr0 {
-    /// Internal debug mode (bit 1).
-    pub const IDM: u32 = 1 << (31 - 1);
-    /// Reset request (bits 2:3); 0b11 = system reset.
-    pub const RST_SYSTEM: u32 = 3 << 28;
-    /// Instruction completion debug event (bit 4).
-    pub const ICMP: u32 = 1 << (31 - 4);
-    /// Trap debug event (bit 7).
-    pub const TRAP: u32 = 1 << (31 - 7);
-    /// Instruction address compare 1 event (bit 8).
-    pub const IAC1: u32 = 1 << (31 - 8);
-    /// Return debug event (bit 16).
-    pub const RET: u32 = 1 << (31 - 16);
-}
-
-/// Debug Status Register (PPC440 UM §10.4.4).
-pub mod dbsr {
-    /// Instruction completion debug event (bit 4).
-    pub const ICMP: u32 = 1 << (31 - 4);
-}
-
-/// Interrupt vector numbers = IVOR index (Book E; PPC440 UM Table 6-2).
-#[allow(dead_code)] // The complete table, including AP unavailable, which no test raises.
-pub mod vector {
-    pub const CRITICAL: u32 = 0;
-    pub const MACHINE_CHECK: u32 = 1;
-    pub const DSI: u32 = 2;
-    pub const ISI: u32 = 3;
-    pub const EXTERNAL: u32 = 4;
-    pub const ALIGNMENT: u32 = 5;
-    pub const PROGRAM: u32 = 6;
-    pub const FP_UNAVAILABLE: u32 = 7;
-    pub const SYSCALL: u32 = 8;
-    pub const AP_UNAVAILABLE: u32 = 9;
-    pub const DECREMENTER: u32 = 10;
-    pub const FIT: u32 = 11;
-    pub const WATCHDOG: u32 = 12;
-    pub const DTLB_MISS: u32 = 13;
-    pub const ITLB_MISS: u32 = 14;
-    pub const DEBUG: u32 = 15;
-
-    pub const NAMES: [&str; 16] = [
-        "critical input", "machine check", "data storage", "instruction storage", "external input",
-        "alignment", "program", "FP unavailable", "system call", "AP unavailable", "decrementer",
-        "fixed-interval timer", "watchdog", "data TLB miss", "instruction TLB miss", "debug",
-    ];
-
-    /// Whether interrupts of `vector` arrive independently of the instruction stream.
-    pub fn is_asynchronous(vector: u32) -> bool {
-        matches!(vector, CRITICAL | MACHINE_CHECK | EXTERNAL | DECREMENTER | FIT | WATCHDOG)
-    }
-
-    /// The name of `vector`, or "?" for a number outside 0..16.
-    pub fn name(vector: u32) -> &'static str {
-        NAMES.get(vector as usize).copied().unwrap_or("?")
-    }
 }
 
 /// Reads SPR `N`.
@@ -310,27 +135,14 @@ pub fn system_reset() -> ! {
     }
 }
 
-/// The Universal Interrupt Controller (PPC440EP UM §10) on DCRs 0xC0..0xC8.
+/// The Universal Interrupt Controller UIC0 (DCR numbers from `kestrel_ppc440::dcr`).
 pub mod uic {
-    /// Status (read; write 1 to clear).
-    pub const SR: u32 = 0xC0;
-    /// Status set (write 1 to set).
-    pub const SRS: u32 = 0xC1;
-    /// Enable.
-    pub const ER: u32 = 0xC2;
-    /// Critical (1 = routed to the critical input).
-    pub const CR: u32 = 0xC3;
-    /// Polarity (1 = active high / rising edge).
-    pub const PR: u32 = 0xC4;
-    /// Trigger (1 = edge).
-    pub const TR: u32 = 0xC5;
-    /// Masked status (SR & ER), read only.
-    pub const MSR: u32 = 0xC6;
+    pub use kestrel_ppc440::dcr::uic::line;
+    pub use kestrel_ppc440::dcr::{
+        UIC0_CR as CR, UIC0_ER as ER, UIC0_MSR as MSR, UIC0_PR as PR, UIC0_SR as SR,
+        UIC0_SRS as SRS, UIC0_TR as TR,
+    };
 
-    /// Bit `31 - n` of every UIC register is interrupt line `n` (MSB-0 numbering).
-    pub const fn line(n: u32) -> u32 {
-        1 << (31 - n)
-    }
     /// UART1's line on bamboo.
     pub const UART1: u32 = line(1);
 }
@@ -342,6 +154,9 @@ pub mod uic {
 pub mod tlb {
     use super::{mfspr, mtspr, spr};
     use core::arch::asm;
+    pub use kestrel_ppc440::encode::{tlbre, tlbwe};
+    use kestrel_ppc440::mmucr;
+    use kestrel_ppc440::tlb::{word0, word2, PageSize};
 
     /// First entry the selftest keeps for itself; tests use 0..PINNED.
     pub const PINNED: u32 = 62;
@@ -350,51 +165,36 @@ pub mod tlb {
     /// Entry mapping the UART page 1:1 (guarded, caching inhibited), written by the boot code.
     pub const IO_ENTRY: u32 = 62;
 
-    /// Word 0 (PPC440 UM Figure 5-3): EPN[0:21], V[22], TS[23], SIZE[24:27].
-    pub const V: u32 = 1 << (31 - 22);
-    pub const TS: u32 = 1 << (31 - 23);
-    /// SIZE codes the 440 implements: 1K, 4K, 16K, 64K, 256K, 1M, 16M, 256M, 1G.
-    pub const SIZES: [u32; 9] = [0, 1, 2, 3, 4, 5, 7, 9, 10];
-    pub const S4K: u32 = 1;
-    pub const S16M: u32 = 7;
-    pub const S256M: u32 = 9;
+    // The entry layout is `kestrel_ppc440::tlb`'s; these are its bits as masks, in the
+    // short names the tests combine.
+    /// Word 0: valid, translation space.
+    pub const V: u32 = word0::V.mask();
+    pub const TS: u32 = word0::TS.mask();
+    pub const S4K: u32 = PageSize::K4.code() as u32;
+    pub const S16M: u32 = PageSize::M16.code() as u32;
+    pub const S256M: u32 = PageSize::M256.code() as u32;
     /// The SIZE field of word 0 for size code `code`.
     pub const fn size(code: u32) -> u32 {
-        code << 4
+        word0::SIZE.put(code)
     }
-    /// Bytes covered by size code `code` (1 KiB * 4^code).
-    pub const fn bytes(code: u32) -> u32 {
-        1024 << (2 * code)
-    }
+    /// Word 2: storage attributes and permissions.
+    pub const U0: u32 = word2::U0.mask();
+    pub const U1: u32 = word2::U1.mask();
+    pub const U2: u32 = word2::U2.mask();
+    pub const U3: u32 = word2::U3.mask();
+    pub const W: u32 = word2::W.mask();
+    pub const I: u32 = word2::I.mask();
+    pub const M: u32 = word2::M.mask();
+    pub const G: u32 = word2::G.mask();
+    pub const UX: u32 = word2::UX.mask();
+    pub const UW: u32 = word2::UW.mask();
+    pub const UR: u32 = word2::UR.mask();
+    pub const SX: u32 = word2::SX.mask();
+    pub const SW: u32 = word2::SW.mask();
+    pub const SR: u32 = word2::SR.mask();
 
-    /// Word 2: U0..U3 [16:19], W I M G E [20:24], UX UW UR SX SW SR [26:31].
-    pub const U0: u32 = 1 << (31 - 16);
-    pub const U1: u32 = 1 << (31 - 17);
-    pub const U2: u32 = 1 << (31 - 18);
-    pub const U3: u32 = 1 << (31 - 19);
-    pub const W: u32 = 1 << (31 - 20);
-    pub const I: u32 = 1 << (31 - 21);
-    pub const M: u32 = 1 << (31 - 22);
-    pub const G: u32 = 1 << (31 - 23);
-    pub const UX: u32 = 1 << (31 - 26);
-    pub const UW: u32 = 1 << (31 - 27);
-    pub const UR: u32 = 1 << (31 - 28);
-    pub const SX: u32 = 1 << (31 - 29);
-    pub const SW: u32 = 1 << (31 - 30);
-    pub const SR: u32 = 1 << (31 - 31);
-
-    /// MMUCR[STS] (bit 15) and MMUCR[STID] (bits 24:31).
-    pub const MMUCR_STS: u32 = 1 << (31 - 15);
-    pub const MMUCR_STID: u32 = 0xff;
-
-    /// `tlbwe rS,rA,WS` (X-form, XO 978).
-    pub const fn tlbwe(rs: u32, ra: u32, ws: u32) -> u32 {
-        (31 << 26) | (rs << 21) | (ra << 16) | (ws << 11) | (978 << 1)
-    }
-    /// `tlbre rT,rA,WS` (X-form, XO 946).
-    pub const fn tlbre(rt: u32, ra: u32, ws: u32) -> u32 {
-        (31 << 26) | (rt << 21) | (ra << 16) | (ws << 11) | (946 << 1)
-    }
+    const MMUCR_STS: u32 = mmucr::STS.mask();
+    const MMUCR_STID: u32 = mmucr::STID.mask();
 
     /// Sets MMUCR[STID] (the TID tlbwe writes and tlbsx searches) and MMUCR[STS].
     pub fn set_search(tid: u8, ts: bool) {
@@ -475,8 +275,7 @@ pub mod tlb {
             asm!("tlbsx. {i}, 0, {ea}", "mfcr {cr}", i = out(reg) index, ea = in(reg) ea,
                  cr = out(reg) cr, options(nostack, nomem));
         }
-        // CR0[EQ] is CR bit 2 (MSB-0).
-        (index, cr & (1 << (31 - 2)) != 0)
+        (index, cr & kestrel_ppc440::cr::CR0_EQ != 0)
     }
 
     /// `tlbsx. rT,rA,rB` (EA = rA + rB).
@@ -487,7 +286,7 @@ pub mod tlb {
             asm!("tlbsx. {i}, {ra}, {rb}", "mfcr {cr}", i = out(reg) index, ra = in(reg_nonzero) ra,
                  rb = in(reg) rb, cr = out(reg) cr, options(nostack, nomem));
         }
-        (index, cr & (1 << (31 - 2)) != 0)
+        (index, cr & kestrel_ppc440::cr::CR0_EQ != 0)
     }
 
     /// `tlbsx rT,0,rB` (no record form): the index only, undefined on a miss.

@@ -5,6 +5,7 @@ use super::{map_user, scratch};
 use crate::boot::enter;
 use crate::check::{ensure, eq, TestResult};
 use crate::cpu::{self, dbcr0, msr, spr, vector};
+use kestrel_ppc440::{ccr0, ccr1, mmucr};
 use crate::trap::{self, Action};
 use crate::user;
 
@@ -151,9 +152,8 @@ pub fn ivpr_ivor() -> TestResult {
 /// PID (8 bits on the 440) and MMUCR (its defined bits).
 pub fn pid_mmucr() -> TestResult {
     roundtrip!("PID", spr::PID, [0x5A, 0xA5, 0xFF, 0]);
-    // SWOA, U1TE, U2SWOAE, DULXE, IULXE, STS, STID.
-    let defined = (1 << (31 - 7)) | (1 << (31 - 9)) | (1 << (31 - 10)) | (1 << (31 - 12))
-        | (1 << (31 - 13)) | (1 << (31 - 15)) | 0xFF;
+    let defined = mmucr::SWOA.mask() | mmucr::U1TE.mask() | mmucr::U2SWOAE.mask() | mmucr::DULXE.mask()
+        | mmucr::IULXE.mask() | mmucr::STS.mask() | mmucr::STID.mask();
     roundtrip!("MMUCR", spr::MMUCR, [defined, 0x0001_005A, 0x0000_00A5, 0]);
     Ok(())
 }
@@ -161,8 +161,8 @@ pub fn pid_mmucr() -> TestResult {
 /// CCR0 and CCR1 hold what is written; toggles bits with no effect under emulation and only
 /// performance or parity-checking effects on silicon (CCR0[DSTG], CCR0[DTB], CCR1[DPC]).
 pub fn ccr0_ccr1() -> TestResult {
-    const CCR0_BITS: u32 = (1 << (31 - 10)) | (1 << (31 - 16));
-    const CCR1_BITS: u32 = 1 << (31 - 23);
+    const CCR0_BITS: u32 = ccr0::DSTG | ccr0::DTB;
+    const CCR1_BITS: u32 = ccr1::DPC;
     let ccr0 = cpu::mfspr::<{ spr::CCR0 }>();
     cpu::mtspr::<{ spr::CCR0 }>(ccr0 ^ CCR0_BITS);
     let got0 = cpu::mfspr::<{ spr::CCR0 }>();

@@ -33,8 +33,8 @@ fn in_image(addr: u32) -> bool {
 /// TCR holds periods and enables as written (WRC, write-once on silicon, is left alone).
 pub fn tcr_roundtrip() -> TestResult {
     for v in [
-        (3 << tcr::WP_SHIFT) | (2 << tcr::FP_SHIFT) | tcr::ARE,
-        (1 << tcr::WP_SHIFT) | (1 << tcr::FP_SHIFT),
+        tcr::WP.put(3) | tcr::FP.put(2) | tcr::ARE,
+        tcr::WP.put(1) | tcr::FP.put(1),
         0,
     ] {
         cpu::mtspr::<{ spr::TCR }>(v);

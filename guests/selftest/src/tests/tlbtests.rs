@@ -5,6 +5,7 @@ use super::{fill_pages, marker, peek, poke, scratch, PAGE_A, PAGE_B};
 use crate::check::{ensure, eq, skip, TestResult};
 use crate::cpu::tlb::{self, size, G, I, M, S16M, S4K, SR, SW, SX, TS, U0, U1, U2, U3, UR, UW, UX, V, W};
 use crate::cpu::{self, msr, spr, vector};
+use kestrel_ppc440::tlb::{word0, PageSize};
 use crate::label;
 use crate::snippets::{self, call, call_is, load, store};
 use crate::trap::{self, Action};
@@ -121,12 +122,12 @@ fn probe() -> u32 {
 /// Every page size the 440 implements maps VA onto the aligned frame holding the probe
 /// word: stores through the mapping reach it, stores to it are seen through the mapping.
 pub fn page_sizes() -> TestResult {
-    for code in tlb::SIZES {
-        let bytes = tlb::bytes(code);
+    for size in PageSize::ALL {
+        let (code, bytes) = (size.code() as u32, size.bytes());
         let base = probe() & !(bytes - 1);
         let ea = VA + (probe() - base);
         tlb::map(30, 0, w0(VA, code), base, RW);
-        eq("SIZE field read back", (tlb::read(30).0 >> 4) & 0xF, code)?;
+        eq("SIZE field read back", word0::SIZE.get(tlb::read(30).0), code)?;
         let v = 0x5A5A_0000 | code;
         store(ea, v);
         eq("word stored through the mapping, read 1:1", peek(probe()), v)?;
@@ -140,8 +141,8 @@ pub fn page_sizes() -> TestResult {
 /// the right frame, the first address past it misses (data TLB miss with DEAR = EA).
 pub fn page_extent() -> TestResult {
     trap::expect(vector::DTLB_MISS, Action::Skip);
-    for code in tlb::SIZES {
-        let bytes = tlb::bytes(code);
+    for size in PageSize::ALL {
+        let (code, bytes) = (size.code() as u32, size.bytes());
         let base = probe() & !(bytes - 1);
         tlb::map(31, 0, w0(VA, code), base, SR);
         if base + bytes <= 16 << 20 {
