@@ -332,8 +332,8 @@ pub mod stubs {
     pub fn store_kernel_insn() -> u32 {
         super::ktest_store_kernel_insn as *const () as usize as u32
     }
-    pub const MFMSR_R3: u32 = 0x7c60_00a6;
-    pub const STW_R12_0_R12: u32 = 0x918c_0000;
+    pub const MFMSR_R3: u32 = kestrel_ppc440::encode::mfmsr(3);
+    pub const STW_R12_0_R12: u32 = kestrel_ppc440::encode::stw(12, 0, 12);
 }
 
 /// A child that names itself (so the kernel's messages about it are readable) and

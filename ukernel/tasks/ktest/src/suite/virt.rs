@@ -36,128 +36,30 @@ const HANDLER: u32 = CODE_GPA + 0x100;
 /// Below the root: a guest runs only while the root waits for it.
 const VCPU_PRIORITY: u32 = CHILD_PRIORITY - 10;
 
-/// Instruction encodings (Book E / PPC440 UM, MSB-0 fields: opcode 0:5, RT/RS 6:10,
-/// RA 11:15, RB 16:20, extended opcode 21:30). Each one used below was checked against
-/// `powerpc-linux-gnu-as -m440` + `objdump -d`; the constant assertions pin them.
+/// Instruction encodings, register numbers and bits, all from `kestrel_ppc440` (the encoders
+/// are round-trip tested against its decoder there), under the short names the guests use,
+/// plus the reset request every guest ends with.
 mod ppc {
-    /// The 10-bit SPR/DCR field (bits 11:20) holds the number with its 5-bit halves swapped.
-    const fn split(n: u32) -> u32 {
-        ((n & 0x1f) << 16) | ((n >> 5) << 11)
-    }
-    const fn x_form(rt: u32, xo: u32) -> u32 {
-        (31 << 26) | (rt << 21) | (xo << 1)
-    }
-    /// `li rt, imm` (addi rt, 0, imm).
-    pub const fn li(rt: u32, imm: i16) -> u32 {
-        (14 << 26) | (rt << 21) | (imm as u16 as u32)
-    }
-    /// `lis rt, imm` (addis rt, 0, imm).
-    pub const fn lis(rt: u32, imm: u16) -> u32 {
-        (15 << 26) | (rt << 21) | imm as u32
-    }
-    pub const fn lwz(rt: u32, d: u16, ra: u32) -> u32 {
-        (32 << 26) | (rt << 21) | (ra << 16) | d as u32
-    }
-    pub const fn stw(rs: u32, d: u16, ra: u32) -> u32 {
-        (36 << 26) | (rs << 21) | (ra << 16) | d as u32
-    }
-    pub const fn mfmsr(rt: u32) -> u32 {
-        x_form(rt, 83)
-    }
-    pub const fn mtmsr(rs: u32) -> u32 {
-        x_form(rs, 146)
-    }
-    /// `wrteei e`: E is bit 16.
-    pub const fn wrteei(e: bool) -> u32 {
-        x_form(0, 163) | ((e as u32) << 15)
-    }
-    pub const fn mfspr(rt: u32, spr: u32) -> u32 {
-        x_form(rt, 339) | split(spr)
-    }
-    pub const fn mtspr(spr: u32, rs: u32) -> u32 {
-        x_form(rs, 467) | split(spr)
-    }
-    pub const fn mfdcr(rt: u32, dcr: u32) -> u32 {
-        x_form(rt, 323) | split(dcr)
-    }
-    pub const fn mtdcr(dcr: u32, rs: u32) -> u32 {
-        x_form(rs, 451) | split(dcr)
-    }
-    /// `mtctr rs` (mtspr CTR = 9).
-    pub const fn mtctr(rs: u32) -> u32 {
-        mtspr(9, rs)
-    }
-    /// `bdnz .`: decrement CTR, loop on itself while it is not zero.
-    pub const BDNZ_SELF: u32 = 0x4200_0000;
-    /// `b .`
-    pub const B_SELF: u32 = 0x4800_0000;
-    pub const SC: u32 = 0x4400_0002;
-    /// An all-zero word: primary opcode 0 is illegal.
-    pub const ILLEGAL: u32 = 0;
+    pub use kestrel_ppc440::dbcr0::RST_SYSTEM as DBCR0_RST;
+    pub use kestrel_ppc440::dcr::UIC0_BASE as UIC_DCR;
+    pub use kestrel_ppc440::encode::{
+        li, lis, lwz, mfdcr, mfmsr, mfspr, mtctr, mtmsr, mtspr, stw, wrteei, BDNZ_SELF, B_SELF,
+        ILLEGAL, SC,
+    };
+    pub use kestrel_ppc440::esr::{PIL as ESR_PIL, ST as ESR_ST};
+    pub use kestrel_ppc440::msr::{CE as MSR_CE, EE as MSR_EE, ME as MSR_ME, WE as MSR_WE};
+    pub use kestrel_ppc440::spr::{
+        DBCR0, DEAR, DEC, ESR, IVOR2, IVOR4, IVOR6, IVOR8, IVPR, SPRG0, SRR0, SRR1,
+    };
+    use kestrel_ppc440::tlb::{word0, word2, PageSize};
 
-    /// SPR numbers (PPC440 UM, Table 10-2).
-    pub const DEC: u32 = 22;
-    pub const SRR0: u32 = 26;
-    pub const SRR1: u32 = 27;
-    pub const DEAR: u32 = 61;
-    pub const ESR: u32 = 62;
-    pub const IVPR: u32 = 63;
-    pub const SPRG0: u32 = 272;
-    pub const DBCR0: u32 = 308;
-    pub const IVOR2: u32 = 402;
-    pub const IVOR4: u32 = 404;
-    pub const IVOR6: u32 = 406;
-    pub const IVOR8: u32 = 408;
-    /// The UIC's first DCR on bamboo.
-    pub const UIC_DCR: u32 = 0xc0;
-
-    /// DBCR0[RST] (bits 2:3): any non-zero value requests a reset.
-    pub const DBCR0_RST: u32 = 0x3000_0000;
-    /// ESR[PIL] (bit 4): illegal instruction.
-    pub const ESR_PIL: u32 = 1 << (31 - 4);
-    /// ESR[ST] (bit 8): the data storage interrupt was caused by a store.
-    pub const ESR_ST: u32 = 1 << (31 - 8);
-    /// MSR bits (Book E §2.2.1).
-    pub const MSR_WE: u32 = 1 << (31 - 13);
-    pub const MSR_CE: u32 = 1 << (31 - 14);
-    pub const MSR_EE: u32 = 1 << (31 - 16);
-    pub const MSR_ME: u32 = 1 << (31 - 19);
+    /// Guest TLB entry 0: 256 MiB at 0, 1:1, supervisor read/write/execute.
+    pub const ENTRY0_W0: u32 = word0::V.mask() | PageSize::M256.word0();
+    pub const ENTRY0_W2: u32 = word2::SX.mask() | word2::SW.mask() | word2::SR.mask();
 
     /// The reset request every guest ends with: `lis r31, 0x3000; mtspr DBCR0, r31`
     /// (the second word faults as `VirtFault::Halt`).
     pub const HALT: [u32; 2] = [lis(31, (DBCR0_RST >> 16) as u16), mtspr(DBCR0, 31)];
-
-    const _: () = {
-        assert!(mfmsr(3) == 0x7C60_00A6);
-        assert!(mfmsr(5) == 0x7CA0_00A6);
-        assert!(mtmsr(3) == 0x7C60_0124);
-        assert!(li(3, 42) == 0x3860_002A);
-        assert!(li(6, 0x1234) == 0x38C0_1234);
-        assert!(lis(3, 0x3000) == 0x3C60_3000);
-        assert!(mtspr(SPRG0, 3) == 0x7C70_43A6);
-        assert!(mfspr(4, SPRG0) == 0x7C90_42A6);
-        assert!(mfdcr(6, UIC_DCR) == 0x7CC0_3286);
-        assert!(mfdcr(3, UIC_DCR) == 0x7C60_3286);
-        assert!(mtspr(DBCR0, 3) == 0x7C74_4BA6);
-        assert!(mtspr(IVPR, 3) == 0x7C7F_0BA6);
-        assert!(mtspr(IVOR6, 3) == 0x7C76_63A6);
-        assert!(mtspr(IVOR4, 3) == 0x7C74_63A6);
-        assert!(wrteei(true) == 0x7C00_8146);
-        assert!(wrteei(false) == 0x7C00_0146);
-        assert!(lwz(3, 0, 3) == 0x8063_0000);
-        assert!(stw(4, 4, 3) == 0x9083_0004);
-        assert!(mtdcr(UIC_DCR, 5) == 0x7CA0_3386);
-        assert!(mtctr(7) == 0x7CE9_03A6);
-        assert!(lis(7, 0x1000) == 0x3CE0_1000);
-        assert!(mfspr(3, DEAR) == 0x7C7D_0AA6);
-        assert!(mfspr(3, SRR0) == 0x7C7A_02A6);
-        assert!(mfspr(4, ESR) == 0x7C9E_0AA6);
-        assert!(mfspr(5, SRR1) == 0x7CBB_02A6);
-        assert!(mfspr(3, DEC) == 0x7C76_02A6);
-        assert!(mtspr(IVOR2, 3) == 0x7C72_63A6);
-        assert!(mtspr(IVOR8, 3) == 0x7C78_63A6);
-        assert!(HALT[0] == 0x3FE0_3000 && HALT[1] == 0x7FF4_4BA6);
-    };
 }
 
 // ---------------------------------------------------------------------------------
@@ -188,7 +90,7 @@ impl Vm {
         set_state(id, &VcpuState { pc: CODE_GPA, msr: 0, ..VcpuState::default() })?;
         // Guest TLB entry 0 (PPC440 UM §5.4): word 0 = EPN 0 | V | SIZE 256 MiB (9),
         // TS 0; word 1 = RPN 0; word 2 = SX|SW|SR; TID 0 (matches every PID).
-        set_tlb(id, 0, [0x200 | (9 << 4), 0, 0x7], 0).map_err(|e| call_failed("VcpuControl(SET_TLB)", e))?;
+        set_tlb(id, 0, [ppc::ENTRY0_W0, 0, ppc::ENTRY0_W2], 0).map_err(|e| call_failed("VcpuControl(SET_TLB)", e))?;
         Ok(vm)
     }
 
