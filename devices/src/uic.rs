@@ -5,7 +5,7 @@
 //! [`Uic::set_input`], and samples [`Uic::irq_output`] (external input interrupt) and
 //! [`Uic::crit_output`] (critical input interrupt) after each of those calls.
 //!
-//! Line `n` (0..32) is bit `n` in the manual's MSB-0 numbering, i.e. `1 << (31 - n)`;
+//! Line `n` (0..32) is bit `n` in the manual's MSB-0 numbering (`kestrel_ppc440::dcr::uic::line`);
 //! [`line_bit`] is the one place that conversion is made. Bamboo wires UART0 to line 0 and
 //! UART1 to line 1.
 //!
@@ -51,62 +51,20 @@
 //! - **Switching a line from level to edge** while it is asserted: QEMU keeps treating it
 //!   as asserted-level for SR writes until it is lowered; here it is an edge line at once.
 
-/// The first DCR of UIC0 on the PPC440EP.
-pub const UIC_DCR_BASE: u32 = 0xC0;
+/// The first DCR of UIC0 on the PPC440EP, the DCRs a UIC decodes (offsets 0 (SR) to 8
+/// (VCR)), its input lines, and the DCR offsets of its registers ([`reg`]): from
+/// `kestrel_ppc440::dcr`.
+pub use kestrel_ppc440::dcr::uic::{COUNT as UIC_DCR_COUNT, LINES as UIC_LINES};
+pub use kestrel_ppc440::dcr::{uic as reg, UIC0_BASE as UIC_DCR_BASE};
 
-/// How many DCRs the UIC decodes: offsets 0 (SR) to 8 (VCR).
-pub const UIC_DCR_COUNT: u32 = 9;
-
-/// How many interrupt input lines the UIC has.
-pub const UIC_LINES: u32 = 32;
-
-/// DCR offsets from [`UIC_DCR_BASE`] (PPC440EP user's manual, UIC chapter).
-pub mod reg {
-    /// UIC_SR, status: reads the latched requests; a write clears the bits written as 1.
-    pub const SR: u32 = 0;
-    /// UIC_SRS, status set: a write sets the bits written as 1; reads return SR.
-    pub const SRS: u32 = 1;
-    /// UIC_ER, enable: 1 = the line's request reaches MSR and the outputs.
-    pub const ER: u32 = 2;
-    /// UIC_CR, critical: 1 = critical interrupt, 0 = non-critical (external input).
-    pub const CR: u32 = 3;
-    /// UIC_PR, polarity: 1 = active high / rising edge, 0 = active low / falling edge.
-    pub const PR: u32 = 4;
-    /// UIC_TR, trigger: 1 = edge-sensitive, 0 = level-sensitive.
-    pub const TR: u32 = 5;
-    /// UIC_MSR, masked status (read-only): SR & ER.
-    pub const MSR: u32 = 6;
-    /// UIC_VR, vector (read-only): see the module documentation.
-    pub const VR: u32 = 7;
-    /// UIC_VCR, vector configuration: VCBA and PRO.
-    pub const VCR: u32 = 8;
-}
-
-/// The mask of bits `first..=last` of a 32-bit register in the manual's MSB-0 numbering.
-/// This is the only place the UIC model turns IBM bit numbers into shifts.
-const fn msb0_bits(first: u32, last: u32) -> u32 {
-    let width = last - first + 1;
-    let ones = if width == 32 { u32::MAX } else { (1u32 << width) - 1 };
-    ones << (31 - last)
-}
-
-/// UIC_VCR fields.
-pub mod vcr {
-    use super::msb0_bits;
-
-    /// VCR\[VCBA\], bits 0:29: vector base address.
-    pub const VCBA: u32 = msb0_bits(0, 29);
-    /// VCR\[PRO\], bit 31: priority ordering (1 = line 31 has the highest priority).
-    pub const PRO: u32 = msb0_bits(31, 31);
-    /// The bits a write keeps (bit 30 is reserved and reads as 0).
-    pub const WRITABLE: u32 = VCBA | PRO;
-}
+/// UIC_VCR fields (from `kestrel_ppc440::dcr`).
+pub use kestrel_ppc440::dcr::uic::vcr;
 
 /// The SR/ER/... bit of input line `line` (MSB-0: line 0 is the most significant bit),
 /// or 0 when `line` is not a UIC line (32 or more).
 pub const fn line_bit(line: u32) -> u32 {
     if line < UIC_LINES {
-        msb0_bits(line, line)
+        kestrel_ppc440::dcr::uic::line(line)
     } else {
         0
     }
@@ -282,7 +240,6 @@ mod tests {
         assert_eq!(vcr::VCBA, 0xFFFF_FFFC);
         assert_eq!(vcr::PRO, 0x0000_0001);
         assert_eq!(vcr::WRITABLE, 0xFFFF_FFFD);
-        assert_eq!(msb0_bits(0, 31), u32::MAX);
     }
 
     #[test]

@@ -41,6 +41,17 @@ pub mod uic {
     pub const fn line(n: u32) -> u32 {
         super::bit(n)
     }
+
+    /// UIC_VCR fields.
+    pub mod vcr {
+        use crate::field::{bit, Field};
+        /// VCR\[VCBA\], bits 0:29: vector base address.
+        pub const VCBA: u32 = Field::bits(0, 29).mask();
+        /// VCR\[PRO\], bit 31: priority ordering (1 = line 31 has the highest priority).
+        pub const PRO: u32 = bit(31);
+        /// The bits a write keeps (bit 30 is reserved and reads as 0).
+        pub const WRITABLE: u32 = VCBA | PRO;
+    }
 }
 
 /// UIC0's status register (absolute DCR number).
@@ -73,5 +84,7 @@ mod tests {
         assert_eq!(UIC0_VCR, UIC0_BASE + uic::COUNT - 1);
         assert_eq!(uic::line(0), 0x8000_0000);
         assert_eq!(uic::line(31), 1);
+        assert_eq!(uic::vcr::VCBA, 0xFFFF_FFFC);
+        assert_eq!(uic::vcr::WRITABLE, 0xFFFF_FFFD);
     }
 }

@@ -27,10 +27,9 @@ use alloc::vec::Vec;
 use core::fmt;
 use vm_fdt::FdtWriter;
 
-/// First DCR of UIC0 (`dcr-reg`).
-pub const UIC0_DCR_BASE: u32 = 0xC0;
-/// DCRs UIC0 decodes (`dcr-reg` count): offsets 0 (SR) to 8 (VCR).
-pub const UIC0_DCR_COUNT: u32 = 9;
+/// First DCR of UIC0 (`dcr-reg`) and how many DCRs it decodes (`dcr-reg` count): from
+/// `kestrel_ppc440::dcr`.
+pub use kestrel_ppc440::dcr::{uic::COUNT as UIC0_DCR_COUNT, UIC0_BASE as UIC0_DCR_BASE};
 /// Guest-physical address of UART0 (the console).
 pub const UART0_GPA: u32 = 0xEF60_0300;
 /// Guest-physical address of UART1.

@@ -5,6 +5,7 @@ use kestrel_abi::{xfer, FaultReply, Inject, ThreadId, TracePoint, VirtFault, Vir
 use kestrel_devices::{Uart16550, Uic};
 use kestrel_user::mem::FrameAllocator;
 use kestrel_user::{println, sys};
+use kestrel_ppc440::dcr::{uic::COUNT as UIC_DCRS, UIC0_BASE as UIC_DCR};
 use kestrel_ppc440::decode::{decode, AccessKind, Insn, Width};
 use kestrel_vmm_core::segment::{GuestMemory, GuestPhysAddr, HostAddr, Segment};
 
@@ -15,9 +16,6 @@ const UART1: u32 = 0xEF60_0400;
 /// bamboo's device space, which an OS guest probes.
 const DEVICE_SPACE: u32 = 0xE000_0000;
 const DEVICE_SPACE_LAST: u32 = 0xEFFF_FFFF;
-/// UIC DCR block.
-const UIC_DCR: u32 = 0xC0;
-const UIC_DCRS: u32 = 9;
 /// Unmodelled accesses logged per VM.
 const UNMODELLED_LOG_LINES: u32 = 8;
 /// Alignment of guest RAM in host memory: the 440's 16 MiB page.

@@ -27,6 +27,7 @@ mod machine;
 
 use console::Console;
 use kestrel_abi::{bootmod, kinfo, label, tcflags, vcpuctl, ThreadId, Timeout, Timeouts, VcpuState, VirtFault};
+use kestrel_ppc440::tlb::{word0, word2, PageSize};
 use kestrel_user::ipc::{ipc, receive, Msg};
 use kestrel_user::mem::{boot_modules, map_reply, FrameAllocator, PageFault};
 use kestrel_user::{println, rt, sys};
@@ -197,9 +198,9 @@ fn start_vcpu(vcpu: ThreadId, entry: u32, r3: u32, r1: u32) -> Result<(), kestre
     u.vcpu.gpr[1] = r1;
     sys::vcpu_control(vcpu, vcpuctl::SET_STATE, 0, 0, 0)?;
     // Guest TLB entry 0: EPN 0, valid, TS 0, 256 MiB; RPN 0; SX|SW|SR; TID 0.
-    u.mr[1] = 0x200 | (9 << 4);
+    u.mr[1] = word0::V.mask() | PageSize::M256.word0();
     u.mr[2] = 0;
-    u.mr[3] = 0x7;
+    u.mr[3] = word2::SX.mask() | word2::SW.mask() | word2::SR.mask();
     u.mr[4] = 0;
     sys::vcpu_control(vcpu, vcpuctl::SET_TLB, 0, 0, 0)?;
     sys::vcpu_control(vcpu, vcpuctl::DECLARE_MMIO, 1, machine::UART_PAGE, 0x1000)?;
