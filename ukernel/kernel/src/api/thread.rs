@@ -332,7 +332,7 @@ pub fn sys_exchange_registers(k: &mut Kernel, cur: usize, r: &[u32; 6]) -> Resul
     }
     let j = lookup(k, dest).ok_or(KError::InvalidThread)?;
     let cs = k.threads[cur].space;
-    if k.threads[j].space != cs && !k.spaces[cs as usize].privileged {
+    if k.threads[j].space != cs && !k.spaces[cs as usize].privileged && !drives_vcpu(k, cs, j) {
         return Err(KError::NoPrivilege);
     }
     let t = k.threads[j];
@@ -399,6 +399,14 @@ pub fn sys_exchange_registers(k: &mut Kernel, cur: usize, r: &[u32; 6]) -> Resul
         }
     }
     Ok(old)
+}
+
+/// True if thread `j` is a vCPU whose exception handler (its VMM) lives in space `cs`: a
+/// VMM that is not the root task starts, stops and reads its own vCPUs, as `VcpuControl`
+/// already allows it (the root task created the vCPU for it, see `kestrel_abi::root`).
+fn drives_vcpu(k: &Kernel, cs: u16, j: usize) -> bool {
+    k.threads[j].vcpu != NO_VCPU
+        && lookup(k, k.threads[j].exc_handler).is_some_and(|h| k.threads[h].space == cs)
 }
 
 /// `Schedule(dest, priority, timeslice_us)`.
