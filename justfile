@@ -21,20 +21,26 @@ build: setup
     {{ cargo }} build
     scripts/build-target.sh
 
-# Boot Linux in Kestrel VMs to interactive busybox shells: `just run` (one VM), `just run 2` (two); ARGS go to scripts/vm-linux.sh (e.g. --script smoke)
+# Boot Linux in Kestrel VMs to interactive busybox shells: `just run` (one VM), `just run 2` (two); ARGS go to scripts/vm-linux.sh (e.g. --script smoke, --native kestrel-demo)
 [positional-arguments]
 run VMS="1" *ARGS: setup
     #!/usr/bin/env bash
     set -euo pipefail
-    shift || true
+    vms=1
+    if [[ ${1:-} =~ ^[0-9]+$ ]]; then vms=$1; shift; fi
+    packages=(-p kestrel-kernel -p kestrel-root -p kestrel-vmm)
+    args=("$@")
+    for ((i = 0; i + 1 < ${#args[@]}; i++)); do
+        [[ ${args[i]} == --native ]] && packages+=(-p "${args[i + 1]}")
+    done
     guests/linux/build.sh
-    scripts/build-target.sh -p kestrel-kernel -p kestrel-vmm
-    exec scripts/vm-linux.sh --vms {{ quote(VMS) }} "$@"
+    scripts/build-target.sh "${packages[@]}"
+    exec scripts/vm-linux.sh --vms "$vms" "$@"
 
-# Boot the native IPC demo (kestrel-demo as root task) under QEMU
+# Boot the native IPC demo (kestrel-demo, started by the root task) under QEMU
 demo: setup
-    scripts/build-target.sh -p kestrel-kernel -p kestrel-demo
-    scripts/qemu-run.sh kestrel-demo --timeout 60
+    scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-demo
+    scripts/native-run.sh kestrel-demo --timeout 60
 
 # Host unit tests, bench script tests, the on-target ktest suite, the test guest natively vs in a VM, two-VM isolation, then Linux: native vs VM, and two VMs at once
 test: setup
@@ -60,7 +66,7 @@ bench NAME: setup
 
 # Boot a bare-metal guest (ELF name, e.g. kestrel-selftest) in a VM under Kestrel's VMM
 vm GUEST *ARGS: setup
-    scripts/build-target.sh -p kestrel-kernel -p kestrel-vmm -p {{ GUEST }}
+    scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-vmm -p {{ GUEST }}
     scripts/vm-run.sh {{ GUEST }} {{ ARGS }}
 
 # Build and boot any root task by package name, e.g. `just qemu ktest` (ARGS go to qemu-run.sh)

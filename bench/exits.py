@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if not args.no_build:
-            subprocess.run([str(ROOT / "scripts" / "build-target.sh"), "-p", "kestrel-kernel",
+            subprocess.run([str(ROOT / "scripts" / "build-target.sh"), "-p", "kestrel-kernel", "-p", "kestrel-root",
                             "-p", "kestrel-vmm", "-p", "kestrel-exitbench"], check=True)
         runs = {m: [run(m, i, args.timeout) for i in (1, 2)] for m in ("native", "vm")}
         for m, (a, b) in runs.items():

@@ -368,7 +368,7 @@ def private_target(target_dir: Path) -> Path:
     priv = target_dir / "bench-table1"
     out = priv / "powerpc-440-none" / "release"
     out.mkdir(parents=True, exist_ok=True)
-    for elf in ("kestrel-kernel", "kestrel-vmm"):
+    for elf in ("kestrel-kernel", "kestrel-root", "kestrel-vmm"):
         dst = out / elf
         if dst.is_symlink() or dst.exists():
             dst.unlink()  # never write through a link left by someone else
@@ -440,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     GUEST_APPEND = args.append
     try:
         if not args.no_build:
-            subprocess.run([str(ROOT / "scripts" / "build-target.sh"), "-p", "kestrel-kernel",
+            subprocess.run([str(ROOT / "scripts" / "build-target.sh"), "-p", "kestrel-kernel", "-p", "kestrel-root",
                             "-p", "kestrel-vmm"], check=True)
         # Always (cached, seconds): vm-linux.sh runs it anyway, and the native runs, which
         # start alongside, need vmlinux and the initramfs before it would.

@@ -3,7 +3,7 @@
 #
 #   scripts/build-target.sh [-p PACKAGE]... [EXTRA CARGO ARGS]...
 #
-# Without -p it builds kestrel-kernel, kestrel-demo, ktest and ipcbench. The ELF files land in
+# Without -p it builds the kernel, the root task, the native tasks, the VMM and the guests. The ELF files land in
 # target/powerpc-440-none/release/<package>. Debian's Rust 1.96 builds core, compiler_builtins
 # and alloc from /usr/lib/rustlib/src itself (-Zbuild-std, unlocked by RUSTC_BOOTSTRAP=1);
 # cargo only accepts a .json target with -Zjson-target-spec.
@@ -11,7 +11,7 @@ set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-default_packages=(kestrel-kernel kestrel-demo ktest ipcbench kestrel-vmm kestrel-exitbench kestrel-selftest kestrel-isolation)
+default_packages=(kestrel-kernel kestrel-root kestrel-demo ktest ipcbench kestrel-vmm kestrel-exitbench kestrel-selftest kestrel-isolation)
 package_args=()
 extra=()
 while (($# > 0)); do

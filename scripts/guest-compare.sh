@@ -18,7 +18,7 @@ while (($# > 0)); do
     esac
 done
 if $build; then
-    "$KESTREL_ROOT/scripts/build-target.sh" -p kestrel-kernel -p kestrel-vmm -p kestrel-selftest
+    "$KESTREL_ROOT/scripts/build-target.sh" -p kestrel-kernel -p kestrel-root -p kestrel-vmm -p kestrel-selftest
 fi
 logs=$KESTREL_TARGET_DIR/logs
 mkdir -p "$logs"

@@ -39,7 +39,7 @@ done
 [[ $timeout_secs =~ ^[1-9][0-9]*$ ]] || die "--timeout wants whole seconds, got '$timeout_secs'"
 
 if $build; then
-    "$KESTREL_ROOT/scripts/build-target.sh" -p kestrel-kernel -p kestrel-vmm
+    "$KESTREL_ROOT/scripts/build-target.sh" -p kestrel-kernel -p kestrel-root -p kestrel-vmm
 fi
 # Built once here, so that vm-linux.sh's own (cached) build cannot replace the initramfs while
 # the native QEMU reads it.
@@ -55,7 +55,7 @@ vm_log=$logs/linux-compare-vm.log
 # at the same time from swapping the archive under this run.
 private=$KESTREL_TARGET_DIR/linux-compare
 mkdir -p "$private/powerpc-440-none/release"
-for elf in kestrel-kernel kestrel-vmm; do
+for elf in kestrel-kernel kestrel-root kestrel-vmm; do
     cp "$KESTREL_OUT/$elf" "$private/powerpc-440-none/release/$elf"
 done
 
@@ -137,18 +137,18 @@ if [[ $vm_mb != "$guest_mb" ]]; then
 fi
 
 # Kestrel's own lines inside the VM's script output are not the guest's: listed, then dropped.
-if grep -E '^(vmm|kestrel): ' "$logs/linux-compare-vm.txt.raw" >"$logs/linux-compare-vm.notes"; then
+if grep -E '^(root|vmm|kestrel): ' "$logs/linux-compare-vm.txt.raw" >"$logs/linux-compare-vm.notes"; then
     echo "linux-compare: note: VMM/kernel lines inside the VM's script output (not compared):"
     sed 's/^/    /' "$logs/linux-compare-vm.notes"
 fi
-grep -Ev '^(vmm|kestrel): ' "$logs/linux-compare-vm.txt.raw" | normalize >"$logs/linux-compare-vm.txt" || true
+grep -Ev '^(root|vmm|kestrel): ' "$logs/linux-compare-vm.txt.raw" | normalize >"$logs/linux-compare-vm.txt" || true
 normalize <"$logs/linux-compare-native.txt.raw" >"$logs/linux-compare-native.txt"
 # For information only: how the kernel's own boot logs (before /init) differ. Kestrel's and
 # the scripts' own lines are left out; the rest differs by design (the VM's command line adds
 # nosmap, its device tree has no PCI), so it is counted and kept, never compared.
 boot_log() {
     guest_console "$1" | awk '/^kestrel-guest: Linux / { exit } { print }' |
-        grep -Ev '^(vmm|kestrel|qemu-run|run-native|build|build-kernel|build-busybox): |^Kestrel microkernel|^$' || true
+        grep -Ev '^(root|vmm|kestrel|qemu-run|run-native|build|build-kernel|build-busybox): |^Kestrel microkernel|^$' || true
 }
 boot_log "$native_log" >"$logs/linux-compare-native.boot"
 boot_log "$vm_log" >"$logs/linux-compare-vm.boot"

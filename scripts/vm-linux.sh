@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Boots the unmodified Linux guest (guests/linux) in a Kestrel VM: kernel + kestrel-vmm +
-# vmlinux + initramfs + guest command line in one boot-module archive (the VMM generates the
-# device tree).
+# Boots the unmodified Linux guest (guests/linux) in a Kestrel VM: kernel + kestrel-root +
+# kestrel-vmm + vmlinux + initramfs + guest command line in one boot-module archive (the VMM
+# generates the device tree; the root task starts the VMM: root.start=kestrel-vmm).
 #
-#   scripts/vm-linux.sh [--vms N] [--script NAME] [--timeout SECS] [--icount]
+#   scripts/vm-linux.sh [--vms N] [--script NAME] [--timeout SECS] [--icount] [--native NAME]...
 #
+# --native NAME also starts the native program NAME (an ELF in target/powerpc-440-none/release,
+# e.g. kestrel-demo) beside the VMs; its console lines carry a `[NAME] ` prefix. QEMU exits when
+# every program (the VMM and the native ones) has ended.
 # --script NAME runs /scripts/NAME in the guest and powers off (e.g. smoke); without it the
 # guest starts an interactive busybox shell (keyboard input goes to the VM; Ctrl-A x quits QEMU).
 # --timeout: wall-clock limit (default 600 s with --script, none for a shell). The guest command
@@ -21,8 +24,10 @@ script=
 vms=1
 timeout_secs=
 extra=()
+natives=()
 while (($# > 0)); do
     case $1 in
+        --native) natives+=("$2"); shift 2 ;;
         --script) script=$2; shift 2 ;;
         --vms) vms=$2; shift 2 ;;
         --timeout) timeout_secs=$2; shift 2 ;;
@@ -37,7 +42,14 @@ out=$KESTREL_ROOT/guests/linux/out
 bootargs=$KESTREL_OUT/vm-linux.bootargs
 printf "%s" "console=ttyS0 panic=1${KESTREL_GUEST_APPEND:+ $KESTREL_GUEST_APPEND}${script:+ kestrel.script=$script}" >"$bootargs"
 archive=$KESTREL_OUT/vm-linux.bootmod
-python3 "$KESTREL_ROOT/scripts/mkbootmod.py" "$archive" "vmm=$KESTREL_OUT/kestrel-vmm" \
+start=$KESTREL_ROOT_START
+modules=("kestrel-root=$KESTREL_OUT/kestrel-root" "kestrel-vmm=$KESTREL_OUT/kestrel-vmm")
+for n in "${natives[@]}"; do
+    [[ -f $KESTREL_OUT/$n ]] || die "no native program $KESTREL_OUT/$n (build it: scripts/build-target.sh -p $n)"
+    modules+=("$n=$KESTREL_OUT/$n")
+    start="$start,$n"
+done
+python3 "$KESTREL_ROOT/scripts/mkbootmod.py" "$archive" "${modules[@]}" \
     "guest=$out/vmlinux" "initrd=$out/initramfs.cpio.gz" "bootargs=$bootargs"
 if [[ -z $script ]]; then
     extra+=(--interactive)
@@ -47,4 +59,4 @@ if [[ -z $script ]]; then
 fi
 timeout_secs=${timeout_secs:-$([[ -n $script ]] && echo 600 || echo 0)}
 exec "$KESTREL_ROOT/scripts/qemu-run.sh" "$archive" --mem 256 --timeout "$timeout_secs" "${extra[@]}" \
-    -- -append "vmm.vms=$vms"
+    -- -append "$start vmm.vms=$vms"

@@ -1,9 +1,10 @@
 //! Physical memory for root tasks (sigma0 role) and a small pager loop.
 //!
 //! The root space sees free RAM at `SIGMA0_WINDOW + phys`; touching or mapping a
-//! window page makes the kernel map it (see `docs/adr/0002-memory.md`). A
+//! window page makes the kernel map it (see `docs/adr/0002-memory-and-tlb.md`). A
 //! [`FrameAllocator`] hands out window pages; [`map_reply`] builds the answer to a
-//! page-fault IPC.
+//! page-fault IPC. Programs the root task started get RAM from it instead
+//! ([`crate::root::ram`], [`crate::pager::RootRam`]).
 
 use crate::ipc::{reply_wait, Msg};
 use crate::sys::kernel_info;

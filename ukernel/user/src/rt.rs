@@ -1,8 +1,9 @@
-//! Start-up code, thread spawning and the panic handler for native tasks.
+//! Start-up code, thread spawning, program exit and the panic handler for native tasks.
 
 use crate::sys::{exchange_registers, my_id, shutdown, thread_control};
 use core::arch::global_asm;
-use kestrel_abi::{exreg, KError, ThreadId, MAX_THREAD_NO};
+use core::sync::atomic::{AtomicU32, Ordering};
+use kestrel_abi::{exreg, root, KError, ThreadId, MAX_THREAD_NO};
 
 // `_start`: the kernel enters the root task's first thread at the ELF entry with the
 // stack pointer undefined; we switch to the static main stack and call Rust.
@@ -45,18 +46,46 @@ extern "C" {
     fn __kestrel_thread_start();
 }
 
+/// The program's first thread (the one that runs `task_main`), nil before start-up.
+static MAIN_THREAD: AtomicU32 = AtomicU32::new(0);
+/// The program's name from r3..r8 at start-up (`kestrel_abi::root::name_words`).
+static NAME: [AtomicU32; root::NAME_WORDS] = [const { AtomicU32::new(0) }; root::NAME_WORDS];
+
+// `_start` leaves r3..r8 alone, so the program's name given by the root task arrives here
+// as the arguments (all zero for the root task itself, which the kernel starts).
 #[no_mangle]
-extern "C" fn __kestrel_rt_main() -> ! {
+extern "C" fn __kestrel_rt_main(w0: u32, w1: u32, w2: u32, w3: u32, w4: u32, w5: u32) -> ! {
+    for (slot, w) in NAME.iter().zip([w0, w1, w2, w3, w4, w5]) {
+        slot.store(w, Ordering::Relaxed);
+    }
+    MAIN_THREAD.store(my_id().0, Ordering::Relaxed);
     // SAFETY: `task_main` is provided by the task binary with this exact signature.
     unsafe { task_main() };
     exit(0)
 }
 
-/// Ends the calling thread: the root task's first thread shuts the machine down,
-/// any other thread halts itself.
+/// The program's name as the root task gave it (empty for the root task itself).
+pub fn program_name() -> ([u8; root::NAME_WORDS * 4], usize) {
+    let w: [u32; root::NAME_WORDS] = core::array::from_fn(|i| NAME[i].load(Ordering::Relaxed));
+    root::name_from_words(&w)
+}
+
+/// True if this task is the root task (the kernel started it; it holds the privileges).
+pub fn is_root_task() -> bool {
+    let main = MAIN_THREAD.load(Ordering::Relaxed);
+    main == ThreadId::ROOT.0 || (main == 0 && my_id() == ThreadId::ROOT)
+}
+
+/// Ends the calling thread: the root task's first thread shuts the machine down; a
+/// program's first thread tells the root task that the program is done (the root deletes
+/// its threads); any other thread halts itself.
 pub fn exit(code: u32) -> ! {
-    if my_id() == ThreadId::ROOT {
+    let me = my_id();
+    if me == ThreadId::ROOT {
         shutdown(code);
+    }
+    if me.0 == MAIN_THREAD.load(Ordering::Relaxed) {
+        crate::root::exit(code);
     }
     halt_self()
 }
@@ -98,8 +127,23 @@ pub fn pool_stack_top(n: u32) -> u32 {
     base + STACK_SIZE as u32 - 16
 }
 
+/// Writes the two words `__kestrel_thread_start` expects for thread number `n` on its
+/// pool stack; returns its initial stack pointer.
+pub fn prepare_pool_stack(n: u32, entry: extern "C" fn(u32), arg: u32) -> u32 {
+    let sp = pool_stack_top(n);
+    // SAFETY: the pool slot belongs to thread number `n`, which has not started yet; we
+    // write the two words `__kestrel_thread_start` expects at its initial stack pointer.
+    unsafe {
+        let p = sp as *mut u32;
+        p.write_volatile(entry as *const () as usize as u32);
+        p.add(1).write_volatile(arg);
+    }
+    sp
+}
+
 /// Creates thread `id` in the caller's space, running `entry(arg)` on a pool stack, at
-/// `priority`, with `pager`. Root task only (ThreadControl is privileged).
+/// `priority`, with `pager`. Root task only (ThreadControl is privileged); a program
+/// started by the root task uses [`crate::root::spawn`].
 pub fn spawn(id: ThreadId, entry: extern "C" fn(u32), arg: u32, priority: u32, pager: ThreadId) -> Result<(), KError> {
     thread_control(id, my_id(), priority, pager, utcb_addr_for(id.number()))?;
     let sp = pool_stack_top(id.number());

@@ -9,11 +9,11 @@
 
 use crate::machine::Machine;
 use kestrel_devices::uart::{ier, lsr, reg};
-use kestrel_user::{println, sys};
+use kestrel_user::{println, root, sys};
 
 /// UIC0 input of the board's UART0 (bamboo).
 pub const UART_IRQ: u32 = 0;
-/// UART0 registers, reached through the root task's 1:1 device window.
+/// UART0 registers, mapped 1:1 by the root task.
 const UART0: u32 = 0xEF60_0300;
 /// The focus-switch escape byte (`Ctrl-]`, as in telnet).
 const ESCAPE: u8 = 0x1d;
@@ -25,9 +25,9 @@ pub struct Console {
 }
 
 fn read(r: u32) -> u8 {
-    // SAFETY: UART0's register page lies in the root task's device window, which the
-    // kernel maps 1:1 uncached and guarded on first touch; byte reads of these
-    // registers have no effect beyond the UART's own state.
+    // SAFETY: UART0's register page is mapped 1:1, uncached and guarded, by the root task
+    // (`Console::new` asked for it before any access); byte reads of these registers have
+    // no effect beyond the UART's own state.
     unsafe { ((UART0 + r) as *const u8).read_volatile() }
 }
 
@@ -41,14 +41,17 @@ impl Console {
     /// Takes UART0's receive interrupt. Without it (the line is taken) the VMs run
     /// without console input, which is said once.
     pub fn new(nvms: usize) -> Console {
-        match sys::interrupt_control(UART_IRQ, sys::my_id(), 0) {
+        // UART0's page (mapped 1:1, uncached) and its interrupt line come from the root task.
+        let taken = root::device(UART0 & !(kestrel_abi::PAGE_SIZE - 1))
+            .and_then(|()| root::interrupt(UART_IRQ, sys::my_id(), 0));
+        match taken {
             Ok(()) => {
                 write(reg::IER, ier::RDI);
                 if nvms > 1 {
                     println!("vmm: console input goes to vm0; Ctrl-] then a VM number (0-{}) switches", nvms - 1);
                 }
             }
-            Err(e) => println!("vmm: no console input (UART0 interrupt: {:?})", e),
+            Err(e) => println!("vmm: no console input (UART0): {e}"),
         }
         Console { nvms, focus: 0, escape: false }
     }

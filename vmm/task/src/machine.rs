@@ -3,7 +3,6 @@
 
 use kestrel_abi::{xfer, FaultReply, Inject, ThreadId, TracePoint, VirtFault, VirtFaultMsg, XferRegs, PAGE_SIZE};
 use kestrel_devices::{Uart16550, Uic};
-use kestrel_user::mem::FrameAllocator;
 use kestrel_user::{println, sys};
 use kestrel_ppc440::dcr::{uic::COUNT as UIC_DCRS, UIC0_BASE as UIC_DCR};
 use kestrel_ppc440::decode::{decode, AccessKind, Insn, Width};
@@ -49,13 +48,12 @@ struct ConsoleOut {
 impl ConsoleOut {
     fn put(&mut self, b: u8) {
         if b == b'\n' {
-            self.write_buffered();
-            let _ = sys::kdebug_write(b"\n");
+            self.write_buffered(true);
             self.continues = false;
             return;
         }
         if self.len == self.line.len() {
-            self.write_buffered();
+            self.write_buffered(false);
         }
         if b != b'\r' {
             self.line[self.len] = b;
@@ -63,16 +61,26 @@ impl ConsoleOut {
         }
     }
 
-    /// Writes what the line buffer holds; only a line's first piece gets the prefix.
-    fn write_buffered(&mut self) {
-        if self.len == 0 && self.continues {
+    /// Writes what the line buffer holds (and the newline, if `newline`) in one kernel
+    /// call, so that no other program's output lands inside the line; only a line's
+    /// first piece gets the prefix.
+    fn write_buffered(&mut self, newline: bool) {
+        if self.len == 0 && self.continues && !newline {
             return;
         }
+        let mut out = [0u8; 6 + 128 + 1];
+        let mut n = 0;
         if let (Some(i), false) = (self.prefix, self.continues) {
-            let tag = [b'[', b'v', b'm', b'0' + (i % 10) as u8, b']', b' '];
-            let _ = sys::kdebug_write(&tag);
+            out[..6].copy_from_slice(&[b'[', b'v', b'm', b'0' + (i % 10) as u8, b']', b' ']);
+            n = 6;
         }
-        let _ = sys::kdebug_write(&self.line[..self.len]);
+        out[n..n + self.len].copy_from_slice(&self.line[..self.len]);
+        n += self.len;
+        if newline {
+            out[n] = b'\n';
+            n += 1;
+        }
+        let _ = sys::kdebug_write(&out[..n]);
         self.len = 0;
         self.continues = true;
     }
@@ -97,21 +105,12 @@ pub struct Machine {
 }
 
 impl Machine {
-    /// Allocates `size` bytes of guest RAM (physically contiguous, zeroed), aligned to
-    /// 16 MiB so the kernel can back it with large hardware pages.
-    pub fn new(frames: &mut FrameAllocator, size: u32, id: usize, prefixed: bool, os: bool) -> Result<Machine, &'static str> {
-        let mut first = frames.alloc().ok_or("out of memory")?;
-        // Frames below the next 16 MiB boundary stay unused (at most 16 MiB of waste).
-        while first & (SEGMENT_ALIGN - 1) != 0 {
-            first = frames.alloc().ok_or("out of memory")?;
-        }
-        let mut last = first;
-        for _ in 1..size / PAGE_SIZE {
-            let p = frames.alloc().ok_or("out of memory")?;
-            if p != last + PAGE_SIZE {
-                return Err("guest RAM is not contiguous");
-            }
-            last = p;
+    /// A machine whose guest RAM is the `size` bytes at `first` in the VMM's space
+    /// (physically contiguous, zeroed, and aligned to 16 MiB physically and virtually, so
+    /// the kernel can back it with large hardware pages; the root task hands it out so).
+    pub fn new(first: u32, size: u32, id: usize, prefixed: bool, os: bool) -> Result<Machine, &'static str> {
+        if first & (SEGMENT_ALIGN - 1) != 0 {
+            return Err("guest RAM is not 16 MiB aligned");
         }
         let mut mem = GuestMemory::new();
         let seg = Segment::new(GuestPhysAddr::from_u32(0), size, HostAddr::new(first)).map_err(|e| e.as_str())?;
@@ -301,7 +300,7 @@ impl Machine {
     /// Shows a partial console line (a shell prompt) once the guest waits for input.
     pub fn flush_console(&mut self) {
         if self.out.len > 0 {
-            self.out.write_buffered();
+            self.out.write_buffered(false);
         }
     }
 

@@ -1,17 +1,21 @@
-//! The user-level VMM (paper §4), running as Kestrel's root task.
+//! The user-level VMM (paper §4), a program the root task (`kestrel-root`) starts.
 //!
 //! It runs `vmm.vms=N` virtual machines (kernel command line; default 1, at most
 //! [`MAX_VMS`]). Each VM gets its own linear segment of guest-physical RAM, its own
 //! address space and vCPU thread, and its own device models; one fault-IPC loop serves
-//! them all:
+//! them all. What only the root task may do, the VMM asks it for (`kestrel_user::root`):
+//! guest RAM (16 MiB-aligned blocks), thread numbers and the vCPUs themselves, UART0's
+//! page and interrupt line, and a read-only view of the boot-module archive (guest
+//! images). The fault loop:
 //! - second-stage page faults: map the segment block backing the guest-physical address;
 //! - MMIO (the bamboo UART page, and for an OS guest all of device space): decode the
 //!   load/store and run the device models;
 //! - instructions the kernel does not emulate: mfdcr/mtdcr on the UIC's DCRs;
 //! - idle (the guest set MSR[WE] with nothing pending): the vCPU stays blocked until its
 //!   next timer may fire or console input arrives, so an idle VM costs no CPU;
-//! - a reset request (DBCR0[RST]): print that VM's trace points and stop it; the machine
-//!   shuts down when every VM has stopped.
+//! - a reset request (DBCR0[RST]): print that VM's trace points and stop it; the VMM
+//!   exits when every VM has stopped (and the root task stops the machine once every
+//!   program it started has ended).
 //!
 //! A VM that dies (the kernel kills a vCPU that misbehaves, or it powers off) leaves the
 //! others running. Console: each VM's UART0 output goes to the real console, prefixed
@@ -26,18 +30,23 @@ mod console;
 mod machine;
 
 use console::Console;
-use kestrel_abi::{bootmod, kinfo, label, tcflags, vcpuctl, ThreadId, Timeout, Timeouts, VcpuState, VirtFault};
+use kestrel_abi::{bootmod, kinfo, label, vcpuctl, ThreadId, Timeout, Timeouts, VcpuState, VirtFault};
 use kestrel_ppc440::tlb::{word0, word2, PageSize};
 use kestrel_user::ipc::{ipc, receive, Msg};
-use kestrel_user::mem::{boot_modules, map_reply, FrameAllocator, PageFault};
-use kestrel_user::{println, rt, sys};
+use kestrel_user::mem::{map_reply, PageFault};
+use kestrel_user::{println, root, rt, sys};
 use machine::{Machine, Outcome};
 
 /// Most VMs one VMM runs (guest RAM and kernel thread slots bound it in practice).
 const MAX_VMS: usize = 4;
-/// vCPU of VM i: thread number `VCPU_BASE + i`.
-const VCPU_BASE: u32 = 70;
 const VCPU_PRIORITY: u32 = 90;
+/// Where the VMM sees the boot-module archive (16 MiB aligned, read-only, from the root).
+const ARCHIVE_VA: u32 = 0x6000_0000;
+/// Where VM i's guest RAM lives in the VMM's space: `GUEST_RAM_VA + i * GUEST_RAM_STRIDE`.
+const GUEST_RAM_VA: u32 = 0x2000_0000;
+const GUEST_RAM_STRIDE: u32 = 64 << 20;
+/// Alignment of guest RAM (physical and virtual): the 440's largest page, 16 MiB.
+const GUEST_RAM_ALIGN_LOG2: u32 = 24;
 /// Guest RAM for a bare-metal guest: one linear segment at guest-physical 0.
 const GUEST_RAM: u32 = 32 << 20;
 /// Guest RAM for an OS guest; its device tree must say the same.
@@ -48,10 +57,6 @@ const INITRD_GPA: u32 = 0x0190_0000;
 const INITIAL_SP: u32 = 0x00ff_fff8;
 /// Longest an idle vCPU stays blocked before it looks at its timers again.
 const IDLE_SLICE_US: u32 = 1000;
-
-fn vcpu_id(i: usize) -> ThreadId {
-    ThreadId::new(VCPU_BASE + i as u32, 1)
-}
 
 /// What the VMM knows about one VM's vCPU.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -72,15 +77,26 @@ struct Vm {
 #[no_mangle]
 pub extern "C" fn task_main() {
     let _ = sys::set_name("vmm");
-    let archive = boot_modules().unwrap_or(&[]);
+    // Every VMM line starts with "vmm: " (tests parse them); guest lines carry `[vmN] `.
+    kestrel_user::console::set_unprefixed();
+    let archive = match root::archive(ARCHIVE_VA) {
+        Ok(a) => a,
+        Err(e) => {
+            println!("vmm: no boot-module archive: {e}");
+            return;
+        }
+    };
     let nvms = vm_count();
-    let Some(mut frames) = FrameAllocator::from_kernel() else {
-        println!("vmm: cannot query physical memory");
-        return;
+    let vcpus: heapless::Vec<ThreadId, MAX_VMS> = match root::threads(nvms as u32) {
+        Ok(ids) => ids.collect(),
+        Err(e) => {
+            println!("vmm: no thread numbers for the vCPUs: {e}");
+            return;
+        }
     };
     let mut vms: heapless::Vec<Vm, MAX_VMS> = heapless::Vec::new();
     for i in 0..nvms {
-        match create_vm(i, nvms, archive, &mut frames) {
+        match create_vm(i, nvms, archive, vcpus[i]) {
             Ok(vm) => {
                 let _ = vms.push(vm);
             }
@@ -125,7 +141,7 @@ const DEFAULT_BOOTARGS: &str = "console=ttyS0 panic=1";
 /// generated ([`kestrel_devtree`]: exactly the devices this VMM models) with the command
 /// line from module `bootargs`; a `dtb` module replaces it. Otherwise the guest is a
 /// bare-metal program.
-fn create_vm(i: usize, nvms: usize, archive: &[u8], frames: &mut FrameAllocator) -> Result<Vm, &'static str> {
+fn create_vm(i: usize, nvms: usize, archive: &[u8], vcpu: ThreadId) -> Result<Vm, &'static str> {
     let mut own = heapless::String::<16>::new();
     let _ = core::fmt::write(&mut own, format_args!("guest{i}"));
     let guest = bootmod::find(archive, &own)
@@ -136,7 +152,12 @@ fn create_vm(i: usize, nvms: usize, archive: &[u8], frames: &mut FrameAllocator)
     let bootargs = bootmod::find(archive, "bootargs");
     let os = dtb.is_some() || initrd.is_some() || bootargs.is_some();
     let ram = if os { LINUX_RAM } else { GUEST_RAM };
-    let mut m = Machine::new(frames, ram, i, nvms > 1, os)?;
+    let ram_va = GUEST_RAM_VA + i as u32 * GUEST_RAM_STRIDE;
+    if let Err(e) = root::ram(ram_va, ram, GUEST_RAM_ALIGN_LOG2) {
+        println!("vmm: vm{i}: {} MiB of guest RAM: {e}", ram >> 20);
+        return Err("no guest RAM");
+    }
+    let mut m = Machine::new(ram_va, ram, i, nvms > 1, os)?;
     let (entry, r3, r1) = if !os {
         // A bare-metal guest learns its VM index in r3 (the isolation test uses it).
         (m.load_elf(guest.data)?, i as u32, 0)
@@ -180,18 +201,22 @@ fn create_vm(i: usize, nvms: usize, archive: &[u8], frames: &mut FrameAllocator)
         );
         (e, DTB_GPA, INITIAL_SP)
     };
-    let vcpu = vcpu_id(i);
-    start_vcpu(vcpu, entry, r3, r1).map_err(|e| e.as_str())?;
+    start_vcpu(vcpu, entry, r3, r1)?;
     Ok(Vm { vcpu, machine: m, run: Run::Running })
 }
 
-/// Creates the vCPU in a fresh VM space with this thread as its pager and VMM, and
-/// starts it in the ePAPR-like entry state: pc at the image entry, MSR 0, one TLB
-/// entry mapping the first 256 MiB 1:1 for the guest supervisor.
-fn start_vcpu(vcpu: ThreadId, entry: u32, r3: u32, r1: u32) -> Result<(), kestrel_abi::KError> {
-    let me = sys::my_id();
-    sys::thread_control_flags(vcpu, vcpu, VCPU_PRIORITY, me, 0, tcflags::VCPU)?;
-    let _ = sys::set_name("vmm");
+/// Has the root task create the vCPU in a fresh VM space with this thread as its pager
+/// and VMM, and starts it in the ePAPR-like entry state: pc at the image entry, MSR 0,
+/// one TLB entry mapping the first 256 MiB 1:1 for the guest supervisor.
+fn start_vcpu(vcpu: ThreadId, entry: u32, r3: u32, r1: u32) -> Result<(), &'static str> {
+    if let Err(e) = root::vcpu(vcpu, VCPU_PRIORITY) {
+        println!("vmm: vCPU {vcpu:?}: {e}");
+        return Err("the root task did not create the vCPU");
+    }
+    set_up_vcpu(vcpu, entry, r3, r1).map_err(|e| e.as_str())
+}
+
+fn set_up_vcpu(vcpu: ThreadId, entry: u32, r3: u32, r1: u32) -> Result<(), kestrel_abi::KError> {
     let u = sys::utcb();
     u.vcpu = VcpuState { pc: entry, ..VcpuState::default() };
     u.vcpu.gpr[3] = r3;
@@ -371,5 +396,7 @@ fn stop_vm(vms: &mut [Vm], vi: usize, why: &str) {
     machine::print_trace(vms[vi].vcpu, if many { Some(vi) } else { None });
     println!("vmm: vm{vi}: {why}; stopping it");
     vms[vi].run = Run::Stopped;
-    let _ = sys::thread_control(vms[vi].vcpu, ThreadId::NIL, 0, ThreadId::NIL, 0);
+    if let Err(e) = root::delete_thread(vms[vi].vcpu) {
+        println!("vmm: vm{vi}: cannot delete its vCPU: {e}");
+    }
 }

@@ -1,38 +1,35 @@
-//! The demo's pager: a thread in the root space that gives ping and pong their
-//! memory, one page fault at a time.
+//! The demo's pager: a thread in the demo's space that gives ping and pong their
+//! memory, one page fault at a time, with the shared pager helpers of
+//! `kestrel_user::pager`.
 //!
-//! - Code and data of this binary are mapped 1:1 from the root's own pages (code
-//!   RX, the rest RW): ping and pong run functions of the root task's image.
-//! - Stack pages get a fresh zeroed frame from the root's free memory.
+//! - Code and data of this binary are shared with them (`share_image`: code RX, the
+//!   rest RW): ping and pong run functions of the demo's image.
+//! - Stack pages get a fresh zeroed frame (`PrivatePages`), from RAM the root task
+//!   hands out in 64 KiB chunks (`RootRam`).
 //! - Any other fault is refused (the faulting thread stays blocked).
 //!
 //! It prints every stack page it maps and the first code and data page of each
-//! thread, and answers [`STATS`] requests from the root.
+//! thread, and answers [`STATS`] requests from the demo's main thread.
 
-use crate::{name_of, stack_top, PING, PONG, STACK_SIZE};
+use crate::{main_thread, name_of, ping, pong, stack_top, STACK_SIZE};
 use kestrel_abi::{Rights, ThreadId, PAGE_SIZE};
 use kestrel_user::ipc::Msg;
-use kestrel_user::mem::{self, FrameAllocator, PageFault};
+use kestrel_user::mem::{self, PageFault};
+use kestrel_user::pager::{image, share_image, PrivatePages, RootRam};
 use kestrel_user::{println, sys};
 
 /// Request label: → MR1 = faults served, MR2 = image pages, MR3 = stack pages.
 pub const STATS: u16 = 0x0100;
 
-extern "C" {
-    static __image_start: u8;
-    /// End of the code, page aligned (`sections.ld`).
-    static __text_end: u8;
-    static __image_end: u8;
-}
-
 /// Stack pages the pager keeps track of (both threads together).
 const MAX_STACK_PAGES: usize = 16;
+/// Where the stack frames live in the demo's own space (RAM from the root task).
+const FRAMES_BASE: u32 = 0x2000_0000;
+const FRAMES_END: u32 = 0x2010_0000;
 
 struct Pager {
-    frames: FrameAllocator,
-    /// `(thread, page, frame)` of every stack page handed out.
-    stack: [(ThreadId, u32, u32); MAX_STACK_PAGES],
-    nstack: usize,
+    frames: RootRam,
+    stack: PrivatePages<MAX_STACK_PAGES>,
     /// Faults answered with a mapping, and how many of them were image pages.
     served: u32,
     image_pages: u32,
@@ -43,14 +40,9 @@ struct Pager {
 pub extern "C" fn pager_main(_: u32) {
     // The name only appears in kernel messages.
     let _ = sys::set_name("pager");
-    let Some(frames) = FrameAllocator::from_kernel() else {
-        println!("pager: no memory to hand out");
-        return;
-    };
     let mut pager = Pager {
-        frames,
-        stack: [(ThreadId::NIL, 0, 0); MAX_STACK_PAGES],
-        nstack: 0,
+        frames: RootRam::new(FRAMES_BASE, FRAMES_END),
+        stack: PrivatePages::new(),
         served: 0,
         image_pages: 0,
         shown: [(false, false); 2],
@@ -63,31 +55,20 @@ impl Pager {
         if let Some(fault) = PageFault::parse(msg) {
             return self.fault(from, fault);
         }
-        if from == ThreadId::ROOT && msg.label() == STATS {
-            return Some(Msg::with_words(STATS, &[self.served, self.image_pages, self.nstack as u32]));
+        if from == main_thread() && msg.label() == STATS {
+            return Some(Msg::with_words(STATS, &[self.served, self.image_pages, self.stack.len() as u32]));
         }
         None
     }
 
     fn fault(&mut self, from: ThreadId, f: PageFault) -> Option<Msg> {
         let page = f.addr & !(PAGE_SIZE - 1);
-        let (start, text_end, end) =
-            (&raw const __image_start as u32, &raw const __text_end as u32, &raw const __image_end as u32);
-        let reply = if (start..end).contains(&page) {
-            let code = page < text_end;
-            let rights = if code { Rights::RX } else { Rights::RW };
-            if !rights.contains(f.access) {
-                None
-            } else {
-                // SAFETY: the page is part of our own image, mapped in the root space
-                // since boot; reading a byte of it has no effect.
-                unsafe { (page as *const u8).read_volatile() };
-                self.image_pages += 1;
-                self.announce_image(from, page, code);
-                Some(mem::map_reply(f.addr, page, rights))
-            }
+        let reply = if let Some(reply) = share_image(&f) {
+            self.image_pages += 1;
+            self.announce_image(from, page, page < image().1);
+            Some(reply)
         } else if (stack_top(from) - STACK_SIZE..stack_top(from)).contains(&page) && f.access != Rights::X {
-            self.stack_frame(from, page).map(|frame| {
+            self.stack.get_or_alloc(from.0, page, &mut self.frames).map(|frame| {
                 println!("pager: mapped {page:#010x} for {} (fresh stack page)", name_of(from));
                 mem::map_reply(f.addr, frame, Rights::RW)
             })
@@ -104,31 +85,19 @@ impl Pager {
 
     /// Prints the first code and the first data page of each player.
     fn announce_image(&mut self, from: ThreadId, page: u32, code: bool) {
-        let who = match from {
-            PING => 0,
-            PONG => 1,
-            _ => return,
+        let who = if from == ping() {
+            0
+        } else if from == pong() {
+            1
+        } else {
+            return;
         };
         let shown = &mut self.shown[who];
         let first = if code { !core::mem::replace(&mut shown.0, true) } else { !core::mem::replace(&mut shown.1, true) };
         if first {
             let what = if code { "code, RX" } else { "data, RW" };
-            println!("pager: mapped {page:#010x} for {} (root image {what}; more follow silently)", name_of(from));
+            println!("pager: mapped {page:#010x} for {} (demo image {what}; more follow silently)", name_of(from));
         }
-    }
-
-    /// The frame behind stack `page` of `thread`, allocated on first use.
-    fn stack_frame(&mut self, thread: ThreadId, page: u32) -> Option<u32> {
-        if let Some(&(_, _, frame)) = self.stack[..self.nstack].iter().find(|&&(t, p, _)| t == thread && p == page) {
-            return Some(frame);
-        }
-        if self.nstack == MAX_STACK_PAGES {
-            return None;
-        }
-        let frame = self.frames.alloc()?;
-        self.stack[self.nstack] = (thread, page, frame);
-        self.nstack += 1;
-        Some(frame)
     }
 }
 

@@ -2,7 +2,7 @@
 //! directly at their function with only a stack pointer (no return address, no
 //! arguments), so they never return; every page they touch comes from the pager.
 
-use crate::{DONE, PONG, REQUEST, ROUNDS};
+use crate::{main_thread, pong, DONE, REQUEST, ROUNDS};
 use kestrel_abi::{kinfo, ThreadId, Timeout};
 use kestrel_user::ipc::{self, Msg};
 use kestrel_user::{println, rt, sys};
@@ -32,7 +32,7 @@ pub extern "C" fn pong_main() -> ! {
 }
 
 /// Ping calls pong [`ROUNDS`] times, printing each round trip, then reports
-/// `[rounds, pong's request count, total microseconds]` to the root and stops.
+/// `[rounds, pong's request count, total microseconds]` to the demo's main thread and stops.
 pub extern "C" fn ping_main() -> ! {
     let _ = sys::set_name("ping");
     let hz = sys::kernel_info(kinfo::CLOCK).map(|[hz, ..]| hz as u64).unwrap_or(0).max(1);
@@ -40,7 +40,7 @@ pub extern "C" fn ping_main() -> ! {
     for round in 1..=ROUNDS {
         let value = round * 1111;
         let t0 = sys::timebase();
-        let r = ipc::call(PONG, &Msg::with_words(REQUEST, &[value]));
+        let r = ipc::call(pong(), &Msg::with_words(REQUEST, &[value]));
         let us = (sys::timebase() - t0) * 1_000_000 / hz;
         match r {
             Ok(reply) => {
@@ -55,6 +55,6 @@ pub extern "C" fn ping_main() -> ! {
             Err(e) => println!("ping: round {round}: call failed: {:?}", e.error),
         }
     }
-    let _ = ipc::send(ThreadId::ROOT, &Msg::with_words(DONE, &[done, pong_count, total_us as u32]), Timeout::NEVER);
+    let _ = ipc::send(main_thread(), &Msg::with_words(DONE, &[done, pong_count, total_us as u32]), Timeout::NEVER);
     rt::exit(0)
 }

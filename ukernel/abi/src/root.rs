@@ -1,0 +1,489 @@
+//! The root task's protocol: how programs ask the root task (sigma0's role, `kestrel-root`)
+//! for the resources that only a privileged space can hand out (see
+//! `docs/adr/0009-root-task.md`).
+//!
+//! A request is an IPC *call* to [`ThreadId::ROOT`] with label [`LABEL`]` + op` and at
+//! most six untyped words (so it travels in registers); the reply has label [`OK`] or
+//! [`ERROR`] and at most six untyped words, plus map or grant items for the requests that
+//! hand out memory. The root identifies the program by the caller's thread id; every
+//! thread a program has (its first thread, and every thread it had the root create) is
+//! the program's.
+//!
+//! | request | words | reply | items |
+//! |---|---|---|---|
+//! | [`Request::Ram`] | dest, size, align log2 | phys | grants of the zeroed block at dest |
+//! | [`Request::Threads`] | count | first number, count | |
+//! | [`Request::CreateThread`] | id, space, pager, priority, ip, sp | | |
+//! | [`Request::DeleteThread`] | id | | |
+//! | [`Request::Device`] | physical page | | map of the page at the same address |
+//! | [`Request::Interrupt`] | line, handler, flags | | |
+//! | [`Request::Vcpu`] | id, priority | | |
+//! | [`Request::Archive`] | dest | size, offset | read-only maps of the archive at dest |
+//! | [`Request::Exit`] | code | (none: the program is deleted) | |
+//!
+//! Requests that hand out memory need the caller's receive window (UTCB acceptor) to
+//! cover `dest`. A program's first thread starts with its module name in r3..r8
+//! ([`name_words`]); the runtime prefixes console lines with it.
+
+use crate::fpage::{Fpage, Rights, PAGE_SHIFT, PAGE_SIZE};
+use crate::thread::ThreadId;
+
+/// Label of request op 0; request `op` has label `LABEL + op`.
+pub const LABEL: u16 = 0x0500;
+/// Reply label: done, words as the request defines.
+pub const OK: u16 = 0x0000;
+/// Reply label: refused, MR1 = [`RootError`] code.
+pub const ERROR: u16 = 0x0501;
+/// Most untyped words in a request or reply (MR1..MR6, the register part of a message).
+pub const MAX_WORDS: usize = 6;
+/// Most map or grant items in one reply (two words each, MR1..MR63 minus the untyped).
+pub const MAX_ITEMS: usize = 28;
+/// Largest block one [`Request::Ram`] hands out.
+pub const MAX_RAM: u32 = 256 << 20;
+/// Most thread numbers one [`Request::Threads`] hands out.
+pub const MAX_THREADS: u32 = 32;
+/// Longest program (module) name, as in the boot-module archive.
+pub const NAME_WORDS: usize = 6;
+
+/// Request ops (label − [`LABEL`]).
+pub mod op {
+    pub const RAM: u16 = 1;
+    pub const THREADS: u16 = 2;
+    pub const CREATE_THREAD: u16 = 3;
+    pub const DELETE_THREAD: u16 = 4;
+    pub const DEVICE: u16 = 5;
+    pub const INTERRUPT: u16 = 6;
+    pub const VCPU: u16 = 7;
+    pub const ARCHIVE: u16 = 8;
+    pub const EXIT: u16 = 9;
+}
+
+/// A request to the root task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// `size` bytes of zeroed, physically contiguous RAM aligned to `2^align_log2` (at
+    /// least a page), granted to the caller's space at `dest` (page aligned, and aligned
+    /// like the block up to 16 MiB so large pages stay possible). The VMM asks for
+    /// 16 MiB-aligned guest RAM this way.
+    Ram { dest: u32, size: u32, align_log2: u32 },
+    /// `count` unused thread numbers for the caller's program.
+    Threads { count: u32 },
+    /// Create thread `id` (one of the program's numbers) in the space of `space` (a
+    /// thread of the program), or in a new space if `space == id`, with `pager` (a thread
+    /// of the program), and start it at `ip` with stack pointer `sp`. Its UTCB is at
+    /// `kestrel_user::rt::utcb_addr_for(number)`.
+    CreateThread { id: ThreadId, space: ThreadId, pager: ThreadId, priority: u32, ip: u32, sp: u32 },
+    /// Delete thread `id` of the program (a vCPU too); the number stays the program's.
+    DeleteThread { id: ThreadId },
+    /// Map device page `phys` (uncached, guarded) at the same address in the caller's
+    /// space. A device page belongs to the first program that asks.
+    Device { phys: u32 },
+    /// Attach interrupt line `line` to `handler` (a thread of the program) with
+    /// `InterruptControl` flags. A line belongs to the first program that asks.
+    Interrupt { line: u32, handler: ThreadId, flags: u32 },
+    /// Create vCPU `id` (one of the program's numbers) in a new VM space with the caller
+    /// as its pager and VMM. Needs the vCPU right (`root.vcpu=`; `kestrel-vmm` by default).
+    Vcpu { id: ThreadId, priority: u32 },
+    /// Map the whole boot-module archive read-only at `dest` (page aligned); the reply
+    /// says where in the first page it starts and how long it is.
+    Archive { dest: u32 },
+    /// The program is done: the root deletes its threads; when every program it started
+    /// is done, it stops the machine.
+    Exit { code: u32 },
+}
+
+/// A request or reply as label and untyped words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Words {
+    pub label: u16,
+    pub len: usize,
+    pub w: [u32; MAX_WORDS],
+}
+
+impl Words {
+    fn new(label: u16, words: &[u32]) -> Words {
+        let mut w = [0; MAX_WORDS];
+        w[..words.len()].copy_from_slice(words);
+        Words { label, len: words.len(), w }
+    }
+    /// The words in use.
+    pub fn words(&self) -> &[u32] {
+        &self.w[..self.len]
+    }
+}
+
+impl Request {
+    pub const fn op(&self) -> u16 {
+        match self {
+            Request::Ram { .. } => op::RAM,
+            Request::Threads { .. } => op::THREADS,
+            Request::CreateThread { .. } => op::CREATE_THREAD,
+            Request::DeleteThread { .. } => op::DELETE_THREAD,
+            Request::Device { .. } => op::DEVICE,
+            Request::Interrupt { .. } => op::INTERRUPT,
+            Request::Vcpu { .. } => op::VCPU,
+            Request::Archive { .. } => op::ARCHIVE,
+            Request::Exit { .. } => op::EXIT,
+        }
+    }
+
+    pub fn encode(&self) -> Words {
+        let l = LABEL + self.op();
+        match *self {
+            Request::Ram { dest, size, align_log2 } => Words::new(l, &[dest, size, align_log2]),
+            Request::Threads { count } => Words::new(l, &[count]),
+            Request::CreateThread { id, space, pager, priority, ip, sp } => {
+                Words::new(l, &[id.0, space.0, pager.0, priority, ip, sp])
+            }
+            Request::DeleteThread { id } => Words::new(l, &[id.0]),
+            Request::Device { phys } => Words::new(l, &[phys]),
+            Request::Interrupt { line, handler, flags } => Words::new(l, &[line, handler.0, flags]),
+            Request::Vcpu { id, priority } => Words::new(l, &[id.0, priority]),
+            Request::Archive { dest } => Words::new(l, &[dest]),
+            Request::Exit { code } => Words::new(l, &[code]),
+        }
+    }
+
+    /// Decodes a received message; `None` if the label is not a request or the word
+    /// count does not match the op (the root answers [`RootError::BadRequest`]).
+    pub fn decode(label: u16, words: &[u32]) -> Option<Request> {
+        let op = label.checked_sub(LABEL)?;
+        let want = match op {
+            op::RAM | op::INTERRUPT => 3,
+            op::THREADS | op::DELETE_THREAD | op::DEVICE | op::ARCHIVE | op::EXIT => 1,
+            op::CREATE_THREAD => 6,
+            op::VCPU => 2,
+            _ => return None,
+        };
+        if words.len() != want {
+            return None;
+        }
+        let w = words;
+        Some(match op {
+            op::RAM => Request::Ram { dest: w[0], size: w[1], align_log2: w[2] },
+            op::THREADS => Request::Threads { count: w[0] },
+            op::CREATE_THREAD => Request::CreateThread {
+                id: ThreadId(w[0]),
+                space: ThreadId(w[1]),
+                pager: ThreadId(w[2]),
+                priority: w[3],
+                ip: w[4],
+                sp: w[5],
+            },
+            op::DELETE_THREAD => Request::DeleteThread { id: ThreadId(w[0]) },
+            op::DEVICE => Request::Device { phys: w[0] },
+            op::INTERRUPT => Request::Interrupt { line: w[0], handler: ThreadId(w[1]), flags: w[2] },
+            op::VCPU => Request::Vcpu { id: ThreadId(w[0]), priority: w[1] },
+            op::ARCHIVE => Request::Archive { dest: w[0] },
+            _ => Request::Exit { code: w[0] },
+        })
+    }
+}
+
+/// A successful reply's words (its items, if any, travel beside them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// Nothing to report ([`Request::CreateThread`], `DeleteThread`, `Device`,
+    /// `Interrupt`, `Vcpu`).
+    Done,
+    /// [`Request::Ram`]: the block's physical address.
+    Ram { phys: u32 },
+    /// [`Request::Threads`]: numbers `first .. first + count` (version 1).
+    Threads { first: u32, count: u32 },
+    /// [`Request::Archive`]: the archive starts `offset` bytes after `dest` and is
+    /// `size` bytes long.
+    Archive { offset: u32, size: u32 },
+}
+
+/// Why the root task refused a request. The doc comments are the messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum RootError {
+    /// malformed request (unknown op, wrong word count, misaligned or out-of-range value)
+    BadRequest = 1,
+    /// the program lacks the right for this request
+    NoRight = 2,
+    /// not enough free RAM or thread numbers
+    NoResources = 3,
+    /// the device page or interrupt line belongs to another program
+    Taken = 4,
+    /// the thread is not one of the caller's program
+    NotOwner = 5,
+    /// the kernel refused the operation
+    Kernel = 6,
+    /// the caller is not a program the root task started
+    UnknownCaller = 7,
+}
+
+impl RootError {
+    pub const fn from_raw(v: u32) -> Option<RootError> {
+        Some(match v {
+            1 => Self::BadRequest,
+            2 => Self::NoRight,
+            3 => Self::NoResources,
+            4 => Self::Taken,
+            5 => Self::NotOwner,
+            6 => Self::Kernel,
+            7 => Self::UnknownCaller,
+            _ => return None,
+        })
+    }
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::BadRequest => "malformed request (unknown op, wrong word count, misaligned or out-of-range value)",
+            Self::NoRight => "the program lacks the right for this request",
+            Self::NoResources => "not enough free RAM or thread numbers",
+            Self::Taken => "the device page or interrupt line belongs to another program",
+            Self::NotOwner => "the thread is not one of the caller's program",
+            Self::Kernel => "the kernel refused the operation",
+            Self::UnknownCaller => "the caller is not a program the root task started",
+        }
+    }
+}
+
+impl core::fmt::Display for RootError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Encodes the root's answer to a request.
+pub fn encode_reply(r: &Result<Reply, RootError>) -> Words {
+    match *r {
+        Ok(Reply::Done) => Words::new(OK, &[]),
+        Ok(Reply::Ram { phys }) => Words::new(OK, &[phys]),
+        Ok(Reply::Threads { first, count }) => Words::new(OK, &[first, count]),
+        Ok(Reply::Archive { offset, size }) => Words::new(OK, &[offset, size]),
+        Err(e) => Words::new(ERROR, &[e as u32]),
+    }
+}
+
+/// Decodes the reply to a request with op `op`. A reply that fits no shape is
+/// [`RootError::BadRequest`] (it cannot come from a working root task).
+pub fn decode_reply(op: u16, label: u16, words: &[u32]) -> Result<Reply, RootError> {
+    if label == ERROR {
+        return Err(words.first().and_then(|&c| RootError::from_raw(c)).unwrap_or(RootError::BadRequest));
+    }
+    if label != OK {
+        return Err(RootError::BadRequest);
+    }
+    match (op, words) {
+        (op::RAM, &[phys, ..]) => Ok(Reply::Ram { phys }),
+        (op::THREADS, &[first, count, ..]) => Ok(Reply::Threads { first, count }),
+        (op::ARCHIVE, &[offset, size, ..]) => Ok(Reply::Archive { offset, size }),
+        (op::RAM | op::THREADS | op::ARCHIVE, _) => Err(RootError::BadRequest),
+        _ => Ok(Reply::Done),
+    }
+}
+
+/// A program's module name as the six words its first thread gets in r3..r8
+/// (NUL-padded, big-endian; longer names are cut at 24 bytes).
+pub fn name_words(name: &str) -> [u32; NAME_WORDS] {
+    let mut b = [0u8; NAME_WORDS * 4];
+    let n = name.len().min(b.len());
+    b[..n].copy_from_slice(&name.as_bytes()[..n]);
+    core::array::from_fn(|i| u32::from_be_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]))
+}
+
+/// The bytes of a name passed by [`name_words`], up to the first NUL; `len == 0` when
+/// the thread got no name (the root task itself, started by the kernel).
+pub fn name_from_words(w: &[u32; NAME_WORDS]) -> ([u8; NAME_WORDS * 4], usize) {
+    let mut b = [0u8; NAME_WORDS * 4];
+    for (i, x) in w.iter().enumerate() {
+        b[4 * i..4 * i + 4].copy_from_slice(&x.to_be_bytes());
+    }
+    let n = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    // Only printable ASCII names are names: anything else is not a name at all.
+    if !b[..n].iter().all(|c| c.is_ascii_graphic()) {
+        return ([0; NAME_WORDS * 4], 0);
+    }
+    (b, n)
+}
+
+/// The comma-separated list after `key` (e.g. `root.start=`) in a kernel command line;
+/// empty items are skipped. A key given twice: the last one counts.
+pub fn arg_list<'a>(args: &'a str, key: &str) -> impl Iterator<Item = &'a str> + 'a {
+    let list = args.split_ascii_whitespace().filter_map(|a| a.strip_prefix(key)).last().unwrap_or("");
+    let key_found = !list.is_empty();
+    list.split(',').filter(move |s| key_found && !s.is_empty())
+}
+
+/// One piece of a block to hand out: `2^log2` bytes from `src` (the root's address) to
+/// `dst` (the requester's), both aligned to the piece's size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece {
+    pub src: u32,
+    pub dst: u32,
+    pub log2: u32,
+}
+
+impl Piece {
+    /// The flexpage to send (with `rights`) and its hot spot.
+    pub fn fpage(&self, rights: Rights) -> Option<(Fpage, u32)> {
+        Some((Fpage::new(self.src, self.log2, rights)?, self.dst))
+    }
+}
+
+/// Splits `[src, src + size)` → `[dst, dst + size)` into the fewest naturally aligned
+/// power-of-two pieces, largest first, none above `2^max_log2`. `src`, `dst` and `size`
+/// must be page aligned; `None` if not, or if more than [`MAX_ITEMS`] pieces are needed.
+pub fn pieces(src: u32, dst: u32, size: u32, max_log2: u32) -> Option<Pieces> {
+    if (src | dst | size) & (PAGE_SIZE - 1) != 0 || size == 0 {
+        return None;
+    }
+    src.checked_add(size - 1)?;
+    dst.checked_add(size - 1)?;
+    let mut out = Pieces::new();
+    let mut off = 0u32;
+    while off < size {
+        let (s, d) = (src + off, dst + off);
+        let align = (s | d).trailing_zeros().min(31);
+        let rest = (size - off).ilog2();
+        let log2 = align.min(rest).min(max_log2).max(PAGE_SHIFT);
+        out.push(Piece { src: s, dst: d, log2 })?;
+        off += 1 << log2;
+    }
+    Some(out)
+}
+
+/// A fixed-capacity list of [`Piece`]s (the ABI crate has no dependencies).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pieces {
+    p: [Piece; MAX_ITEMS],
+    n: usize,
+}
+
+impl Pieces {
+    const fn new() -> Pieces {
+        Pieces { p: [Piece { src: 0, dst: 0, log2: 0 }; MAX_ITEMS], n: 0 }
+    }
+    fn push(&mut self, x: Piece) -> Option<()> {
+        *self.p.get_mut(self.n)? = x;
+        self.n += 1;
+        Some(())
+    }
+    pub fn as_slice(&self) -> &[Piece] {
+        &self.p[..self.n]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    extern crate std;
+    use proptest::prelude::*;
+
+    fn any_request() -> impl Strategy<Value = Request> {
+        let t = any::<u32>().prop_map(ThreadId);
+        prop_oneof![
+            (any::<u32>(), any::<u32>(), any::<u32>())
+                .prop_map(|(dest, size, align_log2)| Request::Ram { dest, size, align_log2 }),
+            any::<u32>().prop_map(|count| Request::Threads { count }),
+            (t.clone(), t.clone(), t.clone(), any::<u32>(), any::<u32>(), any::<u32>()).prop_map(
+                |(id, space, pager, priority, ip, sp)| Request::CreateThread { id, space, pager, priority, ip, sp }
+            ),
+            t.clone().prop_map(|id| Request::DeleteThread { id }),
+            any::<u32>().prop_map(|phys| Request::Device { phys }),
+            (any::<u32>(), t.clone(), any::<u32>())
+                .prop_map(|(line, handler, flags)| Request::Interrupt { line, handler, flags }),
+            (t, any::<u32>()).prop_map(|(id, priority)| Request::Vcpu { id, priority }),
+            any::<u32>().prop_map(|dest| Request::Archive { dest }),
+            any::<u32>().prop_map(|code| Request::Exit { code }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn request_roundtrip(r in any_request()) {
+            let w = r.encode();
+            prop_assert!(w.len <= MAX_WORDS);
+            prop_assert_eq!(Request::decode(w.label, w.words()), Some(r));
+        }
+
+        #[test]
+        fn decode_never_panics(label in any::<u16>(), words in proptest::collection::vec(any::<u32>(), 0..8)) {
+            let _ = Request::decode(label, &words);
+            for op in 0..12 {
+                let _ = decode_reply(op, label, &words);
+            }
+        }
+
+        #[test]
+        fn pieces_cover_exactly(src in 0u32..0x4000_0000, dst in 0u32..0x4000_0000, pages in 1u32..0x8000) {
+            let (src, dst, size) = (src & !0xfff, dst & !0xfff, pages << 12);
+            if let Some(ps) = pieces(src, dst, size, 24) {
+                let mut off = 0;
+                for p in ps.as_slice() {
+                    prop_assert_eq!(p.src, src + off);
+                    prop_assert_eq!(p.dst, dst + off);
+                    prop_assert!(p.log2 >= 12 && p.log2 <= 24);
+                    prop_assert_eq!(p.src & ((1 << p.log2) - 1), 0);
+                    prop_assert_eq!(p.dst & ((1 << p.log2) - 1), 0);
+                    prop_assert!(p.fpage(Rights::RW).is_some());
+                    off += 1 << p.log2;
+                }
+                prop_assert_eq!(off, size);
+            }
+        }
+    }
+
+    #[test]
+    fn reply_roundtrip() {
+        let cases = [
+            (op::RAM, Ok(Reply::Ram { phys: 0x0300_0000 })),
+            (op::THREADS, Ok(Reply::Threads { first: 70, count: 4 })),
+            (op::ARCHIVE, Ok(Reply::Archive { offset: 0x300, size: 12345 })),
+            (op::VCPU, Ok(Reply::Done)),
+            (op::DEVICE, Err(RootError::Taken)),
+            (op::RAM, Err(RootError::NoResources)),
+        ];
+        for (op, r) in cases {
+            let w = encode_reply(&r);
+            assert_eq!(decode_reply(op, w.label, w.words()), r);
+        }
+        // A reply too short for its op is not taken for a success.
+        assert_eq!(decode_reply(op::RAM, OK, &[]), Err(RootError::BadRequest));
+        assert_eq!(decode_reply(op::RAM, ERROR, &[99]), Err(RootError::BadRequest));
+    }
+
+    #[test]
+    fn wrong_word_count_is_refused() {
+        assert_eq!(Request::decode(LABEL + op::RAM, &[1, 2]), None);
+        assert_eq!(Request::decode(LABEL, &[]), None);
+        assert_eq!(Request::decode(OK, &[1]), None);
+    }
+
+    #[test]
+    fn names() {
+        let w = name_words("kestrel-vmm");
+        let (b, n) = name_from_words(&w);
+        assert_eq!(&b[..n], b"kestrel-vmm");
+        assert_eq!(name_from_words(&[0; 6]).1, 0);
+        // Garbage in the registers is no name.
+        assert_eq!(name_from_words(&[0x0102_0304, 0, 0, 0, 0, 0]).1, 0);
+        let long = name_words("a-name-longer-than-twenty-four-bytes");
+        assert_eq!(name_from_words(&long).1, 24);
+    }
+
+    #[test]
+    fn start_lists() {
+        let args = "console=ttyS0 root.start=kestrel-vmm,,kestrel-demo vmm.vms=2";
+        let v: std::vec::Vec<&str> = arg_list(args, "root.start=").collect();
+        assert_eq!(v, ["kestrel-vmm", "kestrel-demo"]);
+        assert_eq!(arg_list("vmm.vms=2", "root.start=").count(), 0);
+        assert_eq!(arg_list("root.start=", "root.start=").count(), 0);
+        let last: std::vec::Vec<&str> = arg_list("root.start=a root.start=b", "root.start=").collect();
+        assert_eq!(last, ["b"]);
+    }
+
+    #[test]
+    fn guest_ram_is_four_large_pieces() {
+        let p = pieces(0x8300_0000, 0x2000_0000, 64 << 20, 24).unwrap();
+        assert_eq!(p.as_slice().len(), 4);
+        assert!(p.as_slice().iter().all(|x| x.log2 == 24));
+        assert_eq!(pieces(0x1001, 0, 4096, 24), None);
+        assert_eq!(pieces(0, 0, 0, 24), None);
+        // Pages that only line up page by page need too many pieces.
+        assert_eq!(pieces(0x1000, 0x2000, 64 << 12, 24), None);
+    }
+}

@@ -1,0 +1,444 @@
+//! `kestrel-root`: the root task (sigma0's role, paper §2). The kernel starts it from the
+//! first module of the boot-module archive; it
+//!
+//! - starts the programs named by `root.start=NAME,NAME,...` on the kernel command line
+//!   (modules of the archive), each in its own address space, loaded with
+//!   [`kestrel_user::loader`], with its module name in r3..r8 (its console prefix);
+//! - is the pager and exception handler of each program's first thread: faults in the
+//!   image are answered from the loaded frames, anything else stops the thread with one
+//!   line naming the program;
+//! - serves the protocol of `kestrel_abi::root` (RAM, thread numbers, threads, device
+//!   pages, interrupt lines, vCPUs, the archive, exit), checking the caller's rights and
+//!   performing the privileged system calls on its behalf;
+//! - stops the machine when every program it started has exited.
+//!
+//! Rights: device pages and interrupt lines go to the first program that asks for them
+//! (exclusively); the vCPU right to the programs named by `root.vcpu=NAME,...` (default
+//! `kestrel-vmm`). See `docs/adr/0009-root-task.md`.
+#![no_std]
+#![no_main]
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+mod ram;
+
+use kestrel_abi::root::{self as proto, encode_reply, pieces, Reply, Request, RootError};
+use kestrel_abi::{
+    bootmod, exreg, fault::exc, kinfo, label, tcflags, FrameRegs, MapItem, Rights, ThreadId,
+    Timeout, DEVICE_WINDOW, DEVICE_WINDOW_END, FIRST_THREAD_NO, MAX_THREAD_NO, PAGE_SIZE,
+    ROOT_PRIORITY,
+};
+use kestrel_user::ipc::{ipc, receive, Msg};
+use kestrel_user::loader::{self, Loaded};
+use kestrel_user::mem::{boot_modules, map_reply, PageFault};
+use kestrel_user::{println, rt, sys};
+use ram::Ram;
+
+/// Most programs the root task runs.
+const MAX_PROGRAMS: usize = 8;
+/// Priority of a program's first thread, and the highest a program may give its
+/// threads: below the root task, so the root's answers are never held up by a program.
+const PROGRAM_PRIORITY: u32 = ROOT_PRIORITY - 1;
+/// Programs that get the vCPU right when `root.vcpu=` is not given.
+const DEFAULT_VCPU: &str = "kestrel-vmm";
+/// `owner` entry of a thread number nobody has.
+const FREE: u8 = 0;
+/// `owner` entry of the root's own number.
+const ROOT_OWNER: u8 = 0xff;
+const SLOTS: usize = (MAX_THREAD_NO - FIRST_THREAD_NO) as usize;
+
+struct Program {
+    name: &'static str,
+    image: Loaded,
+    main: ThreadId,
+    vcpu_right: bool,
+    running: bool,
+}
+
+struct Root {
+    archive: &'static [u8],
+    /// Physical placement of the archive (for [`Request::Archive`]).
+    archive_phys: (u32, u32),
+    ram: Ram,
+    programs: heapless::Vec<Program, MAX_PROGRAMS>,
+    /// Per thread number: [`FREE`], [`ROOT_OWNER`] or program index + 1.
+    owner: [u8; SLOTS],
+    /// Per interrupt line: [`FREE`] or program index + 1.
+    irq_owner: [u8; FIRST_THREAD_NO as usize],
+    /// Device pages handed out: `(page, program index + 1)`.
+    devices: heapless::Vec<(u32, u8), 32>,
+    /// First non-zero exit code of a program.
+    code: u32,
+}
+
+#[no_mangle]
+pub extern "C" fn task_main() {
+    let _ = sys::set_name("root");
+    let mut args = [0u8; kestrel_abi::BOOTARGS_LEN];
+    let n = sys::bootargs(&mut args);
+    let args = core::str::from_utf8(&args[..n]).unwrap_or("");
+    let Some(archive) = boot_modules() else {
+        println!("root: cannot read the boot modules (KernelInfo failed)");
+        return;
+    };
+    let Ok([mphys, msize, _, _]) = sys::kernel_info(kinfo::BOOT_MODULE) else { return };
+    let Some(ram) = Ram::from_kernel() else {
+        println!("root: cannot query physical memory");
+        return;
+    };
+    let mut root = Root {
+        archive,
+        archive_phys: (mphys, msize),
+        ram,
+        programs: heapless::Vec::new(),
+        owner: [FREE; SLOTS],
+        irq_owner: [FREE; FIRST_THREAD_NO as usize],
+        devices: heapless::Vec::new(),
+        code: 0,
+    };
+    root.owner[0] = ROOT_OWNER;
+    let vcpu_names = || {
+        let mut list = proto::arg_list(args, "root.vcpu=").peekable();
+        let default = list.peek().is_none();
+        list.chain(default.then_some(DEFAULT_VCPU))
+    };
+    for name in proto::arg_list(args, "root.start=") {
+        let vcpu = vcpu_names().any(|v| v == name);
+        root.start(name, vcpu);
+    }
+    if !root.programs.iter().any(|p| p.running) {
+        println!("root: no program running (name them with root.start=NAME,... on the kernel command line)");
+        return;
+    }
+    root.serve()
+}
+
+impl Root {
+    /// Loads and starts module `name`; one line and nothing else on failure.
+    fn start(&mut self, name: &str, vcpu_right: bool) {
+        let Some(module) = bootmod::find(self.archive, name) else {
+            println!("root: no module \"{name}\" in the boot-module archive; not starting it");
+            return;
+        };
+        if self.programs.is_full() {
+            println!("root: {name}: more than {MAX_PROGRAMS} programs; not starting it");
+            return;
+        }
+        let ram = &mut self.ram;
+        let image = match loader::load(module.data, |bytes| ram.alloc_zeroed(bytes, PAGE_SIZE.trailing_zeros())) {
+            Ok(l) => l,
+            Err(e) => {
+                println!("root: {name}: {e}; not starting it");
+                return;
+            }
+        };
+        let index = self.programs.len() as u8;
+        let Some(main) = self.alloc_threads(index + 1, 1) else {
+            println!("root: {name}: no thread number left; not starting it");
+            return;
+        };
+        let main = ThreadId::new(main, 1);
+        let entry = image.entry;
+        let kib = image.bytes() >> 10;
+        // `module.name` lives in the archive, which stays mapped: a 'static name.
+        let _ = self.programs.push(Program { name: module.name, image, main, vcpu_right, running: true });
+        if let Err(e) = start_thread(main, entry, module.name) {
+            println!("root: {name}: cannot start its first thread: {}; not starting it", e.as_str());
+            self.programs[index as usize].running = false;
+            return;
+        }
+        println!(
+            "root: started {name} (thread {main:?}, {kib} KiB image{})",
+            if vcpu_right { ", may create vCPUs" } else { "" }
+        );
+    }
+
+    /// `count` consecutive free thread numbers for `owner`.
+    fn alloc_threads(&mut self, owner: u8, count: u32) -> Option<u32> {
+        let count = count as usize;
+        let start = (0..SLOTS.checked_sub(count)? + 1).find(|&s| self.owner[s..s + count].iter().all(|&o| o == FREE))?;
+        self.owner[start..start + count].fill(owner);
+        Some(FIRST_THREAD_NO + start as u32)
+    }
+
+    /// The program (index) owning thread `t`.
+    fn program_of(&self, t: ThreadId) -> Option<usize> {
+        if !t.is_thread() || t.version() != 1 {
+            return None;
+        }
+        match self.owner[(t.number() - FIRST_THREAD_NO) as usize] {
+            FREE | ROOT_OWNER => None,
+            o => Some(o as usize - 1),
+        }
+    }
+
+    fn owns(&self, p: usize, t: ThreadId) -> bool {
+        self.program_of(t) == Some(p)
+    }
+
+    fn serve(&mut self) -> ! {
+        let mut pending: Option<(ThreadId, Msg)> = None;
+        loop {
+            let r = match pending.take() {
+                Some((to, reply)) => {
+                    let (from, msg, r) = ipc(to, ThreadId::ANY, kestrel_abi::Timeouts::new(Timeout::ZERO, Timeout::NEVER), &reply);
+                    r.map(|()| (from, msg))
+                }
+                None => receive(ThreadId::ANY, Timeout::NEVER),
+            };
+            let Ok((from, msg)) = r else { continue };
+            let Some(p) = self.program_of(from) else {
+                if msg.label() >= proto::LABEL && msg.label() <= proto::LABEL + proto::op::EXIT {
+                    pending = Some((from, words_msg(&encode_reply(&Err(RootError::UnknownCaller)))));
+                }
+                continue;
+            };
+            pending = if let Some(f) = PageFault::parse(&msg) {
+                Some((from, self.page_fault(p, from, &f)))
+            } else if msg.label() == label::EXCEPTION {
+                let class = msg.mr(exc::CLASS);
+                println!(
+                    "root: {}: thread {from:?}: exception (class {class}, ip {:#010x}, ESR {:#010x}); stopping it",
+                    self.programs[p].name,
+                    msg.mr(exc::IP),
+                    msg.mr(exc::ESR)
+                );
+                self.thread_killed(p, from);
+                Some((from, Msg::new(label::KILL)))
+            } else {
+                let n = msg.tag.untyped().min(proto::MAX_WORDS);
+                let words: [u32; proto::MAX_WORDS] = core::array::from_fn(|i| msg.mr(i + 1));
+                match Request::decode(msg.label(), &words[..n]) {
+                    Some(Request::Exit { code }) => {
+                        self.exit(p, code);
+                        None
+                    }
+                    Some(req) => Some((from, self.request(p, from, req))),
+                    None => Some((from, words_msg(&encode_reply(&Err(RootError::BadRequest))))),
+                }
+            };
+        }
+    }
+
+    fn page_fault(&mut self, p: usize, from: ThreadId, f: &PageFault) -> Msg {
+        let prog = &self.programs[p];
+        match prog.image.resolve(f.addr) {
+            Some((frame, rights)) if rights.contains(f.access) => map_reply(f.addr, frame, rights),
+            _ => {
+                println!(
+                    "root: {}: thread {from:?}: {} fault at {:#010x} (ip {:#010x}) outside its image; stopping it",
+                    prog.name,
+                    access_name(f.access),
+                    f.addr,
+                    f.ip
+                );
+                self.thread_killed(p, from);
+                Msg::new(label::KILL)
+            }
+        }
+    }
+
+    /// A thread of program `p` is being stopped by the kernel; the first thread's end
+    /// is the program's (exit code 1).
+    fn thread_killed(&mut self, p: usize, t: ThreadId) {
+        if self.programs[p].main == t {
+            println!("root: {}: its first thread is gone; ending the program", self.programs[p].name);
+            self.end_program(p, 1, Some(t));
+        }
+    }
+
+    /// `Exit` from program `p`.
+    fn exit(&mut self, p: usize, code: u32) {
+        println!("root: {} exited (code {code})", self.programs[p].name);
+        self.end_program(p, code, None);
+    }
+
+    /// Deletes every thread of program `p` (except `keep`, which the kernel is about to
+    /// stop) and frees their numbers; stops the machine after the last program.
+    fn end_program(&mut self, p: usize, code: u32, keep: Option<ThreadId>) {
+        let me = p as u8 + 1;
+        for s in 0..SLOTS {
+            if self.owner[s] != me {
+                continue;
+            }
+            let t = ThreadId::new(FIRST_THREAD_NO + s as u32, 1);
+            if Some(t) != keep {
+                // Numbers never used are no threads: that error is expected.
+                let _ = sys::thread_control(t, ThreadId::NIL, 0, ThreadId::NIL, 0);
+                self.owner[s] = FREE;
+            }
+        }
+        for o in self.irq_owner.iter_mut().filter(|o| **o == me) {
+            *o = FREE;
+        }
+        self.devices.retain(|d| d.1 != me);
+        self.programs[p].running = false;
+        if self.code == 0 {
+            self.code = code;
+        }
+        if self.programs.iter().all(|p| !p.running) {
+            println!("root: every program has ended; stopping the machine");
+            rt::exit(self.code);
+        }
+    }
+
+    fn request(&mut self, p: usize, from: ThreadId, req: Request) -> Msg {
+        let mut items: heapless::Vec<MapItem, { proto::MAX_ITEMS }> = heapless::Vec::new();
+        let r = self.handle(p, from, req, &mut items);
+        if let Err(e) = r {
+            println!("root: {}: {:?} refused: {e}", self.programs[p].name, req);
+        }
+        let mut m = words_msg(&encode_reply(&r));
+        if r.is_ok() {
+            for it in items {
+                m.push_item(it);
+            }
+        }
+        m
+    }
+
+    fn handle(
+        &mut self,
+        p: usize,
+        from: ThreadId,
+        req: Request,
+        items: &mut heapless::Vec<MapItem, { proto::MAX_ITEMS }>,
+    ) -> Result<Reply, RootError> {
+        let me = p as u8 + 1;
+        match req {
+            Request::Ram { dest, size, align_log2 } => {
+                if size == 0 || size > proto::MAX_RAM || size % PAGE_SIZE != 0 || align_log2 > 28 {
+                    return Err(RootError::BadRequest);
+                }
+                let align = align_log2.max(PAGE_SIZE.trailing_zeros());
+                // Check the placement before taking memory: the pieces depend only on the
+                // alignment of dest and of the block, which is at least `align`.
+                let probe = pieces(1 << align.min(24), dest, size, 24);
+                if dest % PAGE_SIZE != 0 || probe.is_none() {
+                    return Err(RootError::BadRequest);
+                }
+                let phys = self.ram.alloc(size, align).ok_or(RootError::NoResources)?;
+                let va = self.ram.zero(phys, size);
+                let ps = pieces(va, dest, size, 24).ok_or(RootError::BadRequest)?;
+                for piece in ps.as_slice() {
+                    let (fp, hot) = piece.fpage(Rights::RWX).ok_or(RootError::BadRequest)?;
+                    let _ = items.push(MapItem::grant(hot, fp));
+                }
+                Ok(Reply::Ram { phys })
+            }
+            Request::Threads { count } => {
+                if count == 0 || count > proto::MAX_THREADS {
+                    return Err(RootError::BadRequest);
+                }
+                let first = self.alloc_threads(me, count).ok_or(RootError::NoResources)?;
+                Ok(Reply::Threads { first, count })
+            }
+            Request::CreateThread { id, space, pager, priority, ip, sp } => {
+                if !self.owns(p, id) || !self.owns(p, space) || !(self.owns(p, pager) || pager == ThreadId::ROOT) {
+                    return Err(RootError::NotOwner);
+                }
+                if priority > PROGRAM_PRIORITY {
+                    return Err(RootError::NoRight);
+                }
+                sys::thread_control(id, space, priority, pager, rt::utcb_addr_for(id.number()))
+                    .map_err(|_| RootError::Kernel)?;
+                sys::exchange_registers(id, exreg::START | exreg::SET_IP | exreg::SET_SP, sp, ip, ThreadId::NIL, ThreadId::NIL)
+                    .map_err(|_| RootError::Kernel)?;
+                Ok(Reply::Done)
+            }
+            Request::DeleteThread { id } => {
+                if !self.owns(p, id) {
+                    return Err(RootError::NotOwner);
+                }
+                sys::thread_control(id, ThreadId::NIL, 0, ThreadId::NIL, 0).map_err(|_| RootError::Kernel)?;
+                Ok(Reply::Done)
+            }
+            Request::Device { phys } => {
+                if phys % PAGE_SIZE != 0 || !(DEVICE_WINDOW..DEVICE_WINDOW_END).contains(&phys) {
+                    return Err(RootError::BadRequest);
+                }
+                match self.devices.iter().find(|d| d.0 == phys) {
+                    Some(d) if d.1 != me => return Err(RootError::Taken),
+                    Some(_) => {}
+                    None => self.devices.push((phys, me)).map_err(|_| RootError::NoResources)?,
+                }
+                // The root's device window maps device page `phys` at `phys`, uncached.
+                let _ = items.push(MapItem::map(phys, kestrel_abi::Fpage::page(phys, Rights::RW)));
+                Ok(Reply::Done)
+            }
+            Request::Interrupt { line, handler, flags } => {
+                if line >= FIRST_THREAD_NO {
+                    return Err(RootError::BadRequest);
+                }
+                if !self.owns(p, handler) {
+                    return Err(RootError::NotOwner);
+                }
+                let o = &mut self.irq_owner[line as usize];
+                if *o != FREE && *o != me {
+                    return Err(RootError::Taken);
+                }
+                sys::interrupt_control(line, handler, flags).map_err(|_| RootError::Kernel)?;
+                self.irq_owner[line as usize] = me;
+                Ok(Reply::Done)
+            }
+            Request::Vcpu { id, priority } => {
+                if !self.programs[p].vcpu_right {
+                    return Err(RootError::NoRight);
+                }
+                if !self.owns(p, id) {
+                    return Err(RootError::NotOwner);
+                }
+                if priority > PROGRAM_PRIORITY {
+                    return Err(RootError::NoRight);
+                }
+                sys::thread_control_flags(id, id, priority, from, 0, tcflags::VCPU).map_err(|_| RootError::Kernel)?;
+                Ok(Reply::Done)
+            }
+            Request::Archive { dest } => {
+                const LARGE: u32 = 1 << 24;
+                if dest % LARGE != 0 {
+                    return Err(RootError::BadRequest);
+                }
+                let (phys, size) = self.archive_phys;
+                let first = phys & !(PAGE_SIZE - 1);
+                let len = (phys + size).next_multiple_of(PAGE_SIZE) - first;
+                // Placed at the archive's offset within a 16 MiB page, so the pieces are large.
+                let at = dest.checked_add(first % LARGE).ok_or(RootError::BadRequest)?;
+                let src = self.ram.window() + first;
+                let ps = pieces(src, at, len, 24).ok_or(RootError::BadRequest)?;
+                for piece in ps.as_slice() {
+                    let (fp, hot) = piece.fpage(Rights::R).ok_or(RootError::BadRequest)?;
+                    let _ = items.push(MapItem::map(hot, fp));
+                }
+                Ok(Reply::Archive { offset: first % LARGE + (phys - first), size })
+            }
+            Request::Exit { .. } => unreachable!("handled in serve"),
+        }
+    }
+}
+
+/// Creates `t` as the first thread of a new space, paged by the root, with its module
+/// name in r3..r8, and starts it at `entry`.
+fn start_thread(t: ThreadId, entry: u32, name: &str) -> Result<(), kestrel_abi::KError> {
+    sys::thread_control(t, t, PROGRAM_PRIORITY, ThreadId::ROOT, rt::utcb_addr_for(t.number()))?;
+    let mut frame = FrameRegs::default();
+    frame.gpr[3..3 + proto::NAME_WORDS].copy_from_slice(&proto::name_words(name));
+    frame.ip = entry;
+    sys::set_frame(t, &frame)?;
+    let ctl = exreg::SET_EXC_HANDLER | exreg::START;
+    sys::exchange_registers(t, ctl, 0, 0, ThreadId::NIL, ThreadId::ROOT)?;
+    Ok(())
+}
+
+fn words_msg(w: &proto::Words) -> Msg {
+    Msg::with_words(w.label, w.words())
+}
+
+fn access_name(r: Rights) -> &'static str {
+    if r.contains(Rights::W) {
+        "write"
+    } else if r.contains(Rights::X) {
+        "execute"
+    } else {
+        "read"
+    }
+}
