@@ -90,10 +90,13 @@ guest_console() {
 # script_output LOG: from /init's banner to KESTREL-SCRIPT-DONE (inclusive); empty if either
 # is missing.
 script_output() {
+    # awk reads to the end rather than exiting early: an early exit can kill the writer of
+    # the pipe with SIGPIPE, which pipefail turns into a failed run.
     guest_console "$1" | awk '
+        done { next }
         /^kestrel-guest: Linux / { on = 1; n = 0 }
         on { buf[n++] = $0 }
-        on && $0 == "KESTREL-SCRIPT-DONE" { for (i = 0; i < n; i++) print buf[i]; exit }'
+        on && $0 == "KESTREL-SCRIPT-DONE" { for (i = 0; i < n; i++) print buf[i]; done = 1 }'
 }
 
 # normalize: drops the timing lines. This is also the one place for rules that blank a named
@@ -147,7 +150,7 @@ normalize <"$logs/linux-compare-native.txt.raw" >"$logs/linux-compare-native.txt
 # the scripts' own lines are left out; the rest differs by design (the VM's command line adds
 # nosmap, its device tree has no PCI), so it is counted and kept, never compared.
 boot_log() {
-    guest_console "$1" | awk '/^kestrel-guest: Linux / { exit } { print }' |
+    guest_console "$1" | awk '/^kestrel-guest: Linux / { done = 1 } !done { print }' |
         grep -Ev '^(root|vmm|kestrel|qemu-run|run-native|build|build-kernel|build-busybox): |^Kestrel microkernel|^$' || true
 }
 boot_log "$native_log" >"$logs/linux-compare-native.boot"
