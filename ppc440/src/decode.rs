@@ -104,33 +104,60 @@ mod xo31 {
 /// `dcbz` zeroes this many bytes at its effective address rounded down.
 pub const DCACHE_LINE: u32 = 32;
 
-/// A general-purpose register number, 0-31.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
-pub struct Gpr(u8);
+/// Declares a 5-bit operand newtype (a register number or the MO operand): `new` for
+/// checked values, `from_field` for a decoded field, `number`, and `index` into a 32-entry
+/// table.
+macro_rules! five_bit_number {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+        pub struct $name(u8);
+
+        impl $name {
+            /// Value `n`, if `n < 32`.
+            pub const fn new(n: u8) -> Option<$name> {
+                if n < 32 {
+                    Some($name(n))
+                } else {
+                    None
+                }
+            }
+
+            /// The value of a 5-bit field (higher bits are ignored).
+            #[allow(dead_code)]
+            const fn from_field(value: u32) -> $name {
+                $name((value & 0x1f) as u8)
+            }
+
+            pub const fn number(self) -> u8 {
+                self.0
+            }
+
+            /// Index into a 32-entry table; always below 32.
+            pub const fn index(self) -> usize {
+                self.0 as usize
+            }
+        }
+    };
+}
+
+five_bit_number!(
+    /// A general-purpose register number, 0-31.
+    Gpr
+);
+
+five_bit_number!(
+    /// A floating-point register number, 0-31.
+    Fpr
+);
+
+five_bit_number!(
+    /// The MO (memory ordering) operand of `mbar`, 0-31 (Book E `mbar`; 0 orders all storage
+    /// accesses).
+    Mo
+);
 
 impl Gpr {
-    /// Register `n`, if `n < 32`.
-    pub const fn new(n: u8) -> Option<Gpr> {
-        if n < 32 {
-            Some(Gpr(n))
-        } else {
-            None
-        }
-    }
-
-    /// The register in a 5-bit field value (higher bits are ignored).
-    const fn from_field(value: u32) -> Gpr {
-        Gpr((value & 0x1f) as u8)
-    }
-
-    pub const fn number(self) -> u8 {
-        self.0
-    }
-
-    /// Index into a 32-entry register file; always below 32.
-    pub const fn index(self) -> usize {
-        self.0 as usize
-    }
 
     /// The register's value, or 0 for r0: the `(RA|0)` operand of address computations.
     pub const fn value_or_zero(self, gpr: &[u32; 32]) -> u32 {
@@ -175,33 +202,56 @@ const fn number_to_split_field(n: u16) -> u32 {
     SPRF.put(((n & 0x1f) << 5) | (n >> 5))
 }
 
-/// A special-purpose register number, 0-1023 (the numbers, names and emulation classes
-/// are in [`crate::spr`]).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
-pub struct Spr(u16);
+/// Declares a 10-bit register-number newtype (the SPRN/DCRN operand): `new` for checked
+/// values, `of` for the crate's constants, `number`.
+macro_rules! ten_bit_number {
+    ($(#[$doc:meta])* $name:ident, $what:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+        pub struct $name(u16);
+
+        impl $name {
+            #[doc = concat!($what, " `n`, if `n < 1024`.")]
+            pub const fn new(n: u16) -> Option<$name> {
+                if n < 1024 {
+                    Some($name(n))
+                } else {
+                    None
+                }
+            }
+
+            #[doc = concat!($what, " `n` from one of the crate's constants; panics (at compile")]
+            /// time in a `const`) if `n` is not a 10-bit number.
+            pub const fn of(n: u32) -> $name {
+                assert!(n < 1024, "SPR and DCR numbers are 10 bits wide");
+                $name(n as u16)
+            }
+
+            pub const fn number(self) -> u16 {
+                self.0
+            }
+        }
+    };
+}
+
+ten_bit_number!(
+    /// A special-purpose register number, 0-1023 (the numbers, names and emulation classes
+    /// are in [`crate::spr`]). Any 10-bit number decodes; whether the 440 implements it is
+    /// the emulator's business (an unimplemented SPR is an illegal instruction there).
+    Spr,
+    "SPR"
+);
+
+ten_bit_number!(
+    /// A device control register number, 0-1023 (PPC440 UM "Device Control Registers"; the
+    /// board's are in [`crate::dcr`]).
+    Dcr,
+    "DCR"
+);
+
+const _: () = assert!(spr::COUNT == 1024 && crate::dcr::COUNT == 1024);
 
 impl Spr {
-    /// SPR `n`, if `n < 1024`. Any 10-bit number decodes; whether the 440 implements it is
-    /// the emulator's business (an unimplemented SPR is an illegal instruction there).
-    pub const fn new(n: u16) -> Option<Spr> {
-        if n < 1024 {
-            Some(Spr(n))
-        } else {
-            None
-        }
-    }
-
-    /// SPR `n` from one of the [`crate::spr`] constants; panics (at compile time in a
-    /// `const`) if `n` is not a 10-bit number.
-    pub const fn of(n: u32) -> Spr {
-        assert!(n < spr::COUNT, "SPR numbers are 10 bits wide");
-        Spr(n as u16)
-    }
-
-    pub const fn number(self) -> u16 {
-        self.0
-    }
-
     /// Whether user mode (`MSR[PR]` = 1) traps on `mfspr`/`mtspr` of this SPR
     /// ([`spr::is_privileged`]).
     pub const fn is_privileged(self) -> bool {
@@ -216,33 +266,6 @@ impl Spr {
     /// How a Kestrel VM handles this SPR.
     pub const fn emulation(self) -> spr::Emulation {
         spr::emulation(self.0 as u32)
-    }
-}
-
-/// A device control register number, 0-1023 (PPC440 UM "Device Control Registers"; the
-/// bamboo's UIC0 sits at 0xC0-0xC6).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
-pub struct Dcr(u16);
-
-impl Dcr {
-    /// DCR `n`, if `n < 1024`.
-    pub const fn new(n: u16) -> Option<Dcr> {
-        if n < 1024 {
-            Some(Dcr(n))
-        } else {
-            None
-        }
-    }
-
-    /// DCR `n` from one of the [`crate::dcr`] constants; panics (at compile time in a
-    /// `const`) if `n` is not a 10-bit number.
-    pub const fn of(n: u32) -> Dcr {
-        assert!(n < crate::dcr::COUNT, "DCR numbers are 10 bits wide");
-        Dcr(n as u16)
-    }
-
-    pub const fn number(self) -> u16 {
-        self.0
     }
 }
 
@@ -271,26 +294,6 @@ impl TlbWord {
 
     pub const fn ws(self) -> u32 {
         self as u32
-    }
-}
-
-/// The MO (memory ordering) operand of `mbar`, 0-31 (Book E `mbar`; 0 orders all storage
-/// accesses).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct Mo(u8);
-
-impl Mo {
-    /// MO value `mo`, if `mo < 32`.
-    pub const fn new(mo: u8) -> Option<Mo> {
-        if mo < 32 {
-            Some(Mo(mo))
-        } else {
-            None
-        }
-    }
-
-    pub const fn value(self) -> u8 {
-        self.0
     }
 }
 
@@ -539,30 +542,6 @@ impl LsOp {
 
     fn from_x_opcode(xo: u32) -> Option<LsOp> {
         LS_TABLE.iter().find(|d| d.form == LsForm::X(xo)).map(|d| d.op)
-    }
-}
-
-/// A floating-point register number, 0-31.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
-pub struct Fpr(u8);
-
-impl Fpr {
-    /// Register `n`, if `n < 32`.
-    pub const fn new(n: u8) -> Option<Fpr> {
-        if n < 32 {
-            Some(Fpr(n))
-        } else {
-            None
-        }
-    }
-
-    pub const fn number(self) -> u8 {
-        self.0
-    }
-
-    /// Index into a 32-entry register file; always below 32.
-    pub const fn index(self) -> usize {
-        self.0 as usize
     }
 }
 

@@ -460,11 +460,11 @@ impl GuestTlb {
 mod tests {
     use super::*;
 
-    const V: u32 = 0x200;
-    const TS: u32 = 0x100;
+    const V: u32 = word0::V.mask();
+    const TS: u32 = word0::TS.mask();
 
     fn size(code: u32) -> u32 {
-        code << 4
+        word0::SIZE.put(code)
     }
 
     /// A TLB with one entry at `index`: word 0..2 and TID.

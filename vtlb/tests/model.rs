@@ -575,7 +575,7 @@ proptest! {
         let (guest, model) = build(&writes);
         for (q, mmucr_other) in &queries {
             let (ea, pid, ts) = q.resolve(&model);
-            let mmucr = (mmucr_other & !(mmucr::STS.mask() | 0xFF)) | u32::from(pid) | if ts { mmucr::STS.mask() } else { 0 };
+            let mmucr = (mmucr_other & !(mmucr::STS.mask() | mmucr::STID.mask())) | u32::from(pid) | if ts { mmucr::STS.mask() } else { 0 };
             let want = model.first_match(ea, pid, ts);
             prop_assert_eq!(guest.tlbsx(ea, mmucr).map(|i| i as usize), want);
             let got = guest.lookup(ea, pid, ts);

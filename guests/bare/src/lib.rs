@@ -1,11 +1,28 @@
 //! Shared pieces of the small bare-metal guests (`guests/exitbench`, `guests/isolation`):
-//! they run in supervisor mode on bamboo, natively or as a `kestrel-vmm` guest, with the
-//! VMM's (or QEMU's) first TLB entry mapping low RAM 1:1.
+//! the entry point `_start` (which calls the guest's `bare_main(r3)`), the polled UART0
+//! console, its TLB entry and the reset request. The guests run in supervisor mode on
+//! bamboo, natively or as a `kestrel-vmm` guest, with the VMM's (or QEMU's) first TLB
+//! entry mapping low RAM 1:1.
 #![no_std]
 
-use core::arch::asm;
+use core::arch::{asm, global_asm};
 use kestrel_ppc440::tlb::{word0, word2, PageSize};
 use kestrel_ppc440::{dbcr0, encode, spr};
+
+// The entry point of every bare guest (placed by its linker script's `.text.boot`): the
+// stack from the script's `__stack_top` with a zero back chain, then `bare_main(r3)`, which
+// the guest defines, with r3 as the loader left it (the VMM passes the VM index).
+global_asm!(
+    ".section .text.boot, \"ax\"",
+    ".global _start",
+    "_start:",
+    "    lis 1, __stack_top@ha",
+    "    addi 1, 1, __stack_top@l",
+    "    li 0, 0",
+    "    stwu 0, -16(1)",
+    "    bl bare_main",
+    "1:  b 1b",
+);
 
 /// Bamboo's UART0 registers (16550, byte registers).
 pub const UART0: usize = 0xEF60_0300;

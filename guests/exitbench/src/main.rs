@@ -12,22 +12,10 @@
 #![no_std]
 #![no_main]
 
-use core::arch::{asm, global_asm};
+use core::arch::asm;
 use core::fmt::Write;
 use kestrel_guest_bare::{map_uart, reset, Uart};
 use kestrel_ppc440::{dcr, encode, spr};
-
-global_asm!(
-    ".section .text.boot, \"ax\"",
-    ".global _start",
-    "_start:",
-    "    lis 1, __stack_top@ha",
-    "    addi 1, 1, __stack_top@l",
-    "    li 0, 0",
-    "    stwu 0, -16(1)",
-    "    bl bench_main",
-    "1:  b 1b",
-);
 
 const N: u32 = 2000;
 
@@ -68,8 +56,9 @@ fn report(out: &mut Uart, name: &str, ticks: u32, base: u32) {
     let _ = writeln!(out, "BENCH exits name={} per_exit={}.{}", name, tenths / 10, tenths % 10);
 }
 
+/// Entered from `kestrel_guest_bare`'s `_start` (r3, the VM index, is not needed).
 #[no_mangle]
-extern "C" fn bench_main() -> ! {
+extern "C" fn bare_main(_vm: u32) -> ! {
     map_uart();
     let mut out = Uart;
     let _ = writeln!(out, "exitbench: start ({} iterations each)", N);

@@ -18,22 +18,9 @@
 #![no_std]
 #![no_main]
 
-use core::arch::{asm, global_asm};
+use core::arch::asm;
 use core::fmt::Write;
 use kestrel_guest_bare::{map_uart, reset, Uart};
-
-global_asm!(
-    ".section .text.boot, \"ax\"",
-    ".global _start",
-    "_start:",
-    "    lis 1, __stack_top@ha",
-    "    addi 1, 1, __stack_top@l",
-    "    li 0, 0",
-    "    stwu 0, -16(1)",
-    // r3 (the VM index from the VMM) is still untouched: isolation_main's argument.
-    "    bl isolation_main",
-    "1:  b 1b",
-);
 
 /// End of the guest RAM the VMM gives a bare-metal guest (it starts at 0).
 const RAM_END: u32 = 32 << 20;
@@ -76,8 +63,9 @@ fn load(addr: u32) -> u32 {
     v
 }
 
+/// Entered from `kestrel_guest_bare`'s `_start` with r3 = the VM index from the VMM.
 #[no_mangle]
-extern "C" fn isolation_main(vm: u32) -> ! {
+extern "C" fn bare_main(vm: u32) -> ! {
     map_uart();
     let mut out = Uart;
     let [(lo0, hi0), (lo1, hi1)] = regions();
