@@ -39,35 +39,35 @@ use crate::spr;
 use core::fmt;
 
 /// Primary opcode, bits 0-5.
-const OPCD: Field = Field::bits(0, 5);
+pub const OPCD: Field = Field::bits(0, 5);
 /// RT, RS, or the MO operand of `mbar`: bits 6-10.
-const RT: Field = Field::bits(6, 10);
+pub const RT: Field = Field::bits(6, 10);
 /// RA: bits 11-15.
-const RA: Field = Field::bits(11, 15);
+pub const RA: Field = Field::bits(11, 15);
 /// RB, or the WS (word select) operand of `tlbre`/`tlbwe`: bits 16-20.
-const RB: Field = Field::bits(16, 20);
+pub const RB: Field = Field::bits(16, 20);
 /// The SPRN/DCRN operand of `m[ft]spr`/`m[ft]dcr`: bits 11-20, halves swapped.
 const SPRF: Field = Field::bits(11, 20);
 /// The E operand of `wrteei`: bit 16.
-const E: Field = Field::bits(16, 16);
+pub const E: Field = Field::bits(16, 16);
 /// Extended opcode of X- and XL-form instructions: bits 21-30.
-const XO: Field = Field::bits(21, 30);
+pub const XO: Field = Field::bits(21, 30);
 /// Record bit: bit 31.
-const RC: Field = Field::bits(31, 31);
+pub const RC: Field = Field::bits(31, 31);
 /// Signed displacement of D-form instructions: bits 16-31.
 const D: Field = Field::bits(16, 31);
 /// Bit 30 of `sc`, which must be 1 (Book E `sc`).
 const SC_ONE: Field = Field::bits(30, 30);
 
 /// Primary opcodes.
-mod opcd {
+pub mod opcd {
     pub const SC: u32 = 17;
     pub const XL: u32 = 19;
     pub const X: u32 = 31;
 }
 
 /// Extended opcodes under primary opcode 19 (XL-form).
-mod xo19 {
+pub mod xo19 {
     pub const RFMCI: u32 = 38;
     pub const RFI: u32 = 50;
     pub const RFCI: u32 = 51;
@@ -76,7 +76,7 @@ mod xo19 {
 
 /// Extended opcodes under primary opcode 31 (X-form), except loads and stores, which are
 /// in `LS_TABLE`.
-mod xo31 {
+pub mod xo31 {
     pub const MFMSR: u32 = 83;
     pub const WRTEE: u32 = 131;
     pub const MTMSR: u32 = 146;
@@ -195,6 +195,12 @@ impl fmt::Display for Gpr {
 const fn split_field_to_number(word: u32) -> u16 {
     let f = SPRF.get(word);
     (((f & 0x1f) << 5) | (f >> 5)) as u16
+}
+
+/// The SPR or DCR number an `mfspr`/`mtspr`/`mfdcr`/`mtdcr` word names (for the
+/// kernel's emulation fast paths, which decode fields without building an [`Insn`]).
+pub const fn spr_number(word: u32) -> u32 {
+    split_field_to_number(word) as u32
 }
 
 const fn number_to_split_field(n: u16) -> u32 {

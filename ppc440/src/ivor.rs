@@ -38,6 +38,11 @@ pub const ITLB_MISS: u32 = 14;
 /// Debug.
 pub const DEBUG: u32 = 15;
 
+/// IVPR[IVP] (bits 0:15): the vectors' common prefix; the other bits read as 0.
+pub const PREFIX: crate::Field = crate::Field::bits(0, 15);
+/// IVORn[IVO] (bits 16:27): vector n's offset from the prefix; the other bits read as 0.
+pub const OFFSET: crate::Field = crate::Field::bits(16, 27);
+
 /// Number of vectors (IVOR0-IVOR15).
 pub const COUNT: u32 = 16;
 
@@ -108,5 +113,7 @@ mod tests {
         assert!(is_asynchronous(EXTERNAL) && !is_asynchronous(PROGRAM));
         assert_eq!(crate::spr::ivor(DEBUG), Some(crate::spr::IVOR15));
         assert_eq!(crate::spr::ivor(SYSCALL), Some(crate::spr::IVOR8));
+        assert_eq!(PREFIX.mask(), 0xffff_0000);
+        assert_eq!(OFFSET.mask(), 0x0000_fff0);
     }
 }

@@ -13,6 +13,10 @@
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
+/// Every PowerPC 440 number (SPRs, register bits, TLB words, vectors, DCRs) comes from
+/// this crate; the kernel defines none of its own.
+extern crate kestrel_ppc440 as ppc440;
+
 pub mod api;
 pub mod arch;
 pub mod glue;

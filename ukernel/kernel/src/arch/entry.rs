@@ -46,15 +46,15 @@ macro_rules! save_restore {
         concat!(
             "    .balign 16\n",
             $name, ":\n",
-            "    mtspr 272, 3\n",
+            "    mtspr {sprg0}, 3\n",
             "    mfcr 3\n",
             "    mfspr 1, ", $srr1, "\n",
-            "    andi. 1, 1, 0x4000\n",
+            "    andi. 1, 1, {msr_pr}\n",
             "    beq 1f\n",
-            "    mfspr 1, 273\n",
+            "    mfspr 1, {sprg1}\n",
             "    b 2f\n",
-            "1:  mfspr 1, 274\n",
-            "    subi 1, 1, 176\n",
+            "1:  mfspr 1, {sprg2}\n",
+            "    subi 1, 1, {frame_size}\n",
             save_restore!(@body $srr0, $srr1, $rfi, $handler, $name)
         )
     };
@@ -64,9 +64,9 @@ macro_rules! save_restore {
         concat!(
             "    .balign 16\n",
             $name, ":\n",
-            "    mtspr 272, 3\n",
+            "    mtspr {sprg0}, 3\n",
             "    mfcr 3\n",
-            "    mfspr 1, 273\n",
+            "    mfspr 1, {sprg1}\n",
             save_restore!(@body $srr0, $srr1, $rfi, $handler, $name)
         )
     };
@@ -74,10 +74,10 @@ macro_rules! save_restore {
         concat!(
             "2:  stw 3, 128(1)\n",
             "    stw 0, 0(1)\n",
-            "    mfspr 3, 274\n",
+            "    mfspr 3, {sprg2}\n",
             "    stw 3, 4(1)\n",
             "    stw 2, 8(1)\n",
-            "    mfspr 3, 275\n",
+            "    mfspr 3, {sprg3}\n",
             "    stw 3, 12(1)\n",
             "    stmw 4, 16(1)\n",
             "    mflr 3\n",
@@ -90,7 +90,7 @@ macro_rules! save_restore {
             "    stw 3, 144(1)\n",
             "    mfspr 3, ", $srr1, "\n",
             "    stw 3, 148(1)\n",
-            "    mfspr 4, 272\n",
+            "    mfspr 4, {sprg0}\n",
             "    mr 3, 1\n",
             "    li 0, 0\n",
             "    stwu 0, -16(1)\n",
@@ -122,8 +122,8 @@ macro_rules! save_restore {
 macro_rules! stub {
     ($n:literal, $target:literal) => {
         concat!(
-            "    mtspr 274, 1\n",
-            "    mtspr 275, 3\n",
+            "    mtspr {sprg2}, 1\n",
+            "    mtspr {sprg3}, 3\n",
             "    li 3, ", $n, "\n",
             "    b ", $target, "\n",
         )
@@ -141,8 +141,8 @@ global_asm!(
     stub!(3, "__noncrit_entry"),
     stub!(4, "__noncrit_entry"),
     stub!(5, "__noncrit_entry"),
-    "    mtspr 274, 1",
-    "    mtspr 275, 3",
+    "    mtspr {sprg2}, 1",
+    "    mtspr {sprg3}, 3",
     "    b __program_fast",
     "    nop",
     stub!(7, "__noncrit_entry"),
@@ -154,11 +154,11 @@ global_asm!(
     stub!(13, "__noncrit_entry"),
     stub!(14, "__noncrit_entry"),
     stub!(15, "__crit_entry"),
-    save_restore!("__noncrit_entry", "26", "27", "rfi", "kestrel_trap"),
-    save_restore!(user_only "__syscall_entry", "26", "27", "rfi", "__ipc_fast"),
-    save_restore!("__program_entry", "26", "27", "rfi", "kestrel_program"),
-    save_restore!("__crit_entry", "58", "59", "rfci", "kestrel_trap"),
-    save_restore!("__mcheck_entry", "570", "571", "rfmci", "kestrel_trap"),
+    save_restore!("__noncrit_entry", "{srr0}", "{srr1}", "rfi", "kestrel_trap"),
+    save_restore!(user_only "__syscall_entry", "{srr0}", "{srr1}", "rfi", "__ipc_fast"),
+    save_restore!("__program_entry", "{srr0}", "{srr1}", "rfi", "kestrel_program"),
+    save_restore!("__crit_entry", "{csrr0}", "{csrr1}", "rfci", "kestrel_trap"),
+    save_restore!("__mcheck_entry", "{mcsrr0}", "{mcsrr1}", "rfmci", "kestrel_trap"),
     "",
     "    .section .text.boot, \"ax\"",
     "    .global _start",
@@ -186,7 +186,22 @@ global_asm!(
     "    .space 16384",
     "__boot_stack_top:",
     "    .space 16",
+    sprg0 = const ppc440::spr::SPRG0,
+    sprg1 = const ppc440::spr::SPRG1,
+    sprg2 = const ppc440::spr::SPRG2,
+    sprg3 = const ppc440::spr::SPRG3,
+    srr0 = const ppc440::spr::SRR0,
+    srr1 = const ppc440::spr::SRR1,
+    csrr0 = const ppc440::spr::CSRR0,
+    csrr1 = const ppc440::spr::CSRR1,
+    mcsrr0 = const ppc440::spr::MCSRR0,
+    mcsrr1 = const ppc440::spr::MCSRR1,
+    msr_pr = const ppc440::msr::PR,
+    frame_size = const FRAME_SIZE,
 );
+
+/// Bytes per vector stub (IVORn = STUB_SIZE * n from IVPR).
+const STUB_SIZE: u32 = 16;
 
 extern "C" {
     static __vectors_start: u8;
@@ -208,9 +223,10 @@ pub unsafe fn resume(frame: *mut TrapFrame) -> ! {
 pub fn install_vectors() {
     let base = core::ptr::addr_of!(__vectors_start) as u32;
     assert!(base & 0xffff == 0, "vectors must be 64 KiB aligned for IVPR");
-    super::spr::write::<{ super::spr::IVPR }>(base);
+    super::spr::write::<{ ppc440::spr::IVPR }>(base);
     macro_rules! ivor {
-        ($($n:literal)*) => { $( super::spr::write::<{ super::spr::IVOR0 + $n }>(16 * $n); )* };
+        ($($n:literal)*) => { $( super::spr::write::<{ ppc440::spr::IVOR0 + $n }>(STUB_SIZE * $n); )* };
     }
     ivor!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+    const _: () = assert!(ppc440::ivor::COUNT == 16);
 }

@@ -7,8 +7,9 @@
 
 use super::spr;
 use core::arch::asm;
+use ppc440::encode;
 
-pub const ENTRIES: u32 = 64;
+pub const ENTRIES: u32 = ppc440::tlb::ENTRIES;
 /// First pinned kernel entry.
 pub const KERNEL_FIRST: u32 = 60;
 /// Entries GUEST_FIRST..KERNEL_FIRST (44) hold the running VM's shadow entries (TS 1);
@@ -21,46 +22,50 @@ const KERNEL_IO_ENTRY: u32 = 62;
 /// Kernel virtual address of the I/O page (UART0 lives at offset 0x300).
 pub const KERNEL_IO_VA: u32 = 0xF000_0000;
 
-/// Word 0 (PPC440 UM Figure 5-3): EPN[0:21], V[22], TS[23], SIZE[24:27].
+/// TLB word bits as masks (the fields are `kestrel_ppc440::tlb`'s; these are their
+/// one-bit masks under the names the kernel's code uses).
 pub mod w0 {
-    pub const EPN_MASK: u32 = 0xFFFF_FC00;
-    pub const V: u32 = 1 << (31 - 22);
-    pub const TS: u32 = 1 << (31 - 23);
-    pub const SIZE_SHIFT: u32 = 4;
-    pub const SIZE_4K: u32 = 1 << SIZE_SHIFT;
-    pub const SIZE_256M: u32 = 9 << SIZE_SHIFT;
+    use ppc440::tlb::{word0, PageSize};
+    pub const EPN_MASK: u32 = word0::EPN.mask();
+    pub const V: u32 = word0::V.mask();
+    pub const TS: u32 = word0::TS.mask();
+    pub const SIZE_4K: u32 = PageSize::K4.word0();
+    pub const SIZE_256M: u32 = PageSize::M256.word0();
 }
 
-/// Word 2: storage attributes W I M G E [20:24], permissions UX UW UR SX SW SR [26:31].
+/// Word 2: storage attributes and permissions.
 pub mod w2 {
-    pub const I: u32 = 1 << (31 - 21);
-    pub const G: u32 = 1 << (31 - 23);
-    pub const UX: u32 = 1 << (31 - 26);
-    pub const UW: u32 = 1 << (31 - 27);
-    pub const UR: u32 = 1 << (31 - 28);
-    pub const SX: u32 = 1 << (31 - 29);
-    pub const SW: u32 = 1 << (31 - 30);
-    pub const SR: u32 = 1 << (31 - 31);
+    use ppc440::tlb::word2;
+    pub const I: u32 = word2::I.mask();
+    pub const G: u32 = word2::G.mask();
+    pub const UX: u32 = word2::UX.mask();
+    pub const UW: u32 = word2::UW.mask();
+    pub const UR: u32 = word2::UR.mask();
+    pub const SX: u32 = word2::SX.mask();
+    pub const SW: u32 = word2::SW.mask();
+    pub const SR: u32 = word2::SR.mask();
 }
 
-/// MMUCR[STS] (bit 15) and MMUCR[STID] (bits 24:31).
-const MMUCR_STS: u32 = 1 << (31 - 15);
-const MMUCR_STID_MASK: u32 = 0xff;
+const MMUCR_STS: u32 = ppc440::mmucr::STS.mask();
+const MMUCR_STID_MASK: u32 = ppc440::mmucr::STID.mask();
 
 /// Writes all three words of entry `index`, tagging it with `tid` (through MMUCR[STID]).
 #[inline(always)]
 pub fn write(index: u32, tid: u8, word0: u32, word1: u32, word2: u32) {
-    let mmucr = spr::read::<{ spr::MMUCR }>();
-    spr::write::<{ spr::MMUCR }>((mmucr & !MMUCR_STID_MASK) | tid as u32);
+    let mmucr = spr::read::<{ ppc440::spr::MMUCR }>();
+    spr::write::<{ ppc440::spr::MMUCR }>((mmucr & !MMUCR_STID_MASK) | tid as u32);
     // SAFETY: the kernel owns the TLB; callers never overwrite the pinned kernel
-    // entries except during boot. Encodings: tlbwe r4,r3,0 = 0x7C8307A4,
-    // tlbwe r5,r3,1 = 0x7CA30FA4, tlbwe r6,r3,2 = 0x7CC317A4.
+    // entries except during boot. The words are tlbwe r4,r3,0; tlbwe r5,r3,1;
+    // tlbwe r6,r3,2 (encoded by hand: LLVM assembles WS 1 and 2 as 0).
     unsafe {
         asm!(
-            ".long 0x7C8307A4",
-            ".long 0x7CA30FA4",
-            ".long 0x7CC317A4",
+            ".long {we0}",
+            ".long {we1}",
+            ".long {we2}",
             "isync",
+            we0 = const encode::tlbwe(4, 3, 0),
+            we1 = const encode::tlbwe(5, 3, 1),
+            we2 = const encode::tlbwe(6, 3, 2),
             in("r3") index, in("r4") word0, in("r5") word1, in("r6") word2,
             options(nostack, preserves_flags)
         );
@@ -70,18 +75,21 @@ pub fn write(index: u32, tid: u8, word0: u32, word1: u32, word2: u32) {
 /// Reads entry `index`: (word0, word1, word2, tid).
 pub fn read(index: u32) -> (u32, u32, u32, u8) {
     let (a, b, c): (u32, u32, u32);
-    // SAFETY: tlbre only reads the TLB and sets MMUCR[STID]. Encodings:
-    // tlbre r4,r3,0 = 0x7C830764, tlbre r5,r3,1 = 0x7CA30F64, tlbre r6,r3,2 = 0x7CC31764.
+    // SAFETY: tlbre only reads the TLB and sets MMUCR[STID]. The words are
+    // tlbre r4,r3,0; tlbre r5,r3,1; tlbre r6,r3,2.
     unsafe {
         asm!(
-            ".long 0x7C830764",
-            ".long 0x7CA30F64",
-            ".long 0x7CC31764",
+            ".long {re0}",
+            ".long {re1}",
+            ".long {re2}",
+            re0 = const encode::tlbre(4, 3, 0),
+            re1 = const encode::tlbre(5, 3, 1),
+            re2 = const encode::tlbre(6, 3, 2),
             in("r3") index, out("r4") a, out("r5") b, out("r6") c,
             options(nostack, preserves_flags, nomem)
         );
     }
-    let tid = (spr::read::<{ spr::MMUCR }>() & MMUCR_STID_MASK) as u8;
+    let tid = (spr::read::<{ ppc440::spr::MMUCR }>() & MMUCR_STID_MASK) as u8;
     (a, b, c, tid)
 }
 
@@ -93,8 +101,8 @@ pub fn invalidate(index: u32) {
 
 /// Finds the entry translating `ea` for `tid` in translation space `ts`.
 pub fn search(ea: u32, tid: u8, ts: bool) -> Option<u32> {
-    let mmucr = spr::read::<{ spr::MMUCR }>() & !(MMUCR_STID_MASK | MMUCR_STS);
-    spr::write::<{ spr::MMUCR }>(mmucr | tid as u32 | if ts { MMUCR_STS } else { 0 });
+    let mmucr = spr::read::<{ ppc440::spr::MMUCR }>() & !(MMUCR_STID_MASK | MMUCR_STS);
+    spr::write::<{ ppc440::spr::MMUCR }>(mmucr | tid as u32 | if ts { MMUCR_STS } else { 0 });
     let index: u32;
     let cr: u32;
     // SAFETY: tlbsx. only searches the TLB and sets CR0[EQ] when an entry matches.
@@ -102,9 +110,8 @@ pub fn search(ea: u32, tid: u8, ts: bool) -> Option<u32> {
         asm!("tlbsx. {idx}, 0, {ea}", "mfcr {cr}", idx = out(reg) index, ea = in(reg) ea,
              cr = out(reg) cr, options(nostack, nomem));
     }
-    // CR0[EQ] is CR bit 2 (MSB-0).
-    if cr & (1 << (31 - 2)) != 0 {
-        Some(index & 0x3f)
+    if cr & ppc440::cr::CR0_EQ != 0 {
+        Some(index & (ENTRIES - 1))
     } else {
         None
     }

@@ -7,7 +7,7 @@
 //! load the root task from the boot module (QEMU's `-initrd`), and start it.
 
 use crate::api::{frame_of, kernel, space, thread, Kernel, IDLE};
-use crate::arch::{self, msr, spr, timer, tlb};
+use crate::arch::{self, msr, spr, tcr, tsr, tlb};
 use crate::platform::{uart::Uart, uic, IrqController};
 use kestrel_abi::{Rights, ThreadId, PAGE_SHIFT, PAGE_SIZE, ROOT_PRIORITY, ROOT_THREAD_NO, USER_BASE, USER_END};
 use kestrel_kcore::{bootinfo::BoardInfo, elf};
@@ -159,10 +159,10 @@ fn start_timer(k: &Kernel, board: &BoardInfo) {
     // Auto-reload and the interrupt enable go in before DEC starts counting: without
     // -icount QEMU's decrementer runs on host time, and a DEC that expired before ARE was
     // set would never reload (the kernel would never tick).
-    spr::write::<{ spr::DECAR }>(period);
-    spr::write::<{ spr::TSR }>(timer::TSR_DIS | timer::TSR_FIS | timer::TSR_WIS);
-    spr::write::<{ spr::TCR }>(timer::TCR_DIE | timer::TCR_ARE);
-    spr::write::<{ spr::DEC }>(period);
+    spr::write::<{ ppc440::spr::DECAR }>(period);
+    spr::write::<{ ppc440::spr::TSR }>(tsr::DIS | tsr::FIS | tsr::WIS);
+    spr::write::<{ ppc440::spr::TCR }>(tcr::DIE | tcr::ARE);
+    spr::write::<{ ppc440::spr::DEC }>(period);
 }
 
 /// The idle thread: wait for interrupts in supervisor mode.

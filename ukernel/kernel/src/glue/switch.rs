@@ -13,7 +13,7 @@ use crate::virt;
 pub fn switch_to(k: &mut Kernel, next: usize) -> *mut TrapFrame {
     k.current = next;
     if next != IDLE {
-        spr::write::<{ spr::SPRG1 }>(k.threads[next].frame as u32);
+        spr::write::<{ ppc440::spr::SPRG1 }>(k.threads[next].frame as u32);
         let vcpu = k.threads[next].vcpu;
         if vcpu != NO_VCPU {
             virt::on_switch(k, vcpu as usize);
@@ -23,8 +23,8 @@ pub fn switch_to(k: &mut Kernel, next: usize) -> *mut TrapFrame {
             virt::on_native(k);
             let sid = k.threads[next].space;
             let pid = space::ensure_pid(k, sid);
-            spr::write::<{ spr::PID }>(pid as u32);
-            spr::write::<{ spr::SPRG4W }>(k.threads[next].utcb_va);
+            spr::write::<{ ppc440::spr::PID }>(pid as u32);
+            spr::write::<{ ppc440::spr::SPRG4 }>(k.threads[next].utcb_va);
         }
     }
     k.threads[next].frame as *mut TrapFrame
@@ -37,10 +37,10 @@ pub fn switch_to_native(k: &mut Kernel, next: usize) -> *mut TrapFrame {
     k.current = next;
     virt::on_native(k);
     virt::fast::set_current(None);
-    spr::write::<{ spr::SPRG1 }>(k.threads[next].frame as u32);
+    spr::write::<{ ppc440::spr::SPRG1 }>(k.threads[next].frame as u32);
     let sid = k.threads[next].space;
     let pid = space::ensure_pid(k, sid);
-    spr::write::<{ spr::PID }>(pid as u32);
-    spr::write::<{ spr::SPRG4W }>(k.threads[next].utcb_va);
+    spr::write::<{ ppc440::spr::PID }>(pid as u32);
+    spr::write::<{ ppc440::spr::SPRG4 }>(k.threads[next].utcb_va);
     k.threads[next].frame as *mut TrapFrame
 }

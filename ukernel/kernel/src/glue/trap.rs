@@ -11,7 +11,7 @@
 
 use super::switch::switch_to;
 use crate::api::{ipc, kernel, sched, space, syscall, thread, thread::FaultWait, Kernel, IDLE};
-use crate::arch::{esr, msr, spr, timer, vector, TrapFrame};
+use crate::arch::{esr, msr, spr, tsr, vector, TrapFrame};
 use crate::platform::{self, IrqController};
 use crate::virt::{self, Insn};
 use kestrel_abi::{label, ExceptionClass, MsgTag, Rights, USER_BASE, USER_END};
@@ -65,7 +65,7 @@ pub fn dispatch(frame: *mut TrapFrame, vec: u32, insn: Insn) -> *mut TrapFrame {
     }
     let hint = match vec {
         vector::DECREMENTER => {
-            spr::write::<{ spr::TSR }>(timer::TSR_DIS);
+            spr::write::<{ ppc440::spr::TSR }>(tsr::DIS);
             sched::tick(k)
         }
         vector::EXTERNAL => {
@@ -104,8 +104,8 @@ fn native_trap(k: &mut Kernel, cur: usize, vec: u32, f: &mut TrapFrame) -> Optio
     match vec {
         vector::SYSCALL => syscall::dispatch(k, cur),
         vector::DTLB_MISS | vector::DSI => {
-            let ea = spr::read::<{ spr::DEAR }>();
-            let esr = spr::read::<{ spr::ESR }>();
+            let ea = spr::read::<{ ppc440::spr::DEAR }>();
+            let esr = spr::read::<{ ppc440::spr::ESR }>();
             f.esr = esr;
             f.dear = ea;
             let access = if esr & esr::ST != 0 { Rights::W } else { Rights::R };
@@ -120,21 +120,21 @@ fn native_trap(k: &mut Kernel, cur: usize, vec: u32, f: &mut TrapFrame) -> Optio
             if (USER_BASE..USER_END).contains(&ip) {
                 page_fault(k, cur, ip, Rights::X)
             } else {
-                exception(k, cur, ExceptionClass::InstructionStorage, spr::read::<{ spr::ESR }>(), ip)
+                exception(k, cur, ExceptionClass::InstructionStorage, spr::read::<{ ppc440::spr::ESR }>(), ip)
             }
         }
-        vector::PROGRAM => exception(k, cur, ExceptionClass::Program, spr::read::<{ spr::ESR }>(), 0),
+        vector::PROGRAM => exception(k, cur, ExceptionClass::Program, spr::read::<{ ppc440::spr::ESR }>(), 0),
         vector::ALIGNMENT => {
-            exception(k, cur, ExceptionClass::Alignment, spr::read::<{ spr::ESR }>(), spr::read::<{ spr::DEAR }>())
+            exception(k, cur, ExceptionClass::Alignment, spr::read::<{ ppc440::spr::ESR }>(), spr::read::<{ ppc440::spr::DEAR }>())
         }
         vector::FP_UNAVAILABLE => exception(k, cur, ExceptionClass::FpUnavailable, 0, 0),
         vector::AP_UNAVAILABLE => exception(k, cur, ExceptionClass::ApUnavailable, 0, 0),
         vector::DEBUG => exception(k, cur, ExceptionClass::Debug, 0, 0),
-        vector::MACHINE_CHECK => exception(k, cur, ExceptionClass::MachineCheck, spr::read::<{ spr::MCSR }>(), 0),
+        vector::MACHINE_CHECK => exception(k, cur, ExceptionClass::MachineCheck, spr::read::<{ ppc440::spr::MCSR }>(), 0),
         vector::FIT | vector::WATCHDOG | vector::CRITICAL => {
             // Never enabled by the kernel; acknowledge and carry on.
-            spr::write::<{ spr::TSR }>(timer::TSR_FIS | timer::TSR_WIS | timer::TSR_ENW);
-            crate::kprintln!("kestrel: unexpected {} interrupt ignored", vector::NAMES[vec as usize & 15]);
+            spr::write::<{ ppc440::spr::TSR }>(tsr::FIS | tsr::WIS | tsr::ENW);
+            crate::kprintln!("kestrel: unexpected {} interrupt ignored", vector::name(vec));
             None
         }
         _ => fatal(f, vec, "unknown vector"),
@@ -191,16 +191,16 @@ fn exception(k: &mut Kernel, cur: usize, class: ExceptionClass, esr: u32, dear: 
 
 /// Prints a register dump and stops the machine.
 pub fn fatal(f: &TrapFrame, vec: u32, why: &str) -> ! {
-    crate::kprintln!("KERNEL PANIC: {} ({} interrupt, vector {})", why, vector::NAMES[vec as usize & 15], vec);
+    crate::kprintln!("KERNEL PANIC: {} ({} interrupt, vector {})", why, vector::name(vec), vec);
     crate::kprintln!(
         "  ip {:#010x} msr {:#010x} lr {:#010x} ctr {:#010x} cr {:#010x} xer {:#010x}",
         f.regs.ip, f.regs.msr, f.regs.lr, f.regs.ctr, f.regs.cr, f.regs.xer
     );
     crate::kprintln!(
         "  esr {:#010x} dear {:#010x} mcsr {:#010x}",
-        spr::read::<{ spr::ESR }>(),
-        spr::read::<{ spr::DEAR }>(),
-        spr::read::<{ spr::MCSR }>()
+        spr::read::<{ ppc440::spr::ESR }>(),
+        spr::read::<{ ppc440::spr::DEAR }>(),
+        spr::read::<{ ppc440::spr::MCSR }>()
     );
     for row in 0..8 {
         let g = &f.regs.gpr[row * 4..row * 4 + 4];

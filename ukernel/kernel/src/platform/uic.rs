@@ -6,22 +6,23 @@
 //! handler's acknowledgement unmasks it again.
 
 use super::IrqController;
+use ppc440::dcr;
 use crate::arch::spr::{read_dcr, write_dcr};
 
 /// DCR base the DCR numbers below assume; checked against the device tree at boot.
-pub const DCR_BASE: u32 = 0xC0;
-const SR: u32 = DCR_BASE;
-const ER: u32 = DCR_BASE + 2;
-const CR: u32 = DCR_BASE + 3;
-const PR: u32 = DCR_BASE + 4;
-const TR: u32 = DCR_BASE + 5;
-const MSR: u32 = DCR_BASE + 6;
+pub const DCR_BASE: u32 = dcr::UIC0_BASE;
+const SR: u32 = dcr::UIC0_SR;
+const ER: u32 = dcr::UIC0_ER;
+const CR: u32 = dcr::UIC0_CR;
+const PR: u32 = dcr::UIC0_PR;
+const TR: u32 = dcr::UIC0_TR;
+const MSR: u32 = dcr::UIC0_MSR;
 
 /// Interrupt input lines of a UIC.
-pub const LINES: u32 = 32;
+pub const LINES: u32 = dcr::uic::LINES;
 
 const fn bit(line: u32) -> u32 {
-    1 << (31 - line)
+    dcr::uic::line(line)
 }
 
 /// UIC0, the bamboo board's interrupt controller.

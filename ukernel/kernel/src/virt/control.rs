@@ -56,9 +56,9 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
             let v = &mut k.vm.vcpus[vi];
             v.s = s;
             v.s.msr &= super::GUEST_MSR_MASK & !crate::arch::msr::WE;
-            v.s.ivpr &= 0xffff_0000;
+            v.s.ivpr &= ppc440::ivor::PREFIX.mask();
             for ivor in v.s.ivor.iter_mut() {
-                *ivor &= 0xfff0;
+                *ivor &= ppc440::ivor::OFFSET.mask();
             }
             v.dec_deadline = if s.dec == 0 { 0 } else { crate::arch::spr::timebase() + s.dec as u64 };
             if k.vm.shadow_owner as usize == vi {
@@ -78,7 +78,7 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
             let u = caller_utcb(k, cur);
             let (w0, w1, w2, tid) = (u.mr[1], u.mr[2], u.mr[3], u.mr[4]);
             let index = b;
-            if index > 63 {
+            if index >= ppc440::tlb::ENTRIES {
                 return Err(KError::InvalidParam);
             }
             let mmucr = tid & 0xff;
@@ -87,7 +87,7 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
             t.tlbwe(index, 1, w1, mmucr).map_err(|_| KError::InvalidParam)?;
             t.tlbwe(index, 2, w2, mmucr).map_err(|_| KError::InvalidParam)?;
             if k.vm.shadow_owner as usize == vi {
-                mmu::guest_tlb_written(k, vi, index & 63);
+                mmu::guest_tlb_written(k, vi, index);
             }
         }
         vcpuctl::DECLARE_MMIO => {

@@ -8,39 +8,30 @@
 //! 11:20 with its two halves swapped.
 
 use super::{
-    Insn, deliver_pending, inject, mmu, set_guest_mode, set_timebase, sync_frame_msr, trace, update_dec, virt_fault, Class,
+    Insn, deliver_pending, inject, mmu, set_guest_mode, set_timebase, sync_frame_msr, trace, update_dec, virt_fault,
     GUEST_MSR_MASK, NO_VCPU,
 };
-use crate::arch::{esr, msr, spr, timer, vector, TrapFrame};
+use crate::arch::{esr, msr, spr, tcr, tsr, vector, TrapFrame};
+use ppc440::decode::{self, opcd::{X, XL}, xo19, xo31};
+use ppc440::dbcr0;
+use ppc440::spr::{
+    Emulation, CCR0, CCR1, CSRR0, CSRR1, DAC1, DAC2, DBCR0, DBCR1, DBCR2, DBSR, DEAR, DEC, DECAR,
+    DVC1, DVC2, ESR, IAC1, IAC4, IVOR0, IVOR15, IVPR, MCSR, MCSRR0, MCSRR1, MMUCR, PID, PIR, PVR,
+    SPRG0, SPRG4, SPRG5, SPRG6, SPRG7, SRR0, SRR1, TBL_R, TBL_W, TBU_R, TBU_W, TCR, TSR, USPRG0,
+};
 use crate::api::Kernel;
 use kestrel_abi::{TracePoint, VirtFault};
 use kestrel_vtlb::Access;
 
-/// Guest TCR/TSR bits (PPC440 UM §8), re-exported for the virtual timer.
-pub const TCR_DIE: u32 = timer::TCR_DIE;
-pub const TCR_ARE: u32 = timer::TCR_ARE;
-pub const TSR_DIS: u32 = timer::TSR_DIS;
-pub const TSR_FIS: u32 = timer::TSR_FIS;
-pub const TSR_WIS: u32 = timer::TSR_WIS;
-pub const TSR_ENW: u32 = timer::TSR_ENW;
-/// TCR[FIE] (bit 8) and TCR[WIE] (bit 4).
-pub const TCR_FIE: u32 = 1 << (31 - 8);
-pub const TCR_WIE: u32 = 1 << (31 - 4);
-/// DBCR0[RST] (bits 2:3): a guest reset request.
-const DBCR0_RST: u32 = 0x3000_0000;
-/// DBCR0[IDM] (bit 1) and DBCR0[ICMP] (bit 4): the debug events the kernel passes
-/// through to hardware for a guest (instruction-completion single step).
-const DBCR0_IDM: u32 = 1 << (31 - 1);
-const DBCR0_ICMP: u32 = 1 << (31 - 4);
-pub const DBCR0_EVENTS: u32 = DBCR0_IDM | DBCR0_ICMP;
-/// DBSR[ICMP] (bit 4).
-const DBSR_ICMP: u32 = 1 << (31 - 4);
+/// The debug events the kernel passes through to hardware for a guest: DBCR0[IDM] and
+/// DBCR0[ICMP] (instruction-completion single step).
+pub const DBCR0_EVENTS: u32 = dbcr0::IDM | dbcr0::ICMP;
 
 /// Called first on every kernel entry from vCPU thread `cur`, before any host event is
 /// handled: the guest's USPRG0 is a real user register while it runs.
 #[inline(always)]
 pub fn enter(k: &mut Kernel, vi: usize) {
-    k.vm.vcpus[vi].s.usprg0 = spr::read::<{ spr::USPRG0 }>();
+    k.vm.vcpus[vi].s.usprg0 = spr::read::<{ ppc440::spr::USPRG0 }>();
 }
 
 /// Handles a guest exception of vCPU thread `cur` (vector `vec`, frame `f`): every vector
@@ -54,12 +45,12 @@ pub fn guest_trap(k: &mut Kernel, cur: usize, vi: usize, vec: u32, f: &mut TrapF
         vector::SYSCALL => {
             // `sc` in the guest: reflect the system call into the guest kernel.
             let pc = f.regs.ip;
-            inject(k, vi, f, 8, Class::NonCritical, pc);
+            inject(k, vi, f, vector::SYSCALL, pc);
             tp = Some(TracePoint::ExceptSyscall);
             None
         }
         vector::PROGRAM => {
-            let e = spr::read::<{ spr::ESR }>();
+            let e = spr::read::<{ ppc440::spr::ESR }>();
             if e & esr::PPR != 0 {
                 let (h, t) = privileged(k, cur, vi, f, insn);
                 tp = t;
@@ -68,14 +59,14 @@ pub fn guest_trap(k: &mut Kernel, cur: usize, vi: usize, vec: u32, f: &mut TrapF
                 // Illegal instruction or trap: the guest's own business.
                 k.vm.vcpus[vi].s.esr = e;
                 let pc = f.regs.ip;
-                inject(k, vi, f, 6, Class::NonCritical, pc);
+                inject(k, vi, f, vector::PROGRAM, pc);
                 tp = Some(TracePoint::ExceptReflect);
                 None
             }
         }
         vector::DTLB_MISS | vector::DSI => {
-            let ea = spr::read::<{ spr::DEAR }>();
-            let e = spr::read::<{ spr::ESR }>();
+            let ea = spr::read::<{ ppc440::spr::DEAR }>();
+            let e = spr::read::<{ ppc440::spr::ESR }>();
             let access = if e & esr::ST != 0 { Access::Write } else { Access::Read };
             mmu::tlb_fault(k, cur, vi, f, ea, access, e)
         }
@@ -85,9 +76,9 @@ pub fn guest_trap(k: &mut Kernel, cur: usize, vi: usize, vec: u32, f: &mut TrapF
         }
         vector::ALIGNMENT => {
             // QEMU's 440 sets DEAR but leaves ESR alone on alignment interrupts.
-            k.vm.vcpus[vi].s.dear = spr::read::<{ spr::DEAR }>();
+            k.vm.vcpus[vi].s.dear = spr::read::<{ ppc440::spr::DEAR }>();
             let pc = f.regs.ip;
-            inject(k, vi, f, 5, Class::NonCritical, pc);
+            inject(k, vi, f, vector::ALIGNMENT, pc);
             tp = Some(TracePoint::ExceptReflect);
             None
         }
@@ -99,17 +90,17 @@ pub fn guest_trap(k: &mut Kernel, cur: usize, vi: usize, vec: u32, f: &mut TrapF
         }
         vector::FP_UNAVAILABLE | vector::AP_UNAVAILABLE => {
             let pc = f.regs.ip;
-            inject(k, vi, f, vec as usize, Class::NonCritical, pc);
+            inject(k, vi, f, vec, pc);
             tp = Some(TracePoint::ExceptReflect);
             None
         }
         vector::DEBUG => {
             // A hardware debug event the guest asked for (see DBCR0_EVENTS).
-            let dbsr = spr::read::<{ spr::DBSR }>();
-            spr::write::<{ spr::DBSR }>(dbsr);
-            k.vm.vcpus[vi].s.dbsr |= dbsr & DBSR_ICMP;
+            let dbsr = spr::read::<{ ppc440::spr::DBSR }>();
+            spr::write::<{ ppc440::spr::DBSR }>(dbsr);
+            k.vm.vcpus[vi].s.dbsr |= dbsr & ppc440::dbsr::ICMP;
             let pc = f.regs.ip;
-            inject(k, vi, f, 15, Class::Critical, pc);
+            inject(k, vi, f, vector::DEBUG, pc);
             tp = Some(TracePoint::ExceptReflect);
             None
         }
@@ -139,17 +130,13 @@ pub fn leave(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) {
 }
 
 fn rs(insn: u32) -> usize {
-    ((insn >> 21) & 31) as usize
+    decode::RT.get(insn) as usize
 }
 fn ra(insn: u32) -> usize {
-    ((insn >> 16) & 31) as usize
+    decode::RA.get(insn) as usize
 }
 fn rb(insn: u32) -> usize {
-    ((insn >> 11) & 31) as usize
-}
-/// The swapped 10-bit SPR/DCR field.
-fn sprn(insn: u32) -> u32 {
-    ((insn >> 16) & 31) | (((insn >> 11) & 31) << 5)
+    decode::RB.get(insn) as usize
 }
 
 /// A privileged-instruction program exception: emulate or send to the VMM.
@@ -158,7 +145,7 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, insn: In
     if k.vm.vcpus[vi].s.msr & msr::PR != 0 {
         // A privileged instruction in guest user mode: the guest kernel's business.
         k.vm.vcpus[vi].s.esr = esr::PPR;
-        inject(k, vi, f, 6, Class::NonCritical, pc);
+        inject(k, vi, f, vector::PROGRAM, pc);
         return (None, Some(TracePoint::ExceptReflect));
     }
     let insn = match insn {
@@ -169,16 +156,16 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, insn: In
     let Some(insn) = insn else {
         return (virt_fault(k, cur, vi, VirtFault::Instruction, 0, 0), Some(TracePoint::SyscallIpc));
     };
-    let op = insn >> 26;
-    let xo = (insn >> 1) & 0x3ff;
+    let op = decode::OPCD.get(insn);
+    let xo = decode::XO.get(insn);
     let next = pc.wrapping_add(4);
     let tp = match (op, xo) {
-        (31, 83) => {
+        (X, xo31::MFMSR) => {
             // mfmsr
             f.regs.gpr[rs(insn)] = k.vm.vcpus[vi].s.msr;
             TracePoint::EmulMfmsr
         }
-        (31, 146) => {
+        (X, xo31::MTMSR) => {
             // mtmsr
             let v = f.regs.gpr[rs(insn)];
             if !set_msr(k, cur, vi, f, v, next) {
@@ -186,30 +173,30 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, insn: In
             }
             return (None, Some(TracePoint::EmulMtmsr));
         }
-        (31, 131) => {
+        (X, xo31::WRTEE) => {
             // wrtee
             let s = &mut k.vm.vcpus[vi].s;
             s.msr = (s.msr & !msr::EE) | (f.regs.gpr[rs(insn)] & msr::EE);
             TracePoint::EmulWrtee
         }
-        (31, 163) => {
+        (X, xo31::WRTEEI) => {
             // wrteei: E is bit 16.
             let s = &mut k.vm.vcpus[vi].s;
-            s.msr = (s.msr & !msr::EE) | if insn & 0x8000 != 0 { msr::EE } else { 0 };
+            s.msr = (s.msr & !msr::EE) | if decode::E.get(insn) != 0 { msr::EE } else { 0 };
             TracePoint::EmulWrteei
         }
-        (31, 339) => {
+        (X, xo31::MFSPR) => {
             // mfspr
-            match read_spr(k, vi, sprn(insn)) {
+            match read_spr(k, vi, decode::spr_number(insn)) {
                 Some(v) => f.regs.gpr[rs(insn)] = v,
                 None => return (virt_fault(k, cur, vi, VirtFault::Instruction, insn, 0), Some(TracePoint::SyscallIpc)),
             }
             TracePoint::EmulMfspr
         }
-        (31, 467) => {
+        (X, xo31::MTSPR) => {
             // mtspr
             let v = f.regs.gpr[rs(insn)];
-            match write_spr(k, vi, sprn(insn), v) {
+            match write_spr(k, vi, decode::spr_number(insn), v) {
                 SprWrite::Done => sync_frame_msr(k, vi, f),
                 SprWrite::Unknown => {
                     return (virt_fault(k, cur, vi, VirtFault::Instruction, insn, 0), Some(TracePoint::SyscallIpc))
@@ -220,7 +207,7 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, insn: In
             }
             TracePoint::EmulMtspr
         }
-        (31, 978) => {
+        (X, xo31::TLBWE) => {
             // tlbwe RS,RA,WS
             let (index, word, value) = (f.regs.gpr[ra(insn)], rb(insn) as u32, f.regs.gpr[rs(insn)]);
             if mmu::guest_tlbwe(k, vi, index, word, value).is_err() {
@@ -228,7 +215,7 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, insn: In
             }
             TracePoint::EmulTlbwe
         }
-        (31, 946) => {
+        (X, xo31::TLBRE) => {
             // tlbre RT,RA,WS
             let (index, word) = (f.regs.gpr[ra(insn)], rb(insn) as u32);
             let mmucr = k.vm.vcpus[vi].s.mmucr;
@@ -243,27 +230,25 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, insn: In
             }
             TracePoint::EmulTlbre
         }
-        (31, 914) => {
+        (X, xo31::TLBSX) => {
             // tlbsx[.] RT,RA,RB
             let ea = if ra(insn) == 0 { 0 } else { f.regs.gpr[ra(insn)] }.wrapping_add(f.regs.gpr[rb(insn)]);
             let hit = k.vm.vcpus[vi].tlb.tlbsx(ea, k.vm.vcpus[vi].s.mmucr);
             if let Some(i) = hit {
                 f.regs.gpr[rs(insn)] = i;
             }
-            if insn & 1 != 0 {
+            if decode::RC.get(insn) != 0 {
                 // CR0 = LT GT EQ SO: EQ set on a hit, SO copied from XER[SO].
-                let so = (f.regs.xer >> 31) & 1;
-                let cr0 = if hit.is_some() { 0b0010 } else { 0 } | so;
-                f.regs.cr = (f.regs.cr & 0x0fff_ffff) | (cr0 << 28);
+                f.regs.cr = tlbsx_cr(f.regs.cr, f.regs.xer, hit.is_some());
             }
             TracePoint::EmulTlbsx
         }
-        (31, 566) | (31, 454) | (31, 966) | (31, 470) => {
+        (X, xo31::TLBSYNC | xo31::DCCCI | xo31::ICCCI | xo31::DCBI) => {
             // tlbsync, dccci, iccci, dcbi: no guest-visible effect under emulation
             // (the emulated TLB is coherent, QEMU has no caches to model).
             TracePoint::EmulCacheTlbOp
         }
-        (19, 50) => {
+        (XL, xo19::RFI) => {
             // rfi
             let (pc, m) = (k.vm.vcpus[vi].s.srr0, k.vm.vcpus[vi].s.srr1);
             if !set_msr(k, cur, vi, f, m, pc) {
@@ -271,9 +256,9 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, insn: In
             }
             return (None, Some(TracePoint::EmulRfi));
         }
-        (19, 51) | (19, 38) => {
+        (XL, xo19::RFCI | xo19::RFMCI) => {
             // rfci / rfmci
-            let (pc, m) = if xo == 51 {
+            let (pc, m) = if xo == xo19::RFCI {
                 (k.vm.vcpus[vi].s.csrr0, k.vm.vcpus[vi].s.csrr1)
             } else {
                 (k.vm.vcpus[vi].s.mcsrr0, k.vm.vcpus[vi].s.mcsrr1)
@@ -294,7 +279,7 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, insn: In
 fn reflect_illegal(k: &mut Kernel, vi: usize, f: &mut TrapFrame) -> (Option<usize>, Option<TracePoint>) {
     k.vm.vcpus[vi].s.esr = esr::PIL;
     let pc = f.regs.ip;
-    inject(k, vi, f, 6, Class::NonCritical, pc);
+    inject(k, vi, f, vector::PROGRAM, pc);
     (None, Some(TracePoint::ExceptReflect))
 }
 
@@ -308,56 +293,75 @@ fn set_msr(k: &mut Kernel, _cur: usize, vi: usize, f: &mut TrapFrame, value: u32
     if value & msr::WE != 0 {
         update_dec(k, vi);
         let s = &k.vm.vcpus[vi].s;
-        let pending = s.irq_line != 0 || (s.tsr & TSR_DIS != 0 && s.tcr & TCR_DIE != 0);
+        let pending = s.irq_line != 0 || (s.tsr & tsr::DIS != 0 && s.tcr & tcr::DIE != 0);
         return pending;
     }
     true
 }
 
+/// CR after `tlbsx.`: CR0 = LT GT EQ SO, EQ set on a hit, SO copied from XER[SO].
+#[inline(always)]
+pub(super) fn tlbsx_cr(cr: u32, xer: u32, hit: bool) -> u32 {
+    const SO_TO_CR0: u32 = ppc440::xer::SO.trailing_zeros() - ppc440::cr::CR0_SO.trailing_zeros();
+    let so = (xer & ppc440::xer::SO) >> SO_TO_CR0;
+    let eq = if hit { ppc440::cr::CR0_EQ } else { 0 };
+    (cr & !ppc440::cr::CR0.mask()) | eq | so
+}
+
+/// Whether the kernel emulates guest accesses to SPR `n` at all (the crate's SPR table
+/// decides; everything else is the VMM's).
+#[inline(always)]
+fn kernel_emulates(n: u32) -> bool {
+    !matches!(ppc440::spr::emulation(n), Emulation::Vmm | Emulation::User)
+}
+
 /// Reads a shadow SPR; `None` for SPRs the kernel does not emulate.
 fn read_spr(k: &mut Kernel, vi: usize, n: u32) -> Option<u32> {
+    if !kernel_emulates(n) {
+        return None;
+    }
     update_dec(k, vi);
     let v = &k.vm.vcpus[vi];
     let s = &v.s;
     Some(match n {
-        26 => s.srr0,
-        27 => s.srr1,
-        58 => s.csrr0,
-        59 => s.csrr1,
-        570 => s.mcsrr0,
-        571 => s.mcsrr1,
-        572 => s.mcsr,
-        272..=279 => s.sprg[(n - 272) as usize],
-        256 => s.usprg0,
-        62 => s.esr,
-        61 => s.dear,
-        63 => s.ivpr,
-        400..=415 => s.ivor[(n - 400) as usize],
-        48 => s.pid,
-        946 => s.mmucr,
-        22 => {
+        SRR0 => s.srr0,
+        SRR1 => s.srr1,
+        CSRR0 => s.csrr0,
+        CSRR1 => s.csrr1,
+        MCSRR0 => s.mcsrr0,
+        MCSRR1 => s.mcsrr1,
+        MCSR => s.mcsr,
+        SPRG0..=SPRG7 => s.sprg[(n - SPRG0) as usize],
+        USPRG0 => s.usprg0,
+        ESR => s.esr,
+        DEAR => s.dear,
+        IVPR => s.ivpr,
+        IVOR0..=IVOR15 => s.ivor[(n - IVOR0) as usize],
+        PID => s.pid,
+        MMUCR => s.mmucr,
+        DEC => {
             if v.dec_deadline != 0 {
                 v.dec_deadline.saturating_sub(spr::timebase()) as u32
             } else {
                 s.dec
             }
         }
-        54 => s.decar,
-        340 => s.tcr,
-        336 => s.tsr,
-        308 => s.dbcr0,
-        309 => s.dbcr1,
-        310 => s.dbcr2,
-        304 => s.dbsr,
-        947 => s.ccr0,
-        888 => s.ccr1,
-        287 => spr::read::<{ spr::PVR }>(),
-        286 => 0, // PIR: uniprocessor guests are CPU 0
-        312..=315 => s.iac[(n - 312) as usize],
-        316 | 317 => s.dac[(n - 316) as usize],
-        318 | 319 => s.dvc[(n - 318) as usize],
-        268 => spr::read::<{ spr::TBL_R }>(),
-        269 => spr::read::<{ spr::TBU_R }>(),
+        DECAR => s.decar,
+        TCR => s.tcr,
+        TSR => s.tsr,
+        DBCR0 => s.dbcr0,
+        DBCR1 => s.dbcr1,
+        DBCR2 => s.dbcr2,
+        DBSR => s.dbsr,
+        CCR0 => s.ccr0,
+        CCR1 => s.ccr1,
+        PVR => spr::read::<{ PVR }>(),
+        PIR => 0, // uniprocessor guests are CPU 0
+        IAC1..=IAC4 => s.iac[(n - IAC1) as usize],
+        DAC1 | DAC2 => s.dac[(n - DAC1) as usize],
+        DVC1 | DVC2 => s.dvc[(n - DVC1) as usize],
+        TBL_R => spr::read::<{ TBL_R }>(),
+        TBU_R => spr::read::<{ TBU_R }>(),
         _ => return None,
     })
 }
@@ -368,15 +372,16 @@ enum SprWrite {
     Reset,
 }
 
-/// mtspr SPRG0-7 (`n` in 272..=279): the shadow copy; SPRG4-7 are user-readable, so
-/// they also go to the real registers, which the guest reads without trapping.
+/// mtspr SPRG0-7 (`n` in SPRG0..=SPRG7): the shadow copy; SPRG4-7 are user-readable
+/// (their class is `WriteThrough`), so they also go to the real registers, which the
+/// guest reads without trapping.
 pub(super) fn write_sprg(s: &mut kestrel_abi::VcpuState, n: u32, val: u32) {
-    s.sprg[(n - 272) as usize & 7] = val;
+    s.sprg[(n - SPRG0) as usize & 7] = val;
     match n {
-        276 => spr::write::<{ spr::SPRG4W }>(val),
-        277 => spr::write::<{ spr::SPRG4W + 1 }>(val),
-        278 => spr::write::<{ spr::SPRG4W + 2 }>(val),
-        279 => spr::write::<{ spr::SPRG4W + 3 }>(val),
+        SPRG4 => spr::write::<{ SPRG4 }>(val),
+        SPRG5 => spr::write::<{ SPRG5 }>(val),
+        SPRG6 => spr::write::<{ SPRG6 }>(val),
+        SPRG7 => spr::write::<{ SPRG7 }>(val),
         _ => {}
     }
 }
@@ -394,53 +399,56 @@ pub(super) fn write_pid(k: &mut Kernel, vi: usize, val: u32) {
 
 /// Writes a shadow SPR.
 fn write_spr(k: &mut Kernel, vi: usize, n: u32, val: u32) -> SprWrite {
+    if !kernel_emulates(n) {
+        return SprWrite::Unknown;
+    }
     update_dec(k, vi);
     let v = &mut k.vm.vcpus[vi];
     let s = &mut v.s;
     match n {
-        26 => s.srr0 = val,
-        27 => s.srr1 = val,
-        58 => s.csrr0 = val,
-        59 => s.csrr1 = val,
-        570 => s.mcsrr0 = val,
-        571 => s.mcsrr1 = val,
-        572 => s.mcsr &= !val,
-        272..=279 => write_sprg(s, n, val),
-        62 => s.esr = val,
-        61 => s.dear = val,
-        63 => s.ivpr = val & 0xffff_0000,
-        400..=415 => s.ivor[(n - 400) as usize] = val & 0xfff0,
-        48 => write_pid(k, vi, val),
-        946 => s.mmucr = val,
-        22 => {
+        SRR0 => s.srr0 = val,
+        SRR1 => s.srr1 = val,
+        CSRR0 => s.csrr0 = val,
+        CSRR1 => s.csrr1 = val,
+        MCSRR0 => s.mcsrr0 = val,
+        MCSRR1 => s.mcsrr1 = val,
+        MCSR => s.mcsr &= !val,
+        SPRG0..=SPRG7 => write_sprg(s, n, val),
+        ESR => s.esr = val,
+        DEAR => s.dear = val,
+        IVPR => s.ivpr = val & ppc440::ivor::PREFIX.mask(),
+        IVOR0..=IVOR15 => s.ivor[(n - IVOR0) as usize] = val & ppc440::ivor::OFFSET.mask(),
+        PID => write_pid(k, vi, val),
+        MMUCR => s.mmucr = val,
+        DEC => {
             s.dec = val;
             v.dec_deadline = if val == 0 { 0 } else { spr::timebase() + val as u64 };
         }
-        54 => s.decar = val,
-        340 => s.tcr = val,
-        336 => s.tsr &= !val,
-        308 => {
-            if val & DBCR0_RST != 0 {
+        DECAR => s.decar = val,
+        TCR => s.tcr = val,
+        TSR => s.tsr &= !val,
+        DBCR0 => {
+            if val & dbcr0::RST.mask() != 0 {
                 return SprWrite::Reset;
             }
             s.dbcr0 = val;
-            let events = if val & DBCR0_ICMP != 0 { val & DBCR0_EVENTS } else { 0 };
-            spr::write::<{ spr::DBCR0 }>(events);
+            let events = if val & dbcr0::ICMP != 0 { val & DBCR0_EVENTS } else { 0 };
+            spr::write::<{ DBCR0 }>(events);
         }
-        312..=315 => s.iac[(n - 312) as usize] = val,
-        316 | 317 => s.dac[(n - 316) as usize] = val,
-        318 | 319 => s.dvc[(n - 318) as usize] = val,
-        309 => s.dbcr1 = val,
-        310 => s.dbcr2 = val,
-        304 => s.dbsr &= !val,
-        947 => s.ccr0 = val,
-        888 => s.ccr1 = val,
+        IAC1..=IAC4 => s.iac[(n - IAC1) as usize] = val,
+        DAC1 | DAC2 => s.dac[(n - DAC1) as usize] = val,
+        DVC1 | DVC2 => s.dvc[(n - DVC1) as usize] = val,
+        DBCR1 => s.dbcr1 = val,
+        DBCR2 => s.dbcr2 = val,
+        DBSR => s.dbsr &= !val,
+        CCR0 => s.ccr0 = val,
+        CCR1 => s.ccr1 = val,
         // Timebase writes: the guest reads the timebase without trapping, so the real
         // one is written and the difference kept as this vCPU's offset, which is taken
         // out again whenever anything else runs (see `virt::on_switch`).
-        284 | 285 => {
+        TBL_W | TBU_W => {
             let before = spr::timebase();
-            let after = if n == 284 {
+            let after = if n == TBL_W {
                 (before & !0xffff_ffff) | val as u64
             } else {
                 ((val as u64) << 32) | (before & 0xffff_ffff)

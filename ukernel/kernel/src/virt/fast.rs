@@ -20,8 +20,13 @@ use super::{mmu, Insn, Vcpu, NO_VCPU, VCPU_MSR};
 use core::arch::global_asm;
 use core::mem::offset_of;
 use kestrel_abi::VcpuState;
-use crate::arch::{esr, msr, spr, TrapFrame};
+use crate::arch::{esr, msr, spr, tcr, tsr, TrapFrame};
 use crate::api::{kernel, Kernel};
+use ppc440::decode::{self, opcd::{X, XL}, xo19, xo31};
+use ppc440::spr::{
+    emulation, Emulation, CSRR0, CSRR1, DEAR, ESR, MCSRR0, MCSRR1, MMUCR, PID, SPRG0, SPRG1,
+    SPRG2, SPRG3, SPRG4, SPRG7, SRR0, SRR1,
+};
 use kestrel_abi::TracePoint;
 
 /// MSR bits a fast-path MSR write may not change (they need the full path: a new
@@ -51,10 +56,10 @@ fn program_fast(frame: *mut TrapFrame) -> Result<*mut TrapFrame, Insn> {
     let vi = vi as usize;
     // SAFETY: the entry path passes the frame it has just filled.
     let f = unsafe { &mut *frame };
-    if f.regs.msr & VCPU_MSR != VCPU_MSR || spr::read::<{ spr::ESR }>() & esr::PPR == 0 {
+    if f.regs.msr & VCPU_MSR != VCPU_MSR || spr::read::<{ ppc440::spr::ESR }>() & esr::PPR == 0 {
         return Err(Insn::Unknown);
     }
-    let t0 = spr::read::<{ spr::TBL_R }>();
+    let t0 = spr::read::<{ ppc440::spr::TBL_R }>();
     let old = k.vm.vcpus[vi].s.msr;
     if old & msr::PR != 0 {
         return Err(Insn::Unknown);
@@ -72,45 +77,45 @@ fn program_fast(frame: *mut TrapFrame) -> Result<*mut TrapFrame, Insn> {
 #[inline(always)]
 fn emulate(k: &mut Kernel, vi: usize, f: &mut TrapFrame, insn: u32, old: u32, t0: u32) -> Option<()> {
     let pc = f.regs.ip;
-    let rs = ((insn >> 21) & 31) as usize;
-    let (new_msr, next, tp) = match (insn >> 26, (insn >> 1) & 0x3ff) {
-        (31, 83) => {
+    let rs = decode::RT.get(insn) as usize;
+    let (new_msr, next, tp) = match (decode::OPCD.get(insn), decode::XO.get(insn)) {
+        (X, xo31::MFMSR) => {
             f.regs.gpr[rs] = old;
             (old, pc + 4, TracePoint::EmulMfmsr)
         }
-        (31, 146) => (f.regs.gpr[rs] & super::GUEST_MSR_MASK, pc + 4, TracePoint::EmulMtmsr),
-        (31, 131) => ((old & !msr::EE) | (f.regs.gpr[rs] & msr::EE), pc + 4, TracePoint::EmulWrtee),
-        (31, 163) => ((old & !msr::EE) | if insn & 0x8000 != 0 { msr::EE } else { 0 }, pc + 4, TracePoint::EmulWrteei),
-        (19, 50) => {
+        (X, xo31::MTMSR) => (f.regs.gpr[rs] & super::GUEST_MSR_MASK, pc + 4, TracePoint::EmulMtmsr),
+        (X, xo31::WRTEE) => ((old & !msr::EE) | (f.regs.gpr[rs] & msr::EE), pc + 4, TracePoint::EmulWrtee),
+        (X, xo31::WRTEEI) => ((old & !msr::EE) | if decode::E.get(insn) != 0 { msr::EE } else { 0 }, pc + 4, TracePoint::EmulWrteei),
+        (XL, xo19::RFI) => {
             let s = &k.vm.vcpus[vi].s;
             (s.srr1 & super::GUEST_MSR_MASK, s.srr0, TracePoint::EmulRfi)
         }
-        (31, 339) if sprn(insn) == PID => {
+        (X, xo31::MFSPR) if decode::spr_number(insn) == PID => {
             f.regs.gpr[rs] = k.vm.vcpus[vi].s.pid;
             (old, pc + 4, TracePoint::EmulMfspr)
         }
-        (31, 339) => {
-            let v = plain_spr(&mut k.vm.vcpus[vi].s, sprn(insn))?;
+        (X, xo31::MFSPR) => {
+            let v = plain_spr(&mut k.vm.vcpus[vi].s, decode::spr_number(insn))?;
             f.regs.gpr[rs] = *v;
             (old, pc + 4, TracePoint::EmulMfspr)
         }
-        (31, 467) if sprn(insn) == PID => {
+        (X, xo31::MTSPR) if decode::spr_number(insn) == PID => {
             super::emulate::write_pid(k, vi, f.regs.gpr[rs]);
             (old, pc + 4, TracePoint::EmulMtspr)
         }
-        (31, 467) if (SPRG4W..=SPRG4W + 3).contains(&sprn(insn)) => {
-            super::emulate::write_sprg(&mut k.vm.vcpus[vi].s, sprn(insn), f.regs.gpr[rs]);
+        (X, xo31::MTSPR) if (SPRG4..=SPRG7).contains(&decode::spr_number(insn)) => {
+            super::emulate::write_sprg(&mut k.vm.vcpus[vi].s, decode::spr_number(insn), f.regs.gpr[rs]);
             (old, pc + 4, TracePoint::EmulMtspr)
         }
-        (31, 467) => {
+        (X, xo31::MTSPR) => {
             let val = f.regs.gpr[rs];
-            let v = plain_spr(&mut k.vm.vcpus[vi].s, sprn(insn))?;
+            let v = plain_spr(&mut k.vm.vcpus[vi].s, decode::spr_number(insn))?;
             *v = val;
             (old, pc + 4, TracePoint::EmulMtspr)
         }
-        (31, 946) => {
+        (X, xo31::TLBRE) => {
             // tlbre RT,RA,WS
-            let (index, word) = (f.regs.gpr[((insn >> 16) & 31) as usize], (insn >> 11) & 31);
+            let (index, word) = (f.regs.gpr[decode::RA.get(insn) as usize], decode::RB.get(insn));
             let v = &mut k.vm.vcpus[vi];
             let (val, mmucr) = v.tlb.tlbre(index, word, v.s.mmucr).ok()?;
             f.regs.gpr[rs] = val;
@@ -119,23 +124,22 @@ fn emulate(k: &mut Kernel, vi: usize, f: &mut TrapFrame, insn: u32, old: u32, t0
             }
             (old, pc + 4, TracePoint::EmulTlbre)
         }
-        (31, 914) => {
+        (X, xo31::TLBSX) => {
             // tlbsx[.] RT,RA,RB
-            let ra = ((insn >> 16) & 31) as usize;
-            let ea = if ra == 0 { 0 } else { f.regs.gpr[ra] }.wrapping_add(f.regs.gpr[((insn >> 11) & 31) as usize]);
+            let ra = decode::RA.get(insn) as usize;
+            let ea = if ra == 0 { 0 } else { f.regs.gpr[ra] }.wrapping_add(f.regs.gpr[decode::RB.get(insn) as usize]);
             let hit = k.vm.vcpus[vi].tlb.tlbsx(ea, k.vm.vcpus[vi].s.mmucr);
             if let Some(i) = hit {
                 f.regs.gpr[rs] = i;
             }
-            if insn & 1 != 0 {
-                let cr0 = if hit.is_some() { 0b0010 } else { 0 } | (f.regs.xer >> 31) & 1;
-                f.regs.cr = (f.regs.cr & 0x0fff_ffff) | (cr0 << 28);
+            if decode::RC.get(insn) != 0 {
+                f.regs.cr = super::emulate::tlbsx_cr(f.regs.cr, f.regs.xer, hit.is_some());
             }
             (old, pc + 4, TracePoint::EmulTlbsx)
         }
-        (31, 978) => {
+        (X, xo31::TLBWE) => {
             // tlbwe RS,RA,WS
-            let (index, word) = (f.regs.gpr[((insn >> 16) & 31) as usize], (insn >> 11) & 31);
+            let (index, word) = (f.regs.gpr[decode::RA.get(insn) as usize], decode::RB.get(insn));
             mmu::guest_tlbwe(k, vi, index, word, f.regs.gpr[rs]).ok()?;
             (old, pc + 4, TracePoint::EmulTlbwe)
         }
@@ -150,49 +154,82 @@ fn emulate(k: &mut Kernel, vi: usize, f: &mut TrapFrame, insn: u32, old: u32, t0
     }
     k.vm.vcpus[vi].s.msr = new_msr;
     if (new_msr ^ old) & msr::PR != 0 {
-        spr::write::<{ spr::PID }>(kestrel_vtlb::hw_pid(new_msr & msr::PR != 0) as u32);
+        spr::write::<{ ppc440::spr::PID }>(kestrel_vtlb::hw_pid(new_msr & msr::PR != 0) as u32);
     }
     f.regs.ip = next;
     // QEMU leaves stray bits (even MSR[WE]) in SRR1 on program interrupts: resume
     // with the vCPU's real MSR, never with what the interrupt saved.
     super::sync_frame_msr(k, vi, f);
-    let cost = spr::read::<{ spr::TBL_R }>().wrapping_sub(t0);
+    let cost = spr::read::<{ ppc440::spr::TBL_R }>().wrapping_sub(t0);
     super::trace(k, vi, tp, cost);
     Some(())
 }
 
-/// SPR numbers the Rust tier handles besides the plain ones.
-const PID: u32 = 48;
-const SPRG4W: u32 = 276;
-
-/// The swapped 10-bit SPR field.
-fn sprn(insn: u32) -> u32 {
-    ((insn >> 16) & 31) | (((insn >> 11) & 31) << 5)
-}
-
-/// Shadow SPRs whose reads and writes are plain copies (no side effects).
+/// Shadow SPRs whose reads and writes are plain copies (no side effects): exactly the
+/// crate's SPR table's classes `Fast` and `Shadow` ([`PLAIN_SPRS`], checked at compile
+/// time); this only says where each lives.
+#[inline(always)]
 fn plain_spr(s: &mut kestrel_abi::VcpuState, n: u32) -> Option<&mut u32> {
     Some(match n {
-        26 => &mut s.srr0,
-        27 => &mut s.srr1,
-        58 => &mut s.csrr0,
-        59 => &mut s.csrr1,
-        570 => &mut s.mcsrr0,
-        571 => &mut s.mcsrr1,
-        272..=275 => &mut s.sprg[(n - 272) as usize],
-        62 => &mut s.esr,
-        61 => &mut s.dear,
-        946 => &mut s.mmucr,
+        SRR0 => &mut s.srr0,
+        SRR1 => &mut s.srr1,
+        CSRR0 => &mut s.csrr0,
+        CSRR1 => &mut s.csrr1,
+        MCSRR0 => &mut s.mcsrr0,
+        MCSRR1 => &mut s.mcsrr1,
+        SPRG0..=SPRG3 => &mut s.sprg[(n - SPRG0) as usize],
+        ESR => &mut s.esr,
+        DEAR => &mut s.dear,
+        MMUCR => &mut s.mmucr,
         _ => return None,
     })
 }
+
+/// The SPRs [`plain_spr`] copies: the table's `Fast` and `Shadow` classes.
+const PLAIN_SPRS: [u32; 13] =
+    [SRR0, SRR1, CSRR0, CSRR1, MCSRR0, MCSRR1, SPRG0, SPRG1, SPRG2, SPRG3, ESR, DEAR, MMUCR];
+/// The SPRs the assembly tier copies (`VF_SPR_OFFSET`): the table's `Fast` class.
+const ASM_SPRS: [u32; 8] = [SPRG0, SPRG1, SPRG2, SPRG3, SRR0, SRR1, ESR, DEAR];
+
+/// Whether `list` is exactly the SPRs of the table whose class is `a` or `b`.
+const fn is_class_set(list: &[u32], a: Emulation, b: Emulation) -> bool {
+    const fn is(e: Emulation, a: Emulation, b: Emulation) -> bool {
+        e as u8 == a as u8 || e as u8 == b as u8
+    }
+    let mut count = 0;
+    let mut j = 0;
+    while j < ppc440::spr::TABLE.len() {
+        if is(ppc440::spr::TABLE[j].emulation, a, b) {
+            count += 1;
+        }
+        j += 1;
+    }
+    let mut i = 0;
+    while i < list.len() {
+        if !is(emulation(list[i]), a, b) {
+            return false;
+        }
+        i += 1;
+    }
+    count == list.len()
+}
+
+const _: () = {
+    assert!(is_class_set(&ASM_SPRS, Emulation::Fast, Emulation::Fast), "asm tier != Fast class");
+    assert!(
+        is_class_set(&PLAIN_SPRS, Emulation::Fast, Emulation::Shadow),
+        "Rust tier != Fast + Shadow classes"
+    );
+    // VF_SPR_OFFSET maps SPRG0-3 by subtraction from SPRG0.
+    assert!(SPRG1 == SPRG0 + 1 && SPRG2 == SPRG0 + 2 && SPRG3 == SPRG0 + 3);
+};
 
 /// Whether an interrupt could become deliverable when the guest enables interrupts.
 fn maybe_pending(s: &kestrel_abi::VcpuState, dec_deadline: u64) -> bool {
     s.irq_line != 0
         || s.crit_line != 0
-        || s.tsr & (super::emulate::TSR_DIS | super::emulate::TSR_FIS | super::emulate::TSR_WIS) != 0
-        || s.tcr & (super::emulate::TCR_FIE | super::emulate::TCR_WIE) != 0
+        || s.tsr & (tsr::DIS | tsr::FIS | tsr::WIS) != 0
+        || s.tcr & (tcr::FIE | tcr::WIE) != 0
         || (dec_deadline != 0 && dec_deadline <= spr::timebase())
 }
 
@@ -211,6 +248,12 @@ pub fn set_current(v: Option<&Vcpu>) {
 }
 
 const STATE: usize = offset_of!(Vcpu, s);
+// The assembly tests these with one `andi.`/`andis.` each: each mask must sit in one half.
+const _: () = assert!(SLOW_MSR_BITS & 0xffff & !(msr::FP | msr::DE | msr::IS | msr::DS) == 0);
+const _: () = assert!(SLOW_MSR_BITS >> 16 << 16 == msr::WE);
+const _: () = assert!(msr::CE & 0xffff == 0 && esr::PPR & 0xffff == 0 && msr::EE >> 16 == 0);
+const _: () = assert!((tsr::DIS | tsr::FIS | tsr::WIS | tcr::FIE | tcr::WIE) & 0xffff == 0);
+const _: () = assert!((VCPU_MSR | msr::FP | msr::DE | msr::PR | msr::IS) >> 16 == 0);
 const _: () = assert!(offset_of!(Vcpu, trace) < 32768 && core::mem::size_of::<kestrel_abi::TraceCounter>() == 20);
 
 global_asm!(
@@ -232,22 +275,22 @@ global_asm!(
     "    rlwinm 4, 3, 21, 27, 31",
     "    rlwinm 5, 3, 16, 27, 31",
     "    rlwimi 5, 4, 5, 22, 26",
-    "    addi 4, 5, -272",
+    "    addi 4, 5, -{n_sprg0}",
     "    cmplwi 4, 3",
     "    bgt 1f",
     "    slwi 4, 4, 2",
     "    addi 4, 4, {sprg0}",
     "    b 2f",
-    "1:  cmpwi 5, 26",
+    "1:  cmpwi 5, {n_srr0}",
     "    li 4, {srr0}",
     "    beq 2f",
-    "    cmpwi 5, 27",
+    "    cmpwi 5, {n_srr1}",
     "    li 4, {srr1}",
     "    beq 2f",
-    "    cmpwi 5, 62",
+    "    cmpwi 5, {n_esr}",
     "    li 4, {esr}",
     "    beq 2f",
-    "    cmpwi 5, 61",
+    "    cmpwi 5, {n_dear}",
     "    li 4, {dear}",
     "    beq 2f",
     "    b .Lvf_slow",
@@ -255,7 +298,7 @@ global_asm!(
     "    .endm",
     "    .global __program_fast",
     "__program_fast:",
-    "    mfspr 1, 273",
+    "    mfspr 1, {n_sprg1}",
     "    stw 4, 16(1)",
     "    stw 5, 20(1)",
     "    stw 6, 24(1)",
@@ -264,23 +307,23 @@ global_asm!(
     "    stw 4, 128(1)",
     "    mfctr 4",
     "    stw 4, 136(1)",
-    "    mfspr 4, 268",
+    "    mfspr 4, {n_tbl}",
     "    stw 4, 32(1)",
-    "    mfspr 4, 27",
-    "    andi. 4, 4, 0x4020",
-    "    cmpwi 4, 0x4020",
+    "    mfspr 4, {n_srr1}",
+    "    andi. 4, 4, {pr_is}",
+    "    cmpwi 4, {pr_is}",
     "    bne .Lvf_slow",
-    "    mfspr 4, 62",
-    "    andis. 4, 4, 0x0400",
+    "    mfspr 4, {n_esr}",
+    "    andis. 4, 4, {esr_ppr_hi}",
     "    beq .Lvf_slow",
     "    lis 6, FAST_VCPU@ha",
     "    lwz 6, FAST_VCPU@l(6)",
     "    cmpwi 6, 0",
     "    beq .Lvf_slow",
     "    lwz 4, {msr}(6)",
-    "    andi. 4, 4, 0x4000",
+    "    andi. 4, 4, {msr_pr}",
     "    bne .Lvf_slow",
-    "    mfspr 3, 26",
+    "    mfspr 3, {n_srr0}",
     "    addi 5, 3, 4",
     "    stw 5, 44(1)",
     "    rlwinm 4, 3, 0, 0, 19",
@@ -292,27 +335,27 @@ global_asm!(
     "    rlwinm 4, 3, 0, 20, 31",
     "    lwzx 3, 5, 4",
     "    rlwinm 4, 3, 6, 26, 31",
-    "    cmpwi 4, 19",
+    "    cmpwi 4, {op_xl}",
     "    beq .Lvf_op19",
-    "    cmpwi 4, 31",
+    "    cmpwi 4, {op_x}",
     "    bne .Lvf_slow",
     "    rlwinm 4, 3, 31, 22, 31",
-    "    cmpwi 4, 83",
+    "    cmpwi 4, {xo_mfmsr}",
     "    beq .Lvf_mfmsr",
-    "    cmpwi 4, 339",
+    "    cmpwi 4, {xo_mfspr}",
     "    beq .Lvf_mfspr",
-    "    cmpwi 4, 467",
+    "    cmpwi 4, {xo_mtspr}",
     "    beq .Lvf_mtspr",
-    "    cmpwi 4, 163",
+    "    cmpwi 4, {xo_wrteei}",
     "    beq .Lvf_wrteei",
-    "    cmpwi 4, 146",
+    "    cmpwi 4, {xo_mtmsr}",
     "    beq .Lvf_mtmsr",
-    "    cmpwi 4, 131",
+    "    cmpwi 4, {xo_wrtee}",
     "    beq .Lvf_wrtee",
     "    b .Lvf_slow",
     ".Lvf_op19:",
     "    rlwinm 4, 3, 31, 22, 31",
-    "    cmpwi 4, 50",
+    "    cmpwi 4, {xo_rfi}",
     "    bne .Lvf_slow",
     "    lwz 5, {srr0}(6)",
     "    stw 5, 44(1)",
@@ -371,19 +414,19 @@ global_asm!(
     "    ori 4, 4, {mask_lo}",
     "    and 5, 5, 4",
     "    b .Lvf_newmsr",
-    "2:  andi. 5, 5, 0x8000",
-    "    rlwinm 4, 7, 0, 17, 15",
+    "2:  andi. 5, 5, {msr_ee}",
+    "    rlwinm 4, 7, 0, {ee_bit} + 1, {ee_bit} - 1",
     "    or 5, 5, 4",
     ".Lvf_newmsr:",
     "    xor 4, 5, 7",
-    "    andi. 3, 4, 0x2230",
+    "    andi. 3, 4, {slow_lo}",
     "    bne .Lvf_slow",
-    "    andis. 3, 5, 0x0004",
+    "    andis. 3, 5, {slow_hi}",
     "    bne .Lvf_slow",
     "    andc 3, 5, 7",
-    "    andi. 4, 3, 0x8000",
+    "    andi. 4, 3, {msr_ee}",
     "    bne .Lvf_pending",
-    "    andis. 4, 3, 0x0002",
+    "    andis. 4, 3, {msr_ce_hi}",
     "    beq .Lvf_store_msr",
     ".Lvf_pending:",
     "    lwz 3, {irq}(6)",
@@ -391,43 +434,43 @@ global_asm!(
     "    or. 3, 3, 4",
     "    bne .Lvf_slow",
     "    lwz 3, {tsr}(6)",
-    "    andis. 3, 3, 0x4c00",
+    "    andis. 3, 3, {tsr_pending_hi}",
     "    bne .Lvf_slow",
     "    lwz 3, {tcr}(6)",
-    "    andis. 3, 3, 0x0880",
+    "    andis. 3, 3, {tcr_pending_hi}",
     "    bne .Lvf_slow",
     "    lwz 3, {dec}(6)",
     "    lwz 4, {dec_lo}(6)",
     "    or. 3, 3, 4",
     "    beq .Lvf_store_msr",
     "    lwz 3, {dec}(6)",
-    "    mfspr 4, 269",
+    "    mfspr 4, {n_tbu}",
     "    cmplw 3, 4",
     "    blt .Lvf_slow",
     "    bgt .Lvf_store_msr",
     "    lwz 3, {dec_lo}(6)",
-    "    mfspr 4, 268",
+    "    mfspr 4, {n_tbl}",
     "    cmplw 3, 4",
     "    ble .Lvf_slow",
     ".Lvf_store_msr:",
     "    stw 5, {msr}(6)",
     "    xor 4, 5, 7",
-    "    andi. 4, 4, 0x4000",
+    "    andi. 4, 4, {msr_pr}",
     "    beq .Lvf_finish",
-    "    andi. 4, 5, 0x4000",
-    "    li 4, 2",
+    "    andi. 4, 5, {msr_pr}",
+    "    li 4, {pid_kernel}",
     "    beq 1f",
-    "    li 4, 1",
-    "1:  mtspr 48, 4",
+    "    li 4, {pid_user}",
+    "1:  mtspr {n_pid}, 4",
     "    b .Lvf_finish",
     ".Lvf_wrteei:",
-    "    andi. 4, 3, 0x8000",
+    "    andi. 4, 3, {wrteei_e}",
     "    lwz 5, {msr}(6)",
     "    beq 1f",
-    "    andi. 4, 5, 0x8000",
+    "    andi. 4, 5, {msr_ee}",
     "    bne 2f",
     "    b .Lvf_slow",
-    "1:  rlwinm 5, 5, 0, 17, 15",
+    "1:  rlwinm 5, 5, 0, {ee_bit} + 1, {ee_bit} - 1",
     "    stw 5, {msr}(6)",
     "2:  li 4, {tp_wrteei}",
     "    stw 4, 36(1)",
@@ -442,15 +485,15 @@ global_asm!(
     "    bctr",
     ".Lvf_finish:",
     "    lwz 5, 44(1)",
-    "    mtspr 26, 5",
-    "    mfspr 5, 27",
-    "    andi. 5, 5, 0xF230",
-    "    mtspr 27, 5",
+    "    mtspr {n_srr0}, 5",
+    "    mfspr 5, {n_srr1}",
+    "    andi. 5, 5, {srr1_keep}",
+    "    mtspr {n_srr1}, 5",
     "    lwz 4, 36(1)",
     "    mulli 4, 4, 20",
     "    add 4, 4, 6",
     "    addi 4, 4, {trace}",
-    "    mfspr 5, 268",
+    "    mfspr 5, {n_tbl}",
     "    lwz 3, 32(1)",
     "    subf 5, 3, 5",
     "    lwz 3, 0(4)",
@@ -482,8 +525,8 @@ global_asm!(
     "    lwz 5, 20(1)",
     "    lwz 6, 24(1)",
     "    lwz 7, 28(1)",
-    "    mfspr 3, 275",
-    "    mfspr 1, 274",
+    "    mfspr 3, {n_sprg3}",
+    "    mfspr 1, {n_sprg2}",
     "    rfi",
     ".Lvf_slow:",
     "    lwz 4, 128(1)",
@@ -494,18 +537,18 @@ global_asm!(
     "    lwz 5, 20(1)",
     "    lwz 6, 24(1)",
     "    lwz 7, 28(1)",
-    "    mfspr 1, 274",
-    "    li 3, 6",
+    "    mfspr 1, {n_sprg2}",
+    "    li 3, {vec_program}",
     "    b __program_entry",
     "    .balign 8",
     ".Lvf_rtab:",
     "    mr 5, 0",
     "    b .Lvf_have_rs",
-    "    mfspr 5, 274",
+    "    mfspr 5, {n_sprg2}",
     "    b .Lvf_have_rs",
     "    mr 5, 2",
     "    b .Lvf_have_rs",
-    "    mfspr 5, 275",
+    "    mfspr 5, {n_sprg3}",
     "    b .Lvf_have_rs",
     "    lwz 5, 16(1)",
     "    b .Lvf_have_rs",
@@ -566,11 +609,11 @@ global_asm!(
     ".Lvf_wtab:",
     "    mr 0, 5",
     "    b .Lvf_finish",
-    "    mtspr 274, 5",
+    "    mtspr {n_sprg2}, 5",
     "    b .Lvf_finish",
     "    mr 2, 5",
     "    b .Lvf_finish",
-    "    mtspr 275, 5",
+    "    mtspr {n_sprg3}, 5",
     "    b .Lvf_finish",
     "    stw 5, 16(1)",
     "    b .Lvf_finish",
@@ -628,6 +671,41 @@ global_asm!(
     "    b .Lvf_finish",
     "    mr 31, 5",
     "    b .Lvf_finish",
+    n_sprg0 = const SPRG0,
+    n_sprg1 = const SPRG1,
+    n_sprg2 = const SPRG2,
+    n_sprg3 = const SPRG3,
+    n_srr0 = const SRR0,
+    n_srr1 = const SRR1,
+    n_esr = const ESR,
+    n_dear = const DEAR,
+    n_pid = const PID,
+    n_tbl = const ppc440::spr::TBL_R,
+    n_tbu = const ppc440::spr::TBU_R,
+    pr_is = const msr::PR | msr::IS,
+    msr_pr = const msr::PR,
+    msr_ee = const msr::EE,
+    msr_ce_hi = const msr::CE >> 16,
+    ee_bit = const msr::EE.leading_zeros(),
+    slow_lo = const SLOW_MSR_BITS & 0xffff,
+    slow_hi = const SLOW_MSR_BITS >> 16,
+    esr_ppr_hi = const esr::PPR >> 16,
+    tsr_pending_hi = const (tsr::DIS | tsr::FIS | tsr::WIS) >> 16,
+    tcr_pending_hi = const (tcr::FIE | tcr::WIE) >> 16,
+    srr1_keep = const VCPU_MSR | msr::FP | msr::DE,
+    pid_kernel = const kestrel_vtlb::hw_pid(false),
+    pid_user = const kestrel_vtlb::hw_pid(true),
+    wrteei_e = const decode::E.mask(),
+    op_x = const X,
+    op_xl = const XL,
+    xo_mfmsr = const xo31::MFMSR,
+    xo_mtmsr = const xo31::MTMSR,
+    xo_wrtee = const xo31::WRTEE,
+    xo_wrteei = const xo31::WRTEEI,
+    xo_mfspr = const xo31::MFSPR,
+    xo_mtspr = const xo31::MTSPR,
+    xo_rfi = const xo19::RFI,
+    vec_program = const crate::arch::vector::PROGRAM,
     msr = const STATE + offset_of!(VcpuState, msr),
     fpage = const offset_of!(Vcpu, fetch_page),
     fhost = const offset_of!(Vcpu, fetch_host),

@@ -2,8 +2,8 @@
 //! the guest's TLB (first stage) and the VM space's page table (second stage), and
 //! the merged translation is written into the guest slots of the hardware TLB.
 
-use super::{inject, trace, virt_fault, Class, Kernel, VmState};
-use crate::arch::{msr, tlb, TrapFrame};
+use super::{inject, trace, virt_fault, Kernel, VmState};
+use crate::arch::{msr, tlb, vector, TrapFrame};
 use crate::api::{frame_of, ipc, space, thread, thread::FaultWait};
 use kestrel_abi::{label, MsgTag, Rights, TracePoint, VirtFault, PAGE_SIZE};
 use kestrel_vtlb::{shadow_fill, Access, FillResult, GuestPhysMap, HostPage, HwEntry, ShadowTlb, SlotMask, TlbError};
@@ -229,7 +229,7 @@ pub fn tlb_fault(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, ea: u
                 s.esr = esr & crate::arch::esr::ST;
             }
             let pc = f.regs.ip;
-            inject(k, vi, f, if is_fetch { 14 } else { 13 }, Class::NonCritical, pc);
+            inject(k, vi, f, if is_fetch { vector::ITLB_MISS } else { vector::DTLB_MISS }, pc);
             None
         }
         FillResult::GuestProtection => {
@@ -241,7 +241,7 @@ pub fn tlb_fault(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, ea: u
                 s.esr = 0;
             }
             let pc = f.regs.ip;
-            inject(k, vi, f, if is_fetch { 3 } else { 2 }, Class::NonCritical, pc);
+            inject(k, vi, f, if is_fetch { vector::ISI } else { vector::DSI }, pc);
             trace(k, vi, TracePoint::ExceptReflect, 0);
             None
         }
@@ -259,7 +259,7 @@ pub fn tlb_fault(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, ea: u
                 // An instruction fetch from device memory above 4 GiB: nothing to run.
                 let pc = f.regs.ip;
                 k.vm.vcpus[vi].s.mcsr = 0;
-                inject(k, vi, f, 1, Class::MachineCheck, pc);
+                inject(k, vi, f, vector::MACHINE_CHECK, pc);
                 return None;
             }
             let gpa = gpa as u32;

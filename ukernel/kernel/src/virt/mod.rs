@@ -15,7 +15,8 @@ pub mod fast;
 pub mod mmu;
 
 use crate::api::{frame_of, hooks::Virtualization, ipc, thread, thread::FaultWait, Kernel};
-use crate::arch::{msr, spr, TrapFrame};
+use crate::arch::{msr, spr, tcr, tsr, vector, TrapFrame};
+use ppc440::ivor::{self, Class};
 use kestrel_abi::{
     NUM_MRS, REG_MRS, xfer, FaultReply, Inject, MsgTag, TraceCounter, TracePoint, VcpuState, VirtFault, VirtFaultMsg,
     XferRegs, XferTlb, NUM_FAULT_CLASSES, NUM_TRACEPOINTS,
@@ -39,8 +40,7 @@ pub const NVCPUS: usize = 8;
 pub use crate::api::thread::NO_VCPU;
 
 /// Guest MSR bits the kernel keeps (Book E MSR; everything else reads as 0).
-pub const GUEST_MSR_MASK: u32 = msr::WE | msr::CE | msr::EE | msr::PR | msr::FP | msr::ME
-    | msr::DE | msr::IS | msr::DS | (1 << (31 - 20)) | (1 << (31 - 21)) | (1 << (31 - 23));
+pub const GUEST_MSR_MASK: u32 = ppc440::msr::IMPLEMENTED;
 
 /// The real MSR a vCPU runs with.
 pub const VCPU_MSR: u32 = msr::PR | msr::EE | msr::ME | msr::IS | msr::DS;
@@ -254,20 +254,20 @@ pub fn on_switch(k: &mut Kernel, vi: usize) {
         k.vm.tb_vcpu = vi as u8;
     }
     let s = &k.vm.vcpus[vi].s;
-    spr::write::<{ spr::DBCR0 }>(s.dbcr0 & emulate::DBCR0_EVENTS);
-    spr::write::<{ spr::PID }>(kestrel_vtlb::hw_pid(s.msr & msr::PR != 0) as u32);
-    spr::write::<{ spr::SPRG4W }>(s.sprg[4]);
-    spr::write::<{ spr::SPRG4W + 1 }>(s.sprg[5]);
-    spr::write::<{ spr::SPRG4W + 2 }>(s.sprg[6]);
-    spr::write::<{ spr::SPRG4W + 3 }>(s.sprg[7]);
-    spr::write::<{ spr::USPRG0 }>(s.usprg0);
+    spr::write::<{ ppc440::spr::DBCR0 }>(s.dbcr0 & emulate::DBCR0_EVENTS);
+    spr::write::<{ ppc440::spr::PID }>(kestrel_vtlb::hw_pid(s.msr & msr::PR != 0) as u32);
+    spr::write::<{ ppc440::spr::SPRG4 }>(s.sprg[4]);
+    spr::write::<{ ppc440::spr::SPRG5 }>(s.sprg[5]);
+    spr::write::<{ ppc440::spr::SPRG6 }>(s.sprg[6]);
+    spr::write::<{ ppc440::spr::SPRG7 }>(s.sprg[7]);
+    spr::write::<{ ppc440::spr::USPRG0 }>(s.usprg0);
 }
 
 /// Writes the 64-bit timebase (TBL first with 0 so no carry can slip in).
 pub fn set_timebase(v: u64) {
-    spr::write::<{ spr::TBL_W }>(0);
-    spr::write::<{ spr::TBU_W }>((v >> 32) as u32);
-    spr::write::<{ spr::TBL_W }>(v as u32);
+    spr::write::<{ ppc440::spr::TBL_W }>(0);
+    spr::write::<{ ppc440::spr::TBU_W }>((v >> 32) as u32);
+    spr::write::<{ ppc440::spr::TBL_W }>(v as u32);
 }
 
 /// Switching from guest time (a vCPU whose guest wrote its timebase) back to host time.
@@ -293,25 +293,18 @@ pub fn on_native(k: &mut Kernel) {
 #[inline(never)]
 fn leave_guest(k: &mut Kernel) {
     leave_guest_time(k);
-    spr::write::<{ spr::DBCR0 }>(0);
+    spr::write::<{ ppc440::spr::DBCR0 }>(0);
 }
 
-/// Vector classes for injection (Book E §7.6).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Class {
-    NonCritical,
-    Critical,
-    MachineCheck,
-}
-
-/// Injects exception `ivor` into the guest: saves pc/MSR in the class's save/restore
-/// pair, updates the guest MSR as the hardware would, and continues at IVPR | IVORn.
-pub fn inject(k: &mut Kernel, vi: usize, f: &mut TrapFrame, ivor: usize, class: Class, pc: u32) {
+/// Injects exception `vector` into the guest: saves pc/MSR in the save/restore pair of
+/// the vector's class (Book E "Interrupt Classes"), updates the guest MSR as the
+/// hardware would, and continues at IVPR | IVORn.
+pub fn inject(k: &mut Kernel, vi: usize, f: &mut TrapFrame, vector: u32, pc: u32) {
     let v = &mut k.vm.vcpus[vi];
     let old = v.s.msr;
     let mut clear = msr::WE | msr::EE | msr::PR | msr::FP | msr::IS | msr::DS
-        | (1 << (31 - 20)) | (1 << (31 - 23));
-    match class {
+        | msr::FE0 | msr::FE1;
+    match ivor::class(vector) {
         Class::NonCritical => {
             v.s.srr0 = pc;
             v.s.srr1 = old;
@@ -328,7 +321,7 @@ pub fn inject(k: &mut Kernel, vi: usize, f: &mut TrapFrame, ivor: usize, class: 
         }
     }
     v.s.msr = old & !clear;
-    f.regs.ip = (v.s.ivpr & 0xffff_0000) | (v.s.ivor[ivor] & 0xfff0);
+    f.regs.ip = (v.s.ivpr & ppc440::ivor::PREFIX.mask()) | (v.s.ivor[vector as usize & 15] & ppc440::ivor::OFFSET.mask());
     set_guest_mode(k, vi, old, f);
 }
 
@@ -337,7 +330,7 @@ pub fn inject(k: &mut Kernel, vi: usize, f: &mut TrapFrame, ivor: usize, class: 
 pub fn set_guest_mode(k: &mut Kernel, vi: usize, old: u32, f: &mut TrapFrame) {
     let new = k.vm.vcpus[vi].s.msr;
     if (old ^ new) & msr::PR != 0 {
-        spr::write::<{ spr::PID }>(kestrel_vtlb::hw_pid(new & msr::PR != 0) as u32);
+        spr::write::<{ ppc440::spr::PID }>(kestrel_vtlb::hw_pid(new & msr::PR != 0) as u32);
     }
     if (old ^ new) & (msr::IS | msr::DS) != 0 {
         mmu::flush_shadow(k);
@@ -364,15 +357,15 @@ pub fn sync_frame_msr(k: &Kernel, vi: usize, f: &mut TrapFrame) {
 pub fn deliver_pending(k: &mut Kernel, vi: usize, f: &mut TrapFrame) -> Option<TracePoint> {
     update_dec(k, vi);
     let s = &k.vm.vcpus[vi].s;
-    if s.tsr & emulate::TSR_WIS != 0 && s.tcr & emulate::TCR_WIE != 0 && s.msr & msr::CE != 0 {
+    if s.tsr & tsr::WIS != 0 && s.tcr & tcr::WIE != 0 && s.msr & msr::CE != 0 {
         let pc = f.regs.ip;
-        inject(k, vi, f, 12, Class::Critical, pc);
+        inject(k, vi, f, vector::WATCHDOG, pc);
         return Some(TracePoint::ExceptFitWdt);
     }
     let s = &k.vm.vcpus[vi].s;
     if s.crit_line != 0 && s.msr & msr::CE != 0 {
         let pc = f.regs.ip;
-        inject(k, vi, f, 0, Class::Critical, pc);
+        inject(k, vi, f, vector::CRITICAL, pc);
         return Some(TracePoint::ExceptExternal);
     }
     let s = &k.vm.vcpus[vi].s;
@@ -381,19 +374,19 @@ pub fn deliver_pending(k: &mut Kernel, vi: usize, f: &mut TrapFrame) -> Option<T
     }
     if s.irq_line != 0 {
         let pc = f.regs.ip;
-        inject(k, vi, f, 4, Class::NonCritical, pc);
+        inject(k, vi, f, vector::EXTERNAL, pc);
         return Some(TracePoint::ExceptExternal);
     }
     let s = &k.vm.vcpus[vi].s;
-    if s.tsr & emulate::TSR_DIS != 0 && s.tcr & emulate::TCR_DIE != 0 {
+    if s.tsr & tsr::DIS != 0 && s.tcr & tcr::DIE != 0 {
         let pc = f.regs.ip;
-        inject(k, vi, f, 10, Class::NonCritical, pc);
+        inject(k, vi, f, vector::DECREMENTER, pc);
         return Some(TracePoint::ExceptDecr);
     }
     let s = &k.vm.vcpus[vi].s;
-    if s.tsr & emulate::TSR_FIS != 0 && s.tcr & emulate::TCR_FIE != 0 {
+    if s.tsr & tsr::FIS != 0 && s.tcr & tcr::FIE != 0 {
         let pc = f.regs.ip;
-        inject(k, vi, f, 11, Class::NonCritical, pc);
+        inject(k, vi, f, vector::FIT, pc);
         return Some(TracePoint::ExceptFitWdt);
     }
     None
@@ -412,8 +405,8 @@ pub fn update_dec(k: &mut Kernel, vi: usize) {
     if now < deadline {
         return;
     }
-    v.s.tsr |= emulate::TSR_DIS;
-    if v.s.tcr & emulate::TCR_ARE != 0 && v.s.decar != 0 {
+    v.s.tsr |= tsr::DIS;
+    if v.s.tcr & tcr::ARE != 0 && v.s.decar != 0 {
         let period = v.s.decar as u64;
         let missed = (now - deadline) / period + 1;
         v.dec_deadline = deadline + missed * period;
@@ -443,24 +436,24 @@ fn update_fit_watchdog(v: &mut Vcpu, now: u64) {
     // The timers only run while the guest enabled their interrupt (or, for the watchdog,
     // a reset): QEMU's bamboo never sets these status bits, and guests written against
     // it (like our selftest) expect TSR to stay clear otherwise.
-    let fp = (s.tcr >> (31 - 7)) & 3;
-    if s.tcr & emulate::TCR_FIE != 0 && rises(now, 13 + 4 * fp) > rises(last, 13 + 4 * fp) {
-        s.tsr |= emulate::TSR_FIS;
+    let fp = tcr::FP.get(s.tcr);
+    if s.tcr & tcr::FIE != 0 && rises(now, 13 + 4 * fp) > rises(last, 13 + 4 * fp) {
+        s.tsr |= tsr::FIS;
     }
-    if s.tcr & (emulate::TCR_WIE | 0x3000_0000) == 0 {
+    if s.tcr & (tcr::WIE | tcr::WRC.mask()) == 0 {
         return;
     }
-    let wp = s.tcr >> 30;
+    let wp = tcr::WP.get(s.tcr);
     let steps = rises(now, 17 + 4 * wp) - rises(last, 17 + 4 * wp);
     for _ in 0..steps.min(3) {
-        if s.tsr & emulate::TSR_ENW == 0 {
-            s.tsr |= emulate::TSR_ENW;
-        } else if s.tsr & emulate::TSR_WIS == 0 {
-            s.tsr |= emulate::TSR_WIS;
+        if s.tsr & tsr::ENW == 0 {
+            s.tsr |= tsr::ENW;
+        } else if s.tsr & tsr::WIS == 0 {
+            s.tsr |= tsr::WIS;
         } else {
             // Third expiry: TSR[WRS] = TCR[WRC]; a non-zero WRC resets (not modelled
             // beyond the status bits: the VMM sees no reset request).
-            s.tsr |= (s.tcr >> 28 & 3) << 28;
+            s.tsr |= tsr::WRS.put(tcr::WRC.get(s.tcr));
         }
     }
 }
@@ -471,7 +464,7 @@ pub fn virt_fault(k: &mut Kernel, cur: usize, vi: usize, class: VirtFault, insn:
     let mask = k.vm.vcpus[vi].masks[class as usize];
     k.vm.vcpus[vi].fault_mask = mask;
     k.vm.vcpus[vi].fault_insn = insn;
-    k.vm.vcpus[vi].fault_ea = spr::read::<{ spr::DEAR }>();
+    k.vm.vcpus[vi].fault_ea = spr::read::<{ ppc440::spr::DEAR }>();
     let (pc, rs_value) = {
         let f = frame_of(k, cur);
         (f.regs.ip, f.regs.gpr[((insn >> 21) & 31) as usize])
@@ -539,13 +532,13 @@ pub fn apply_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; 7], long:
             let v = &mut k.vm.vcpus[vi];
             v.s.dear = v.fault_ea;
             v.s.esr = if is_store(v.fault_insn) { crate::arch::esr::ST } else { 0 };
-            inject(k, vi, f, 2, Class::NonCritical, pc);
+            inject(k, vi, f, vector::DSI, pc);
         }
         Some(Inject::Program) => {
             k.vm.vcpus[vi].s.esr = crate::arch::esr::PIL;
-            inject(k, vi, f, 6, Class::NonCritical, pc);
+            inject(k, vi, f, vector::PROGRAM, pc);
         }
-        Some(Inject::MachineCheck) => inject(k, vi, f, 1, Class::MachineCheck, pc),
+        Some(Inject::MachineCheck) => inject(k, vi, f, vector::MACHINE_CHECK, pc),
         None => {}
     }
     !r.stop
