@@ -3,6 +3,9 @@
 //! - [`uart`]: the 16550A UART that QEMU's `-M bamboo` puts at 0xEF600300 and 0xEF600400
 //!   (byte registers, regshift 0).
 //! - [`uic`]: the PPC440EP Universal Interrupt Controller on DCRs 0xC0..=0xC8.
+//! - [`bus`]: the traits a VMM attaches models through ([`bus::MmioDevice`],
+//!   [`bus::DcrDevice`], [`bus::IrqLine`], [`bus::GuestRam`]) and the attachments of the
+//!   two models above.
 //!
 //! A model knows nothing about its transport: the VMM decodes a trapped load/store or
 //! `mfdcr`/`mtdcr`, calls `read`/`write` (or `read_dcr`/`write_dcr`) with the register
@@ -16,6 +19,9 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+extern crate alloc;
+
+pub mod bus;
 pub mod uart;
 pub mod uic;
 

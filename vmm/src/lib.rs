@@ -10,21 +10,31 @@
 //!
 //! This crate holds the pieces of that loop that need no kernel:
 //!
-//! - [`segment`]: guest-physical memory as linear segments (§4.2) and the checked
-//!   translation of a guest-physical access to the VMM memory that backs it.
+//! - [`segment`]: guest-physical memory as linear segments (§4.2), the checked
+//!   translation of a guest-physical access to the VMM memory that backs it, and
+//!   [`segment::SegmentRam`], guest RAM as device models read and write it;
+//! - [`bus`]: the MMIO and DCR buses that route an access to a device model;
+//! - [`board`]: the board description, the one list of devices that feeds the buses, the
+//!   guest's device tree and the kernel's MMIO declarations;
+//! - [`fault`]: the fault loop's decisions: decode the trapped instruction, dispatch it to
+//!   the buses, and build the typed reply.
 //!
 //! The instruction decoder the fault loop uses is `kestrel_ppc440::decode`; the fault loop
 //! itself is the `kestrel-vmm` task (`vmm/task`), and the device models are `kestrel-devices`.
 //!
-//! Invariants for the whole crate: `no_std`, no `alloc`, no `unsafe`, nothing assumes a
+//! Invariants for the whole crate: `no_std` (with `alloc` for the buses), no `unsafe`, nothing assumes a
 //! 64-bit `usize`, and no guest-controlled value (instruction word, register, address) can
 //! make a function here panic.
 #![no_std]
 #![forbid(unsafe_code)]
 
+extern crate alloc;
 #[cfg(test)]
 extern crate std;
 
+pub mod board;
+pub mod bus;
+pub mod fault;
 pub mod segment;
 
 pub use segment::{GuestMemory, GuestPhysAddr, HostAddr, Segment, SegmentError};

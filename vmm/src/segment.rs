@@ -21,6 +21,7 @@
 //!   values below 2^36 and 2^32, host offsets are below a segment's size.
 
 use core::fmt;
+use kestrel_devices::bus::{GuestRam, OutOfRam};
 
 /// Width of a 440 physical address in bits.
 pub const GUEST_PHYS_BITS: u32 = 36;
@@ -303,6 +304,46 @@ impl<const N: usize> GuestMemory<N> {
             return Err(SegmentError::EmptyAccess);
         }
         self.segment_of(gpa).ok_or(SegmentError::Unmapped)?.translate(gpa, len)
+    }
+}
+
+/// Guest RAM as a device model sees it ([`GuestRam`]): the segments of a [`GuestMemory`]
+/// over the VMM's memory that backs them, given as one byte slice starting at host address
+/// `host_base`. Every access is checked twice: against the segments (all bytes in one) and
+/// against the slice (the translated host range must lie in it).
+pub struct SegmentRam<'a, const N: usize> {
+    pub map: GuestMemory<N>,
+    host_base: u32,
+    bytes: &'a mut [u8],
+}
+
+impl<'a, const N: usize> SegmentRam<'a, N> {
+    /// `bytes` is the VMM memory at host addresses `host_base..host_base + bytes.len()`.
+    pub fn new(map: GuestMemory<N>, host_base: u32, bytes: &'a mut [u8]) -> Self {
+        SegmentRam { map, host_base, bytes }
+    }
+
+    /// The slice range backing `len` bytes at `gpa`.
+    fn range(&self, gpa: u64, len: usize) -> Option<core::ops::Range<usize>> {
+        let g = GuestPhysAddr::new(gpa).ok()?;
+        let host = self.map.translate(g, u32::try_from(len).ok()?).ok()?.get();
+        let start = host.checked_sub(self.host_base)? as usize;
+        let end = start.checked_add(len)?;
+        (end <= self.bytes.len()).then_some(start..end)
+    }
+}
+
+impl<const N: usize> GuestRam for SegmentRam<'_, N> {
+    fn read(&self, gpa: u64, buf: &mut [u8]) -> Result<(), OutOfRam> {
+        let r = self.range(gpa, buf.len()).ok_or(OutOfRam { gpa, len: buf.len() })?;
+        buf.copy_from_slice(&self.bytes[r]);
+        Ok(())
+    }
+
+    fn write(&mut self, gpa: u64, data: &[u8]) -> Result<(), OutOfRam> {
+        let r = self.range(gpa, data.len()).ok_or(OutOfRam { gpa, len: data.len() })?;
+        self.bytes[r].copy_from_slice(data);
+        Ok(())
     }
 }
 
@@ -593,5 +634,38 @@ mod tests {
                 let _ = s.to_string();
             }
         }
+    }
+
+    #[test]
+    fn segment_ram_reads_and_writes_inside_segments_only() {
+        let mut map = GuestMemory::<2>::new();
+        map.add(seg(0, 0x100, 0x1000)).unwrap();
+        map.add(seg(0x7_0000_0000, 0x100, 0x1100)).unwrap();
+        let mut host = std::vec![0u8; 0x200];
+        let mut ram = SegmentRam::new(map, 0x1000, &mut host);
+        ram.write(0x10, b"kestrel").unwrap();
+        ram.write(0x7_0000_00f8, &[9; 8]).unwrap();
+        let mut buf = [0u8; 7];
+        ram.read(0x10, &mut buf).unwrap();
+        assert_eq!(&buf, b"kestrel");
+        // Past a segment's end, between segments, beyond 2^36: refused, nothing written.
+        assert_eq!(ram.write(0xfc, &[1; 8]), Err(OutOfRam { gpa: 0xfc, len: 8 }));
+        assert!(ram.read(0x100, &mut [0]).is_err());
+        assert!(ram.read(1 << 40, &mut [0]).is_err());
+        drop(ram);
+        assert_eq!(&host[0x10..0x17], b"kestrel");
+        assert_eq!(host[0x1f8..0x200], [9; 8]);
+        assert_eq!(host[0xfc..0x100], [0; 4]);
+    }
+
+    #[test]
+    fn segment_ram_checks_the_backing_slice() {
+        let mut map = GuestMemory::<1>::new();
+        // The segment claims more host memory than the slice has.
+        map.add(seg(0, 0x100, 0x1000)).unwrap();
+        let mut host = std::vec![0u8; 0x80];
+        let mut ram = SegmentRam::new(map, 0x1000, &mut host);
+        assert!(ram.write(0x7c, &[1; 4]).is_ok());
+        assert!(ram.write(0x7e, &[1; 4]).is_err());
     }
 }

@@ -263,13 +263,12 @@ impl XferRegs {
     }
 
     /// The GPRs of a message or reply of `words` untyped words sent under `mask`.
-    pub fn decode_gprs(mask: u32, words: usize, mr: &[u32; crate::NUM_MRS]) -> Option<[u32; 32]> {
+    #[inline]
+    pub fn decode_gprs(mask: u32, words: usize, mr: &[u32; crate::NUM_MRS]) -> Option<&[u32; 32]> {
         if mask & xfer::GPRS == 0 || words < vfault::GPR0 + 31 {
             return None;
         }
-        let mut g = [0; 32];
-        g.copy_from_slice(&mr[vfault::GPR0..vfault::GPR0 + 32]);
-        Some(g)
+        mr[vfault::GPR0..vfault::GPR0 + 32].try_into().ok()
     }
 
     /// cr, lr, ctr, xer of a message or reply of `words` untyped words sent under `mask`.
@@ -331,10 +330,11 @@ pub struct FaultReply {
     pub stop: bool,
     /// Set GPR `.0` (0..31) to `.1` without transferring the register file.
     pub set_gpr: Option<(u8, u32)>,
-    /// The register file to install: its GPRs under a request mask with
-    /// [`xfer::GPRS`], cr/lr/ctr/xer under [`xfer::SPECIAL`] (the kernel applies the
-    /// request's mask; the reply always carries both parts).
-    pub regs: Option<XferRegs>,
+    /// The reply carries a register file ([`XferRegs`], in the UTCB's message
+    /// registers): its GPRs are installed under a request mask with [`xfer::GPRS`],
+    /// cr/lr/ctr/xer under [`xfer::SPECIAL`] ([`XferRegs::decode_gprs`] and
+    /// [`XferRegs::decode_special`] with the reply's word count read them).
+    pub regs: bool,
 }
 
 impl FaultReply {
@@ -347,7 +347,7 @@ impl FaultReply {
             inject: None,
             stop: false,
             set_gpr: None,
-            regs: None,
+            regs: false,
         }
     }
 
@@ -381,16 +381,18 @@ impl FaultReply {
         self
     }
 
-    /// Also install `regs` (the parts the request's transfer mask selects).
-    pub const fn with_regs(mut self, regs: &XferRegs) -> FaultReply {
-        self.regs = Some(*regs);
+    /// Also install the register file `encode` is given (the parts the request's
+    /// transfer mask selects).
+    pub const fn with_regs(mut self) -> FaultReply {
+        self.regs = true;
         self
     }
 
-    /// The tag and MR1..MR6; GPRs and cr/lr/ctr/xer, if any, are written to `long`
-    /// (the sender's UTCB message registers). A reply without pc is empty (the vCPU
-    /// resumes where it stopped and nothing else changes).
-    pub fn encode(&self, long: &mut [u32; crate::NUM_MRS]) -> (crate::MsgTag, [u32; 6]) {
+    /// The tag and MR1..MR6. With [`Self::regs`], `regs` (all zero if `None`) is written
+    /// to `long` (the sender's UTCB message registers). A reply without pc is empty (the
+    /// vCPU resumes where it stopped and nothing else changes).
+    #[inline]
+    pub fn encode(&self, regs: Option<&XferRegs>, long: &mut [u32; crate::NUM_MRS]) -> (crate::MsgTag, [u32; 6]) {
         let mut mr = [0u32; 6];
         let Some(pc) = self.pc else {
             return (crate::MsgTag::new(0, 0, 0), mr);
@@ -423,18 +425,17 @@ impl FaultReply {
             words = vfault::REPLY_GPR_VALUE as u32;
         }
         mr[vfault::REPLY_FLAGS - 1] = flags;
-        if let Some(regs) = &self.regs {
-            regs.encode(xfer::GPRS | xfer::SPECIAL, long);
+        if self.regs {
+            regs.copied().unwrap_or_default().encode(xfer::GPRS | xfer::SPECIAL, long);
             words = vfault::WORDS;
         }
         (crate::MsgTag::new(0, words, 0), mr)
     }
 
-    /// Reads a reply (tag, MR1..MR6 and the sender's UTCB message registers) to a
-    /// fault sent with transfer mask `mask`. Register parts the mask does not select,
-    /// or that the tag's word count does not cover, are ignored, as are unknown flags.
+    /// Reads a reply (tag and MR1..MR6). Unknown flags are ignored; a register file is
+    /// reported only if the tag's word count covers it.
     #[inline(always)]
-    pub fn decode(tag: crate::MsgTag, mr: &[u32; 6], long: &[u32; crate::NUM_MRS], mask: u32) -> FaultReply {
+    pub fn decode(tag: crate::MsgTag, mr: &[u32; 6]) -> FaultReply {
         let u = tag.untyped();
         let flags = if u >= vfault::REPLY_FLAGS { mr[vfault::REPLY_FLAGS - 1] } else { 0 };
         let level = |raise: u32, lower: u32| {
@@ -463,12 +464,7 @@ impl FaultReply {
             stop: flags & vfault::REPLY_STOP != 0,
             set_gpr: (flags & vfault::REPLY_SET_GPR != 0 && u >= vfault::REPLY_GPR_VALUE)
                 .then(|| ((mr[vfault::REPLY_GPR_INDEX - 1] & 31) as u8, mr[vfault::REPLY_GPR_VALUE - 1])),
-            regs: (mask & (xfer::GPRS | xfer::SPECIAL) != 0 && u >= vfault::WORDS as usize).then(|| {
-                let mut r = XferRegs::default();
-                r.gpr.copy_from_slice(&long[vfault::GPR0..vfault::GPR0 + 32]);
-                r.special.copy_from_slice(&long[vfault::CR..vfault::CR + 4]);
-                r
-            }),
+            regs: u >= vfault::WORDS as usize,
         }
     }
 }
@@ -649,7 +645,7 @@ mod tests {
             inject(),
             any::<bool>(),
             any::<Option<(u8, u32)>>(),
-            any::<Option<([u32; 32], [u32; 4])>>(),
+            any::<bool>(),
         )
             .prop_map(|(pc, irq, crit, inject, stop, set_gpr, regs)| FaultReply {
                 pc: Some(pc),
@@ -658,7 +654,7 @@ mod tests {
                 inject,
                 stop,
                 set_gpr: set_gpr.map(|(r, v)| (r & 31, v)),
-                regs: regs.map(|(gpr, special)| XferRegs { gpr, special }),
+                regs,
             })
     }
 
@@ -682,29 +678,25 @@ mod tests {
                 t.encode(&mut mr);
             }
             let words = VirtFaultMsg::words(mask) as usize;
-            prop_assert_eq!(XferRegs::decode_gprs(mask, words, &mr), (mask & xfer::GPRS != 0).then_some(gpr));
+            prop_assert_eq!(XferRegs::decode_gprs(mask, words, &mr), (mask & xfer::GPRS != 0).then_some(&gpr));
             prop_assert_eq!(XferRegs::decode_special(mask, words, &mr), (mask & xfer::SPECIAL != 0).then_some(special));
             prop_assert_eq!(XferTlb::decode(mask, words, &mr), (mask & xfer::TLB != 0).then_some(t));
         }
 
         #[test]
-        fn reply_round_trips(r in reply()) {
+        fn reply_round_trips(r in reply(), gpr in any::<[u32; 32]>(), special in any::<[u32; 4]>()) {
             let mut long = [0; NUM_MRS];
-            let (tag, mr) = r.encode(&mut long);
+            let regs = XferRegs { gpr, special };
+            let (tag, mr) = r.encode(Some(&regs), &mut long);
             prop_assert!(tag.validate().is_ok());
-            let back = FaultReply::decode(tag, &mr, &long, xfer::GPRS | xfer::SPECIAL);
-            prop_assert_eq!(back, r);
-        }
-
-        /// The request's mask decides which register parts the kernel installs.
-        #[test]
-        fn reply_registers_follow_the_request_mask(r in reply(), mask in 0..=xfer::ALL) {
-            let mut long = [0; NUM_MRS];
-            let (tag, mr) = r.encode(&mut long);
-            let back = FaultReply::decode(tag, &mr, &long, mask);
-            let wants = mask & (xfer::GPRS | xfer::SPECIAL) != 0;
-            prop_assert_eq!(back.regs, r.regs.filter(|_| wants));
-            prop_assert_eq!(back.set_gpr, r.set_gpr);
+            prop_assert_eq!(FaultReply::decode(tag, &mr), r);
+            // The request's mask decides which register parts the kernel installs.
+            for mask in 0..=xfer::ALL {
+                let g = XferRegs::decode_gprs(mask, tag.untyped(), &long);
+                prop_assert_eq!(g, (r.regs && mask & xfer::GPRS != 0).then_some(&gpr));
+                let s = XferRegs::decode_special(mask, tag.untyped(), &long);
+                prop_assert_eq!(s, (r.regs && mask & xfer::SPECIAL != 0).then_some(special));
+            }
         }
 
         /// Whatever words a (possibly hostile) VMM sends, decoding never panics and
@@ -712,8 +704,9 @@ mod tests {
         #[test]
         fn any_reply_decodes(tag in any::<u32>(), mr in any::<[u32; 6]>(), long in proptest::collection::vec(any::<u32>(), NUM_MRS), mask in any::<u32>()) {
             let long: [u32; NUM_MRS] = long.try_into().unwrap();
-            let r = FaultReply::decode(MsgTag(tag), &mr, &long, mask);
+            let r = FaultReply::decode(MsgTag(tag), &mr);
             prop_assert!(r.set_gpr.map_or(true, |(i, _)| i < 32));
+            let _ = (XferRegs::decode_gprs(mask, MsgTag(tag).untyped(), &long), XferRegs::decode_special(mask, MsgTag(tag).untyped(), &long));
         }
 
         #[test]
@@ -739,16 +732,16 @@ mod tests {
     #[test]
     fn empty_reply() {
         let r = FaultReply::default();
-        let (tag, mr) = r.encode(&mut [0; NUM_MRS]);
+        let (tag, mr) = r.encode(None, &mut [0; NUM_MRS]);
         assert_eq!(tag.untyped(), 0);
-        assert_eq!(FaultReply::decode(tag, &mr, &[0; NUM_MRS], xfer::ALL), r);
+        assert_eq!(FaultReply::decode(tag, &mr), r);
     }
 
     /// A device load result needs four words and no register file.
     #[test]
     fn set_gpr_reply_is_short() {
         let mut long = [0; NUM_MRS];
-        let (tag, mr) = FaultReply::resume(0x104).set_gpr(5, 0x41).irq(false).encode(&mut long);
+        let (tag, mr) = FaultReply::resume(0x104).set_gpr(5, 0x41).irq(false).encode(None, &mut long);
         assert_eq!(tag.untyped(), 4);
         assert_eq!(mr[..4], [0x104, vfault::REPLY_SET_GPR | vfault::REPLY_IRQ_LOWER, 5, 0x41]);
         assert_eq!(long, [0; NUM_MRS]);

@@ -15,6 +15,9 @@
 //! `linux,initrd-end`) and `/cpus/cpu@0` (`clock-frequency`, `timebase-frequency`) in the tree
 //! it loads, and exits when one of those nodes is missing.
 //!
+//! The devices come from the VMM's board description (`kestrel_vmm_core::board`, by default
+//! [`board::BAMBOO`]): its UIC and UARTs, the same list the VMM's buses are built from.
+//!
 //! The crate is pure (`no_std` + `alloc`, no `unsafe`): every input is checked and a bad one
 //! comes back as an [`Error`], never a panic.
 #![no_std]
@@ -25,21 +28,42 @@ extern crate alloc;
 use alloc::format;
 use alloc::vec::Vec;
 use core::fmt;
+use kestrel_vmm_core::board::{self, Board, Device, Model, Window};
 use vm_fdt::FdtWriter;
 
-/// First DCR of UIC0 (`dcr-reg`) and how many DCRs it decodes (`dcr-reg` count): from
-/// `kestrel_ppc440::dcr`.
-pub use kestrel_ppc440::dcr::{uic::COUNT as UIC0_DCR_COUNT, UIC0_BASE as UIC0_DCR_BASE};
+/// Facts of the board description ([`board::BAMBOO`]), for tests and tools.
+const fn dcr_window(d: Device) -> (u32, u32) {
+    match d.window {
+        Window::Dcr { base, count } => (base, count),
+        Window::Mmio { .. } => panic!("not a DCR device"),
+    }
+}
+const fn mmio_window(d: Device) -> (u32, u32) {
+    match d.window {
+        Window::Mmio { base, size } => (base as u32, size as u32),
+        Window::Dcr { .. } => panic!("not an MMIO device"),
+    }
+}
+const fn irq_of(d: Device) -> u32 {
+    match d.irq {
+        Some(i) => i,
+        None => panic!("no interrupt"),
+    }
+}
+/// First DCR of UIC0 (`dcr-reg`).
+pub const UIC0_DCR_BASE: u32 = dcr_window(board::UIC0).0;
+/// DCRs UIC0 decodes (`dcr-reg` count): offsets 0 (SR) to 8 (VCR).
+pub const UIC0_DCR_COUNT: u32 = dcr_window(board::UIC0).1;
 /// Guest-physical address of UART0 (the console).
-pub const UART0_GPA: u32 = 0xEF60_0300;
+pub const UART0_GPA: u32 = mmio_window(board::UART0).0;
 /// Guest-physical address of UART1.
-pub const UART1_GPA: u32 = 0xEF60_0400;
+pub const UART1_GPA: u32 = mmio_window(board::UART1).0;
 /// Bytes of registers per UART (`reg` size): eight byte-wide registers.
-pub const UART_REG_BYTES: u32 = 8;
+pub const UART_REG_BYTES: u32 = mmio_window(board::UART0).1;
 /// UIC0 input of UART0's interrupt.
-pub const UART0_IRQ: u32 = 0;
+pub const UART0_IRQ: u32 = irq_of(board::UART0);
 /// UIC0 input of UART1's interrupt.
-pub const UART1_IRQ: u32 = 1;
+pub const UART1_IRQ: u32 = irq_of(board::UART1);
 /// Path of UART0's node: `/chosen`'s `stdout-path` and alias `serial0`.
 pub const UART0_PATH: &str = "/plb/opb/serial@ef600300";
 /// Path of UART1's node: alias `serial1`.
@@ -84,8 +108,11 @@ pub struct BambooVm<'a> {
     pub uart_clock_hz: u32,
     /// Console speed in baud (UART0's `current-speed`), 0 to leave it out.
     pub console_baud: u32,
-    /// Also describe UART1 (0xEF600400, UIC input 1).
+    /// Also describe the board's UARTs after the first (on bamboo: UART1, 0xEF600400, UIC
+    /// input 1).
     pub uart1: bool,
+    /// The devices: the UIC and UARTs of this board description get nodes.
+    pub board: Board,
 }
 
 impl<'a> BambooVm<'a> {
@@ -101,6 +128,7 @@ impl<'a> BambooVm<'a> {
             uart_clock_hz: QEMU_UART_CLOCK_HZ,
             console_baud: 115_200,
             uart1: true,
+            board: board::BAMBOO,
         }
     }
 }
@@ -122,6 +150,9 @@ pub enum Error {
         end: u32,
         ram_bytes: u32,
     },
+    /// The board description has no UIC or no UART, or a UART that is not a 32-bit
+    /// MMIO device with an interrupt.
+    Board(&'static str),
     /// A clock frequency is zero (the property's name).
     ZeroFrequency(&'static str),
     /// The FDT writer refused the tree (not expected once the inputs above are checked).
@@ -154,6 +185,7 @@ impl fmt::Display for Error {
                 "initrd range {start:#x}..{end:#x} is not inside RAM (0..{ram_bytes:#x})"
             ),
             Error::ZeroFrequency(p) => write!(f, "{p} is zero"),
+            Error::Board(why) => write!(f, "board description: {why}"),
             Error::Fdt(e) => write!(f, "FDT writer: {e}"),
         }
     }
@@ -180,9 +212,9 @@ pub fn bamboo_dtb(vm: &BambooVm) -> Result<Vec<u8>, Error> {
     w.property_u32("dcr-parent", CPU_PHANDLE)?;
 
     let aliases = w.begin_node("aliases")?;
-    w.property_string("serial0", UART0_PATH)?;
-    if vm.uart1 {
-        w.property_string("serial1", UART1_PATH)?;
+    let uarts = uarts(vm)?;
+    for (i, u) in uarts.iter().enumerate() {
+        w.property_string(&format!("serial{i}"), &uart_path(u.gpa))?;
     }
     w.end_node(aliases)?;
 
@@ -218,7 +250,11 @@ pub fn bamboo_dtb(vm: &BambooVm) -> Result<Vec<u8>, Error> {
     strings(&mut w, "compatible", &["ibm,uic-440ep", "ibm,uic"])?;
     w.property_null("interrupt-controller")?;
     w.property_u32("cell-index", 0)?;
-    w.property_array_u32("dcr-reg", &[UIC0_DCR_BASE, UIC0_DCR_COUNT])?;
+    let (dcr_base, dcr_count) = match vm.board.of_model(Model::Uic).next().map(|d| d.window) {
+        Some(Window::Dcr { base, count }) => (base, count),
+        _ => return Err(Error::Board("no UIC on the DCR bus")),
+    };
+    w.property_array_u32("dcr-reg", &[dcr_base, dcr_count])?;
     w.property_u32("#address-cells", 0)?;
     w.property_u32("#size-cells", 0)?;
     w.property_u32("#interrupt-cells", 2)?;
@@ -260,9 +296,8 @@ pub fn bamboo_dtb(vm: &BambooVm) -> Result<Vec<u8>, Error> {
         ],
     )?;
     w.property_u32("clock-frequency", OPB_HZ)?;
-    uart(&mut w, vm, UART0_GPA, UART0_IRQ, vm.console_baud)?;
-    if vm.uart1 {
-        uart(&mut w, vm, UART1_GPA, UART1_IRQ, 0)?;
+    for (i, u) in uarts.iter().enumerate() {
+        uart(&mut w, vm, u, if i == 0 { vm.console_baud } else { 0 })?;
     }
     w.end_node(opb)?;
     w.end_node(plb)?;
@@ -275,8 +310,9 @@ pub fn bamboo_dtb(vm: &BambooVm) -> Result<Vec<u8>, Error> {
     }
     // Linux's powerpc legacy serial code reads `linux,stdout-path` first, generic code
     // `stdout-path`.
-    w.property_string("linux,stdout-path", UART0_PATH)?;
-    w.property_string("stdout-path", UART0_PATH)?;
+    let console = uart_path(uarts[0].gpa);
+    w.property_string("linux,stdout-path", &console)?;
+    w.property_string("stdout-path", &console)?;
     w.end_node(chosen)?;
 
     w.end_node(root)?;
@@ -317,12 +353,47 @@ fn check(vm: &BambooVm) -> Result<(), Error> {
     Ok(())
 }
 
+/// A UART of the board as its node describes it.
+struct UartNode {
+    gpa: u32,
+    size: u32,
+    irq: u32,
+}
+
+/// The board's UARTs the tree describes (the first, the console; the others with
+/// `vm.uart1`).
+fn uarts(vm: &BambooVm) -> Result<Vec<UartNode>, Error> {
+    let mut out = Vec::new();
+    for d in vm.board.of_model(Model::Uart16550) {
+        let (Window::Mmio { base, size }, Some(irq)) = (d.window, d.irq) else {
+            return Err(Error::Board("a UART is not an MMIO device with an interrupt"));
+        };
+        if base + size > 1 << 32 {
+            return Err(Error::Board("a UART lies above 4 GiB, outside the OPB window"));
+        }
+        out.push(UartNode { gpa: base as u32, size: size as u32, irq });
+        if !vm.uart1 {
+            break;
+        }
+    }
+    if out.is_empty() {
+        return Err(Error::Board("no UART"));
+    }
+    Ok(out)
+}
+
+/// Path of the node of the UART at `gpa`.
+pub fn uart_path(gpa: u32) -> alloc::string::String {
+    format!("/plb/opb/serial@{gpa:x}")
+}
+
 /// One `ns16550` node on the OPB.
-fn uart(w: &mut FdtWriter, vm: &BambooVm, gpa: u32, irq: u32, baud: u32) -> Result<(), Error> {
+fn uart(w: &mut FdtWriter, vm: &BambooVm, u: &UartNode, baud: u32) -> Result<(), Error> {
+    let (gpa, irq) = (u.gpa, u.irq);
     let node = w.begin_node(&format!("serial@{gpa:x}"))?;
     w.property_string("device_type", "serial")?;
     w.property_string("compatible", "ns16550")?;
-    w.property_array_u32("reg", &[gpa, UART_REG_BYTES])?;
+    w.property_array_u32("reg", &[gpa, u.size])?;
     w.property_u32("clock-frequency", vm.uart_clock_hz)?;
     if baud != 0 {
         w.property_u32("current-speed", baud)?;

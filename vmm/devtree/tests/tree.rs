@@ -202,6 +202,26 @@ fn constants_match_the_vmm_device_models() {
     assert_eq!(UIC0_DCR_BASE, kestrel_devices::UIC_DCR_BASE);
     assert_eq!(UIC0_DCR_COUNT, kestrel_devices::UIC_DCR_COUNT);
     assert_eq!(UART_REG_BYTES, kestrel_devices::UART_REGS);
+    assert_eq!(UART0_PATH, uart_path(UART0_GPA));
+    assert_eq!(UART1_PATH, uart_path(UART1_GPA));
+}
+
+/// The tree's devices come from the board description: a board with one more UART
+/// gets one more serial node and alias.
+#[test]
+fn devices_come_from_the_board_description() {
+    use kestrel_vmm_core::board::{self, Board, Device, Window};
+    const UART2: Device = Device { window: Window::Mmio { base: 0xEF60_0500, size: 8 }, irq: Some(2), name: "uart2", ..board::UART0 };
+    const DEVICES: &[Device] = &[board::UIC0, board::UART0, board::UART1, UART2];
+    let mut v = vm("");
+    v.board = Board { devices: DEVICES, ..board::BAMBOO };
+    let dtb = bamboo_dtb(&v).unwrap();
+    let fdt = Fdt::new(&dtb).unwrap();
+    let node = fdt.find_node("/plb/opb/serial@ef600500").expect("a node for the third UART");
+    assert_eq!(node.property("interrupts").unwrap().value, [0, 0, 0, 2, 0, 0, 0, 4]);
+    assert_eq!(fdt.find_node("/aliases").unwrap().property("serial2").unwrap().as_str(), Some("/plb/opb/serial@ef600500"));
+    v.board = Board { devices: &[board::UART0], ..board::BAMBOO };
+    assert_eq!(bamboo_dtb(&v), Err(Error::Board("no UIC on the DCR bus")));
 }
 
 #[test]
@@ -463,6 +483,7 @@ proptest! {
             uart_clock_hz: hz[2],
             console_baud: hz[3],
             uart1,
+            board: kestrel_vmm_core::board::BAMBOO,
         };
         let valid = ram != 0
             && ram % RAM_ALIGN == 0

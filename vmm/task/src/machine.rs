@@ -1,29 +1,25 @@
-//! One virtual bamboo machine: guest RAM as a linear segment, the two UARTs and the
-//! UIC, and the emulation of the faults the kernel passes up.
+//! One virtual bamboo machine: guest RAM as a linear segment, and the devices of the
+//! board description (`kestrel_vmm_core::board::BAMBOO`) on the MMIO and DCR buses. This is
+//! the glue between the kernel and the pure parts: it decodes the fault message, lets
+//! `kestrel_vmm_core::fault` dispatch it to the buses, and builds the reply with the ABI's
+//! `FaultReply` (adding the interrupt-line levels).
 
-use kestrel_abi::{xfer, FaultReply, Inject, ThreadId, TracePoint, VirtFault, VirtFaultMsg, XferRegs, PAGE_SIZE};
-use kestrel_devices::{Uart16550, Uic};
+use alloc::rc::Rc;
+use core::cell::RefCell;
+use kestrel_abi::{FaultReply, ThreadId, TracePoint, VirtFaultMsg, XferRegs, PAGE_SIZE};
+use kestrel_devices::bus::{GuestRam, MmioDevice, NullSink, TxSink, UartPort, UicInput};
+use kestrel_devices::Uic;
 use kestrel_user::{println, sys};
-use kestrel_ppc440::dcr::{uic::COUNT as UIC_DCRS, UIC0_BASE as UIC_DCR};
-use kestrel_ppc440::decode::{decode, AccessKind, Insn, Width};
-use kestrel_vmm_core::segment::{GuestMemory, GuestPhysAddr, HostAddr, Segment};
+use kestrel_vmm_core::board::{Board, Model, Window, BAMBOO};
+use kestrel_vmm_core::fault::{self, Buses, Unmodelled};
+use kestrel_vmm_core::segment::{GuestMemory, GuestPhysAddr, HostAddr, Segment, SegmentRam};
 
-/// Guest-physical page holding both UARTs (bamboo: 0xEF600300 and 0xEF600400).
-pub const UART_PAGE: u32 = 0xEF60_0000;
-const UART0: u32 = 0xEF60_0300;
-const UART1: u32 = 0xEF60_0400;
-/// bamboo's device space, which an OS guest probes.
-const DEVICE_SPACE: u32 = 0xE000_0000;
-const DEVICE_SPACE_LAST: u32 = 0xEFFF_FFFF;
+/// The board every VM is.
+pub const BOARD: Board = BAMBOO;
 /// Unmodelled accesses logged per VM.
 const UNMODELLED_LOG_LINES: u32 = 8;
 /// Alignment of guest RAM in host memory: the 440's 16 MiB page.
 const SEGMENT_ALIGN: u32 = 16 << 20;
-
-fn is_uart(gpa: u64) -> bool {
-    let in_uart = |base: u32| gpa.wrapping_sub(base as u64) < kestrel_devices::UART_REGS as u64;
-    in_uart(UART0) || in_uart(UART1)
-}
 
 pub enum Outcome {
     Reply(FaultReply),
@@ -86,12 +82,20 @@ impl ConsoleOut {
     }
 }
 
+impl TxSink for ConsoleOut {
+    fn put(&mut self, b: u8) {
+        ConsoleOut::put(self, b)
+    }
+}
+
+/// The console UART: UART0, its output to the console, its interrupt to the UIC.
+type ConsoleUart = UartPort<UicInput, ConsoleOut>;
+
 pub struct Machine {
-    mem: GuestMemory<1>,
-    uart0: Uart16550,
-    uart1: Uart16550,
-    uic: Uic,
-    out: ConsoleOut,
+    ram: SegmentRam<'static, 1>,
+    buses: Buses,
+    console: Rc<RefCell<ConsoleUart>>,
+    uic: Rc<RefCell<Uic>>,
     /// Index of this VM (for log lines).
     id: usize,
     /// Unmodelled accesses so far.
@@ -99,6 +103,8 @@ pub struct Machine {
     input: heapless::Deque<u8, INPUT_QUEUE>,
     /// The reply held back while the guest idles.
     pub held: Option<FaultReply>,
+    /// The register file of the reply being built (a fault that carried one).
+    regs: Option<XferRegs>,
     /// An OS guest probes all of the board's device space (unmodelled parts get data
     /// storage exceptions); a bare-metal guest touching it is stopped.
     os: bool,
@@ -107,26 +113,58 @@ pub struct Machine {
 impl Machine {
     /// A machine whose guest RAM is the `size` bytes at `first` in the VMM's space
     /// (physically contiguous, zeroed, and aligned to 16 MiB physically and virtually, so
-    /// the kernel can back it with large hardware pages; the root task hands it out so).
+    /// the kernel can back it with large hardware pages; the root task hands it out so),
+    /// with the board's devices on its buses: the UIC, then each UART with its UIC input
+    /// (the first is the console; the others' output is dropped, as with QEMU's
+    /// `-serial null`).
     pub fn new(first: u32, size: u32, id: usize, prefixed: bool, os: bool) -> Result<Machine, &'static str> {
         if first & (SEGMENT_ALIGN - 1) != 0 {
             return Err("guest RAM is not 16 MiB aligned");
         }
-        let mut mem = GuestMemory::new();
+        let mut map = GuestMemory::new();
         let seg = Segment::new(GuestPhysAddr::from_u32(0), size, HostAddr::new(first)).map_err(|e| e.as_str())?;
-        mem.add(seg).map_err(|e| e.as_str())?;
+        map.add(seg).map_err(|e| e.as_str())?;
+        // SAFETY: `first..first + size` is guest RAM the root task gave this task, mapped
+        // read-write and used for nothing else; the guest writes it only while its vCPU runs,
+        // and this (single-threaded) VMM touches it only while that vCPU is blocked.
+        let bytes = unsafe { core::slice::from_raw_parts_mut(first as *mut u8, size as usize) };
+        let ram = SegmentRam::new(map, first, bytes);
+
+        BOARD.check().map_err(|_| "the board description has overlapping devices")?;
+        let mut buses = Buses::default();
+        // QEMU's UIC ignores the polarity register; so does the model, to match.
+        let uic = Rc::new(RefCell::new(Uic::without_polarity()));
+        let mut console = None;
+        for d in BOARD.devices {
+            match (d.model, d.window) {
+                (Model::Uic, Window::Dcr { base, count }) => {
+                    buses.dcr.insert(base as u64, count as u64, d.name, uic.clone()).map_err(|_| "UIC window")?
+                }
+                (Model::Uart16550, Window::Mmio { base, size }) => {
+                    let line = UicInput { uic: uic.clone(), input: d.irq.ok_or("a UART without an interrupt")? };
+                    let dev: Rc<RefCell<dyn MmioDevice>> = if console.is_none() {
+                        let out = ConsoleOut { line: [0; 128], len: 0, prefix: prefixed.then_some(id), continues: false };
+                        let c = Rc::new(RefCell::new(UartPort::new(line, out)));
+                        console = Some(c.clone());
+                        c
+                    } else {
+                        Rc::new(RefCell::new(UartPort::new(line, NullSink)))
+                    };
+                    buses.mmio.insert(base, size, d.name, dev).map_err(|_| "UART window")?;
+                }
+                _ => return Err("a device of the board description on the wrong bus"),
+            }
+        }
         Ok(Machine {
-            mem,
-            uart0: Uart16550::new(),
-            uart1: Uart16550::new(),
-            // QEMU's UIC ignores the polarity register; so does the model, to match.
-            uic: Uic::without_polarity(),
-            out: ConsoleOut { line: [0; 128], len: 0, prefix: if prefixed { Some(id) } else { None }, continues: false },
+            ram,
+            buses,
+            console: console.ok_or("the board has no UART for the console")?,
+            uic,
             id,
             unmodelled: 0,
-
             input: heapless::Deque::new(),
             held: None,
+            regs: None,
             os,
         })
     }
@@ -138,33 +176,24 @@ impl Machine {
     pub fn backing_block(&self, gpa: u32) -> Option<(u32, u32)> {
         (PAGE_SIZE.trailing_zeros()..=SEGMENT_ALIGN.trailing_zeros()).rev().find_map(|log2| {
             let base = gpa & !((1u32 << log2) - 1);
-            let host = self.mem.translate(GuestPhysAddr::from_u32(base), 1 << log2).ok()?.get();
+            let host = self.ram.map.translate(GuestPhysAddr::from_u32(base), 1 << log2).ok()?.get();
             (host & ((1u32 << log2) - 1) == 0).then_some((host, log2))
         })
     }
 
     /// Whether guest-physical `gpa` is device space that traps as MMIO when touched.
     pub fn is_device_space(&self, gpa: u32) -> bool {
-        self.os && (DEVICE_SPACE..=DEVICE_SPACE_LAST).contains(&gpa)
+        self.os && BOARD.in_device_space(gpa as u64)
     }
 
     /// Copies the guest ELF's segments to their guest-physical addresses.
     pub fn load_elf(&mut self, image: &[u8]) -> Result<u32, &'static str> {
-        let size = self.mem.segments()[0].size();
+        let size = self.ram.map.segments()[0].size();
         let plan = kestrel_kcore::elf::load_plan(image, 0x1000, size).map_err(|e| e.as_str())?;
         for seg in plan.segments.iter() {
-            let host = self
-                .mem
-                .translate(GuestPhysAddr::from_u32(seg.vaddr), seg.memsz)
-                .map_err(|e| e.as_str())?
-                .get();
             let off = seg.file_offset as usize;
             let src = image.get(off..off + seg.filesz as usize).ok_or("segment outside the image")?;
-            // SAFETY: `host..host+memsz` lies inside the guest RAM segment, which this
-            // task allocated and maps read-write; no vCPU runs yet.
-            unsafe {
-                core::ptr::copy_nonoverlapping(src.as_ptr(), host as *mut u8, src.len());
-            }
+            self.load_blob(seg.vaddr, src)?;
         }
         Ok(plan.entry)
     }
@@ -172,7 +201,7 @@ impl Machine {
     /// Copies an ELF image to the physical addresses of its segments (an OS kernel);
     /// returns the physical entry point.
     pub fn load_elf_physical(&mut self, image: &[u8]) -> Result<u32, &'static str> {
-        let size = self.mem.segments()[0].size();
+        let size = self.ram.map.segments()[0].size();
         let plan = kestrel_kcore::elf::load_plan_physical(image, 0, size).map_err(|e| e.as_str())?;
         for seg in plan.segments.iter() {
             let off = seg.file_offset as usize;
@@ -187,15 +216,7 @@ impl Machine {
         if data.is_empty() {
             return Ok(());
         }
-        let host = self
-            .mem
-            .translate(GuestPhysAddr::from_u32(gpa), data.len() as u32)
-            .map_err(|e| e.as_str())?
-            .get();
-        // SAFETY: `host..host+len` lies inside the guest RAM segment this task
-        // allocated and maps read-write; the vCPU does not run yet.
-        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), host as *mut u8, data.len()) };
-        Ok(())
+        self.ram.write(gpa as u64, data).map_err(|_| "image outside guest RAM")
     }
 
     /// Handles one virtualization fault and builds the reply.
@@ -206,101 +227,56 @@ impl Machine {
     /// `FaultReply::set_gpr`. Rare forms that need more (load/store with update) read
     /// and write the whole state with `VcpuControl`.
     pub fn handle(&mut self, vcpu: ThreadId, f: &VirtFaultMsg) -> Outcome {
-        let (pc, insn, rs_value) = (f.pc, f.insn, f.rs_value);
-        let has_regs = f.mask & xfer::GPRS != 0;
         let words = VirtFaultMsg::words(f.mask) as usize;
-        let mut gpr = XferRegs::decode_gprs(f.mask, words, &sys::utcb().mr).unwrap_or([0; 32]);
-        let mut next = pc.wrapping_add(4);
-        let mut inject = None;
-        let mut result: Option<(usize, u32)> = None;
-        match f.class {
-            VirtFault::Mmio => {
-                let gpa = f.gpa;
-                match decode(insn) {
-                    Insn::LoadStore(ls) if !ls.op().multiple() && ls.width() == Width::Byte && is_uart(gpa) => {
-                        let gpa = gpa as u32;
-                        if ls.update() && !has_regs {
-                            return self.mmio_with_state(vcpu, ls, gpa, pc);
-                        }
-                        match ls.kind() {
-                            AccessKind::Load => {
-                                let v = self.mmio_read(gpa);
-                                result = Some((ls.rt_rs().index(), ls.load_result(v as u32)));
-                            }
-                            AccessKind::Store => {
-                                let src = if has_regs { gpr[ls.rt_rs().index()] } else { rs_value };
-                                self.mmio_write(gpa, ls.store_data(src) as u8);
-                            }
-                        }
-                        if ls.update() {
-                            gpr[ls.ra().index()] = ls.effective_address(&gpr);
-                        }
-                    }
-                    other => {
-                        // Nothing modelled answers there (or not with that access width):
-                        // the guest gets a data storage exception, never a silent value.
-                        let what = match other {
-                            Insn::LoadStore(ls) => match ls.kind() {
-                                AccessKind::Load => "load",
-                                AccessKind::Store => "store",
-                            },
-                            _ => "access",
-                        };
-                        self.log_unmodelled(format_args!(
-                            "{what} at unmodelled device address {gpa:#010x} by instruction {insn:#010x} at pc {pc:#010x}: data storage exception"
-                        ));
-                        inject = Some(Inject::Dsi);
-                        next = pc;
-                    }
+        let mr = &sys::utcb().mr;
+        let mut gpr = XferRegs::decode_gprs(f.mask, words, mr).copied();
+        let (id, count) = (self.id, &mut self.unmodelled);
+        let out = fault::handle(f, gpr.as_mut(), &self.buses, &mut |u| log_unmodelled(id, count, u));
+        if !self.input.is_empty() {
+            self.feed_input();
+        }
+        match out {
+            fault::Outcome::Reply(r) => match gpr {
+                Some(gpr) => {
+                    // The register file goes back with the results in it; cr/lr/ctr/xer
+                    // as received.
+                    let special = XferRegs::decode_special(f.mask, words, mr).unwrap_or([0; 4]);
+                    self.regs = Some(XferRegs { gpr, special });
+                    Outcome::Reply(self.with_lines(r.with_regs()))
                 }
-            }
-            VirtFault::Instruction => match decode(insn) {
-                Insn::Mfdcr { rt, dcr } if self.dcr_modelled(dcr.number() as u32) => {
-                    result = Some((rt.index(), self.dcr_read(dcr.number() as u32)))
-                }
-                Insn::Mtdcr { dcr, rs } if self.dcr_modelled(dcr.number() as u32) => {
-                    let v = if has_regs { gpr[rs.index()] } else { rs_value };
-                    self.dcr_write(dcr.number() as u32, v)
-                }
-                Insn::Mfdcr { dcr, .. } | Insn::Mtdcr { dcr, .. } => {
-                    let n = dcr.number();
-                    self.log_unmodelled(format_args!(
-                        "access to unmodelled DCR {n:#x} by instruction {insn:#010x} at pc {pc:#010x}: machine check"
-                    ));
-                    inject = Some(Inject::MachineCheck);
-                    next = pc;
-                }
-                other => {
-                    println!("vmm: vm{}: unhandled instruction {:#010x} ({:?}) at pc {:#010x}: program exception", self.id, insn, other, pc);
-                    inject = Some(Inject::Program);
-                    next = pc;
-                }
+                None => Outcome::Reply(self.with_lines(r)),
             },
-            VirtFault::Idle => {
-                // Resume at the mtmsr/wrtee: it re-checks for pending interrupts.
-                return Outcome::Idle(self.with_lines(FaultReply::resume(pc)));
-            }
-            VirtFault::Halt => return Outcome::GuestReset,
+            fault::Outcome::NeedRegisters => self.handle_with_state(vcpu, f),
+            fault::Outcome::Idle(r) => Outcome::Idle(self.with_lines(r)),
+            fault::Outcome::Halt => Outcome::GuestReset,
         }
-        let mut reply = self.with_lines(FaultReply::resume(next));
-        reply.inject = inject;
-        if has_regs {
-            if let Some((r, v)) = result {
-                gpr[r] = v;
-            }
-            // cr/lr/ctr/xer go back as received.
-            let special = XferRegs::decode_special(f.mask, words, &sys::utcb().mr).unwrap_or([0; 4]);
-            reply = reply.with_regs(&XferRegs { gpr, special });
-        } else if let Some((r, v)) = result {
-            reply = reply.set_gpr(r as u8, v);
+    }
+
+    /// An access that needs the whole register file: read the vCPU's state, emulate,
+    /// write it back.
+    fn handle_with_state(&mut self, vcpu: ThreadId, f: &VirtFaultMsg) -> Outcome {
+        if sys::vcpu_control(vcpu, kestrel_abi::vcpuctl::GET_STATE, 0, 0, 0).is_err() {
+            return Outcome::GuestReset;
         }
-        Outcome::Reply(reply)
+        let mut st = sys::utcb().vcpu;
+        let (id, count) = (self.id, &mut self.unmodelled);
+        let out = fault::handle(f, Some(&mut st.gpr), &self.buses, &mut |u| log_unmodelled(id, count, u));
+        let fault::Outcome::Reply(r) = out else {
+            return Outcome::GuestReset;
+        };
+        st.pc = r.pc.unwrap_or(f.pc);
+        sys::utcb().vcpu = st;
+        if sys::vcpu_control(vcpu, kestrel_abi::vcpuctl::SET_STATE, 0, 0, 0).is_err() {
+            return Outcome::GuestReset;
+        }
+        Outcome::Reply(self.with_lines(r))
     }
 
     /// Shows a partial console line (a shell prompt) once the guest waits for input.
     pub fn flush_console(&mut self) {
-        if self.out.len > 0 {
-            self.out.write_buffered(false);
+        let mut c = self.console.borrow_mut();
+        if c.tx.len > 0 {
+            c.tx.write_buffered(false);
         }
     }
 
@@ -313,9 +289,10 @@ impl Machine {
     }
 
     fn feed_input(&mut self) {
-        while self.uart0.can_accept_input() {
+        let mut c = self.console.borrow_mut();
+        while c.can_accept_input() {
             let Some(b) = self.input.pop_front() else { break };
-            self.uart0.push_input(b);
+            c.push_input(b);
         }
     }
 
@@ -332,95 +309,43 @@ impl Machine {
         reply.irq(irq).crit(crit)
     }
 
-    /// The external and critical interrupt outputs, from the device models' outputs.
-    fn lines(&mut self) -> (bool, bool) {
-        self.uic.set_input(0, self.uart0.irq());
-        self.uic.set_input(1, self.uart1.irq());
-        (self.uic.irq_output(), self.uic.crit_output())
-    }
-
-    /// A byte MMIO access with update: read the vCPU's state, emulate, write it back.
-    fn mmio_with_state(&mut self, vcpu: ThreadId, ls: kestrel_ppc440::decode::LoadStore, gpa: u32, pc: u32) -> Outcome {
-        if sys::vcpu_control(vcpu, kestrel_abi::vcpuctl::GET_STATE, 0, 0, 0).is_err() {
-            return Outcome::GuestReset;
-        }
-        let mut st = sys::utcb().vcpu;
-        let ea = ls.effective_address(&st.gpr);
-        match ls.kind() {
-            AccessKind::Load => {
-                let v = self.mmio_read(gpa);
-                st.gpr[ls.rt_rs().index()] = ls.load_result(v as u32);
-            }
-            AccessKind::Store => {
-                let v = ls.store_data(st.gpr[ls.rt_rs().index()]) as u8;
-                self.mmio_write(gpa, v);
-            }
-        }
-        st.gpr[ls.ra().index()] = ea;
-        st.pc = pc.wrapping_add(4);
-        sys::utcb().vcpu = st;
-        if sys::vcpu_control(vcpu, kestrel_abi::vcpuctl::SET_STATE, 0, 0, 0).is_err() {
-            return Outcome::GuestReset;
-        }
-        Outcome::Reply(self.with_lines(FaultReply::resume(st.pc)))
-    }
-
-    fn mmio_read(&mut self, gpa: u32) -> u8 {
-        match gpa {
-            a if a.wrapping_sub(UART0) < kestrel_devices::UART_REGS => {
-                let v = self.uart0.read(a - UART0);
-                if !self.input.is_empty() {
-                    self.feed_input();
-                }
-                v
-            }
-            a if a.wrapping_sub(UART1) < kestrel_devices::UART_REGS => self.uart1.read(a - UART1),
-            // `handle` sends only UART registers here.
-            _ => 0xff,
-        }
-    }
-
-    /// One log line per unmodelled access, naming the VM; after [`UNMODELLED_LOG_LINES`]
-    /// of them, one last line says the rest are not logged (a guest could flood the
-    /// console otherwise).
-    fn log_unmodelled(&mut self, what: core::fmt::Arguments) {
-        self.unmodelled += 1;
-        if self.unmodelled <= UNMODELLED_LOG_LINES {
-            println!("vmm: vm{}: {}", self.id, what);
-        } else if self.unmodelled == UNMODELLED_LOG_LINES + 1 {
-            println!("vmm: vm{}: more unmodelled accesses; not logging them", self.id);
-        }
-    }
-
-    fn mmio_write(&mut self, gpa: u32, v: u8) {
-        let out = &mut self.out;
-        let mut tx = |b: u8| out.put(b);
-        match gpa {
-            a if a.wrapping_sub(UART0) < kestrel_devices::UART_REGS => self.uart0.write(a - UART0, v, &mut tx),
-            // UART1 has no back end: its output is dropped, as with QEMU's `-serial null`.
-            a if a.wrapping_sub(UART1) < kestrel_devices::UART_REGS => self.uart1.write(a - UART1, v, &mut |_| {}),
-            // `handle` sends only UART registers here.
-            _ => {}
-        }
-    }
-
-    fn dcr_modelled(&self, dcr: u32) -> bool {
-        dcr.wrapping_sub(UIC_DCR) < UIC_DCRS
-    }
-
-    fn dcr_read(&mut self, dcr: u32) -> u32 {
-        self.uic.read_dcr(dcr - UIC_DCR)
-    }
-
-    fn dcr_write(&mut self, dcr: u32, v: u32) {
-        self.uic.write_dcr(dcr - UIC_DCR, v);
+    /// The UIC's external and critical interrupt outputs.
+    fn lines(&self) -> (bool, bool) {
+        let uic = self.uic.borrow();
+        (uic.irq_output(), uic.crit_output())
     }
 }
 
-/// The IPC message of a fault reply (register parts go to this thread's UTCB).
-pub fn reply_msg(r: &FaultReply) -> kestrel_user::ipc::Msg {
-    let (tag, regs) = r.encode(&mut sys::utcb().mr);
-    kestrel_user::ipc::Msg { tag, regs }
+/// Declares the board's device pages device memory in `vcpu`'s VM space.
+pub fn declare_mmio(vcpu: ThreadId) -> Result<(), kestrel_abi::KError> {
+    for (base, size) in BOARD.mmio_declarations() {
+        sys::vcpu_control(vcpu, kestrel_abi::vcpuctl::DECLARE_MMIO, 1, base as u32, size as u32)?;
+    }
+    Ok(())
+}
+
+/// One log line per unmodelled access, naming the VM; after [`UNMODELLED_LOG_LINES`] of
+/// the frequent kinds, one last line says the rest are not logged (a guest could flood
+/// the console otherwise).
+fn log_unmodelled(id: usize, count: &mut u32, u: Unmodelled) {
+    if !u.is_frequent() {
+        println!("vmm: vm{id}: {u}");
+        return;
+    }
+    *count += 1;
+    if *count <= UNMODELLED_LOG_LINES {
+        println!("vmm: vm{id}: {u}");
+    } else if *count == UNMODELLED_LOG_LINES + 1 {
+        println!("vmm: vm{id}: more unmodelled accesses; not logging them");
+    }
+}
+
+impl Machine {
+    /// The IPC message of fault reply `r` (a register file goes to this thread's UTCB).
+    pub fn reply_msg(&mut self, r: &FaultReply) -> kestrel_user::ipc::Msg {
+        let (tag, regs) = r.encode(self.regs.take().as_ref(), &mut sys::utcb().mr);
+        kestrel_user::ipc::Msg { tag, regs }
+    }
 }
 
 /// Prints the vCPU's trace points: count and cost per exit class (timebase ticks).

@@ -228,9 +228,9 @@ fn set_up_vcpu(vcpu: ThreadId, entry: u32, r3: u32, r1: u32) -> Result<(), kestr
     u.mr[3] = word2::SX.mask() | word2::SW.mask() | word2::SR.mask();
     u.mr[4] = 0;
     sys::vcpu_control(vcpu, vcpuctl::SET_TLB, 0, 0, 0)?;
-    sys::vcpu_control(vcpu, vcpuctl::DECLARE_MMIO, 1, machine::UART_PAGE, 0x1000)?;
+    machine::declare_mmio(vcpu)?;
     // Device exits carry no register file: the RS value rides in MR6 and results come
-    // back with REPLY_SET_GPR (see `Machine::handle`).
+    // back with `FaultReply::set_gpr` (see `Machine::handle`).
     sys::vcpu_control(vcpu, vcpuctl::SET_TRANSFER_MASK, VirtFault::Instruction as u32, 0, 0)?;
     sys::vcpu_control(vcpu, vcpuctl::SET_TRANSFER_MASK, VirtFault::Mmio as u32, 0, 0)?;
     sys::exchange_registers(vcpu, kestrel_abi::exreg::START, 0, 0, ThreadId::NIL, ThreadId::NIL)?;
@@ -318,7 +318,7 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
             continue;
         };
         match vm.machine.handle(vm.vcpu, &fault) {
-            Outcome::Reply(reply) => pending = Some((from, machine::reply_msg(&reply))),
+            Outcome::Reply(reply) => pending = Some((from, vm.machine.reply_msg(&reply))),
             Outcome::Idle(reply) => {
                 vm.machine.flush_console();
                 vm.run = Run::Idle { until: sys::timebase() + idle_ticks };
@@ -347,7 +347,8 @@ fn wake_idle(vms: &mut [Vm], console: &Console, input: bool) {
         vms[i].run = Run::Running;
         let Some(reply) = vms[i].machine.held.take() else { continue };
         let reply = vms[i].machine.with_lines(reply);
-        if kestrel_user::ipc::reply(vms[i].vcpu, &machine::reply_msg(&reply)).is_err() {
+        let msg = vms[i].machine.reply_msg(&reply);
+        if kestrel_user::ipc::reply(vms[i].vcpu, &msg).is_err() {
             let id = vms[i].vcpu;
             vm_gone(vms, id, "did not take the VMM's reply");
         }

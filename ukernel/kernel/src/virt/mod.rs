@@ -502,17 +502,17 @@ pub fn apply_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; 7], long:
     let Some(vi) = vcpu_of(k, d) else { return true };
     let mask = k.vm.vcpus[vi].fault_mask;
     let mr = [regs[1], regs[2], regs[3], regs[4], regs[5], regs[6]];
-    let r = FaultReply::decode(tag, &mr, long, mask);
+    let r = FaultReply::decode(tag, &mr);
     let f = frame_of(k, d);
     if let Some(pc) = r.pc {
         f.regs.ip = pc;
     }
-    if let Some(x) = &r.regs {
-        if mask & xfer::GPRS != 0 {
-            f.regs.gpr = x.gpr;
+    if r.regs {
+        if let Some(g) = XferRegs::decode_gprs(mask, tag.untyped(), long) {
+            f.regs.gpr = *g;
         }
-        if mask & xfer::SPECIAL != 0 {
-            [f.regs.cr, f.regs.lr, f.regs.ctr, f.regs.xer] = x.special;
+        if let Some(s) = XferRegs::decode_special(mask, tag.untyped(), long) {
+            [f.regs.cr, f.regs.lr, f.regs.ctr, f.regs.xer] = s;
         }
     }
     if let Some((i, v)) = r.set_gpr {

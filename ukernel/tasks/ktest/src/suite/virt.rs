@@ -898,7 +898,7 @@ pub fn mmio_above_4g() -> TestResult {
     let f = VirtFaultMsg::decode(m.tag, &m.regs).ok_or("the Mmio fault does not decode")?;
     ensure!(f.gpa == GPA, "the fault does not carry the 36-bit address", "gpa {:#x}", f.gpa);
     ensure!(f.insn == load && f.mask == 0, "wrong instruction or mask", "insn {:#010x} mask {:#x}", f.insn, f.mask);
-    let (tag, regs) = FaultReply::resume(at(2)).set_gpr(4, 0x4242).encode(&mut sys::utcb().mr);
+    let (tag, regs) = FaultReply::resume(at(2)).set_gpr(4, 0x4242).encode(None, &mut sys::utcb().mr);
     let m = vm.reply_recv(&Msg { tag, regs })?;
     expect_virt(&m, VirtFault::Halt, at(3))?;
     ensure!(gpr(&m, 4) == 0x4242, "the load did not get the VMM's value", "r4 {:#x}", gpr(&m, 4));

@@ -1,0 +1,314 @@
+//! The fault loop's decisions, without a kernel: decode the instruction a virtualization
+//! fault reports, run it against the board's buses, and say how to answer.
+//!
+//! - `Mmio`: a load or store (byte, halfword or word; byte-reversed, sign-extending and
+//!   update forms) is dispatched to the [`MmioBus`] at the fault's 64-bit guest-physical
+//!   address. A load result goes to its register, a store takes its data from the
+//!   register the message carries (`rs_value`), so the common device exit needs no
+//!   register file. Anything the bus does not answer (no device there, a width or offset
+//!   the device does not decode, a multiple, something that is not a load or store) gets
+//!   a data storage exception.
+//! - `Instruction`: `mfdcr`/`mtdcr` go to the [`DcrBus`]; an unmodelled DCR gets a
+//!   machine check, any other instruction a program exception.
+//! - `Idle` resumes at the reported pc once the VMM lets the guest run again; `Halt`
+//!   stops the VM.
+//!
+//! The caller adds the interrupt-line levels to the reply and sends it (the `kestrel-vmm`
+//! task's `machine.rs`).
+
+use crate::bus::{DcrBus, MmioBus};
+use core::fmt;
+use kestrel_abi::{FaultReply, Inject, VirtFault, VirtFaultMsg};
+use kestrel_ppc440::decode::{decode, AccessKind, Insn, LoadStore};
+
+/// The board's buses.
+#[derive(Default)]
+pub struct Buses {
+    pub mmio: MmioBus,
+    pub dcr: DcrBus,
+}
+
+/// How to answer a fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Send this reply (after adding the interrupt-line levels). With registers given to
+    /// [`handle`], results are in them instead of in the reply.
+    Reply(FaultReply),
+    /// The instruction also writes its base register (an update form) and the message
+    /// carried no register file: call [`handle`] again with the vCPU's registers.
+    NeedRegisters,
+    /// The guest waits for an interrupt: send this reply when it may continue.
+    Idle(FaultReply),
+    /// The guest asked for a reset or stopped: stop the VM.
+    Halt,
+}
+
+/// A guest access nothing on the board answers, for the VMM's log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unmodelled {
+    /// A load or store (`load`, `store`, or `access` for other instructions) at an
+    /// unmodelled device address: the guest gets a data storage exception.
+    Device { what: &'static str, gpa: u64, insn: u32, pc: u32 },
+    /// `mfdcr`/`mtdcr` of an unmodelled DCR: machine check.
+    Dcr { dcr: u32, insn: u32, pc: u32 },
+    /// An instruction the VMM does not emulate: program exception.
+    Instruction { word: u32, insn: Insn, pc: u32 },
+}
+
+impl Unmodelled {
+    /// Whether a guest could repeat this often (the log limits such lines per VM).
+    pub const fn is_frequent(&self) -> bool {
+        !matches!(self, Unmodelled::Instruction { .. })
+    }
+}
+
+impl fmt::Display for Unmodelled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Unmodelled::Device { what, gpa, insn, pc } => write!(
+                f,
+                "{what} at unmodelled device address {gpa:#010x} by instruction {insn:#010x} at pc {pc:#010x}: data storage exception"
+            ),
+            Unmodelled::Dcr { dcr, insn, pc } => {
+                write!(f, "access to unmodelled DCR {dcr:#x} by instruction {insn:#010x} at pc {pc:#010x}: machine check")
+            }
+            Unmodelled::Instruction { word, insn, pc } => {
+                write!(f, "unhandled instruction {word:#010x} ({insn:?}) at pc {pc:#010x}: program exception")
+            }
+        }
+    }
+}
+
+/// Handles fault `f`. `gpr` is the vCPU's register file if the VMM has it (the message
+/// carried it, or the VMM read the vCPU's state): then results and base-register updates
+/// are written there and the reply only names the pc; without it, a result rides in the
+/// reply (`set_gpr`). `log` hears of every access nothing on the board answers.
+pub fn handle(f: &VirtFaultMsg, mut gpr: Option<&mut [u32; 32]>, buses: &Buses, log: &mut dyn FnMut(Unmodelled)) -> Outcome {
+    let next = f.pc.wrapping_add(4);
+    match f.class {
+        VirtFault::Mmio => {
+            let insn = decode(f.insn);
+            if let Insn::LoadStore(ls) = insn {
+                if !ls.op().multiple() {
+                    if ls.update() && gpr.is_none() {
+                        return Outcome::NeedRegisters;
+                    }
+                    let rs = match gpr.as_deref() {
+                        Some(g) => g[ls.rt_rs().index()],
+                        None => f.rs_value,
+                    };
+                    if let Some(result) = access(&buses.mmio, &ls, f.gpa, rs) {
+                        let mut reply = FaultReply::resume(next);
+                        if let Some(g) = gpr.as_deref_mut() {
+                            // The base register gets the effective address before the
+                            // result lands (RA = RT is an invalid form; the result wins).
+                            if ls.update() {
+                                g[ls.ra().index()] = ls.effective_address(g);
+                            }
+                            if let Some(v) = result {
+                                g[ls.rt_rs().index()] = v;
+                            }
+                        } else if let Some(v) = result {
+                            reply = reply.set_gpr(ls.rt_rs().number(), v);
+                        }
+                        return Outcome::Reply(reply);
+                    }
+                }
+            }
+            let what = match insn {
+                Insn::LoadStore(ls) => match ls.kind() {
+                    AccessKind::Load => "load",
+                    AccessKind::Store => "store",
+                },
+                _ => "access",
+            };
+            log(Unmodelled::Device { what, gpa: f.gpa, insn: f.insn, pc: f.pc });
+            Outcome::Reply(FaultReply::resume(f.pc).inject(Inject::Dsi))
+        }
+        VirtFault::Instruction => match decode(f.insn) {
+            Insn::Mfdcr { rt, dcr } => match buses.dcr.read(dcr.number() as u32) {
+                Ok(v) => Outcome::Reply(match gpr {
+                    Some(g) => {
+                        g[rt.index()] = v;
+                        FaultReply::resume(next)
+                    }
+                    None => FaultReply::resume(next).set_gpr(rt.number(), v),
+                }),
+                Err(_) => unmodelled_dcr(dcr.number() as u32, f, log),
+            },
+            Insn::Mtdcr { dcr, rs } => {
+                let v = gpr.as_deref().map_or(f.rs_value, |g| g[rs.index()]);
+                match buses.dcr.write(dcr.number() as u32, v) {
+                    Ok(()) => Outcome::Reply(FaultReply::resume(next)),
+                    Err(_) => unmodelled_dcr(dcr.number() as u32, f, log),
+                }
+            }
+            insn => {
+                log(Unmodelled::Instruction { word: f.insn, insn, pc: f.pc });
+                Outcome::Reply(FaultReply::resume(f.pc).inject(Inject::Program))
+            }
+        },
+        // Resume at the mtmsr/wrtee: it re-checks for pending interrupts.
+        VirtFault::Idle => Outcome::Idle(FaultReply::resume(f.pc)),
+        VirtFault::Halt => Outcome::Halt,
+    }
+}
+
+fn unmodelled_dcr(dcr: u32, f: &VirtFaultMsg, log: &mut dyn FnMut(Unmodelled)) -> Outcome {
+    log(Unmodelled::Dcr { dcr, insn: f.insn, pc: f.pc });
+    Outcome::Reply(FaultReply::resume(f.pc).inject(Inject::MachineCheck))
+}
+
+/// Runs load/store `ls` at `gpa` on `bus` with `rs` the value of its RS register.
+/// `None` if the bus did not answer; `Some(Some(v))` a load's register result,
+/// `Some(None)` a store done.
+fn access(bus: &MmioBus, ls: &LoadStore, gpa: u64, rs: u32) -> Option<Option<u32>> {
+    let n = ls.width().bytes() as usize;
+    let mut buf = [0u8; 4];
+    match ls.kind() {
+        AccessKind::Load => {
+            bus.read(gpa, &mut buf[4 - n..]).ok()?;
+            Some(Some(ls.load_result(u32::from_be_bytes(buf))))
+        }
+        AccessKind::Store => {
+            let bytes = ls.store_data(rs).to_be_bytes();
+            bus.write(gpa, &bytes[4 - n..]).ok()?;
+            Some(None)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::rc::Rc;
+    use alloc::vec::Vec;
+    use core::cell::RefCell;
+    use kestrel_abi::xfer;
+    use kestrel_devices::bus::{DcrDevice, MmioDevice, Unanswered};
+    use kestrel_ppc440::decode::{encode, AddrMode, Dcr, Gpr, LsOp};
+    use std::vec;
+
+    /// Big-endian registers: 16 bytes at offset 0.
+    struct Regs {
+        bytes: [u8; 16],
+        writes: Vec<(u64, Vec<u8>)>,
+    }
+
+    impl MmioDevice for Regs {
+        fn mmio_read(&mut self, offset: u64, data: &mut [u8]) -> Result<(), Unanswered> {
+            let o = offset as usize;
+            data.copy_from_slice(self.bytes.get(o..o + data.len()).ok_or(Unanswered)?);
+            Ok(())
+        }
+        fn mmio_write(&mut self, offset: u64, data: &[u8]) -> Result<(), Unanswered> {
+            self.writes.push((offset, data.to_vec()));
+            Ok(())
+        }
+    }
+
+    struct OneDcr(u32);
+    impl DcrDevice for OneDcr {
+        fn dcr_read(&mut self, _: u32) -> u32 {
+            self.0
+        }
+        fn dcr_write(&mut self, _: u32, v: u32) {
+            self.0 = v;
+        }
+    }
+
+    const DEV: u64 = 0x6_0000_1000;
+
+    fn buses() -> (Buses, Rc<RefCell<Regs>>) {
+        let regs = Rc::new(RefCell::new(Regs { bytes: [0x81, 0x82, 0x83, 0x84, 5, 6, 7, 8, 0, 0, 0, 0, 0, 0, 0, 0], writes: vec![] }));
+        let mut b = Buses::default();
+        b.mmio.insert(DEV, 16, "regs", regs.clone()).unwrap();
+        b.dcr.insert(0x80, 1, "one", Rc::new(RefCell::new(OneDcr(0x1234)))).unwrap();
+        (b, regs)
+    }
+
+    fn ls(op: LsOp, rt: u8, ra: u8, d: i16) -> u32 {
+        let ls = LoadStore::new(op, Gpr::new(rt).unwrap(), Gpr::new(ra).unwrap(), AddrMode::D { d }).unwrap();
+        encode(&Insn::LoadStore(ls))
+    }
+
+    fn fault(class: VirtFault, insn: u32, gpa: u64, rs_value: u32) -> VirtFaultMsg {
+        VirtFaultMsg { class, pc: 0x1000, insn, gpa, msr: 0, mask: 0, rs_value }
+    }
+
+    fn no_log(u: Unmodelled) {
+        panic!("unexpected unmodelled access: {u}");
+    }
+
+    #[test]
+    fn loads_of_every_width_come_back_in_the_reply() {
+        let (b, _) = buses();
+        for (op, want) in [(LsOp::Lbz, 0x81), (LsOp::Lhz, 0x8182), (LsOp::Lha, 0xffff_8182), (LsOp::Lwz, 0x8182_8384)] {
+            let out = handle(&fault(VirtFault::Mmio, ls(op, 5, 3, 0), DEV, 0), None, &b, &mut no_log);
+            assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1004).set_gpr(5, want)), "{op:?}");
+        }
+    }
+
+    #[test]
+    fn stores_take_the_register_from_the_message() {
+        let (b, regs) = buses();
+        let out = handle(&fault(VirtFault::Mmio, ls(LsOp::Sth, 4, 3, 0), DEV + 2, 0xaabb_ccdd), None, &b, &mut no_log);
+        assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1004)));
+        assert_eq!(regs.borrow().writes, [(2, vec![0xcc, 0xdd])]);
+    }
+
+    #[test]
+    fn update_forms_need_and_use_the_register_file() {
+        let (b, regs) = buses();
+        let f = fault(VirtFault::Mmio, ls(LsOp::Stbu, 4, 3, 4), DEV + 4, 0);
+        assert_eq!(handle(&f, None, &b, &mut no_log), Outcome::NeedRegisters);
+        let mut g = [0u32; 32];
+        g[3] = 0x3000_0000;
+        g[4] = 0x77;
+        assert_eq!(handle(&f, Some(&mut g), &b, &mut no_log), Outcome::Reply(FaultReply::resume(0x1004)));
+        assert_eq!(g[3], 0x3000_0004);
+        assert_eq!(regs.borrow().writes, [(4, vec![0x77])]);
+    }
+
+    #[test]
+    fn unmodelled_addresses_get_a_data_storage_exception() {
+        let (b, _) = buses();
+        let mut seen = Vec::new();
+        let f = fault(VirtFault::Mmio, ls(LsOp::Lwz, 5, 3, 0), DEV + 16, 0);
+        let out = handle(&f, None, &b, &mut |u| seen.push(u));
+        assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1000).inject(Inject::Dsi)));
+        assert_eq!(seen, [Unmodelled::Device { what: "load", gpa: DEV + 16, insn: f.insn, pc: 0x1000 }]);
+        assert!(seen[0].is_frequent());
+        assert!(std::format!("{}", seen[0]).starts_with("load at unmodelled device address 0x600001010"));
+    }
+
+    #[test]
+    fn dcrs_go_to_the_dcr_bus() {
+        let (b, _) = buses();
+        let mf = encode(&Insn::Mfdcr { rt: Gpr::new(6).unwrap(), dcr: Dcr::new(0x80).unwrap() });
+        let mt = encode(&Insn::Mtdcr { dcr: Dcr::new(0x80).unwrap(), rs: Gpr::new(7).unwrap() });
+        let out = handle(&fault(VirtFault::Instruction, mf, 0, 0), None, &b, &mut no_log);
+        assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1004).set_gpr(6, 0x1234)));
+        handle(&fault(VirtFault::Instruction, mt, 0, 0x55), None, &b, &mut no_log);
+        let mut g = [0u32; 32];
+        assert_eq!(handle(&fault(VirtFault::Instruction, mf, 0, 0), Some(&mut g), &b, &mut no_log), Outcome::Reply(FaultReply::resume(0x1004)));
+        assert_eq!(g[6], 0x55);
+        let other = encode(&Insn::Mfdcr { rt: Gpr::new(6).unwrap(), dcr: Dcr::new(0x81).unwrap() });
+        let mut seen = Vec::new();
+        let out = handle(&fault(VirtFault::Instruction, other, 0, 0), None, &b, &mut |u| seen.push(u));
+        assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1000).inject(Inject::MachineCheck)));
+        assert_eq!(seen, [Unmodelled::Dcr { dcr: 0x81, insn: other, pc: 0x1000 }]);
+    }
+
+    #[test]
+    fn other_instructions_get_a_program_exception() {
+        let (b, _) = buses();
+        let mut seen = Vec::new();
+        let out = handle(&fault(VirtFault::Instruction, 0, 0, 0), None, &b, &mut |u| seen.push(u));
+        assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1000).inject(Inject::Program)));
+        assert!(!seen[0].is_frequent());
+        assert_eq!(handle(&fault(VirtFault::Idle, 0, 0, 0), None, &b, &mut no_log), Outcome::Idle(FaultReply::resume(0x1000)));
+        assert_eq!(handle(&fault(VirtFault::Halt, 0, 0, 0), None, &b, &mut no_log), Outcome::Halt);
+        let _ = xfer::GPRS;
+    }
+}
