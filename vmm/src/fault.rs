@@ -89,7 +89,8 @@ pub fn handle(f: &VirtFaultMsg, mut gpr: Option<&mut [u32; 32]>, buses: &Buses, 
         VirtFault::Mmio => {
             let insn = decode(f.insn);
             if let Insn::LoadStore(ls) = insn {
-                if !ls.op().multiple() {
+                // FP loads and stores need the FPRs, which no message carries yet.
+                if !ls.op().multiple() && !ls.is_fp() {
                     if ls.update() && gpr.is_none() {
                         return Outcome::NeedRegisters;
                     }
