@@ -29,8 +29,9 @@ pub const fn is_user_range(addr: u32, len: u32) -> bool {
     }
 }
 
-/// User-readable SPR holding the current thread's UTCB address (SPRG4, read as SPR 260).
-pub const UTCB_SPR: u32 = 260;
+/// User-readable SPR holding the current thread's UTCB address: SPRG4's user read port
+/// (the kernel writes it through `kestrel_ppc440::spr::SPRG4`).
+pub const UTCB_SPR: u32 = kestrel_ppc440::spr::SPRG4R;
 
 /// The user thread control block: one 4 KiB page per thread, mapped by the kernel at the
 /// address given to `ThreadControl`, readable and writable by the thread.

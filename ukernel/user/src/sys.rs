@@ -1,6 +1,7 @@
 //! Raw system-call wrappers: register conventions are documented in `kestrel_abi`.
 
 use core::arch::asm;
+use kestrel_ppc440::spr;
 use kestrel_abi::{
     kdebug, FrameRegs, Fpage, KError, Syscall, ThreadId, Utcb, UTCB_SPR,
 };
@@ -32,9 +33,9 @@ pub fn syscall(nr: Syscall, a: Regs) -> Regs {
 #[inline(always)]
 pub fn utcb() -> &'static mut Utcb {
     let addr: u32;
-    // SAFETY: reading SPRG4 (SPR 260) is allowed in user mode and has no side effects.
-    unsafe { asm!("mfspr {0}, 260", out(reg) addr, options(nomem, nostack, preserves_flags)) };
-    let _ = UTCB_SPR; // SPR 260 is named in the ABI; asm needs the literal.
+    // SAFETY: reading SPRG4 through its user port is allowed in user mode and has no side
+    // effects.
+    unsafe { asm!("mfspr {0}, {spr}", out(reg) addr, spr = const UTCB_SPR, options(nomem, nostack, preserves_flags)) };
     // SAFETY: the kernel maps a 4 KiB UTCB page, private to this thread, at the address
     // it keeps in SPRG4 for as long as the thread exists. Only this thread touches it.
     unsafe { &mut *(addr as *mut Utcb) }
@@ -205,10 +206,11 @@ pub fn shutdown(code: u32) -> KError {
 pub fn timebase() -> u64 {
     loop {
         let (hi, lo, hi2): (u32, u32, u32);
-        // SAFETY: mfspr of TBU/TBL (SPR 269/268) is permitted in user mode, no side effects.
+        // SAFETY: mfspr of the TBU/TBL read ports is permitted in user mode, no side effects.
         unsafe {
-            asm!("mfspr {0}, 269", "mfspr {1}, 268", "mfspr {2}, 269",
-                 out(reg) hi, out(reg) lo, out(reg) hi2, options(nomem, nostack, preserves_flags));
+            asm!("mfspr {0}, {tbu}", "mfspr {1}, {tbl}", "mfspr {2}, {tbu}",
+                 out(reg) hi, out(reg) lo, out(reg) hi2, tbu = const spr::TBU_R, tbl = const spr::TBL_R,
+                 options(nomem, nostack, preserves_flags));
         }
         if hi == hi2 {
             return ((hi as u64) << 32) | lo as u64;

@@ -13,8 +13,8 @@ use kestrel_user::{rt, sys};
 
 /// Priority below the root's, for threads that spin.
 const SPIN_PRIORITY: u32 = CHILD_PRIORITY - 10;
-/// MSR[PR] (Book E, MSR bit 49): the thread runs in user mode.
-const MSR_PR: u32 = 1 << 14;
+/// MSR[PR]: the thread runs in user mode.
+const MSR_PR: u32 = kestrel_ppc440::msr::PR;
 
 fn exregs(id: ThreadId, control: u32) -> Result<sys::ExRegs, &'static str> {
     sys::exchange_registers(id, control, 0, 0, ThreadId::NIL, ThreadId::NIL)
