@@ -33,8 +33,8 @@ const TOKEN_END: u32 = 9;
 pub const MAX_DEPTH: usize = 16;
 /// Longest command line kept; longer ones are cut at a character boundary.
 pub const BOOTARGS_LEN: usize = 128;
-/// Interrupt inputs of one UIC (PPC440EP manual, "Universal Interrupt Controller").
-pub const UIC_LINES: u32 = 32;
+/// Interrupt inputs of one UIC (from `kestrel_ppc440::dcr`).
+pub use kestrel_ppc440::dcr::uic::LINES as UIC_LINES;
 
 /// The first enabled node compatible with "ns16550" (or "ns16550a").
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
