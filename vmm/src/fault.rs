@@ -2,10 +2,11 @@
 //! fault reports, run it against the board's buses, and say how to answer.
 //!
 //! - `Mmio`: a load or store (byte, halfword or word; byte-reversed, sign-extending and
-//!   update forms) is dispatched to the [`MmioBus`] at the fault's 64-bit guest-physical
-//!   address. A load result goes to its register, a store takes its data from the
-//!   register the message carries (`rs_value`), so the common device exit needs no
-//!   register file. Anything the bus does not answer (no device there, a width or offset
+//!   update forms; FP single and double loads and stores) is dispatched to the [`MmioBus`]
+//!   at the fault's 64-bit guest-physical address. A load result goes to its register, a
+//!   store takes its data from the register the message carries (`rs_value`), so the
+//!   common device exit needs no register file. FP accesses use the FP registers the
+//!   kernel sends with them (`xfer::FPRS`); a load's result goes back with them. Anything the bus does not answer (no device there, a width or offset
 //!   the device does not decode, a multiple, something that is not a load or store) gets
 //!   a data storage exception.
 //! - `Instruction`: `mfdcr`/`mtdcr` go to the [`DcrBus`]; an unmodelled DCR gets a
@@ -83,23 +84,41 @@ impl fmt::Display for Unmodelled {
 /// carried it, or the VMM read the vCPU's state): then results and base-register updates
 /// are written there and the reply only names the pc; without it, a result rides in the
 /// reply (`set_gpr`). `log` hears of every access nothing on the board answers.
-pub fn handle(f: &VirtFaultMsg, mut gpr: Option<&mut [u32; 32]>, buses: &Buses, log: &mut dyn FnMut(Unmodelled)) -> Outcome {
+///
+/// `fpr` is the vCPU's FP state (FPR0..31, FPSCR) if the message carried it: an FP load
+/// or store needs it (without it, it gets a data storage exception), and an FP load's
+/// result is written there (the reply says `with_fprs`).
+pub fn handle(
+    f: &VirtFaultMsg,
+    mut gpr: Option<&mut [u32; 32]>,
+    mut fpr: Option<&mut [u64; 33]>,
+    buses: &Buses,
+    log: &mut dyn FnMut(Unmodelled),
+) -> Outcome {
     let next = f.pc.wrapping_add(4);
     match f.class {
         VirtFault::Mmio => {
             let insn = decode(f.insn);
             if let Insn::LoadStore(ls) = insn {
-                // FP loads and stores need the FPRs, which no message carries yet.
-                if !ls.op().multiple() && !ls.is_fp() {
+                // FP loads and stores need the FPRs (the kernel sends them along).
+                if !ls.op().multiple() && (!ls.is_fp() || fpr.is_some()) {
                     if ls.update() && gpr.is_none() {
                         return Outcome::NeedRegisters;
                     }
-                    let rs = match gpr.as_deref() {
-                        Some(g) => g[ls.rt_rs().index()],
-                        None => f.rs_value,
+                    let r = ls.rt_rs().index();
+                    let data = match (ls.is_fp(), gpr.as_deref(), fpr.as_deref()) {
+                        (true, _, Some(fp)) => ls.fp_store_data(fp[r]),
+                        (_, Some(g), _) => ls.store_data(g[r]) as u64,
+                        _ => ls.store_data(f.rs_value) as u64,
                     };
-                    if let Some(result) = access(&buses.mmio, &ls, f.gpa, rs) {
+                    if let Some(raw) = access(&buses.mmio, &ls, f.gpa, data) {
                         let mut reply = FaultReply::resume(next);
+                        let mut result = raw.map(|raw| ls.load_result(raw as u32));
+                        if let (Some(raw), Some(fp)) = (raw.filter(|_| ls.is_fp()), fpr.as_deref_mut()) {
+                            fp[r] = ls.fp_load_result(raw);
+                            reply = reply.with_fprs();
+                            result = None;
+                        }
                         if let Some(g) = gpr.as_deref_mut() {
                             // The base register gets the effective address before the
                             // result lands (RA = RT is an invalid form; the result wins).
@@ -160,20 +179,19 @@ fn unmodelled_dcr(dcr: u32, f: &VirtFaultMsg, log: &mut dyn FnMut(Unmodelled)) -
     Outcome::Reply(FaultReply::resume(f.pc).inject(Inject::MachineCheck))
 }
 
-/// Runs load/store `ls` at `gpa` on `bus` with `rs` the value of its RS register.
-/// `None` if the bus did not answer; `Some(Some(v))` a load's register result,
-/// `Some(None)` a store done.
-fn access(bus: &MmioBus, ls: &LoadStore, gpa: u64, rs: u32) -> Option<Option<u32>> {
+/// Runs load/store `ls` at `gpa` on `bus`; `data` is what a store writes (its low
+/// `width` bytes, big-endian). `None` if the bus did not answer; `Some(Some(raw))` the
+/// bytes a load read (as a big-endian number), `Some(None)` a store done.
+fn access(bus: &MmioBus, ls: &LoadStore, gpa: u64, data: u64) -> Option<Option<u64>> {
     let n = ls.width().bytes() as usize;
-    let mut buf = [0u8; 4];
+    let mut buf = [0u8; 8];
     match ls.kind() {
         AccessKind::Load => {
-            bus.read(gpa, &mut buf[4 - n..]).ok()?;
-            Some(Some(ls.load_result(u32::from_be_bytes(buf))))
+            bus.read(gpa, &mut buf[8 - n..]).ok()?;
+            Some(Some(u64::from_be_bytes(buf)))
         }
         AccessKind::Store => {
-            let bytes = ls.store_data(rs).to_be_bytes();
-            bus.write(gpa, &bytes[4 - n..]).ok()?;
+            bus.write(gpa, &data.to_be_bytes()[8 - n..]).ok()?;
             Some(None)
         }
     }
@@ -187,7 +205,7 @@ mod tests {
     use core::cell::RefCell;
     use kestrel_abi::xfer;
     use kestrel_devices::bus::{DcrDevice, MmioDevice, Unanswered};
-    use kestrel_ppc440::decode::{encode, AddrMode, Dcr, Gpr, LsOp};
+    use kestrel_ppc440::decode::{encode, AddrMode, Dcr, Fpr, Gpr, LsOp};
     use std::vec;
 
     /// Big-endian registers: 16 bytes at offset 0.
@@ -229,7 +247,13 @@ mod tests {
     }
 
     fn ls(op: LsOp, rt: u8, ra: u8, d: i16) -> u32 {
-        let ls = LoadStore::new(op, Gpr::new(rt).unwrap(), Gpr::new(ra).unwrap(), AddrMode::D { d }).unwrap();
+        let (ra, addr) = (Gpr::new(ra).unwrap(), AddrMode::D { d });
+        let ls = if op.is_fp() {
+            LoadStore::new_fp(op, Fpr::new(rt).unwrap(), ra, addr)
+        } else {
+            LoadStore::new(op, Gpr::new(rt).unwrap(), ra, addr)
+        }
+        .unwrap();
         encode(&Insn::LoadStore(ls))
     }
 
@@ -245,7 +269,7 @@ mod tests {
     fn loads_of_every_width_come_back_in_the_reply() {
         let (b, _) = buses();
         for (op, want) in [(LsOp::Lbz, 0x81), (LsOp::Lhz, 0x8182), (LsOp::Lha, 0xffff_8182), (LsOp::Lwz, 0x8182_8384)] {
-            let out = handle(&fault(VirtFault::Mmio, ls(op, 5, 3, 0), DEV, 0), None, &b, &mut no_log);
+            let out = handle(&fault(VirtFault::Mmio, ls(op, 5, 3, 0), DEV, 0), None, None, &b, &mut no_log);
             assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1004).set_gpr(5, want)), "{op:?}");
         }
     }
@@ -253,7 +277,7 @@ mod tests {
     #[test]
     fn stores_take_the_register_from_the_message() {
         let (b, regs) = buses();
-        let out = handle(&fault(VirtFault::Mmio, ls(LsOp::Sth, 4, 3, 0), DEV + 2, 0xaabb_ccdd), None, &b, &mut no_log);
+        let out = handle(&fault(VirtFault::Mmio, ls(LsOp::Sth, 4, 3, 0), DEV + 2, 0xaabb_ccdd), None, None, &b, &mut no_log);
         assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1004)));
         assert_eq!(regs.borrow().writes, [(2, vec![0xcc, 0xdd])]);
     }
@@ -262,11 +286,11 @@ mod tests {
     fn update_forms_need_and_use_the_register_file() {
         let (b, regs) = buses();
         let f = fault(VirtFault::Mmio, ls(LsOp::Stbu, 4, 3, 4), DEV + 4, 0);
-        assert_eq!(handle(&f, None, &b, &mut no_log), Outcome::NeedRegisters);
+        assert_eq!(handle(&f, None, None, &b, &mut no_log), Outcome::NeedRegisters);
         let mut g = [0u32; 32];
         g[3] = 0x3000_0000;
         g[4] = 0x77;
-        assert_eq!(handle(&f, Some(&mut g), &b, &mut no_log), Outcome::Reply(FaultReply::resume(0x1004)));
+        assert_eq!(handle(&f, Some(&mut g), None, &b, &mut no_log), Outcome::Reply(FaultReply::resume(0x1004)));
         assert_eq!(g[3], 0x3000_0004);
         assert_eq!(regs.borrow().writes, [(4, vec![0x77])]);
     }
@@ -276,7 +300,7 @@ mod tests {
         let (b, _) = buses();
         let mut seen = Vec::new();
         let f = fault(VirtFault::Mmio, ls(LsOp::Lwz, 5, 3, 0), DEV + 16, 0);
-        let out = handle(&f, None, &b, &mut |u| seen.push(u));
+        let out = handle(&f, None, None, &b, &mut |u| seen.push(u));
         assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1000).inject(Inject::Dsi)));
         assert_eq!(seen, [Unmodelled::Device { what: "load", gpa: DEV + 16, insn: f.insn, pc: 0x1000 }]);
         assert!(seen[0].is_frequent());
@@ -288,15 +312,15 @@ mod tests {
         let (b, _) = buses();
         let mf = encode(&Insn::Mfdcr { rt: Gpr::new(6).unwrap(), dcr: Dcr::new(0x80).unwrap() });
         let mt = encode(&Insn::Mtdcr { dcr: Dcr::new(0x80).unwrap(), rs: Gpr::new(7).unwrap() });
-        let out = handle(&fault(VirtFault::Instruction, mf, 0, 0), None, &b, &mut no_log);
+        let out = handle(&fault(VirtFault::Instruction, mf, 0, 0), None, None, &b, &mut no_log);
         assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1004).set_gpr(6, 0x1234)));
-        handle(&fault(VirtFault::Instruction, mt, 0, 0x55), None, &b, &mut no_log);
+        handle(&fault(VirtFault::Instruction, mt, 0, 0x55), None, None, &b, &mut no_log);
         let mut g = [0u32; 32];
-        assert_eq!(handle(&fault(VirtFault::Instruction, mf, 0, 0), Some(&mut g), &b, &mut no_log), Outcome::Reply(FaultReply::resume(0x1004)));
+        assert_eq!(handle(&fault(VirtFault::Instruction, mf, 0, 0), Some(&mut g), None, &b, &mut no_log), Outcome::Reply(FaultReply::resume(0x1004)));
         assert_eq!(g[6], 0x55);
         let other = encode(&Insn::Mfdcr { rt: Gpr::new(6).unwrap(), dcr: Dcr::new(0x81).unwrap() });
         let mut seen = Vec::new();
-        let out = handle(&fault(VirtFault::Instruction, other, 0, 0), None, &b, &mut |u| seen.push(u));
+        let out = handle(&fault(VirtFault::Instruction, other, 0, 0), None, None, &b, &mut |u| seen.push(u));
         assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1000).inject(Inject::MachineCheck)));
         assert_eq!(seen, [Unmodelled::Dcr { dcr: 0x81, insn: other, pc: 0x1000 }]);
     }
@@ -305,11 +329,36 @@ mod tests {
     fn other_instructions_get_a_program_exception() {
         let (b, _) = buses();
         let mut seen = Vec::new();
-        let out = handle(&fault(VirtFault::Instruction, 0, 0, 0), None, &b, &mut |u| seen.push(u));
+        let out = handle(&fault(VirtFault::Instruction, 0, 0, 0), None, None, &b, &mut |u| seen.push(u));
         assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1000).inject(Inject::Program)));
         assert!(!seen[0].is_frequent());
-        assert_eq!(handle(&fault(VirtFault::Idle, 0, 0, 0), None, &b, &mut no_log), Outcome::Idle(FaultReply::resume(0x1000)));
-        assert_eq!(handle(&fault(VirtFault::Halt, 0, 0, 0), None, &b, &mut no_log), Outcome::Halt);
+        assert_eq!(handle(&fault(VirtFault::Idle, 0, 0, 0), None, None, &b, &mut no_log), Outcome::Idle(FaultReply::resume(0x1000)));
+        assert_eq!(handle(&fault(VirtFault::Halt, 0, 0, 0), None, None, &b, &mut no_log), Outcome::Halt);
         let _ = xfer::GPRS;
+    }
+
+    /// FP loads and stores to a device (BG/P's collective network moves its payload
+    /// through the FPU): they use the FP registers the fault carries.
+    #[test]
+    fn fp_loads_and_stores_use_the_fp_registers() {
+        let (b, regs) = buses();
+        let mut fp = [0u64; 33];
+        let lfd = ls(LsOp::Lfd, 1, 3, 0);
+        let out = handle(&fault(VirtFault::Mmio, lfd, DEV, 0), None, Some(&mut fp), &b, &mut no_log);
+        assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1004).with_fprs()));
+        assert_eq!(fp[1], 0x8182_8384_0506_0708);
+        fp[2] = 1.5f64.to_bits();
+        let stfs = ls(LsOp::Stfs, 2, 3, 8);
+        let out = handle(&fault(VirtFault::Mmio, stfs, DEV + 8, 0), None, Some(&mut fp), &b, &mut no_log);
+        assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1004)));
+        assert_eq!(regs.borrow().writes, [(8, 1.5f32.to_bits().to_be_bytes().to_vec())]);
+        let stfd = ls(LsOp::Stfd, 1, 3, 0);
+        handle(&fault(VirtFault::Mmio, stfd, DEV, 0), None, Some(&mut fp), &b, &mut no_log);
+        assert_eq!(regs.borrow().writes[1], (0, 0x8182_8384_0506_0708u64.to_be_bytes().to_vec()));
+        // Without the FP registers there is nothing to emulate with.
+        let mut seen = Vec::new();
+        let out = handle(&fault(VirtFault::Mmio, lfd, DEV, 0), None, None, &b, &mut |u| seen.push(u));
+        assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1000).inject(Inject::Dsi)));
+        assert_eq!(seen.len(), 1);
     }
 }

@@ -54,6 +54,10 @@ pub struct Utcb {
     pub vcpu: crate::vcpu::VcpuState,
     /// Filled by `TraceControl(READ)`.
     pub trace: [crate::vcpu::TraceCounter; crate::vcpu::NUM_TRACEPOINTS],
+    /// FP transfer area ([`crate::vcpu::xfer::FPRS`]): a virtualization fault that carries
+    /// the guest's FP state delivers FPR0..FPR31 and the FPSCR (index 32, in its low word)
+    /// here; a reply with [`crate::vcpu::FaultReply::fprs`] installs them from here.
+    pub fp: [u64; 33],
 }
 
 const _: () = assert!(core::mem::size_of::<Utcb>() <= 4096);

@@ -88,7 +88,11 @@ pub mod xfer {
     pub const TLB: u32 = 1 << 2;
     pub const DEFAULT: u32 = GPRS | SPECIAL;
     /// Every bit a transfer mask may have.
-    pub const ALL: u32 = GPRS | SPECIAL | TLB;
+    /// FPR0..FPR31 and the FPSCR, in the receiver's [`crate::Utcb::fp`] (they do not fit
+    /// the message registers). The kernel adds this bit on its own to an `Mmio` fault
+    /// whose instruction is an FP load or store, so a VMM can emulate it.
+    pub const FPRS: u32 = 1 << 3;
+    pub const ALL: u32 = GPRS | SPECIAL | TLB | FPRS;
 }
 
 /// The wire layout of virtualization-fault messages and replies. Only
@@ -153,6 +157,9 @@ pub mod vfault {
     /// Reply flag: set GPR MR3 (0..31) to MR4 (a load or mfdcr result) without
     /// transferring the register file.
     pub const REPLY_SET_GPR: u32 = 1 << 8;
+    /// Reply flag: install FPR0..FPR31 and the FPSCR from the replier's
+    /// [`crate::Utcb::fp`] (only after a fault sent with `xfer::FPRS`).
+    pub const REPLY_FPRS: u32 = 1 << 9;
     pub const REPLY_GPR_INDEX: usize = 3;
     pub const REPLY_GPR_VALUE: usize = 4;
 }
@@ -328,6 +335,9 @@ pub struct FaultReply {
     pub inject: Option<Inject>,
     /// Stop the vCPU instead of resuming it.
     pub stop: bool,
+    /// Install the FP state from the replier's [`crate::Utcb::fp`] (after a fault that
+    /// carried it, [`xfer::FPRS`]).
+    pub fprs: bool,
     /// Set GPR `.0` (0..31) to `.1` without transferring the register file.
     pub set_gpr: Option<(u8, u32)>,
     /// The reply carries a register file ([`XferRegs`], in the UTCB's message
@@ -346,6 +356,7 @@ impl FaultReply {
             crit: None,
             inject: None,
             stop: false,
+            fprs: false,
             set_gpr: None,
             regs: false,
         }
@@ -372,6 +383,12 @@ impl FaultReply {
     /// Also inject exception `e` at the reply's pc.
     pub const fn inject(mut self, e: Inject) -> FaultReply {
         self.inject = Some(e);
+        self
+    }
+
+    /// Also install the FP state in this thread's [`crate::Utcb::fp`].
+    pub const fn with_fprs(mut self) -> FaultReply {
+        self.fprs = true;
         self
     }
 
@@ -416,6 +433,9 @@ impl FaultReply {
         };
         if self.stop {
             flags |= vfault::REPLY_STOP;
+        }
+        if self.fprs {
+            flags |= vfault::REPLY_FPRS;
         }
         let mut words = vfault::REPLY_FLAGS as u32;
         if let Some((r, v)) = self.set_gpr {
@@ -462,6 +482,7 @@ impl FaultReply {
             crit: level(vfault::REPLY_CRIT_RAISE, vfault::REPLY_CRIT_LOWER),
             inject,
             stop: flags & vfault::REPLY_STOP != 0,
+            fprs: flags & vfault::REPLY_FPRS != 0,
             set_gpr: (flags & vfault::REPLY_SET_GPR != 0 && u >= vfault::REPLY_GPR_VALUE)
                 .then(|| ((mr[vfault::REPLY_GPR_INDEX - 1] & 31) as u8, mr[vfault::REPLY_GPR_VALUE - 1])),
             regs: u >= vfault::WORDS as usize,
@@ -645,9 +666,9 @@ mod tests {
             inject(),
             any::<bool>(),
             any::<Option<(u8, u32)>>(),
-            any::<bool>(),
+            any::<(bool, bool)>(),
         )
-            .prop_map(|(pc, irq, crit, inject, stop, set_gpr, regs)| FaultReply {
+            .prop_map(|(pc, irq, crit, inject, stop, set_gpr, (regs, fprs))| FaultReply {
                 pc: Some(pc),
                 irq,
                 crit,
@@ -655,6 +676,7 @@ mod tests {
                 stop,
                 set_gpr: set_gpr.map(|(r, v)| (r & 31, v)),
                 regs,
+                fprs,
             })
     }
 

@@ -6,7 +6,7 @@
 
 use alloc::rc::Rc;
 use core::cell::RefCell;
-use kestrel_abi::{FaultReply, ThreadId, TracePoint, VirtFaultMsg, XferRegs, PAGE_SIZE};
+use kestrel_abi::{xfer, FaultReply, ThreadId, TracePoint, VirtFaultMsg, XferRegs, PAGE_SIZE};
 use kestrel_devices::bus::{GuestRam, MmioDevice, NullSink, TxSink, UartPort, UicInput};
 use kestrel_devices::Uic;
 use kestrel_user::{println, sys};
@@ -230,8 +230,12 @@ impl Machine {
         let words = VirtFaultMsg::words(f.mask) as usize;
         let mr = &sys::utcb().mr;
         let mut gpr = XferRegs::decode_gprs(f.mask, words, mr).copied();
+        // The FP state rides in the UTCB's FP area (an FP load or store); a load's result
+        // goes back there.
+        let fp_area = &mut sys::utcb().fp;
+        let fpr = (f.mask & xfer::FPRS != 0).then_some(fp_area);
         let (id, count) = (self.id, &mut self.unmodelled);
-        let out = fault::handle(f, gpr.as_mut(), &self.buses, &mut |u| log_unmodelled(id, count, u));
+        let out = fault::handle(f, gpr.as_mut(), fpr, &self.buses, &mut |u| log_unmodelled(id, count, u));
         if !self.input.is_empty() {
             self.feed_input();
         }
@@ -259,8 +263,10 @@ impl Machine {
             return Outcome::GuestReset;
         }
         let mut st = sys::utcb().vcpu;
+        let fp_area = &mut sys::utcb().fp;
+        let fpr = (f.mask & xfer::FPRS != 0).then_some(fp_area);
         let (id, count) = (self.id, &mut self.unmodelled);
-        let out = fault::handle(f, Some(&mut st.gpr), &self.buses, &mut |u| log_unmodelled(id, count, u));
+        let out = fault::handle(f, Some(&mut st.gpr), fpr, &self.buses, &mut |u| log_unmodelled(id, count, u));
         let fault::Outcome::Reply(r) = out else {
             return Outcome::GuestReset;
         };

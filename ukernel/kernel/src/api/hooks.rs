@@ -18,7 +18,7 @@
 //! one implementation). Static dispatch: every hook inlines as a direct call.
 
 use super::Kernel;
-use kestrel_abi::{KError, MsgTag, ThreadId, NUM_MRS, REG_MRS};
+use kestrel_abi::{KError, MsgTag, ThreadId, Utcb, REG_MRS};
 
 /// What virtualization provides to the core.
 pub trait Virtualization {
@@ -30,9 +30,13 @@ pub trait Virtualization {
     fn create_vcpu(k: &mut Kernel, i: usize) -> Result<(), KError>;
     /// Releases the vCPU of thread slot `i`, which is being deleted.
     fn delete_vcpu(k: &mut Kernel, i: usize);
-    /// Applies the VMM's reply (`regs` = MR0..MR6 from registers, `long` = the sender's
-    /// UTCB message registers) to vCPU thread `d`; false if the reply stops it.
-    fn fault_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; REG_MRS], long: &[u32; NUM_MRS]) -> bool;
+    /// Applies the VMM's reply (`regs` = MR0..MR6 from registers, `sender` = the
+    /// replier's UTCB: message registers and FP transfer area) to vCPU thread `d`; false
+    /// if the reply stops it.
+    fn fault_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; REG_MRS], sender: &Utcb) -> bool;
+    /// The fault message of vCPU thread `s` was delivered to `d` (its message registers
+    /// are copied): deliver what rides outside them (the FP transfer area).
+    fn fault_delivered(k: &mut Kernel, s: usize, d: usize);
     /// A mapping of a VM space was revoked: translations derived from it must go.
     fn host_mapping_revoked(k: &mut Kernel);
     /// The `VcpuControl` system call of thread `cur`.
@@ -57,8 +61,13 @@ pub fn delete_vcpu(k: &mut Kernel, i: usize) {
 }
 
 #[inline(always)]
-pub fn fault_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; REG_MRS], long: &[u32; NUM_MRS]) -> bool {
-    <crate::Virtualization as Virtualization>::fault_reply(k, d, tag, regs, long)
+pub fn fault_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; REG_MRS], sender: &Utcb) -> bool {
+    <crate::Virtualization as Virtualization>::fault_reply(k, d, tag, regs, sender)
+}
+
+#[inline(always)]
+pub fn fault_delivered(k: &mut Kernel, s: usize, d: usize) {
+    <crate::Virtualization as Virtualization>::fault_delivered(k, s, d)
 }
 
 #[inline(always)]

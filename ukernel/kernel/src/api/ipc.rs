@@ -88,8 +88,7 @@ fn transfer(k: &mut Kernel, s: usize, d: usize) -> Result<Delivered, IpcError> {
         }
         let mut regs = [0u32; REG_MRS];
         regs.copy_from_slice(&frame_of(k, s).regs.gpr[6..6 + REG_MRS]);
-        let long = &utcb(k, s).mr;
-        let resume = super::hooks::fault_reply(k, d, tag, &regs, long);
+        let resume = super::hooks::fault_reply(k, d, tag, &regs, utcb(k, s));
         return Ok(if resume { Delivered::Normal } else { Delivered::Killed });
     }
     if fault != FaultWait::None {
@@ -120,6 +119,9 @@ fn transfer(k: &mut Kernel, s: usize, d: usize) -> Result<Delivered, IpcError> {
     if words >= REG_MRS {
         let (su, du) = (utcb(k, s), utcb(k, d));
         du.mr[REG_MRS..=words].copy_from_slice(&su.mr[REG_MRS..=words]);
+    }
+    if k.threads[s].fault == FaultWait::VirtFault {
+        super::hooks::fault_delivered(k, s, d);
     }
     set_result(k, d, from, None);
     Ok(Delivered::Normal)

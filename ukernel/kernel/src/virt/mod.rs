@@ -18,7 +18,7 @@ use crate::api::{frame_of, hooks::Virtualization, ipc, thread, thread::FaultWait
 use crate::arch::{msr, spr, tcr, tsr, vector, TrapFrame};
 use ppc440::ivor::{self, Class};
 use kestrel_abi::{
-    NUM_MRS, REG_MRS, xfer, FaultReply, Inject, MsgTag, TraceCounter, TracePoint, VcpuState, VirtFault, VirtFaultMsg,
+    REG_MRS, Utcb, xfer, FaultReply, Inject, MsgTag, TraceCounter, TracePoint, VcpuState, VirtFault, VirtFaultMsg,
     XferRegs, XferTlb, NUM_FAULT_CLASSES, NUM_TRACEPOINTS,
 };
 use kestrel_vtlb::GuestTlb;
@@ -82,8 +82,15 @@ impl Virtualization for Virt {
     }
 
     #[inline(always)]
-    fn fault_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; REG_MRS], long: &[u32; NUM_MRS]) -> bool {
-        apply_reply(k, d, tag, regs, long)
+    fn fault_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; REG_MRS], sender: &Utcb) -> bool {
+        apply_reply(k, d, tag, regs, sender)
+    }
+
+    fn fault_delivered(k: &mut Kernel, s: usize, d: usize) {
+        let Some(vi) = vcpu_of(k, s) else { return };
+        if k.vm.vcpus[vi].fault_mask & xfer::FPRS != 0 {
+            crate::api::thread::utcb(k, d).fp = k.vm.vcpus[vi].fpr;
+        }
     }
 
     fn host_mapping_revoked(k: &mut Kernel) {
@@ -461,7 +468,16 @@ fn update_fit_watchdog(v: &mut Vcpu, now: u64) {
 /// Sends a virtualization fault for the current vCPU thread `cur` to its VMM; `gpa` is
 /// the full guest-physical address of an `Mmio` access (else 0).
 pub fn virt_fault(k: &mut Kernel, cur: usize, vi: usize, class: VirtFault, insn: u32, gpa: u64) -> Option<usize> {
-    let mask = k.vm.vcpus[vi].masks[class as usize];
+    let mut mask = k.vm.vcpus[vi].masks[class as usize];
+    if class == VirtFault::Mmio && is_fp_load_store(insn) {
+        // The VMM needs the FP register the access reads or writes.
+        mask |= xfer::FPRS;
+    }
+    if mask & xfer::FPRS != 0 && k.vm.fp_owner == vi as u8 {
+        // The real FPU holds the guest's registers: `Vcpu::fpr` must be current for
+        // the delivery (`fault_delivered`).
+        crate::arch::fpu::save(&mut k.vm.vcpus[vi].fpr);
+    }
     k.vm.vcpus[vi].fault_mask = mask;
     k.vm.vcpus[vi].fault_insn = insn;
     k.vm.vcpus[vi].fault_ea = spr::read::<{ ppc440::spr::DEAR }>();
@@ -498,7 +514,8 @@ pub fn virt_fault(k: &mut Kernel, cur: usize, vi: usize, class: VirtFault, insn:
 /// Applies the VMM's reply to a virtualization fault of vCPU thread `d`.
 /// `regs` are the reply's MR0..MR6 (sent in registers), `long` the sender's UTCB
 /// message registers (MR7 and up).
-pub fn apply_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; 7], long: &[u32; kestrel_abi::NUM_MRS]) -> bool {
+pub fn apply_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; 7], sender: &Utcb) -> bool {
+    let long = &sender.mr;
     let Some(vi) = vcpu_of(k, d) else { return true };
     let mask = k.vm.vcpus[vi].fault_mask;
     let mr = [regs[1], regs[2], regs[3], regs[4], regs[5], regs[6]];
@@ -517,6 +534,12 @@ pub fn apply_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; 7], long:
     }
     if let Some((i, v)) = r.set_gpr {
         f.regs.gpr[i as usize] = v;
+    }
+    if r.fprs && mask & xfer::FPRS != 0 {
+        k.vm.vcpus[vi].fpr = sender.fp;
+        if k.vm.fp_owner == vi as u8 {
+            crate::arch::fpu::load(&k.vm.vcpus[vi].fpr);
+        }
     }
     if let Some(level) = r.irq {
         k.vm.vcpus[vi].s.irq_line = level as u32;
@@ -542,6 +565,16 @@ pub fn apply_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; 7], long:
         None => {}
     }
     !r.stop
+}
+
+/// Whether `insn` is an FP load or store (primary opcodes 48-55, or opcode 31 decoded).
+#[inline]
+fn is_fp_load_store(insn: u32) -> bool {
+    match insn >> 26 {
+        48..=55 => true,
+        31 => matches!(ppc440::decode::decode(insn), ppc440::decode::Insn::LoadStore(ls) if ls.is_fp()),
+        _ => false,
+    }
 }
 
 /// Whether `insn` is a store (Book E primary opcodes 36-39, 44, 45, 47, 53-55 and the

@@ -86,6 +86,7 @@ pub static TESTS: &[Test] = &[
     ("vcpu_idle_fault", virt::idle_fault),
     ("vcpu_mmio_fault", virt::mmio_fault),
     ("vcpu_mmio_above_4g", virt::mmio_above_4g),
+    ("vcpu_mmio_fp_transfer", virt::mmio_fp_transfer),
     ("vcpu_state_running_decrementer", virt::state_running_decrementer),
     ("vcpu_slots_exhausted_and_reused", virt::slots_exhausted_and_reused),
     // Last: the tests cleaned up after themselves.

@@ -534,7 +534,7 @@ pub fn transfer_mask() -> TestResult {
     let set = |class: u32, mask: u32| sys::vcpu_control(vm.id(), vcpuctl::SET_TRANSFER_MASK, class, mask, 0);
     expect_kerror("SET_TRANSFER_MASK class 7", set(7, xfer::DEFAULT), &[KError::InvalidParam])?;
     expect_kerror("SET_TRANSFER_MASK class 4", set(4, xfer::DEFAULT), &[KError::InvalidParam])?;
-    expect_kerror("SET_TRANSFER_MASK bit 3", set(VirtFault::Instruction as u32, 1 << 3), &[KError::InvalidParam])?;
+    expect_kerror("SET_TRANSFER_MASK bit 4", set(VirtFault::Instruction as u32, 1 << 4), &[KError::InvalidParam])?;
     expect_kerror("SET_TRANSFER_MASK bit 31", set(VirtFault::Instruction as u32, 1 << 31), &[KError::InvalidParam])?;
     set(VirtFault::Mmio as u32, xfer::TLB).map_err(|e| call_failed("SET_TRANSFER_MASK TLB", e))?;
     set(VirtFault::Instruction as u32, 0).map_err(|e| call_failed("SET_TRANSFER_MASK 0", e))?;
@@ -902,6 +902,45 @@ pub fn mmio_above_4g() -> TestResult {
     let m = vm.reply_recv(&Msg { tag, regs })?;
     expect_virt(&m, VirtFault::Halt, at(3))?;
     ensure!(gpr(&m, 4) == 0x4242, "the load did not get the VMM's value", "r4 {:#x}", gpr(&m, 4));
+    Ok(())
+}
+
+/// An FP load or store to device memory carries the guest's FP registers (the kernel adds
+/// `xfer::FPRS` to an empty mask) in the VMM's UTCB FP area, and a reply `with_fprs`
+/// installs them: the VMM emulates `lfd` by writing FPR1, and the guest's `stfd` of FPR1
+/// then shows that value.
+pub fn mmio_fp_transfer() -> TestResult {
+    use kestrel_ppc440::decode::{encode, AddrMode, Fpr, Gpr, Insn, LoadStore, LsOp};
+    const DEV: u32 = 0x0100_0000;
+    const VALUE: u64 = 0x4009_21fb_5444_2d18;
+    let fp = |op: LsOp, d: i16| -> Result<u32, &'static str> {
+        let (f, ra) = (Fpr::new(1).ok_or("fpr")?, Gpr::new(3).ok_or("gpr")?);
+        let ls = LoadStore::new_fp(op, f, ra, AddrMode::D { d }).map_err(|e| e.as_str())?;
+        Ok(encode(&Insn::LoadStore(ls)))
+    };
+    let (lfd, stfd) = (fp(LsOp::Lfd, 0)?, fp(LsOp::Stfd, 8)?);
+    let vm = Vm::new(&[ppc::lis(3, (DEV >> 16) as u16), lfd, stfd, ppc::HALT[0], ppc::HALT[1]])?;
+    // The guest has its FPU enabled.
+    set_state(vm.id(), &VcpuState { pc: CODE_GPA, msr: kestrel_ppc440::msr::FP, ..VcpuState::default() })?;
+    sys::vcpu_control(vm.id(), vcpuctl::DECLARE_MMIO, 1, DEV, PAGE_SIZE).map_err(|e| call_failed("DECLARE_MMIO", e))?;
+    sys::vcpu_control(vm.id(), vcpuctl::SET_TRANSFER_MASK, VirtFault::Mmio as u32, 0, 0)
+        .map_err(|e| call_failed("SET_TRANSFER_MASK", e))?;
+    let m = vm.run()?;
+    expect_virt(&m, VirtFault::Mmio, at(1))?;
+    let f = VirtFaultMsg::decode(m.tag, &m.regs).ok_or("the Mmio fault does not decode")?;
+    ensure!(f.mask == xfer::FPRS, "the lfd fault does not carry the FP registers alone", "mask {:#x}", f.mask);
+    sys::utcb().fp[1] = VALUE;
+    let (tag, regs) = FaultReply::resume(at(2)).with_fprs().encode(None, &mut sys::utcb().mr);
+    sys::utcb().fp[1] = VALUE;
+    let m = vm.reply_recv(&Msg { tag, regs })?;
+    expect_virt(&m, VirtFault::Mmio, at(2))?;
+    let f = VirtFaultMsg::decode(m.tag, &m.regs).ok_or("the Mmio fault does not decode")?;
+    ensure!(f.insn == stfd && f.gpa == (DEV + 8) as u64, "not the stfd", "insn {:#010x} gpa {:#x}", f.insn, f.gpa);
+    let got = sys::utcb().fp[1];
+    ensure!(got == VALUE, "FPR1 is not what the reply to the lfd installed", "{got:#x}");
+    let (tag, regs) = FaultReply::resume(at(3)).encode(None, &mut sys::utcb().mr);
+    let m = vm.reply_recv(&Msg { tag, regs })?;
+    expect_virt(&m, VirtFault::Halt, at(4))?;
     Ok(())
 }
 
