@@ -42,7 +42,7 @@ demo: setup
     scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-demo
     scripts/native-run.sh kestrel-demo --timeout 60
 
-# Host unit tests, bench script tests, the on-target ktest suite, the test guest natively vs in a VM, two-VM isolation, then Linux: native vs VM, and two VMs at once
+# Host unit tests, bench script tests, the on-target ktest suite, the test guest natively vs in a VM, two-VM isolation, then Linux: native vs VM, two VMs at once, and a VM beside a native program
 test: setup
     {{ cargo }} test
     cd bench && python3 -m unittest
@@ -52,6 +52,7 @@ test: setup
     guests/linux/build.sh
     scripts/linux-compare.sh --no-build
     scripts/linux-vms-test.py
+    scripts/vm-with-native.py
 
 # Run a benchmark by name (available: ipc, exits, table1)
 bench NAME: setup

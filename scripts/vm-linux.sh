@@ -4,10 +4,12 @@
 # generates the device tree; the root task starts the VMM: root.start=kestrel-vmm).
 #
 #   scripts/vm-linux.sh [--vms N] [--script NAME] [--timeout SECS] [--icount] [--native NAME]...
+#                       [--kernel-args ARGS]
 #
 # --native NAME also starts the native program NAME (an ELF in target/powerpc-440-none/release,
 # e.g. kestrel-demo) beside the VMs; its console lines carry a `[NAME] ` prefix. QEMU exits when
-# every program (the VMM and the native ones) has ended.
+# every program (the VMM and the native ones) has ended. --kernel-args ARGS adds ARGS to the
+# Kestrel command line that the root task and its programs read (e.g. checksum.rounds=20).
 # --script NAME runs /scripts/NAME in the guest and powers off (e.g. smoke); without it the
 # guest starts an interactive busybox shell (keyboard input goes to the VM; Ctrl-A x quits QEMU).
 # --timeout: wall-clock limit (default 600 s with --script, none for a shell). The guest command
@@ -25,9 +27,11 @@ vms=1
 timeout_secs=
 extra=()
 natives=()
+kargs=
 while (($# > 0)); do
     case $1 in
         --native) natives+=("$2"); shift 2 ;;
+        --kernel-args) kargs=" $2"; shift 2 ;;
         --script) script=$2; shift 2 ;;
         --vms) vms=$2; shift 2 ;;
         --timeout) timeout_secs=$2; shift 2 ;;
@@ -59,4 +63,4 @@ if [[ -z $script ]]; then
 fi
 timeout_secs=${timeout_secs:-$([[ -n $script ]] && echo 600 || echo 0)}
 exec "$KESTREL_ROOT/scripts/qemu-run.sh" "$archive" --mem 256 --timeout "$timeout_secs" "${extra[@]}" \
-    -- -append "$start vmm.vms=$vms"
+    -- -append "$start vmm.vms=$vms$kargs"
