@@ -1,5 +1,5 @@
 //! Where things live: the virtual-address regions of child spaces (and what the
-//! pager does with a fault in each), the image bounds, and the addresses the
+//! pager does with a fault in each), and the addresses the
 //! adversarial tests aim at.
 
 use kestrel_abi::FIRST_THREAD_NO;
@@ -50,26 +50,8 @@ pub const fn is_read_only(addr: u32) -> bool {
     addr >= RO_BASE && addr < RO_END
 }
 
-extern "C" {
-    /// First byte of this task's image (`user.ld`).
-    static __image_start: u8;
-    /// End of the code, page aligned (`sections.ld`).
-    static __text_end: u8;
-    /// One past the image (`user.ld`), page aligned.
-    static __image_end: u8;
-}
-
-/// The image bounds: `(start, text_end, end)`.
-pub fn image() -> (u32, u32, u32) {
-    (
-        &raw const __image_start as u32,
-        &raw const __text_end as u32,
-        &raw const __image_end as u32,
-    )
-}
-
 /// True if `addr` lies in this task's code.
 pub fn is_text(addr: u32) -> bool {
-    let (start, text_end, _) = image();
+    let (start, text_end, _) = kestrel_user::pager::image();
     addr >= start && addr < text_end
 }

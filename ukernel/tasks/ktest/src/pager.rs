@@ -1,9 +1,10 @@
 //! The test pager: one thread in the root space that resolves the page faults of
 //! every child space, owns the physical frames, and serves the tests' requests.
 //!
-//! Fault policy, by region (see `layout`):
+//! Fault policy, by region (see `layout`), with the pager helpers every Kestrel pager
+//! shares (`kestrel_user::pager`):
 //! - this task's image: mapped 1:1 from the root's own pages, code RX and the rest
-//!   RW, so child threads can run functions of this binary;
+//!   RW, so child threads can run functions of this binary (`share_image`);
 //! - child stacks and the heap region: a fresh zeroed frame per (thread, page);
 //! - the read-only region: one pattern page, read-only;
 //! - anything else, or an access the region does not allow: refused.
@@ -16,7 +17,7 @@
 //! answered, with label `lbl::OK` or [`REFUSED`].
 
 use crate::common::{call_for, ipc_failed, lbl, set_name, WAIT};
-use crate::layout::{image, is_private, is_read_only, stack_top, RO_PATTERN};
+use crate::layout::{is_private, is_read_only, stack_top, RO_PATTERN};
 use core::cell::UnsafeCell;
 use kestrel_abi::{
     Fpage, KError, Rights, ThreadId, FIRST_THREAD_NO, MAX_THREAD_NO, PAGE_SIZE, SIGMA0_WINDOW,
@@ -24,6 +25,7 @@ use kestrel_abi::{
 };
 use kestrel_user::ipc::Msg;
 use kestrel_user::mem::{self, FrameAllocator, PageFault};
+use kestrel_user::pager::{image, share_image, Frames, PrivatePages};
 use kestrel_user::{println, rt, sys};
 
 /// The pager's thread id: the first number after the root's, reserved for it.
@@ -167,16 +169,9 @@ impl Drop for Frame {
 const RECORDS: usize = 256;
 const SLOTS: usize = (MAX_THREAD_NO - FIRST_THREAD_NO) as usize;
 
-/// One private page: `slot` (thread number − FIRST_THREAD_NO) + 1, 0 when unused.
-#[derive(Clone, Copy)]
-struct Record {
-    owner: u8,
-    page: u32,
-    frame: u32,
-}
-
+/// Private pages are owned by `slot` (thread number − FIRST_THREAD_NO) + 1.
 struct Tables {
-    records: [Record; RECORDS],
+    records: PrivatePages<RECORDS>,
     stats: [Stats; SLOTS],
 }
 
@@ -188,7 +183,7 @@ struct PagerOnly(UnsafeCell<Tables>);
 unsafe impl Sync for PagerOnly {}
 
 static TABLES: PagerOnly = PagerOnly(UnsafeCell::new(Tables {
-    records: [Record { owner: 0, page: 0, frame: 0 }; RECORDS],
+    records: PrivatePages::new(),
     stats: [Stats { faults: 0, private: 0, refused: 0, last_addr: 0, last_access: 0, last_ip: 0 }; SLOTS],
 }));
 
@@ -248,13 +243,16 @@ impl Pager {
         s.last_access = f.access.0 as u32;
         s.last_ip = f.ip;
         let page = f.addr & !(PAGE_SIZE - 1);
-        let (start, text_end, end) = image();
-        let (src, rights, private) = if (start..end).contains(&page) {
-            // SAFETY: the page belongs to our own image, mapped in the root space
-            // since boot; reading one byte cannot disturb anything.
-            unsafe { (page as *const u8).read_volatile() };
-            (page, if page < text_end { Rights::RX } else { Rights::RW }, false)
-        } else if is_private(page) {
+        let (start, _, end) = image();
+        if (start..end).contains(&page) {
+            let reply = share_image(&f);
+            if reply.is_none() {
+                // An access the image page does not allow would only fault again.
+                self.t.stats[slot].refused += 1;
+            }
+            return reply;
+        }
+        let (src, rights, private) = if is_private(page) {
             match self.private_frame(slot, page) {
                 Some(frame) => (frame, Rights::RW, true),
                 None => (0, Rights::NONE, false),
@@ -278,14 +276,7 @@ impl Pager {
 
     /// The frame behind private `page` of thread slot `slot`, allocated on first use.
     fn private_frame(&mut self, slot: usize, page: u32) -> Option<u32> {
-        let owner = slot as u8 + 1;
-        if let Some(r) = self.t.records.iter().find(|r| r.owner == owner && r.page == page) {
-            return Some(r.frame);
-        }
-        let free = self.t.records.iter().position(|r| r.owner == 0)?;
-        let frame = self.frames.alloc()?;
-        self.t.records[free] = Record { owner, page, frame };
-        Some(frame)
+        self.t.records.get_or_alloc(slot as u32 + 1, page, &mut self.frames)
     }
 
     fn request(&mut self, m: &Msg) -> Result<Msg, ()> {
@@ -328,25 +319,31 @@ impl Pager {
 
     /// Revokes every mapping derived from our frame `va` and frees it.
     fn release(&mut self, va: u32) -> Result<(), ()> {
-        if let Err(e) = sys::unmap(Fpage::page(va, Rights::RWX), 0) {
-            // Keep the frame rather than hand out memory another space may still see.
-            println!("pager: cannot revoke frame {va:#x}: Unmap failed with {e:?}");
+        if !revoke(va) {
             return Err(());
         }
-        self.frames.free(va);
+        Frames::free(&mut self.frames, va);
         Ok(())
     }
 
     fn forget(&mut self, slot: usize) -> Result<(), ()> {
-        let owner = slot as u8 + 1;
-        for i in 0..RECORDS {
-            let r = self.t.records[i];
-            if r.owner == owner {
-                self.release(r.frame)?;
-                self.t.records[i].owner = 0;
-            }
+        if !self.t.records.forget(slot as u32 + 1, &mut self.frames, revoke) {
+            return Err(());
         }
         self.t.stats[slot] = Stats::default();
         Ok(())
+    }
+}
+
+/// Revokes every mapping derived from our frame `va`; false (and one line) if the kernel
+/// refused, in which case the frame is kept rather than handed out while another space may
+/// still see it.
+fn revoke(va: u32) -> bool {
+    match sys::unmap(Fpage::page(va, Rights::RWX), 0) {
+        Ok(()) => true,
+        Err(e) => {
+            println!("pager: cannot revoke frame {va:#x}: Unmap failed with {e:?}");
+            false
+        }
     }
 }
