@@ -1,5 +1,6 @@
-//! The PowerPC 440 core: registers, TLB, exception entry. Nothing here knows about
-//! threads or IPC; the generic kernel sees only the names exported below.
+//! The PowerPC 440 core: registers, TLB, exception entry, FPU. Nothing here knows about
+//! threads or IPC, and nothing here uses another kernel module (docs/adr/0010); the rest
+//! of the kernel sees only the names exported below.
 //!
 //! Every architectural number (SPRs, MSR/ESR/timer bits, TLB words, vector numbers) is
 //! `kestrel_ppc440`'s; this module has the code that uses them.

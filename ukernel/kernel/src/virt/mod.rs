@@ -8,6 +8,11 @@
 //! thread's; everything else the guest sees (its MSR, shadow SPRs, its TLB) lives in a
 //! [`Vcpu`]. Hardware TLB entries for the running VM occupy the guest slots of the TLB
 //! and are tagged with the TIDs of the paper's Fig. 5 (see `kestrel_vtlb::shadow`).
+//!
+//! Dependency rules (docs/adr/0010-kernel-layering.md): `virt` uses `api` (threads,
+//! spaces, fault IPC) and `arch`, never `glue`; the L4 core reaches it only through
+//! [`Virt`]'s implementation of `api::hooks::Virtualization`, and `glue` calls its trap
+//! entry points (`emulate::{enter, guest_trap, leave}`, `fast::program`) and `on_switch`.
 
 pub mod control;
 pub mod emulate;
