@@ -9,7 +9,7 @@
 //! by round trip against [`decode`](crate::decode::decode); the few the decoder does not
 //! model (`addi`, `addis`, branches) are checked against GNU as in the tests below.
 
-use crate::decode::{encode, AddrMode, Dcr, Gpr, Insn, LoadStore, LsOp, Spr, TlbWord};
+use crate::decode::{encode, AddrMode, Dcr, Fpr, Gpr, Insn, LoadStore, LsOp, Spr, TlbWord};
 
 /// GPR `n`; panics (at compile time in a `const`) unless `n < 32`.
 const fn gpr(n: u32) -> Gpr {
@@ -17,6 +17,15 @@ const fn gpr(n: u32) -> Gpr {
     match Gpr::new(n as u8) {
         Some(g) => g,
         None => panic!("GPR numbers are 0-31"),
+    }
+}
+
+/// FPR `n`; panics (at compile time in a `const`) unless `n < 32`.
+const fn fpr(n: u32) -> Fpr {
+    assert!(n < 32, "FPR numbers are 0-31");
+    match Fpr::new(n as u8) {
+        Some(f) => f,
+        None => panic!("FPR numbers are 0-31"),
     }
 }
 
@@ -103,6 +112,24 @@ pub const SC: u32 = encode(&Insn::Sc);
 /// `isync`.
 pub const ISYNC: u32 = encode(&Insn::Isync);
 
+/// A D-form floating-point load or store; panics on an invalid form.
+const fn d_form_fp(op: LsOp, frt_frs: u32, d: i16, ra: u32) -> u32 {
+    match LoadStore::new_fp(op, fpr(frt_frs), gpr(ra), AddrMode::D { d }) {
+        Ok(ls) => encode(&Insn::LoadStore(ls)),
+        Err(_) => panic!("invalid load/store form"),
+    }
+}
+
+/// `lfd frT,d(rA)` (the kernel's FPU switch, assembled without hard-float).
+pub const fn lfd(frt: u32, d: i16, ra: u32) -> u32 {
+    d_form_fp(LsOp::Lfd, frt, d, ra)
+}
+
+/// `stfd frS,d(rA)`.
+pub const fn stfd(frs: u32, d: i16, ra: u32) -> u32 {
+    d_form_fp(LsOp::Stfd, frs, d, ra)
+}
+
 /// `lwz rT,d(rA)`.
 pub const fn lwz(rt: u32, d: i16, ra: u32) -> u32 {
     d_form(LsOp::Lwz, rt, d, ra)
@@ -124,6 +151,24 @@ const ADDIS: u32 = 15;
 const BC: u32 = 16;
 /// Primary opcode of `b`.
 const B: u32 = 18;
+
+/// Primary opcode of the FPSCR moves (Book E X-/XFL-form, opcode 63).
+const FP63: u32 = 63;
+
+/// `mffs frT` (Book E: opcode 63, XO 583).
+pub const fn mffs(frt: u32) -> u32 {
+    use crate::field::Field;
+    Field::bits(0, 5).put(FP63) | Field::bits(6, 10).put(fpr(frt).number() as u32) | Field::bits(21, 30).put(583)
+}
+
+/// `mtfsf FLM,frB` (Book E XFL-form: opcode 63, FLM 7:14, FRB 16:20, XO 711).
+pub const fn mtfsf(flm: u8, frb: u32) -> u32 {
+    use crate::field::Field;
+    Field::bits(0, 5).put(FP63)
+        | Field::bits(7, 14).put(flm as u32)
+        | Field::bits(16, 20).put(fpr(frb).number() as u32)
+        | Field::bits(21, 30).put(711)
+}
 
 /// A D-form word with an immediate.
 const fn d_imm(opcd: u32, rt: u32, ra: u32, imm: u16) -> u32 {
@@ -165,6 +210,17 @@ mod tests {
     use proptest::prelude::*;
 
     /// Encodings checked against `powerpc-linux-gnu-as -m440` + `objdump -d`.
+    #[test]
+    fn fp_encodings() {
+        // GNU as (powerpc-linux-gnu-as -mbooke) for the kernel's FPU switch.
+        assert_eq!(stfd(0, 0, 3), 0xD803_0000);
+        assert_eq!(stfd(31, 248, 3), 0xDBE3_00F8);
+        assert_eq!(lfd(0, 256, 3), 0xC803_0100);
+        assert_eq!(lfd(17, 136, 3), 0xCA23_0088);
+        assert_eq!(mffs(0), 0xFC00_048E);
+        assert_eq!(mtfsf(0xff, 0), 0xFDFE_058E);
+    }
+
     #[test]
     fn known_encodings() {
         assert_eq!(mfmsr(3), 0x7C60_00A6);

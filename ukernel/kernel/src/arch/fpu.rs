@@ -2,54 +2,93 @@
 //! so the FPU holds at most one guest's registers at a time and is switched lazily.
 //!
 //! The kernel is built without hard-float, so the assembler does not know the FP
-//! instructions: they are emitted as words (Book E: stfd = opcode 54, lfd = 50,
-//! mffs = 63/583, mtfsf = 63/711).
+//! instructions: they are emitted as words from `kestrel_ppc440::encode` (`stfd`, `lfd`,
+//! `mffs`, `mtfsf`) through `const` operands.
 
 use super::{msr, spr};
 use core::arch::asm;
+use ppc440::encode;
+
+/// Byte offset of the FPSCR (the 33rd double) in a save area.
+const FPSCR: i16 = 256;
 
 /// Saves f0..f31 and the FPSCR (as the 33rd double) to `area`.
 pub fn save(area: &mut [u64; 33]) {
     spr::write_msr(msr::KERNEL | msr::FP);
     // SAFETY: `area` holds 33 doubles; r3 points at it; MSR[FP] is set around the access.
+    // Operands 0-31 are `stfd fN,8N(r3)`, then `mffs f0` and `stfd f0,256(r3)`.
     unsafe {
         asm!(
-        ".long 0xd8030000", // stfd f0,0(r3)
-        ".long 0xd8230008", // stfd f1,8(r3)
-        ".long 0xd8430010", // stfd f2,16(r3)
-        ".long 0xd8630018", // stfd f3,24(r3)
-        ".long 0xd8830020", // stfd f4,32(r3)
-        ".long 0xd8a30028", // stfd f5,40(r3)
-        ".long 0xd8c30030", // stfd f6,48(r3)
-        ".long 0xd8e30038", // stfd f7,56(r3)
-        ".long 0xd9030040", // stfd f8,64(r3)
-        ".long 0xd9230048", // stfd f9,72(r3)
-        ".long 0xd9430050", // stfd f10,80(r3)
-        ".long 0xd9630058", // stfd f11,88(r3)
-        ".long 0xd9830060", // stfd f12,96(r3)
-        ".long 0xd9a30068", // stfd f13,104(r3)
-        ".long 0xd9c30070", // stfd f14,112(r3)
-        ".long 0xd9e30078", // stfd f15,120(r3)
-        ".long 0xda030080", // stfd f16,128(r3)
-        ".long 0xda230088", // stfd f17,136(r3)
-        ".long 0xda430090", // stfd f18,144(r3)
-        ".long 0xda630098", // stfd f19,152(r3)
-        ".long 0xda8300a0", // stfd f20,160(r3)
-        ".long 0xdaa300a8", // stfd f21,168(r3)
-        ".long 0xdac300b0", // stfd f22,176(r3)
-        ".long 0xdae300b8", // stfd f23,184(r3)
-        ".long 0xdb0300c0", // stfd f24,192(r3)
-        ".long 0xdb2300c8", // stfd f25,200(r3)
-        ".long 0xdb4300d0", // stfd f26,208(r3)
-        ".long 0xdb6300d8", // stfd f27,216(r3)
-        ".long 0xdb8300e0", // stfd f28,224(r3)
-        ".long 0xdba300e8", // stfd f29,232(r3)
-        ".long 0xdbc300f0", // stfd f30,240(r3)
-        ".long 0xdbe300f8", // stfd f31,248(r3)
-        ".long 0xFC00048E", // mffs f0
-        ".long 0xD8030100", // stfd f0,256(r3)
-        in("r3") area.as_mut_ptr(),
-        options(nostack)
+            ".long {0}",
+            ".long {1}",
+            ".long {2}",
+            ".long {3}",
+            ".long {4}",
+            ".long {5}",
+            ".long {6}",
+            ".long {7}",
+            ".long {8}",
+            ".long {9}",
+            ".long {10}",
+            ".long {11}",
+            ".long {12}",
+            ".long {13}",
+            ".long {14}",
+            ".long {15}",
+            ".long {16}",
+            ".long {17}",
+            ".long {18}",
+            ".long {19}",
+            ".long {20}",
+            ".long {21}",
+            ".long {22}",
+            ".long {23}",
+            ".long {24}",
+            ".long {25}",
+            ".long {26}",
+            ".long {27}",
+            ".long {28}",
+            ".long {29}",
+            ".long {30}",
+            ".long {31}",
+            ".long {32}",
+            ".long {33}",
+            const encode::stfd(0, 0, 3),
+            const encode::stfd(1, 8, 3),
+            const encode::stfd(2, 16, 3),
+            const encode::stfd(3, 24, 3),
+            const encode::stfd(4, 32, 3),
+            const encode::stfd(5, 40, 3),
+            const encode::stfd(6, 48, 3),
+            const encode::stfd(7, 56, 3),
+            const encode::stfd(8, 64, 3),
+            const encode::stfd(9, 72, 3),
+            const encode::stfd(10, 80, 3),
+            const encode::stfd(11, 88, 3),
+            const encode::stfd(12, 96, 3),
+            const encode::stfd(13, 104, 3),
+            const encode::stfd(14, 112, 3),
+            const encode::stfd(15, 120, 3),
+            const encode::stfd(16, 128, 3),
+            const encode::stfd(17, 136, 3),
+            const encode::stfd(18, 144, 3),
+            const encode::stfd(19, 152, 3),
+            const encode::stfd(20, 160, 3),
+            const encode::stfd(21, 168, 3),
+            const encode::stfd(22, 176, 3),
+            const encode::stfd(23, 184, 3),
+            const encode::stfd(24, 192, 3),
+            const encode::stfd(25, 200, 3),
+            const encode::stfd(26, 208, 3),
+            const encode::stfd(27, 216, 3),
+            const encode::stfd(28, 224, 3),
+            const encode::stfd(29, 232, 3),
+            const encode::stfd(30, 240, 3),
+            const encode::stfd(31, 248, 3),
+            const encode::mffs(0),
+            const encode::stfd(0, FPSCR, 3),
+            in("r3") area.as_mut_ptr(),
+            options(nostack)
         );
     }
     spr::write_msr(msr::KERNEL);
@@ -58,45 +97,80 @@ pub fn save(area: &mut [u64; 33]) {
 /// Loads f0..f31 and the FPSCR from `area`.
 pub fn load(area: &[u64; 33]) {
     spr::write_msr(msr::KERNEL | msr::FP);
-    // SAFETY: as in `save`, reading only.
+    // SAFETY: as in `save`, reading only. Operands 0-1 are `lfd f0,256(r3)` and
+    // `mtfsf 0xff,f0` (the FPSCR first, through f0), then `lfd fN,8N(r3)`.
     unsafe {
         asm!(
-        ".long 0xC8030100", // lfd f0,256(r3)
-        ".long 0xFDFE058E", // mtfsf 0xff,f0
-        ".long 0xc8030000", // lfd f0,0(r3)
-        ".long 0xc8230008", // lfd f1,8(r3)
-        ".long 0xc8430010", // lfd f2,16(r3)
-        ".long 0xc8630018", // lfd f3,24(r3)
-        ".long 0xc8830020", // lfd f4,32(r3)
-        ".long 0xc8a30028", // lfd f5,40(r3)
-        ".long 0xc8c30030", // lfd f6,48(r3)
-        ".long 0xc8e30038", // lfd f7,56(r3)
-        ".long 0xc9030040", // lfd f8,64(r3)
-        ".long 0xc9230048", // lfd f9,72(r3)
-        ".long 0xc9430050", // lfd f10,80(r3)
-        ".long 0xc9630058", // lfd f11,88(r3)
-        ".long 0xc9830060", // lfd f12,96(r3)
-        ".long 0xc9a30068", // lfd f13,104(r3)
-        ".long 0xc9c30070", // lfd f14,112(r3)
-        ".long 0xc9e30078", // lfd f15,120(r3)
-        ".long 0xca030080", // lfd f16,128(r3)
-        ".long 0xca230088", // lfd f17,136(r3)
-        ".long 0xca430090", // lfd f18,144(r3)
-        ".long 0xca630098", // lfd f19,152(r3)
-        ".long 0xca8300a0", // lfd f20,160(r3)
-        ".long 0xcaa300a8", // lfd f21,168(r3)
-        ".long 0xcac300b0", // lfd f22,176(r3)
-        ".long 0xcae300b8", // lfd f23,184(r3)
-        ".long 0xcb0300c0", // lfd f24,192(r3)
-        ".long 0xcb2300c8", // lfd f25,200(r3)
-        ".long 0xcb4300d0", // lfd f26,208(r3)
-        ".long 0xcb6300d8", // lfd f27,216(r3)
-        ".long 0xcb8300e0", // lfd f28,224(r3)
-        ".long 0xcba300e8", // lfd f29,232(r3)
-        ".long 0xcbc300f0", // lfd f30,240(r3)
-        ".long 0xcbe300f8", // lfd f31,248(r3)
-        in("r3") area.as_ptr(),
-        options(nostack, readonly)
+            ".long {0}",
+            ".long {1}",
+            ".long {2}",
+            ".long {3}",
+            ".long {4}",
+            ".long {5}",
+            ".long {6}",
+            ".long {7}",
+            ".long {8}",
+            ".long {9}",
+            ".long {10}",
+            ".long {11}",
+            ".long {12}",
+            ".long {13}",
+            ".long {14}",
+            ".long {15}",
+            ".long {16}",
+            ".long {17}",
+            ".long {18}",
+            ".long {19}",
+            ".long {20}",
+            ".long {21}",
+            ".long {22}",
+            ".long {23}",
+            ".long {24}",
+            ".long {25}",
+            ".long {26}",
+            ".long {27}",
+            ".long {28}",
+            ".long {29}",
+            ".long {30}",
+            ".long {31}",
+            ".long {32}",
+            ".long {33}",
+            const encode::lfd(0, FPSCR, 3),
+            const encode::mtfsf(0xff, 0),
+            const encode::lfd(0, 0, 3),
+            const encode::lfd(1, 8, 3),
+            const encode::lfd(2, 16, 3),
+            const encode::lfd(3, 24, 3),
+            const encode::lfd(4, 32, 3),
+            const encode::lfd(5, 40, 3),
+            const encode::lfd(6, 48, 3),
+            const encode::lfd(7, 56, 3),
+            const encode::lfd(8, 64, 3),
+            const encode::lfd(9, 72, 3),
+            const encode::lfd(10, 80, 3),
+            const encode::lfd(11, 88, 3),
+            const encode::lfd(12, 96, 3),
+            const encode::lfd(13, 104, 3),
+            const encode::lfd(14, 112, 3),
+            const encode::lfd(15, 120, 3),
+            const encode::lfd(16, 128, 3),
+            const encode::lfd(17, 136, 3),
+            const encode::lfd(18, 144, 3),
+            const encode::lfd(19, 152, 3),
+            const encode::lfd(20, 160, 3),
+            const encode::lfd(21, 168, 3),
+            const encode::lfd(22, 176, 3),
+            const encode::lfd(23, 184, 3),
+            const encode::lfd(24, 192, 3),
+            const encode::lfd(25, 200, 3),
+            const encode::lfd(26, 208, 3),
+            const encode::lfd(27, 216, 3),
+            const encode::lfd(28, 224, 3),
+            const encode::lfd(29, 232, 3),
+            const encode::lfd(30, 240, 3),
+            const encode::lfd(31, 248, 3),
+            in("r3") area.as_ptr(),
+            options(nostack, readonly)
         );
     }
     spr::write_msr(msr::KERNEL);
