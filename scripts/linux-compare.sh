@@ -80,7 +80,9 @@ echo "linux-compare: both runs done after $((SECONDS - start)) s (native status 
 
 # guest_console LOG: VM 0's console lines without CRs (a native or one-VM log: all of it).
 guest_console() {
-    if tr -d '\r' <"$1" | grep -q '^\[vm[0-9][0-9]*\] '; then
+    # grep without -q reads its whole input: with -q it may exit at the first match and kill
+    # the writer of the pipe with SIGPIPE, which pipefail turns into a failed test.
+    if tr -d '\r' <"$1" | grep '^\[vm[0-9][0-9]*\] ' >/dev/null; then
         tr -d '\r' <"$1" | sed -n 's/^\[vm0\] //p'
     else
         tr -d '\r' <"$1"
@@ -118,7 +120,7 @@ for mode in native vm; do
         echo "linux-compare: $mode run did not reach KESTREL-SCRIPT-DONE (log: ${!log})" >&2
         tr -d '\r' <"${!log}" | tail -n 15 | sed 's/^/    /' >&2
         status=1
-    elif ! guest_console "${!log}" | grep -qxF "kestrel-guest: script $script exited with status 0; powering off"; then
+    elif ! guest_console "${!log}" | grep -xF "kestrel-guest: script $script exited with status 0; powering off" >/dev/null; then
         echo "linux-compare: $mode run: script $script did not exit with status 0 (log: ${!log})" >&2
         status=1
     fi
