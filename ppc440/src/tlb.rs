@@ -76,6 +76,46 @@ pub mod word2 {
     pub const SR: Field = Field::bit(31);
 }
 
+/// The one-bit fields of words 0 and 2 as plain `u32` masks, derived from the fields above,
+/// for code that composes entry words or passes them as `const` asm operands.
+pub mod flags {
+    use super::{word0, word2};
+    /// Word 0 `V`.
+    pub const V: u32 = word0::V.mask();
+    /// Word 0 `TS`.
+    pub const TS: u32 = word0::TS.mask();
+    /// Word 2 `U0`.
+    pub const U0: u32 = word2::U0.mask();
+    /// Word 2 `U1`.
+    pub const U1: u32 = word2::U1.mask();
+    /// Word 2 `U2`.
+    pub const U2: u32 = word2::U2.mask();
+    /// Word 2 `U3`.
+    pub const U3: u32 = word2::U3.mask();
+    /// Word 2 `W`.
+    pub const W: u32 = word2::W.mask();
+    /// Word 2 `I`.
+    pub const I: u32 = word2::I.mask();
+    /// Word 2 `M`.
+    pub const M: u32 = word2::M.mask();
+    /// Word 2 `G`.
+    pub const G: u32 = word2::G.mask();
+    /// Word 2 `E`.
+    pub const E: u32 = word2::E.mask();
+    /// Word 2 `UX`.
+    pub const UX: u32 = word2::UX.mask();
+    /// Word 2 `UW`.
+    pub const UW: u32 = word2::UW.mask();
+    /// Word 2 `UR`.
+    pub const UR: u32 = word2::UR.mask();
+    /// Word 2 `SX`.
+    pub const SX: u32 = word2::SX.mask();
+    /// Word 2 `SW`.
+    pub const SW: u32 = word2::SW.mask();
+    /// Word 2 `SR`.
+    pub const SR: u32 = word2::SR.mask();
+}
+
 /// The page sizes the 440 defines (UM Table 5-2), with their SIZE codes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(u8)]

@@ -156,7 +156,7 @@ pub mod tlb {
     use core::arch::asm;
     pub use kestrel_ppc440::encode::{tlbre, tlbwe};
     use kestrel_ppc440::mmucr;
-    use kestrel_ppc440::tlb::{word0, word2, PageSize};
+    use kestrel_ppc440::tlb::{word0, PageSize};
 
     /// First entry the selftest keeps for itself; tests use 0..PINNED.
     pub const PINNED: u32 = 62;
@@ -165,11 +165,8 @@ pub mod tlb {
     /// Entry mapping the UART page 1:1 (guarded, caching inhibited), written by the boot code.
     pub const IO_ENTRY: u32 = 62;
 
-    // The entry layout is `kestrel_ppc440::tlb`'s; these are its bits as masks, in the
-    // short names the tests combine.
-    /// Word 0: valid, translation space.
-    pub const V: u32 = word0::V.mask();
-    pub const TS: u32 = word0::TS.mask();
+    // The entry layout is `kestrel_ppc440::tlb`'s; the tests combine its flags as masks.
+    pub use kestrel_ppc440::tlb::flags::{G, I, M, SR, SW, SX, TS, U0, U1, U2, U3, UR, UW, UX, V, W};
     pub const S4K: u32 = PageSize::K4.code() as u32;
     pub const S16M: u32 = PageSize::M16.code() as u32;
     pub const S256M: u32 = PageSize::M256.code() as u32;
@@ -177,21 +174,6 @@ pub mod tlb {
     pub const fn size(code: u32) -> u32 {
         word0::SIZE.put(code)
     }
-    /// Word 2: storage attributes and permissions.
-    pub const U0: u32 = word2::U0.mask();
-    pub const U1: u32 = word2::U1.mask();
-    pub const U2: u32 = word2::U2.mask();
-    pub const U3: u32 = word2::U3.mask();
-    pub const W: u32 = word2::W.mask();
-    pub const I: u32 = word2::I.mask();
-    pub const M: u32 = word2::M.mask();
-    pub const G: u32 = word2::G.mask();
-    pub const UX: u32 = word2::UX.mask();
-    pub const UW: u32 = word2::UW.mask();
-    pub const UR: u32 = word2::UR.mask();
-    pub const SX: u32 = word2::SX.mask();
-    pub const SW: u32 = word2::SW.mask();
-    pub const SR: u32 = word2::SR.mask();
 
     const MMUCR_STS: u32 = mmucr::STS.mask();
     const MMUCR_STID: u32 = mmucr::STID.mask();
