@@ -10,6 +10,7 @@
 //! | [`create_vcpu`]          | `thread::create_vcpu` (ThreadControl)         |
 //! | [`delete_vcpu`]          | `thread::delete`                              |
 //! | [`fault_reply`]          | `ipc::transfer` (reply to a `VirtFault` IPC)  |
+//! | [`fault_delivered`]      | `ipc::transfer` (a `VirtFault` message sent)  |
 //! | [`host_mapping_revoked`] | `space::revoke_node`                          |
 //! | [`vcpu_control`], [`trace_control`] | `syscall::dispatch`                |
 //!
