@@ -8,6 +8,7 @@
 use super::spr;
 use core::arch::asm;
 use ppc440::encode;
+use ppc440::tlb::{word0, word2, PageSize};
 
 pub const ENTRIES: u32 = ppc440::tlb::ENTRIES;
 /// First pinned kernel entry.
@@ -21,30 +22,6 @@ const KERNEL_RAM_ENTRY: u32 = 63;
 const KERNEL_IO_ENTRY: u32 = 62;
 /// Kernel virtual address of the I/O page (UART0 lives at offset 0x300).
 pub const KERNEL_IO_VA: u32 = 0xF000_0000;
-
-/// TLB word bits as masks (the fields are `kestrel_ppc440::tlb`'s; these are their
-/// one-bit masks under the names the kernel's code uses).
-pub mod w0 {
-    use ppc440::tlb::{word0, PageSize};
-    pub const EPN_MASK: u32 = word0::EPN.mask();
-    pub const V: u32 = word0::V.mask();
-    pub const TS: u32 = word0::TS.mask();
-    pub const SIZE_4K: u32 = PageSize::K4.word0();
-    pub const SIZE_256M: u32 = PageSize::M256.word0();
-}
-
-/// Word 2: storage attributes and permissions.
-pub mod w2 {
-    use ppc440::tlb::word2;
-    pub const I: u32 = word2::I.mask();
-    pub const G: u32 = word2::G.mask();
-    pub const UX: u32 = word2::UX.mask();
-    pub const UW: u32 = word2::UW.mask();
-    pub const UR: u32 = word2::UR.mask();
-    pub const SX: u32 = word2::SX.mask();
-    pub const SW: u32 = word2::SW.mask();
-    pub const SR: u32 = word2::SR.mask();
-}
 
 const MMUCR_STS: u32 = ppc440::mmucr::STS.mask();
 const MMUCR_STID_MASK: u32 = ppc440::mmucr::STID.mask();
@@ -121,7 +98,7 @@ pub fn search(ea: u32, tid: u8, ts: bool) -> Option<u32> {
 pub fn flush_tid(tid: u8) {
     for i in 0..KERNEL_FIRST {
         let (w0, _, _, t) = read(i);
-        if w0 & w0::V != 0 && t == tid {
+        if word0::V.is_set(w0) && t == tid {
             invalidate(i);
         }
     }
@@ -151,9 +128,15 @@ pub fn flush_user() {
 /// only, so user accesses to kernel memory fault) and the console UART page at
 /// [`KERNEL_IO_VA`], then invalidate everything else.
 pub fn install_kernel_map(uart_phys_page: u32) {
-    write(KERNEL_RAM_ENTRY, 0, w0::V | w0::SIZE_256M, 0, w2::SX | w2::SW | w2::SR);
-    write(KERNEL_IO_ENTRY, 0, KERNEL_IO_VA | w0::V | w0::SIZE_4K, uart_phys_page & w0::EPN_MASK,
-          w2::I | w2::G | w2::SW | w2::SR);
+    let supervisor_rw = word2::SW.mask() | word2::SR.mask();
+    write(KERNEL_RAM_ENTRY, 0, word0::V.mask() | PageSize::M256.word0(), 0, word2::SX.mask() | supervisor_rw);
+    write(
+        KERNEL_IO_ENTRY,
+        0,
+        KERNEL_IO_VA | word0::V.mask() | PageSize::K4.word0(),
+        uart_phys_page & word0::EPN.mask(),
+        word2::I.mask() | word2::G.mask() | supervisor_rw,
+    );
     for i in 0..KERNEL_FIRST {
         invalidate(i);
     }
