@@ -12,7 +12,7 @@
 use super::Kernel;
 use core::cell::Cell;
 use crate::arch::tlb;
-use ppc440::tlb::{word0, word2, PageSize};
+use ppc440::tlb::{flags, PageSize};
 use kestrel_abi::{
     map_target, Fpage, IpcError, MapItem, Rights, DEVICE_WINDOW, DEVICE_WINDOW_END, PAGE_SHIFT,
     PAGE_SIZE, SIGMA0_WINDOW, USER_BASE, USER_END,
@@ -372,19 +372,19 @@ pub fn refill(k: &mut Kernel, sid: u16, va: u32, access: Rights) -> bool {
     let pid = ensure_pid(k, sid);
     let mut w2 = 0;
     if e & Rights::R.0 as u32 != 0 {
-        w2 |= word2::UR.mask();
+        w2 |= flags::UR;
     }
     if e & Rights::W.0 as u32 != 0 {
-        w2 |= word2::UW.mask() | word2::UR.mask();
+        w2 |= flags::UW | flags::UR;
     }
     if e & Rights::X.0 as u32 != 0 {
-        w2 |= word2::UX.mask();
+        w2 |= flags::UX;
     }
     if e & pte::DEVICE != 0 {
-        w2 |= word2::I.mask() | word2::G.mask();
+        w2 |= flags::I | flags::G;
     }
     let idx = k.victim.next();
-    tlb::write(idx, pid, (va & !(PAGE_SIZE - 1)) | word0::V.mask() | PageSize::K4.word0(), e & !(PAGE_SIZE - 1), w2);
+    tlb::write(idx, pid, (va & !(PAGE_SIZE - 1)) | flags::V | PageSize::K4.word0(), e & !(PAGE_SIZE - 1), w2);
     true
 }
 

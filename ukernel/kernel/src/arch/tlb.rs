@@ -8,7 +8,7 @@
 use super::spr;
 use core::arch::asm;
 use ppc440::encode;
-use ppc440::tlb::{word0, word2, PageSize};
+use ppc440::tlb::{flags, word0, PageSize};
 
 pub const ENTRIES: u32 = ppc440::tlb::ENTRIES;
 /// First pinned kernel entry.
@@ -98,7 +98,7 @@ pub fn search(ea: u32, tid: u8, ts: bool) -> Option<u32> {
 pub fn flush_tid(tid: u8) {
     for i in 0..KERNEL_FIRST {
         let (w0, _, _, t) = read(i);
-        if word0::V.is_set(w0) && t == tid {
+        if w0 & flags::V != 0 && t == tid {
             invalidate(i);
         }
     }
@@ -128,14 +128,14 @@ pub fn flush_user() {
 /// only, so user accesses to kernel memory fault) and the console UART page at
 /// [`KERNEL_IO_VA`], then invalidate everything else.
 pub fn install_kernel_map(uart_phys_page: u32) {
-    let supervisor_rw = word2::SW.mask() | word2::SR.mask();
-    write(KERNEL_RAM_ENTRY, 0, word0::V.mask() | PageSize::M256.word0(), 0, word2::SX.mask() | supervisor_rw);
+    let supervisor_rw = flags::SW | flags::SR;
+    write(KERNEL_RAM_ENTRY, 0, flags::V | PageSize::M256.word0(), 0, flags::SX | supervisor_rw);
     write(
         KERNEL_IO_ENTRY,
         0,
-        KERNEL_IO_VA | word0::V.mask() | PageSize::K4.word0(),
+        KERNEL_IO_VA | flags::V | PageSize::K4.word0(),
         uart_phys_page & word0::EPN.mask(),
-        word2::I.mask() | word2::G.mask() | supervisor_rw,
+        flags::I | flags::G | supervisor_rw,
     );
     for i in 0..KERNEL_FIRST {
         invalidate(i);
