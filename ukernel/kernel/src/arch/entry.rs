@@ -212,7 +212,7 @@ extern "C" {
 /// Leaves the kernel for the first time, into the thread whose frame is `frame`.
 ///
 /// # Safety
-/// `frame` must be a complete frame of a thread that `sched::switch_to` just made
+/// `frame` must be a complete frame of a thread that `glue::switch::switch_to` just made
 /// current (SPRG1, PID and SPRG4 set up for it).
 pub unsafe fn resume(frame: *mut TrapFrame) -> ! {
     // SAFETY: guaranteed by the caller; the exit path only reads the frame.
