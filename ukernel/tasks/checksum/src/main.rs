@@ -3,7 +3,9 @@
 //! thread; the worker fills the buffer from a xorshift32 stream (seed [`SEED`], words
 //! big-endian) once per round, prints the buffer's CRC-32 (IEEE, as zlib's `crc32`), and
 //! sleeps a little so the VMs run too; at the end it prints the fold of all rounds
-//! (`total = total.rotate_left(1) ^ crc`). Anyone can recompute every line.
+//! (`total = total.rotate_left(1) ^ crc`). Anyone can recompute every line. Before it starts
+//! it asks the root task for two things it has no right to (a vCPU, deleting the root's own
+//! thread) and prints the refusals.
 //!
 //! Kernel command line: `checksum.rounds=N` (default 40), `checksum.sleep_ms=M` (default 100).
 #![no_std]
@@ -53,6 +55,13 @@ pub extern "C" fn task_main() {
             return;
         }
     };
+    // The root task's rights checks, as a program without special rights sees them: no
+    // vCPUs, and no say over another program's threads (here the root's own).
+    println!(
+        "rights: vcpu {:?}, delete root {:?}",
+        root::vcpu(worker, 90),
+        root::delete_thread(ThreadId::ROOT)
+    );
     // The root task pages the worker (it runs in our image); below us, above the vCPUs.
     if let Err(e) = root::spawn(worker, work, 0, ROOT_PRIORITY - 2, ThreadId::ROOT) {
         println!("cannot start the worker: {e}");
