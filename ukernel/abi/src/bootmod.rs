@@ -4,7 +4,9 @@
 //! Layout (big-endian words): `magic "KSTRLMOD" | count | count × entry`, where an entry
 //! is `name[24] (NUL-padded) | offset | size`, offsets from the archive start. Entry 0
 //! is the root task. A plain ELF instead of an archive is a root task alone. The kernel
-//! lets the root task read the whole archive (read-only) through its sigma0 window.
+//! lets the root task read the whole archive (read-only) through its sigma0 window; the
+//! root task (`kestrel-root`) starts the modules named by `root.start=` as programs and
+//! maps the archive read-only to a program that asks (`root::Request::Archive`).
 
 pub const MAGIC: [u8; 8] = *b"KSTRLMOD";
 pub const NAME_LEN: usize = 24;
