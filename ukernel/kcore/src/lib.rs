@@ -8,7 +8,9 @@
 //! - [`readyq`]: the scheduler's 256 priority run queues with O(1) highest-priority lookup;
 //! - [`pid`]: the allocator for the PPC440's 8-bit TLB PIDs (TIDs) with stealing;
 //! - [`bootinfo`]: board facts (RAM, clocks, UART, UIC, initrd) from QEMU's device tree;
-//! - [`elf`]: the validated load plan for the root task's ELF image.
+//! - [`elf`]: the validated load plan for the root task's ELF image (and, through
+//!   `kestrel_user::loader`, for every program the root task starts);
+//! - [`ramalloc`]: the root task's allocator of contiguous, aligned physical blocks.
 //!
 //! Invariants for the whole crate: `no_std`, no `alloc`, no `unsafe`, no floating point,
 //! nothing assumes a 64-bit `usize` (the kernel runs with 32-bit pointers), and no input
@@ -23,6 +25,7 @@ pub mod bootinfo;
 pub mod elf;
 pub mod mapdb;
 pub mod pid;
+pub mod ramalloc;
 pub mod readyq;
 
 pub use bootinfo::{fdt_total_size, BoardInfo, BootInfoError, UartInfo, UicInfo};
