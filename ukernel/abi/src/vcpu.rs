@@ -113,9 +113,11 @@ pub mod xfer {
 /// | 40..43| cr, lr, ctr, xer (`xfer::SPECIAL`)                                    |
 /// | 44..46| guest PID, MMUCR, guest TLB index of the pc (`xfer::TLB`)             |
 ///
+/// With `xfer::FPRS` the FP registers and FPSCR are in the receiver's `Utcb::fp`.
+///
 /// Reply: MR1 = new pc, MR2 = flags, MR3/MR4 = GPR index and value (`REPLY_SET_GPR`);
 /// GPRs/SPECIAL at the message's MRs when the reply's tag has enough words (the mask
-/// of the request applies).
+/// of the request applies); FPRs from the replier's `Utcb::fp` with `REPLY_FPRS`.
 pub mod vfault {
     pub const PC: usize = 1;
     pub const INSN: usize = 2;
