@@ -9,8 +9,12 @@
 //! covers are declared on first touch and their accesses get data storage exceptions.
 
 use crate::bus::BusError;
+use crate::fault::Buses;
+use alloc::rc::Rc;
 use alloc::vec::Vec;
-use kestrel_devices::{UART_REGS, UIC_DCR_BASE, UIC_DCR_COUNT};
+use core::cell::RefCell;
+use kestrel_devices::bus::{MmioDevice, NullSink, TxSink, UartPort, UicInput};
+use kestrel_devices::{Uic, UART_REGS, UIC_DCR_BASE, UIC_DCR_COUNT};
 
 /// The 4 KiB page: the granule of MMIO declarations.
 pub const PAGE: u64 = 0x1000;
@@ -77,7 +81,60 @@ pub const UIC0: Device =
 /// The virtual bamboo board.
 pub const BAMBOO: Board = Board { devices: &[UIC0, UART0, UART1], device_space: (0xE000_0000, 0xF000_0000) };
 
+/// A board's devices, attached to its buses: what the VMM keeps typed handles to.
+pub struct Machine<S: TxSink> {
+    pub buses: Buses,
+    /// The interrupt controller the devices' lines go to (its outputs drive the vCPU).
+    pub uic: Rc<RefCell<Uic>>,
+    /// The first UART: the console (the others' output is dropped, as with QEMU's
+    /// `-serial null`).
+    pub console: Rc<RefCell<UartPort<UicInput, S>>>,
+}
+
+/// Why a board could not be attached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttachError {
+    Bus(BusError),
+    /// A device whose model and window do not go together, or a UART without a line.
+    Device(&'static str),
+    /// No UART for the console.
+    NoConsole,
+}
+
 impl Board {
+    /// Creates the board's models and attaches them: the UIC (QEMU's, which ignores the
+    /// polarity register) on the DCR bus, each UART on the MMIO bus with its UIC input;
+    /// the first UART's output goes to `console`.
+    pub fn attach<S: TxSink + 'static>(&self, console: S) -> Result<Machine<S>, AttachError> {
+        self.check().map_err(AttachError::Bus)?;
+        let mut buses = Buses::default();
+        let uic = Rc::new(RefCell::new(Uic::without_polarity()));
+        let mut sink = Some(console);
+        let mut first = None;
+        for d in self.devices {
+            match (d.model, d.window) {
+                (Model::Uic, Window::Dcr { base, count }) => {
+                    buses.dcr.insert(base as u64, count as u64, d.name, uic.clone()).map_err(AttachError::Bus)?
+                }
+                (Model::Uart16550, Window::Mmio { base, size }) => {
+                    let input = d.irq.ok_or(AttachError::Device(d.name))?;
+                    let line = UicInput { uic: uic.clone(), input };
+                    let dev: Rc<RefCell<dyn MmioDevice>> = match sink.take() {
+                        Some(s) => {
+                            let c = Rc::new(RefCell::new(UartPort::new(line, s)));
+                            first = Some(c.clone());
+                            c
+                        }
+                        None => Rc::new(RefCell::new(UartPort::new(line, NullSink))),
+                    };
+                    buses.mmio.insert(base, size, d.name, dev).map_err(AttachError::Bus)?;
+                }
+                _ => return Err(AttachError::Device(d.name)),
+            }
+        }
+        Ok(Machine { buses, uic, console: first.ok_or(AttachError::NoConsole)? })
+    }
+
     /// The devices of model `m`, in board order.
     pub fn of_model(&self, m: Model) -> impl Iterator<Item = &Device> + '_ {
         self.devices.iter().filter(move |d| d.model == m)
@@ -143,6 +200,70 @@ impl Board {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::fault::{handle, Outcome};
+    use kestrel_abi::{FaultReply, VirtFault, VirtFaultMsg};
+    use kestrel_devices::uart::{ier, iir, lsr, reg};
+    use kestrel_ppc440::decode::{encode, AddrMode, Gpr, Insn, LoadStore, LsOp};
+    use kestrel_ppc440::encode::{lwz, mfdcr, mtdcr};
+
+    fn mmio(insn: u32, gpa: u64, rs_value: u32) -> VirtFaultMsg {
+        VirtFaultMsg { class: VirtFault::Mmio, pc: 0x100, insn, gpa, msr: 0, mask: 0, rs_value }
+    }
+
+    fn dcr(insn: u32, rs_value: u32) -> VirtFaultMsg {
+        VirtFaultMsg { class: VirtFault::Instruction, pc: 0x100, insn, gpa: 0, msr: 0, mask: 0, rs_value }
+    }
+
+    fn d_form(op: LsOp, rt: u8, d: i16, ra: u8) -> u32 {
+        let ls = LoadStore::new(op, Gpr::new(rt).unwrap(), Gpr::new(ra).unwrap(), AddrMode::D { d }).unwrap();
+        encode(&Insn::LoadStore(ls))
+    }
+
+    fn stb(rs: u8, d: i16, ra: u8) -> u32 {
+        d_form(LsOp::Stb, rs, d, ra)
+    }
+
+    fn lbz(rt: u8, d: i16, ra: u8) -> u32 {
+        d_form(LsOp::Lbz, rt, d, ra)
+    }
+
+    /// The attached bamboo board driven through the fault loop as Linux's 8250 and UIC
+    /// drivers drive it: console bytes come out, and the THR-empty interrupt reaches the
+    /// UIC's output once the UIC enables UART0's input.
+    #[test]
+    fn attached_bamboo_works_as_linux_drives_it() {
+        let m = BAMBOO.attach(Vec::<u8>::new()).unwrap();
+        let uart0 = 0xEF60_0300u64;
+        let mut log = |u| panic!("unmodelled: {u}");
+        for &b in b"ok\n" {
+            let out = handle(&mmio(stb(4, 0, 3), uart0 + reg::THR as u64, b as u32), None, None, &m.buses, &mut log);
+            assert_eq!(out, Outcome::Reply(FaultReply::resume(0x104)));
+        }
+        assert_eq!(m.console.borrow().tx, b"ok\n");
+        let out = handle(&mmio(lbz(5, 5, 3), uart0 + reg::LSR as u64, 0), None, None, &m.buses, &mut log);
+        let Outcome::Reply(r) = out else { panic!("{out:?}") };
+        assert_eq!(r.set_gpr.map(|(i, v)| (i, v as u8 & lsr::THRE)), Some((5, lsr::THRE)));
+        // UIC: enable input 0 (UIC_ER, MSB-0 bit 0), then UART0's THR-empty interrupt.
+        let er = UIC_DCR_BASE + kestrel_devices::uic::reg::ER;
+        handle(&dcr(mtdcr(er, 4), 0x8000_0000), None, None, &m.buses, &mut log);
+        assert!(!m.uic.borrow().irq_output());
+        handle(&mmio(stb(4, 1, 3), uart0 + reg::IER as u64, ier::THRI as u32), None, None, &m.buses, &mut log);
+        assert!(m.uic.borrow().irq_output());
+        let out = handle(&dcr(mfdcr(6, UIC_DCR_BASE), 0), None, None, &m.buses, &mut log);
+        assert_eq!(out, Outcome::Reply(FaultReply::resume(0x104).set_gpr(6, 0x8000_0000)));
+        // Reading IIR (THR empty) lowers the line.
+        let out = handle(&mmio(lbz(5, 2, 3), uart0 + reg::IIR as u64, 0), None, None, &m.buses, &mut log);
+        let Outcome::Reply(r) = out else { panic!("{out:?}") };
+        assert_eq!(r.set_gpr.map(|(_, v)| v as u8 & iir::ID), Some(iir::THRI));
+        assert!(!m.uic.borrow().irq_output());
+        // UART1 answers, its output goes nowhere; a word access to a UART does not.
+        let uart1 = 0xEF60_0400u64;
+        assert!(matches!(handle(&mmio(stb(4, 0, 3), uart1, 0x41), None, None, &m.buses, &mut log), Outcome::Reply(_)));
+        let mut seen = 0;
+        let out = handle(&mmio(lwz(5, 0, 3), uart0, 0), None, None, &m.buses, &mut |_| seen += 1);
+        assert!(matches!(out, Outcome::Reply(r) if r.inject.is_some()) && seen == 1);
+    }
 
     #[test]
     fn bamboo_is_consistent() {

@@ -7,10 +7,10 @@
 use alloc::rc::Rc;
 use core::cell::RefCell;
 use kestrel_abi::{xfer, FaultReply, ThreadId, TracePoint, VirtFaultMsg, XferRegs, PAGE_SIZE};
-use kestrel_devices::bus::{GuestRam, MmioDevice, NullSink, TxSink, UartPort, UicInput};
+use kestrel_devices::bus::{GuestRam, TxSink, UartPort, UicInput};
 use kestrel_devices::Uic;
 use kestrel_user::{println, sys};
-use kestrel_vmm_core::board::{Board, Model, Window, BAMBOO};
+use kestrel_vmm_core::board::{Board, BAMBOO};
 use kestrel_vmm_core::fault::{self, Buses, Unmodelled};
 use kestrel_vmm_core::segment::{GuestMemory, GuestPhysAddr, HostAddr, Segment, SegmentRam};
 
@@ -114,9 +114,8 @@ impl Machine {
     /// A machine whose guest RAM is the `size` bytes at `first` in the VMM's space
     /// (physically contiguous, zeroed, and aligned to 16 MiB physically and virtually, so
     /// the kernel can back it with large hardware pages; the root task hands it out so),
-    /// with the board's devices on its buses: the UIC, then each UART with its UIC input
-    /// (the first is the console; the others' output is dropped, as with QEMU's
-    /// `-serial null`).
+    /// with the board's devices on its buses (`Board::attach`; UART0's output is this
+    /// VM's console).
     pub fn new(first: u32, size: u32, id: usize, prefixed: bool, os: bool) -> Result<Machine, &'static str> {
         if first & (SEGMENT_ALIGN - 1) != 0 {
             return Err("guest RAM is not 16 MiB aligned");
@@ -130,36 +129,13 @@ impl Machine {
         let bytes = unsafe { core::slice::from_raw_parts_mut(first as *mut u8, size as usize) };
         let ram = SegmentRam::new(map, first, bytes);
 
-        BOARD.check().map_err(|_| "the board description has overlapping devices")?;
-        let mut buses = Buses::default();
-        // QEMU's UIC ignores the polarity register; so does the model, to match.
-        let uic = Rc::new(RefCell::new(Uic::without_polarity()));
-        let mut console = None;
-        for d in BOARD.devices {
-            match (d.model, d.window) {
-                (Model::Uic, Window::Dcr { base, count }) => {
-                    buses.dcr.insert(base as u64, count as u64, d.name, uic.clone()).map_err(|_| "UIC window")?
-                }
-                (Model::Uart16550, Window::Mmio { base, size }) => {
-                    let line = UicInput { uic: uic.clone(), input: d.irq.ok_or("a UART without an interrupt")? };
-                    let dev: Rc<RefCell<dyn MmioDevice>> = if console.is_none() {
-                        let out = ConsoleOut { line: [0; 128], len: 0, prefix: prefixed.then_some(id), continues: false };
-                        let c = Rc::new(RefCell::new(UartPort::new(line, out)));
-                        console = Some(c.clone());
-                        c
-                    } else {
-                        Rc::new(RefCell::new(UartPort::new(line, NullSink)))
-                    };
-                    buses.mmio.insert(base, size, d.name, dev).map_err(|_| "UART window")?;
-                }
-                _ => return Err("a device of the board description on the wrong bus"),
-            }
-        }
+        let out = ConsoleOut { line: [0; 128], len: 0, prefix: prefixed.then_some(id), continues: false };
+        let board = BOARD.attach(out).map_err(|_| "the board description does not attach")?;
         Ok(Machine {
             ram,
-            buses,
-            console: console.ok_or("the board has no UART for the console")?,
-            uic,
+            buses: board.buses,
+            console: board.console,
+            uic: board.uic,
             id,
             unmodelled: 0,
             input: heapless::Deque::new(),
