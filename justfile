@@ -1,5 +1,5 @@
 # Kestrel's entry points. Recipes stay thin: the logic lives in scripts/ and bench/.
-# Fresh machine: `cargo install --locked just && just run` (setup installs everything else).
+# Fresh machine: `./kestrel run` or `./kestrel test` (they install everything, `just` included).
 
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
@@ -21,21 +21,18 @@ build: setup
     {{ cargo }} build
     scripts/build-target.sh
 
-# Boot Linux in Kestrel VMs to interactive busybox shells: `just run` (one VM), `just run 2` (two); ARGS go to scripts/vm-linux.sh (e.g. --script smoke, --native kestrel-demo)
+# Boot Linux in Kestrel VMs to interactive shells: `just run` (one VM), `just run 2` (two), your own guest with `--kernel VMLINUX --initrd FILE --append ARGS --mem MB`, native programs beside the VMs with `--native NAME`; ARGS go to scripts/vm-linux.sh (e.g. --script smoke)
 [positional-arguments]
-run VMS="1" *ARGS: setup
+run *ARGS: setup
     #!/usr/bin/env bash
     set -euo pipefail
-    vms=1
-    if [[ ${1:-} =~ ^[0-9]+$ ]]; then vms=$1; shift; fi
     packages=(-p kestrel-kernel -p kestrel-root -p kestrel-vmm)
     args=("$@")
     for ((i = 0; i + 1 < ${#args[@]}; i++)); do
         [[ ${args[i]} == --native ]] && packages+=(-p "${args[i + 1]}")
     done
-    guests/linux/build.sh
     scripts/build-target.sh "${packages[@]}"
-    exec scripts/vm-linux.sh --vms "$vms" "$@"
+    exec scripts/vm-linux.sh "$@"
 
 # Boot the native IPC demo (kestrel-demo, started by the root task) under QEMU
 demo: setup
@@ -45,6 +42,7 @@ demo: setup
 # Host unit tests, bench script tests, the on-target ktest suite, the test guest natively vs in a VM, two-VM isolation, then Linux: native vs VM, two VMs at once, and a VM beside a native program
 test: setup
     {{ cargo }} test
+    python3 -m unittest discover -s scripts -p 'test_*.py'
     cd bench && python3 -m unittest
     scripts/ontarget-test.sh
     scripts/guest-compare.sh --no-build
@@ -53,6 +51,10 @@ test: setup
     scripts/linux-compare.sh --no-build
     scripts/linux-vms-test.py
     scripts/vm-with-native.py
+
+# Formatting (cargo fmt --check) and clippy on every crate, host and PowerPC 440; fails on any warning (`scripts/lint.sh --report` counts them instead)
+lint: setup
+    scripts/lint.sh
 
 # Run a benchmark by name (available: ipc, exits, table1)
 bench NAME: setup
@@ -70,7 +72,7 @@ vm GUEST *ARGS: setup
     scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-vmm -p {{ GUEST }}
     scripts/vm-run.sh {{ GUEST }} {{ ARGS }}
 
-# Build and boot any root task by package name, e.g. `just qemu ktest` (ARGS go to qemu-run.sh)
+# Build and boot any root task by package name, e.g. `just qemu ktest` (ARGS go to qemu-run.sh, i.e. scripts/kestrel_qemu.py kestrel)
 [positional-arguments]
 qemu ROOTTASK *ARGS: setup
     scripts/build-target.sh -p kestrel-kernel -p "$1"

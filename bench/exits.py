@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-from ipc import BenchError, qemu_version
+from ipc import BenchError, kestrel_qemu, qemu_version
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_IN_KERNEL = 80
@@ -54,24 +53,21 @@ def exit_costs(native: dict[str, float], vm: dict[str, float]) -> dict[str, floa
 
 
 def run(mode: str, index: int, timeout: int) -> dict[str, float]:
-    target_dir = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-    out = target_dir / "powerpc-440-none" / "release"
-    log = target_dir / "logs" / f"exitbench-{mode}-run{index}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
+    log = kestrel_qemu.logs_dir() / f"exitbench-{mode}-run{index}.log"
     print(f"exits.py: {mode} run {index} (log: {log})", file=sys.stderr)
-    if mode == "native":
-        cmd = ["timeout", "--foreground", str(timeout), "qemu-system-ppc", "-M", "bamboo", "-m", "128",
-               "-display", "none", "-nic", "none", "-no-reboot", "-serial", "stdio", "-serial", "null",
-               "-monitor", "none", "-icount", "shift=0,sleep=off", "-kernel", str(out / "kestrel-exitbench")]
-    else:
-        cmd = [str(ROOT / "scripts" / "vm-run.sh"), "kestrel-exitbench", "--icount", "--timeout",
-               str(timeout), "--log", str(log)]
-    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace")
-    if mode == "native":
-        log.write_text(proc.stdout)
-    if proc.returncode != 0:
-        raise BenchError(f"{mode} run {index} exited with status {proc.returncode} (log: {log})")
-    return parse(proc.stdout)
+    try:
+        guest = kestrel_qemu.resolve_elf("kestrel-exitbench")
+        if mode == "native":
+            node = kestrel_qemu.Node(kernel=guest, icount=True)
+        else:
+            image = kestrel_qemu.vmm_image(guest)
+            node = kestrel_qemu.kestrel_node(image, log.with_suffix(".bootmod"), icount=True)
+    except kestrel_qemu.LaunchError as err:
+        raise BenchError(f"{mode} run {index}: {err}") from err
+    status, console = kestrel_qemu.run_captured(node, timeout=timeout, log=log)
+    if status != 0:
+        raise BenchError(f"{mode} run {index} exited with status {status} (log: {log})")
+    return parse(console)
 
 
 def table(summary: dict) -> str:

@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import kestrel_qemu  # noqa: E402  (the one QEMU launcher, scripts/kestrel_qemu.py)
+
 TARGET_INSTRUCTIONS = 250
 VARIANTS = ("inter", "intra")
 METHOD = (
@@ -136,32 +138,26 @@ def format_table(summary: dict) -> str:
 def qemu_version() -> str:
     """First line of `qemu-system-ppc --version`."""
     out = subprocess.run(
-        ["qemu-system-ppc", "--version"], check=True, capture_output=True, text=True
+        [kestrel_qemu.QEMU, "--version"], check=True, capture_output=True, text=True
     ).stdout
     return out.splitlines()[0].strip() if out else "unknown"
 
 
 def run_once(index: int, timeout: int) -> dict[str, dict]:
     """Boots ipcbench once under -icount and parses its console log."""
-    target_dir = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-    log = target_dir / "logs" / f"ipcbench-run{index}.log"
+    log = kestrel_qemu.logs_dir() / f"ipcbench-run{index}.log"
     print(f"ipc.py: run {index}: booting ipcbench under -icount (log: {log})", file=sys.stderr)
-    cmd = [
-        str(ROOT / "scripts" / "qemu-run.sh"),
-        "ipcbench",
-        "--icount",
-        "--timeout",
-        str(timeout),
-        "--log",
-        str(log),
-    ]
-    proc = subprocess.run(
-        cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace"
-    )
-    console = proc.stdout
-    if proc.returncode != 0:
-        tail = "\n".join((console + proc.stderr).splitlines()[-20:])
-        what = "timed out" if proc.returncode == 124 else f"exited with status {proc.returncode}"
+    try:
+        root = kestrel_qemu.Module("ipcbench", kestrel_qemu.resolve_elf("ipcbench"))
+        node = kestrel_qemu.kestrel_node(
+            kestrel_qemu.BootImage(root=root), log.with_suffix(".bootmod"), icount=True
+        )
+    except kestrel_qemu.LaunchError as err:
+        raise BenchError(f"run {index}: {err}") from err
+    status, console = kestrel_qemu.run_captured(node, timeout=timeout, log=log)
+    if status != 0:
+        tail = "\n".join(console.splitlines()[-20:])
+        what = "timed out" if status == 124 else f"exited with status {status}"
         raise BenchError(f"run {index}: QEMU {what} (log: {log})\n{tail}")
     try:
         return parse_bench_lines(console)

@@ -3,7 +3,8 @@
 
 Boots the unmodified Linux guest (guests/linux) under `-icount shift=0,sleep=off`, where the
 400 MHz time base advances 0.4 ticks per guest instruction (1 tick = 2.5 instructions), natively
-(guests/linux/run-native.sh) and in a Kestrel VM (scripts/vm-linux.sh), with two of its scripts:
+(as guests/linux/run-native.sh boots it) and in a Kestrel VM (as scripts/vm-linux.sh does; both
+through scripts/kestrel_qemu.py), with two of its scripts:
 
 - `boot` prints the time base when it starts: power-on to the script's start (the shell prompt),
   times 2.5, is the boot in instructions (natively from QEMU's reset, in the VM from QEMU's reset
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -34,7 +34,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ipc import BenchError, qemu_version
+from ipc import BenchError, kestrel_qemu, qemu_version
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTRUCTIONS_PER_TICK = 2.5
@@ -59,77 +59,30 @@ METHOD = (
     "runs per mode must agree exactly"
 )
 
-PREFIX_RE = re.compile(r"^\[vm(\d+)\] ?(.*)$")
-VM_MENTION_RE = re.compile(r"\bvm(\d+)\b")
-TRACE_ROW_RE = re.compile(
-    r"^vmm:\s+(?:\[?vm(?P<vm>\d+)\]?:?\s+)?(?P<name>[A-Z][A-Z0-9_]*)\s+(?P<count>\d+)\s+"
-    r"min\s+(?P<min>\d+)\s+max\s+(?P<max>\d+)\s+avg\s+(?P<avg>\d+)\s*$"
-)
 BOOT_RE = re.compile(r"^timing: uptime \S+ s, time base (\d+)$")
 INIT_RE = re.compile(r"^timing: /init started at time base (\d+);")
 JOB_RE = re.compile(r"^timing: job time base start (\d+) end (\d+)$")
 DONE = "KESTREL-SCRIPT-DONE"
 
-
-def split_prefix(raw: str) -> tuple[int | None, str]:
-    """(VM index or None, the line without `[vm<i>] ` and the serial console's CR)."""
-    line = raw.rstrip("\r")
-    m = PREFIX_RE.match(line)
-    return (int(m.group(1)), m.group(2)) if m else (None, line)
-
-
-def guest_lines(console: str, vm: int = 0) -> list[str]:
-    """VM `vm`'s console lines: the `[vm<vm>] ` lines when any line has a VM prefix (several
-    VMs), else every line (one VM, or a native run)."""
-    split = [split_prefix(raw) for raw in console.splitlines()]
-    if any(index is not None for index, _ in split):
-        return [line for index, line in split if index == vm]
-    return [line for _, line in split]
+# Console parsing shared with every other QEMU run lives in scripts/kestrel_qemu.py.
+split_prefix = kestrel_qemu.split_prefix
+guest_lines = kestrel_qemu.guest_lines
 
 
 def parse_trace_tables(console: str) -> dict[int, dict[str, dict[str, int]]]:
-    """Every trace table in a VM run's console: VM index -> trace point -> count/min/max/avg.
-
-    A table starts at a line containing `trace points`; its VM is the line's `[vm<i>] ` prefix,
-    else a `vm<i>` in the line, else one in the line before, else 0 (one VM, no prefix). A row
-    belongs to the VM its own prefix or `vm<i>` names, else to the last table started."""
-    tables: dict[int, dict[str, dict[str, int]]] = {}
-    current: int | None = None
-    previous = ""
-    for raw in console.splitlines():
-        prefix, line = split_prefix(raw)
-        if "trace points" in line:
-            vm = prefix
-            if vm is None:
-                m = VM_MENTION_RE.search(line) or VM_MENTION_RE.search(previous)
-                vm = int(m.group(1)) if m else 0
-            if vm in tables:
-                raise BenchError(f"two trace tables for vm{vm}")
-            tables[vm] = {}
-            current = vm
-        else:
-            row = TRACE_ROW_RE.match(line)
-            if row:
-                vm = prefix if prefix is not None else (int(row["vm"]) if row["vm"] else current)
-                if vm is None or vm not in tables:
-                    raise BenchError(f"trace row outside a table: {line!r}")
-                name = row["name"]
-                if name in tables[vm]:
-                    raise BenchError(f"trace point {name} twice in vm{vm}'s table")
-                tables[vm][name] = {k: int(row[k]) for k in ("count", "min", "max", "avg")}
-        if line.strip():
-            previous = line
-    return tables
+    """Every trace table in a VM run's console (kestrel_qemu.parse_trace_tables)."""
+    try:
+        return kestrel_qemu.parse_trace_tables(console)
+    except kestrel_qemu.ConsoleError as err:
+        raise BenchError(str(err)) from err
 
 
 def trace_table(console: str, vm: int = 0) -> dict[str, dict[str, int]]:
     """VM `vm`'s trace table; fails when there is none or it is empty."""
-    tables = parse_trace_tables(console)
-    if vm not in tables:
-        raise BenchError(f"no trace table for vm{vm} (have: {sorted(tables) or 'none'})")
-    if not tables[vm]:
-        raise BenchError(f"vm{vm}'s trace table has no rows")
-    return tables[vm]
+    try:
+        return kestrel_qemu.trace_table(console, vm)
+    except kestrel_qemu.ConsoleError as err:
+        raise BenchError(str(err)) from err
 
 
 def script_output(console: str, script: str, vm: int = 0) -> list[str]:
@@ -361,10 +314,9 @@ def git_commit() -> str:
 
 
 def private_target(target_dir: Path) -> Path:
-    """A cargo target folder of our own holding copies of the kernel and the VMM, for every
-    run of one invocation: vm-linux.sh writes its device tree and boot-module archive there
-    (under $KESTREL_OUT), so neither another vm-linux.sh running at the same time nor a rebuild
-    of the ELF files can change what a later run boots."""
+    """A folder of our own holding copies of the kernel and the VMM, for every run of one
+    invocation, so that a rebuild of the ELF files meanwhile cannot change what a later run
+    boots."""
     priv = target_dir / "bench-table1"
     out = priv / "powerpc-440-none" / "release"
     out.mkdir(parents=True, exist_ok=True)
@@ -379,34 +331,43 @@ def private_target(target_dir: Path) -> Path:
 # Extra guest kernel arguments for both modes (--append); the same command line natively and
 # in the VM, so that both run the same kernel the same way.
 GUEST_APPEND = ""
+# The native run gets the VM's RAM (kestrel-vmm's LINUX_RAM), so both kernels size themselves alike.
+GUEST_MB = kestrel_qemu.VMM_DEFAULT_MEM_MB
+LINUX_OUT = ROOT / "guests" / "linux" / "out"
+
+
+def node(mode: str, script: str, log: Path, private: Path) -> kestrel_qemu.Node:
+    """The QEMU machine for one run: the guest natively (as guests/linux/run-native.sh boots
+    it) or in a VM (as scripts/vm-linux.sh does), under -icount."""
+    vmlinux, initrd = LINUX_OUT / "vmlinux", LINUX_OUT / "initramfs.cpio.gz"
+    base = kestrel_qemu.LINUX_CMDLINE
+    if mode == "native":
+        cmdline = kestrel_qemu.join_cmdline(base, f"kestrel.script={script}", GUEST_APPEND)
+        return kestrel_qemu.Node(kernel=vmlinux, initrd=initrd, append=cmdline, mem_mb=GUEST_MB,
+                                 icount=True)
+    out = private / "powerpc-440-none" / "release"
+    cmdline = kestrel_qemu.join_cmdline(base, GUEST_APPEND, f"kestrel.script={script}")
+    image = kestrel_qemu.vmm_image(vmlinux, initrd=initrd, cmdline=cmdline, vmm=out / "kestrel-vmm",
+                                   root=out / "kestrel-root")
+    return kestrel_qemu.kestrel_node(image, log.with_suffix(".bootmod"), kernel=out / "kestrel-kernel",
+                                     append=kestrel_qemu.vmm_cmdline(1, None),
+                                     mem_mb=kestrel_qemu.KESTREL_RAM_MB, icount=True)
 
 
 def run(mode: str, script: str, index: int, timeout: int, private: Path) -> str:
     """Boots Linux once with /scripts/SCRIPT under -icount; returns the console output.
-    `private` is the target folder from private_target() for the VM runs."""
-    target_dir = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-    log = target_dir / "logs" / f"table1-{mode}-{script}-run{index}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
+    `private` is the folder from private_target() for the VM runs."""
+    log = kestrel_qemu.logs_dir() / f"table1-{mode}-{script}-run{index}.log"
     print(f"table1.py: {mode} {script} run {index} (log: {log})", file=sys.stderr)
-    env = dict(os.environ)
-    if mode == "native":
-        # -m 64: the VM's RAM (kestrel-vmm's LINUX_RAM), so both kernels size themselves alike.
-        cmd = [str(ROOT / "guests" / "linux" / "run-native.sh"), "--script", script, "--icount",
-               "--mem", "64", "--timeout", str(timeout), "--log", str(log)]
-        if GUEST_APPEND:
-            cmd += ["--append", GUEST_APPEND]
-    else:
-        cmd = [str(ROOT / "scripts" / "vm-linux.sh"), "--script", script, "--icount", "--timeout", str(timeout)]
-        env["CARGO_TARGET_DIR"] = str(private)
-        env["KESTREL_GUEST_APPEND"] = GUEST_APPEND
-    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace", env=env)
-    if mode == "vm":
-        log.write_text(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        what = "timed out" if proc.returncode == 124 else f"exited with status {proc.returncode}"
-        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
+    try:
+        status, console = kestrel_qemu.run_captured(node(mode, script, log, private), timeout=timeout, log=log)
+    except kestrel_qemu.LaunchError as err:
+        raise BenchError(f"{mode} {script} run {index}: {err}") from err
+    if status != 0:
+        what = "timed out" if status == 124 else f"exited with status {status}"
+        tail = "\n".join(console.splitlines()[-15:])
         raise BenchError(f"{mode} {script} run {index}: {what} (log: {log})\n{tail}")
-    return proc.stdout
+    return console
 
 
 def measure(index: int, timeout: int, private: Path) -> dict:
@@ -445,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
         # Always (cached, seconds): vm-linux.sh runs it anyway, and the native runs, which
         # start alongside, need vmlinux and the initramfs before it would.
         subprocess.run([str(ROOT / "guests" / "linux" / "build.sh")], check=True)
-        private = private_target(Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")))
+        private = private_target(kestrel_qemu.target_dir())
         runs = [measure(i, args.timeout, private) for i in range(1, args.runs + 1)]
         check_deterministic(runs)
         summary = summarize(runs, qemu_version(), git_commit())

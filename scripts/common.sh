@@ -31,10 +31,6 @@ KESTREL_OUT=$KESTREL_TARGET_DIR/powerpc-440-none/release
 KESTREL_QEMU=${KESTREL_QEMU:-qemu-system-ppc}
 export KESTREL_TARGET_DIR KESTREL_OUT KESTREL_QEMU
 
-# The root task starts the programs named on the kernel command line (root.start=); a VM
-# archive starts with it and names the VMM module kestrel-vmm (ukernel/tasks/root).
-KESTREL_ROOT_START="root.start=kestrel-vmm"
-
 # die MESSAGE...: print "<script>: MESSAGE" on stderr and exit 1.
 die() {
     printf '%s: %s\n' "$(basename "$0")" "$*" >&2

@@ -25,12 +25,12 @@ mkdir -p "$logs"
 guest=$KESTREL_OUT/kestrel-selftest
 
 echo "guest-compare: native run"
-timeout --foreground --kill-after=5 "$timeout_secs" "$KESTREL_QEMU" -M bamboo -m 128 -display none \
-    -nic none -no-reboot -serial stdio -serial null -monitor none -kernel "$guest" \
-    >"$logs/selftest-native.log" 2>&1 || die "native run failed or timed out (log: $logs/selftest-native.log)"
+python3 "$KESTREL_ROOT/scripts/kestrel_qemu.py" native --kernel "$guest" --mem 128 --quiet \
+    --timeout "$timeout_secs" --log "$logs/selftest-native.log" </dev/null >/dev/null 2>&1 ||
+    die "native run failed or timed out (log: $logs/selftest-native.log)"
 vm_run() {
     "$KESTREL_ROOT/scripts/vm-run.sh" "$guest" --timeout "$timeout_secs" --log "$logs/selftest-vm.log" \
-        >/dev/null 2>&1 || die "VM run failed or timed out (log: $logs/selftest-vm.log)"
+        </dev/null >/dev/null 2>&1 || die "VM run failed or timed out (log: $logs/selftest-vm.log)"
 }
 echo "guest-compare: VM run"
 vm_run

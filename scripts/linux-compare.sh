@@ -50,9 +50,9 @@ mkdir -p "$logs"
 native_log=$logs/linux-compare-native.log
 vm_log=$logs/linux-compare-vm.log
 
-# vm-linux.sh writes its device tree and boot-module archive under $KESTREL_OUT: a target
+# vm-linux.sh writes its boot-module archive next to its log in the target folder: a target
 # folder of our own (with copies of the kernel and the VMM) keeps another vm-linux.sh running
-# at the same time from swapping the archive under this run.
+# at the same time, or a rebuild, from swapping either under this run.
 private=$KESTREL_TARGET_DIR/linux-compare
 mkdir -p "$private/powerpc-440-none/release"
 for elf in kestrel-kernel kestrel-root kestrel-vmm; do
@@ -153,7 +153,7 @@ normalize <"$logs/linux-compare-native.txt.raw" >"$logs/linux-compare-native.txt
 # nosmap, its device tree has no PCI), so it is counted and kept, never compared.
 boot_log() {
     guest_console "$1" | awk '/^kestrel-guest: Linux / { done = 1 } !done { print }' |
-        grep -Ev '^(root|vmm|kestrel|qemu-run|run-native|build|build-kernel|build-busybox): |^Kestrel microkernel|^$' || true
+        grep -Ev '^(root|vmm|kestrel|kestrel-qemu|vm-linux|run-native|build|build-kernel|build-busybox): |^Kestrel microkernel|^$' || true
 }
 boot_log "$native_log" >"$logs/linux-compare-native.boot"
 boot_log "$vm_log" >"$logs/linux-compare-vm.boot"

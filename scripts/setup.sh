@@ -4,7 +4,8 @@
 #   scripts/setup.sh
 #
 # Debian packages: Rust 1.96 with the library source (the kernel builds core/alloc itself),
-# QEMU's PowerPC system emulator, the powerpc cross binutils/gcc (the linker), dtc and python3;
+# rustfmt and clippy, QEMU's PowerPC system emulator, the powerpc cross binutils/gcc (the linker),
+# dtc and python3;
 # for the Linux guest (guests/linux) the kernel source, its build tools and the powerpc cross
 # glibc, plus deb-src entries for `apt-get source busybox` when apt has none.
 # Then `just`, which Debian 12 does not package: `cargo install --locked just` puts it in
@@ -14,6 +15,8 @@ set -euo pipefail
 
 packages=(
     rustc-web cargo-web rust-web-src
+    # `just lint`: rustfmt and clippy matching rustc-web.
+    rustfmt-web rust-web-clippy
     qemu-system-ppc
     binutils-powerpc-linux-gnu gcc-powerpc-linux-gnu
     device-tree-compiler

@@ -37,21 +37,17 @@ done
 
 guest=$KESTREL_OUT/kestrel-isolation
 vmm=$KESTREL_OUT/kestrel-vmm
-root=$KESTREL_OUT/kestrel-root
-build_hint="build them: scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-vmm -p kestrel-isolation"
+build_hint="build them: scripts/build-target.sh -p kestrel-kernel -p kestrel-vmm -p kestrel-isolation"
 [[ -f $guest ]] || die "no guest image at $guest ($build_hint)"
 [[ -f $vmm ]] || die "no VMM at $vmm ($build_hint)"
-[[ -f $root ]] || die "no root task at $root ($build_hint)"
-archive=$KESTREL_OUT/vm-isolation.bootmod
 log=$KESTREL_TARGET_DIR/logs/vm-isolation.log
 mkdir -p "$(dirname "$log")"
-python3 "$KESTREL_ROOT/scripts/mkbootmod.py" "$archive" "kestrel-root=$root" "kestrel-vmm=$vmm" "guest=$guest"
 
 # No stdin: nothing may wait for a keyboard in a test run. The console goes to the log only.
 start=$EPOCHREALTIME
 set +e
-"$KESTREL_ROOT/scripts/qemu-run.sh" "$archive" --timeout "$timeout_secs" --log "$log" \
-    -- -append "$KESTREL_ROOT_START vmm.vms=2" </dev/null >/dev/null 2>&1
+"$KESTREL_ROOT/scripts/vm-run.sh" "$guest" --vms 2 --timeout "$timeout_secs" --log "$log" \
+    </dev/null >/dev/null 2>&1
 status=$?
 set -e
 elapsed=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')

@@ -1,23 +1,32 @@
 #!/usr/bin/env bash
-# Boots the unmodified Linux guest (guests/linux) in a Kestrel VM: kernel + kestrel-root +
-# kestrel-vmm + vmlinux + initramfs + guest command line in one boot-module archive (the VMM
-# generates the device tree; the root task starts the VMM: root.start=kestrel-vmm).
+# Boots Linux in Kestrel VMs: kestrel-vmm runs the guest kernel (an ELF vmlinux), its initramfs
+# and its command line, packed with the root task and the VMM into one boot-module archive (the
+# VMM generates the device tree). By default the guest is the project's own (guests/linux,
+# built here).
 #
-#   scripts/vm-linux.sh [--vms N] [--script NAME] [--timeout SECS] [--icount] [--native NAME]...
-#                       [--kernel-args ARGS]
+#   scripts/vm-linux.sh [N] [--vms N] [--kernel VMLINUX] [--initrd FILE] [--append ARGS]
+#                       [--cmdline LINE] [--mem MB] [--native NAME]... [--kernel-args ARGS]
+#                       [--script NAME] [--timeout SECS] [--icount] [--log FILE]
 #
-# --native NAME also starts the native program NAME (an ELF in target/powerpc-440-none/release,
-# e.g. kestrel-demo) beside the VMs; its console lines carry a `[NAME] ` prefix. QEMU exits when
-# every program (the VMM and the native ones) has ended. --kernel-args ARGS adds ARGS to the
-# Kestrel command line that the root task and its programs read (e.g. checksum.rounds=20).
-# --script NAME runs /scripts/NAME in the guest and powers off (e.g. smoke); without it the
-# guest starts an interactive busybox shell (keyboard input goes to the VM; Ctrl-A x quits QEMU).
-# --timeout: wall-clock limit (default 600 s with --script, none for a shell). The guest command
-# line is "console=ttyS0 panic=1", plus $KESTREL_GUEST_APPEND, plus kestrel.script=NAME (the
-# same as guests/linux/run-native.sh uses). --vms N boots N VMs at once (kestrel-vmm's
-# `vmm.vms=N`), each with its own RAM, vCPU and console; their lines are prefixed `[vmI] `
-# and Ctrl-] then a VM number moves the console input. QEMU exits when every VM powered off.
-#
+# The root task (kestrel-root) starts kestrel-vmm (root.start=kestrel-vmm). --native NAME also
+# starts the native program NAME (an ELF in target/powerpc-440-none/release, e.g. kestrel-demo)
+# beside the VMs; its console lines carry a `[NAME] ` prefix. QEMU exits when every program (the
+# VMM and the native ones) has ended. --kernel-args ARGS adds ARGS to the Kestrel command line
+# that the root task and its programs read (e.g. checksum.rounds=20).
+# N or --vms N boots N VMs at once (kestrel-vmm's `vmm.vms=N`, 1 to 4), each with its own RAM,
+# vCPU and console; their lines are prefixed `[vmI] ` and Ctrl-] then a VM number moves the
+# console input. QEMU exits when every VM powered off.
+# --kernel and --initrd boot a guest of your own (a 32-bit big-endian PowerPC ELF, e.g. a
+# 44x/bamboo_defconfig vmlinux; a zImage or uImage does not boot); without --initrd, your kernel
+# gets none. --mem MB is each VM's RAM (default 64; `vmm.mem=MB`); it must hold the initrd
+# (loaded at 25 MiB) and fit in Kestrel's 256 MiB beside the VMM: the launcher says what fits.
+# The guest command line is "console=ttyS0 panic=1", plus $KESTREL_GUEST_APPEND, plus --append,
+# plus kestrel.script=NAME (as guests/linux/run-native.sh does); --cmdline replaces all of it.
+# --script NAME runs /scripts/NAME of the project's initramfs and powers off (e.g. smoke);
+# without it the guest starts an interactive shell (keyboard input goes to the VM; Ctrl-A x
+# quits QEMU). --timeout: wall-clock limit (default 600 s with --script, none for a shell).
+# The console log is target/logs/vm-linux-{shell,NAME}.log (or --log), the archive beside it.
+# A thin wrapper around `scripts/kestrel_qemu.py vm`, which checks the inputs.
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -25,42 +34,72 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 script=
 vms=1
 timeout_secs=
+kernel=
+initrd=
+append=
+cmdline=
+mem=
+log=
 extra=()
 natives=()
 kargs=
 while (($# > 0)); do
     case $1 in
-        --native) natives+=("$2"); shift 2 ;;
-        --kernel-args) kargs=" $2"; shift 2 ;;
-        --script) script=$2; shift 2 ;;
-        --vms) vms=$2; shift 2 ;;
-        --timeout) timeout_secs=$2; shift 2 ;;
+        --script | --vms | --timeout | --kernel | --initrd | --append | --cmdline | --mem | --log | --native | --kernel-args)
+            (($# >= 2)) || die "$1 needs a value"
+            case $1 in
+                --script) script=$2 ;;
+                --vms) vms=$2 ;;
+                --timeout) timeout_secs=$2 ;;
+                --kernel) kernel=$2 ;;
+                --initrd) initrd=$2 ;;
+                --append) append=$2 ;;
+                --cmdline) cmdline=$2 ;;
+                --mem) mem=$2 ;;
+                --log) log=$2 ;;
+                --native) natives+=("$2") ;;
+                --kernel-args) kargs=$2 ;;
+            esac
+            shift 2
+            ;;
         --icount) extra+=(--icount); shift ;;
-        *) die "unknown argument $1 (see the header of $0)" ;;
+        -h | --help) sed -n '2,34s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        [0-9]*) vms=$1; shift ;;
+        *) die "unknown argument $1 (see --help)" ;;
     esac
 done
-"$KESTREL_ROOT/guests/linux/build.sh"
-out=$KESTREL_ROOT/guests/linux/out
-# The guest's command line rides in the archive; kestrel-vmm writes it into the device tree
-# it generates for each VM (vmm/devtree).
-bootargs=$KESTREL_OUT/vm-linux.bootargs
-printf "%s" "console=ttyS0 panic=1${KESTREL_GUEST_APPEND:+ $KESTREL_GUEST_APPEND}${script:+ kestrel.script=$script}" >"$bootargs"
-archive=$KESTREL_OUT/vm-linux.bootmod
-start=$KESTREL_ROOT_START
-modules=("kestrel-root=$KESTREL_OUT/kestrel-root" "kestrel-vmm=$KESTREL_OUT/kestrel-vmm")
-for n in "${natives[@]}"; do
-    [[ -f $KESTREL_OUT/$n ]] || die "no native program $KESTREL_OUT/$n (build it: scripts/build-target.sh -p $n)"
-    modules+=("$n=$KESTREL_OUT/$n")
-    start="$start,$n"
+[[ $vms =~ ^[1-9][0-9]*$ ]] || die "the number of VMs must be a whole number, got '$vms'"
+[[ -z $mem || $mem =~ ^[1-9][0-9]*$ ]] || die "--mem wants megabytes, got '$mem'"
+[[ -z $timeout_secs || $timeout_secs =~ ^[0-9]+$ ]] || die "--timeout wants whole seconds, got '$timeout_secs'"
+# Checked here too, before the project's guest is built for a file that is missing anyway.
+for f in "$kernel" "$initrd"; do
+    [[ -z $f || -f $f ]] || die "no such file: $f"
 done
-python3 "$KESTREL_ROOT/scripts/mkbootmod.py" "$archive" "${modules[@]}" \
-    "guest=$out/vmlinux" "initrd=$out/initramfs.cpio.gz" "bootargs=$bootargs"
+
+if [[ -z $kernel ]]; then
+    "$KESTREL_ROOT/guests/linux/build.sh"
+fi
+out=$KESTREL_ROOT/guests/linux/out
+if [[ -z $kernel ]]; then
+    kernel=$out/vmlinux
+    initrd=${initrd:-$out/initramfs.cpio.gz}
+fi
+if [[ -z $cmdline ]]; then
+    cmdline="console=ttyS0 panic=1${KESTREL_GUEST_APPEND:+ $KESTREL_GUEST_APPEND}${append:+ $append}${script:+ kestrel.script=$script}"
+fi
+args=(vm --guest "$kernel" --cmdline "$cmdline" --vms "$vms" --mem 256
+    --log "${log:-$KESTREL_TARGET_DIR/logs/vm-linux-${script:-shell}.log}")
+[[ -z $initrd ]] || args+=(--initrd "$initrd")
+[[ -z $mem ]] || args+=(--vm-mem "$mem")
+[[ -z $kargs ]] || args+=(--append "$kargs")
+for n in "${natives[@]}"; do
+    args+=(--program "$n=$KESTREL_OUT/$n")
+done
 if [[ -z $script ]]; then
-    extra+=(--interactive)
+    args+=(--interactive)
     hint="'exit' powers a VM off; Ctrl-A x quits QEMU"
     ((vms == 1)) || hint="$hint; Ctrl-] then a VM number (0-$((vms - 1))) moves the keyboard"
-    echo "vm-linux: interactive busybox shell in $vms VM(s): $hint" >&2
+    args+=(--hint "interactive shell in $vms VM(s): $hint")
 fi
 timeout_secs=${timeout_secs:-$([[ -n $script ]] && echo 600 || echo 0)}
-exec "$KESTREL_ROOT/scripts/qemu-run.sh" "$archive" --mem 256 --timeout "$timeout_secs" "${extra[@]}" \
-    -- -append "$start vmm.vms=$vms$kargs"
+exec python3 "$KESTREL_ROOT/scripts/kestrel_qemu.py" "${args[@]}" --timeout "$timeout_secs" "${extra[@]}"

@@ -4,7 +4,7 @@
 #
 #   guests/linux/dump-qemu-dtb.sh [--mem MB] [--append ARGS] [--dtb FILE]
 #
-# Starts QEMU paused (-S) with the same machine, memory, kernel, initrd and command line as
+# Starts QEMU paused (-S, scripts/kestrel_qemu.py's monitor console) with the same machine, memory, kernel, initrd and command line as
 # run-native.sh, saves guest memory at 0x1800000 (where QEMU puts the FDT, r3 at entry) through
 # the monitor, and decompiles it with dtc. The tree is QEMU's /usr/share/qemu/bamboo.dtb with
 # /memory, /chosen (bootargs, initrd) and the clock frequencies patched. --dtb keeps the binary.
@@ -39,9 +39,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # The monitor parses a bare path as an expression ("/" divides), hence the quotes.
 printf 'pmemsave 0x1800000 0x10000 "%s"\nquit\n' "$tmp/fdt.bin" |
-    timeout 30 "${KESTREL_QEMU:-qemu-system-ppc}" -M bamboo -m "$mem" -display none -nic none \
-        -serial null -serial null -S -monitor stdio \
-        -kernel "$kernel" -initrd "$initrd" -append "console=ttyS0 panic=1${append:+ $append}" >/dev/null
+    python3 "$LINUX_GUEST_DIR/../../scripts/kestrel_qemu.py" native --console monitor --quiet \
+        --timeout 30 --log "$tmp/monitor.log" --mem "$mem" --kernel "$kernel" --initrd "$initrd" \
+        --append "console=ttyS0 panic=1${append:+ $append}" >/dev/null
 [[ -s $tmp/fdt.bin ]] || die "QEMU saved no memory at 0x1800000"
 [[ -z $dtb ]] || cp "$tmp/fdt.bin" "$dtb"
 dtc -q -I dtb -O dts "$tmp/fdt.bin"

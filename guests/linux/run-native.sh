@@ -14,7 +14,8 @@
 # target/logs/linux-native-{shell,NAME}.log).
 #
 # Exit status: with --script, 0 only when QEMU exited 0 and the log shows the script's
-# "exited with status 0" line; otherwise QEMU's status (124 when the timeout ran out).
+# "exited with status 0" line (else 1); otherwise QEMU's status (124 when the timeout ran out).
+# A thin wrapper around `scripts/kestrel_qemu.py native`.
 set -euo pipefail
 # shellcheck source=guests/linux/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -75,8 +76,6 @@ fi
 kernel=$LINUX_GUEST_OUT/vmlinux
 initrd=$LINUX_GUEST_OUT/initramfs.cpio.gz
 [[ -f $kernel && -f $initrd ]] || die "no $kernel or $initrd: run guests/linux/build.sh"
-qemu_bin=${KESTREL_QEMU:-qemu-system-ppc}
-need_tool "$qemu_bin"
 
 cmdline="console=ttyS0 panic=1"
 [[ -z $script ]] || cmdline+=" kestrel.script=$script"
@@ -86,63 +85,18 @@ if [[ -z $log ]]; then
     repo=$(cd "$LINUX_GUEST_DIR/../.." && pwd)
     log=${CARGO_TARGET_DIR:-$repo/target}/logs/linux-native-${script:-shell}.log
 fi
-mkdir -p "$(dirname "$log")"
 
-# -serial twice: bamboo only creates UART1 when a second backend exists (the VMM's guest has
-# the same two UARTs). -display none, not -nographic, which would also claim stdio for the
-# monitor. -nic none: otherwise QEMU adds an e1000 on PCI. -no-reboot turns the guest's reset
-# request (its power-off, see init) into QEMU exiting with status 0.
-qemu=("$qemu_bin" -M bamboo -m "$mem" -display none -nic none -no-reboot)
-if [[ -n $script ]]; then
-    qemu+=(-serial stdio -serial null -monitor none)
-else
-    # Interactive: Ctrl-C must reach the guest's shell, not kill QEMU (signal=off); the mux
-    # keeps Ctrl-A x (quit) and Ctrl-A c (monitor) as a way out.
-    # shellcheck disable=SC2054  # the commas belong to QEMU's option values
-    qemu+=(-chardev stdio,id=console,mux=on,signal=off -serial chardev:console -serial null
-        -mon chardev=console)
-fi
+# The command line itself comes from scripts/kestrel_qemu.py (the one QEMU launcher).
+args=(native --kernel "$kernel" --initrd "$initrd" --append "$cmdline" --mem "$mem" --log "$log"
+    --timeout "${timeout_secs:-0}")
 if $icount; then
-    # shellcheck disable=SC2054
-    qemu+=(-icount shift=0,sleep=off)
+    args+=(--icount)
 fi
-qemu+=(-kernel "$kernel" -initrd "$initrd" -append "$cmdline" "${extra[@]}")
-
-say "${qemu[*]}"
+launcher=$LINUX_GUEST_DIR/../../scripts/kestrel_qemu.py
 if [[ -z $script ]]; then
     say "interactive shell: 'exit' powers the guest off; Ctrl-A x quits QEMU; log $log"
+    exec python3 "$launcher" "${args[@]}" --interactive -- "${extra[@]}"
 fi
-
-runner=()
-if [[ -n $timeout_secs ]]; then
-    # --foreground keeps QEMU in the terminal's process group (an interactive QEMU would
-    # otherwise stop on SIGTTIN); --kill-after covers a QEMU that ignores SIGTERM.
-    runner=(timeout --foreground --kill-after=5 "$timeout_secs")
-fi
-
-start_ns=$(date +%s%N)
-set +e
-if [[ -n $script ]]; then
-    "${runner[@]}" "${qemu[@]}" </dev/null 2>&1 | tee "$log"
-else
-    "${runner[@]}" "${qemu[@]}" 2>&1 | tee "$log"
-fi
-status=${PIPESTATUS[0]}
-set -e
-elapsed_ms=$((($(date +%s%N) - start_ns) / 1000000))
-wall=$(printf '%d.%03d' $((elapsed_ms / 1000)) $((elapsed_ms % 1000)))
-
-if ((status == 124)); then
-    say "timeout: QEMU killed after ${timeout_secs} s (log: $log)"
-    exit 124
-fi
-say "QEMU exited with status $status after $wall s (log: $log)"
-if [[ -n $script ]]; then
-    ((status == 0)) || exit "$status"
-    # The banner's and /init's lines, stripped of the CR the serial console adds.
-    if ! tr -d '\r' <"$log" | grep -qxF "kestrel-guest: script $script exited with status 0; powering off"; then
-        say "error: the log does not show script $script exiting with status 0"
-        exit 1
-    fi
-fi
-exit "$status"
+# A script run reads no keyboard, and passes only when the guest says the script exited 0.
+exec python3 "$launcher" "${args[@]}" \
+    --expect "kestrel-guest: script $script exited with status 0; powering off" -- "${extra[@]}" </dev/null

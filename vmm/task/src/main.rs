@@ -44,13 +44,17 @@ const VCPU_PRIORITY: u32 = 90;
 const ARCHIVE_VA: u32 = 0x6000_0000;
 /// Where VM i's guest RAM lives in the VMM's space: `GUEST_RAM_VA + i * GUEST_RAM_STRIDE`.
 const GUEST_RAM_VA: u32 = 0x2000_0000;
-const GUEST_RAM_STRIDE: u32 = 64 << 20;
+/// 256 MiB: room for the largest `vmm.mem=` (4 VMs end at [`ARCHIVE_VA`]).
+const GUEST_RAM_STRIDE: u32 = 256 << 20;
 /// Alignment of guest RAM (physical and virtual): the 440's largest page, 16 MiB.
 const GUEST_RAM_ALIGN_LOG2: u32 = 24;
 /// Guest RAM for a bare-metal guest: one linear segment at guest-physical 0.
 const GUEST_RAM: u32 = 32 << 20;
-/// Guest RAM for an OS guest; its device tree must say the same.
+/// Guest RAM for an OS guest unless `vmm.mem=MB` says otherwise; its device tree says the same.
 const LINUX_RAM: u32 = 64 << 20;
+/// Bounds of `vmm.mem=MB`: the initrd is loaded at 25 MiB, and the kernel uses at most 256 MiB.
+const MIN_OS_RAM_MB: u32 = 32;
+const MAX_OS_RAM_MB: u32 = 240;
 /// Where QEMU's bamboo places the device tree and the initrd, and its initial stack.
 const DTB_GPA: u32 = 0x0180_0000;
 const INITRD_GPA: u32 = 0x0190_0000;
@@ -114,12 +118,39 @@ pub extern "C" fn task_main() {
     serve(&mut vms, &mut console);
 }
 
-/// `vmm.vms=N` from the kernel command line, clamped to 1..=MAX_VMS.
-fn vm_count() -> usize {
+/// The value of option `name` (e.g. `vmm.vms=`) on the kernel command line.
+fn boot_option(name: &str) -> Option<heapless::String<16>> {
     let mut buf = [0u8; kestrel_abi::BOOTARGS_LEN];
     let n = sys::bootargs(&mut buf);
     let args = core::str::from_utf8(&buf[..n]).unwrap_or("");
-    let Some(v) = args.split_ascii_whitespace().find_map(|a| a.strip_prefix("vmm.vms=")) else {
+    let v = args
+        .split_ascii_whitespace()
+        .find_map(|a| a.strip_prefix(name))?;
+    heapless::String::try_from(v)
+        .ok()
+        .or_else(|| heapless::String::try_from("(too long)").ok())
+}
+
+/// An OS guest's RAM: `vmm.mem=MB` from the kernel command line (scripts/kestrel_qemu.py
+/// checks what fits before it boots), else [`LINUX_RAM`].
+fn os_guest_ram() -> Result<u32, &'static str> {
+    let Some(v) = boot_option("vmm.mem=") else {
+        return Ok(LINUX_RAM);
+    };
+    match v.parse::<u32>() {
+        Ok(mb) if (MIN_OS_RAM_MB..=MAX_OS_RAM_MB).contains(&mb) => Ok(mb << 20),
+        _ => {
+            println!(
+                "vmm: vmm.mem={v} is not a size in MiB from {MIN_OS_RAM_MB} to {MAX_OS_RAM_MB}"
+            );
+            Err("bad vmm.mem= option")
+        }
+    }
+}
+
+/// `vmm.vms=N` from the kernel command line, clamped to 1..=MAX_VMS.
+fn vm_count() -> usize {
+    let Some(v) = boot_option("vmm.vms=") else {
         return 1;
     };
     match v.parse::<usize>() {
@@ -151,7 +182,7 @@ fn create_vm(i: usize, nvms: usize, archive: &[u8], vcpu: ThreadId) -> Result<Vm
     let initrd = bootmod::find(archive, "initrd");
     let bootargs = bootmod::find(archive, "bootargs");
     let os = dtb.is_some() || initrd.is_some() || bootargs.is_some();
-    let ram = if os { LINUX_RAM } else { GUEST_RAM };
+    let ram = if os { os_guest_ram()? } else { GUEST_RAM };
     let ram_va = GUEST_RAM_VA + i as u32 * GUEST_RAM_STRIDE;
     if let Err(e) = root::ram(ram_va, ram, GUEST_RAM_ALIGN_LOG2) {
         println!("vmm: vm{i}: {} MiB of guest RAM: {e}", ram >> 20);
