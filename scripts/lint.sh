@@ -28,12 +28,9 @@ esac
 cd "$KESTREL_ROOT"
 # Debian's cargo finds its `fmt` and `clippy` subcommands and their drivers in /usr/bin.
 export PATH=/usr/bin:$PATH
-target_packages=(kestrel-kernel kestrel-user ktest kestrel-demo ipcbench kestrel-vmm
-    kestrel-exitbench kestrel-selftest kestrel-isolation kestrel-guest-bare)
-target_args=()
-for pkg in "${target_packages[@]}"; do
-    target_args+=(-p "$pkg")
-done
+# Every member for the target (the host crates are no_std too and are the target crates'
+# dependencies anyway), so a new program is linted without being listed here.
+target_args=(--workspace)
 clippy_target() {
     RUSTC_BOOTSTRAP=1 "$KESTREL_CARGO" clippy --release \
         -Zbuild-std=core,compiler_builtins,alloc -Zbuild-std-features=compiler-builtins-mem \
