@@ -90,7 +90,11 @@ pub struct UartPort<L: IrqLine, S: TxSink> {
 
 impl<L: IrqLine, S: TxSink> UartPort<L, S> {
     pub fn new(line: L, tx: S) -> Self {
-        UartPort { uart: Uart16550::new(), line, tx }
+        UartPort {
+            uart: Uart16550::new(),
+            line,
+            tx,
+        }
     }
 
     /// Console input: true if the receiver took the byte.
@@ -151,7 +155,7 @@ impl IrqLine for UicInput {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::uart::{reg, ier, iir};
+    use crate::uart::{ier, iir, reg};
 
     struct Level(core::cell::Cell<bool>);
     impl IrqLine for Level {
@@ -189,7 +193,10 @@ mod tests {
     #[test]
     fn uic_input_reaches_the_uic() {
         let uic = Rc::new(RefCell::new(Uic::without_polarity()));
-        let line = UicInput { uic: uic.clone(), input: 0 };
+        let line = UicInput {
+            uic: uic.clone(),
+            input: 0,
+        };
         // UIC_ER (offset 2): enable input 0 (MSB-0 bit 0).
         uic.borrow_mut().dcr_write(2, 0x8000_0000);
         line.set_level(true);

@@ -225,7 +225,11 @@ struct RxFifo {
 
 impl RxFifo {
     const fn new() -> Self {
-        Self { bytes: [0; FIFO_LEN], head: 0, len: 0 }
+        Self {
+            bytes: [0; FIFO_LEN],
+            head: 0,
+            len: 0,
+        }
     }
 
     fn is_full(&self) -> bool {
@@ -601,7 +605,10 @@ mod tests {
         uart.set_modem_status(msr::DCD | msr::DSR | msr::RI);
         assert!(uart.irq());
         assert_eq!(uart.read(reg::IIR), iir::MSI);
-        assert_eq!(uart.read(reg::MSR), msr::DCD | msr::DSR | msr::RI | msr::DCTS);
+        assert_eq!(
+            uart.read(reg::MSR),
+            msr::DCD | msr::DSR | msr::RI | msr::DCTS
+        );
         assert!(!uart.irq());
         // RI falls: TERI.
         uart.set_modem_status(msr::DCD | msr::DSR);

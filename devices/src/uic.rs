@@ -100,13 +100,26 @@ impl Uic {
     /// A UIC in its reset state: every register 0, no input driven yet. Inputs are raw
     /// signals and PR gives their active level.
     pub const fn new() -> Self {
-        Self { sr: 0, er: 0, cr: 0, pr: 0, tr: 0, vcr: 0, inputs: 0, driven: 0, polarity: true }
+        Self {
+            sr: 0,
+            er: 0,
+            cr: 0,
+            pr: 0,
+            tr: 0,
+            vcr: 0,
+            inputs: 0,
+            driven: 0,
+            polarity: true,
+        }
     }
 
     /// Like [`Uic::new`], but with QEMU 7.2's input convention: PR is stored and read back
     /// but not applied, and an input driven `true` is asserted.
     pub const fn without_polarity() -> Self {
-        Self { polarity: false, ..Self::new() }
+        Self {
+            polarity: false,
+            ..Self::new()
+        }
     }
 
     /// Guest `mfdcr` of `UIC_DCR_BASE + offset`.
@@ -195,7 +208,11 @@ impl Uic {
 
     /// The lines that are requesting an interrupt now: driven, and at their active level.
     pub const fn asserted(&self) -> u32 {
-        let active = if self.polarity { !(self.inputs ^ self.pr) } else { self.inputs };
+        let active = if self.polarity {
+            !(self.inputs ^ self.pr)
+        } else {
+            self.inputs
+        };
         active & self.driven
     }
 

@@ -13,7 +13,10 @@ struct Port {
 
 impl Port {
     fn new() -> Self {
-        Self { uart: Uart16550::new(), tx: Vec::new() }
+        Self {
+            uart: Uart16550::new(),
+            tx: Vec::new(),
+        }
     }
 
     fn out(&mut self, offset: u32, value: u8) {
@@ -172,7 +175,10 @@ fn thre_interrupt_flow() {
         p.out(reg::THR, c);
     }
     assert!(p.uart.irq());
-    assert_eq!(p.inb(reg::LSR) & (lsr::THRE | lsr::TEMT), lsr::THRE | lsr::TEMT);
+    assert_eq!(
+        p.inb(reg::LSR) & (lsr::THRE | lsr::TEMT),
+        lsr::THRE | lsr::TEMT
+    );
     assert_eq!(p.inb(reg::IIR), iir::FIFO_ENABLED | iir::THRI);
     // __stop_tx: nothing left to send.
     p.out(reg::IER, ier::RLSI | ier::RDI);
@@ -246,7 +252,11 @@ fn rx_fifo_holds_sixteen_bytes() {
         assert!(p.uart.push_input(i), "byte {i}");
     }
     assert!(!p.uart.push_input(16));
-    assert_eq!(p.inb(reg::LSR) & lsr::OE, 0, "refused input is not an overrun");
+    assert_eq!(
+        p.inb(reg::LSR) & lsr::OE,
+        0,
+        "refused input is not an overrun"
+    );
     for i in 0..16u8 {
         assert_eq!(p.inb(reg::RBR), i);
     }
@@ -334,7 +344,11 @@ fn interrupt_priorities() {
     p.uart.push_input(1);
     assert_eq!(p.inb(reg::IIR), iir::RDI, "received data beats THR empty");
     p.uart.push_break();
-    assert_eq!(p.inb(reg::IIR), iir::RLSI, "line status beats received data");
+    assert_eq!(
+        p.inb(reg::IIR),
+        iir::RLSI,
+        "line status beats received data"
+    );
     p.inb(reg::LSR);
     assert_eq!(p.inb(reg::IIR), iir::RDI);
     p.inb(reg::RBR);

@@ -154,7 +154,10 @@ fn masking_hides_but_keeps_the_request() {
     assert_eq!(d.get_irq(), Some(1));
     d.mask(1);
     assert!(!d.uic.irq_output());
-    assert_eq!(d.uic.read_dcr(reg::SR) & (line_bit(0) | line_bit(1)), line_bit(0) | line_bit(1));
+    assert_eq!(
+        d.uic.read_dcr(reg::SR) & (line_bit(0) | line_bit(1)),
+        line_bit(0) | line_bit(1)
+    );
     assert_eq!(d.uic.read_dcr(reg::MSR), 0);
     d.unmask(1);
     assert_eq!(d.get_irq(), Some(1));
@@ -248,7 +251,11 @@ fn critical_routing_and_vectors() {
     d.uic.set_input(3, true);
     assert!(d.uic.irq_output());
     assert!(!d.uic.crit_output());
-    assert_eq!(d.uic.read_dcr(reg::VR), 0, "non-critical requests have no vector");
+    assert_eq!(
+        d.uic.read_dcr(reg::VR),
+        0,
+        "non-critical requests have no vector"
+    );
 
     d.uic.set_input(2, true);
     assert!(d.uic.crit_output());
@@ -309,7 +316,11 @@ fn selftest_register_sequence_matches_qemu() {
         uic.write_dcr(reg::ER, 0);
         assert_eq!(uic.read_dcr(reg::MSR), 0);
         uic.write_dcr(reg::SR, line);
-        assert_eq!(uic.read_dcr(reg::SR) & line, 0, "UICSR after writing 1 to clear");
+        assert_eq!(
+            uic.read_dcr(reg::SR) & line,
+            0,
+            "UICSR after writing 1 to clear"
+        );
         // external_uart1: UART1 raises THRE; SR latches it while ER masks it.
         uic.set_input(1, true);
         assert_eq!(uic.read_dcr(reg::SR) & line_bit(1), line_bit(1));

@@ -58,12 +58,24 @@ fn check_uart(uart: &Uart16550, shadow: &UartShadow) {
     // irq() agrees with IIR[0], read on a copy so the check has no side effects.
     let mut copy = uart.clone();
     let iir_value = copy.read(ureg::IIR);
-    assert_eq!(uart.irq(), iir_value & iir::NO_INT == 0, "IIR {iir_value:#04x}");
+    assert_eq!(
+        uart.irq(),
+        iir_value & iir::NO_INT == 0,
+        "IIR {iir_value:#04x}"
+    );
     // IIR bits 7:6 say whether the FIFOs are on; bits 5:4 are 0; the ID is a known one.
     let fifo_bits = if shadow.fifo { iir::FIFO_ENABLED } else { 0 };
     assert_eq!(iir_value & 0xF0, fifo_bits);
     assert!(
-        [iir::NO_INT, iir::MSI, iir::THRI, iir::RDI, iir::RLSI, iir::CTI].contains(&(iir_value & 0x0F)),
+        [
+            iir::NO_INT,
+            iir::MSI,
+            iir::THRI,
+            iir::RDI,
+            iir::RLSI,
+            iir::CTI
+        ]
+        .contains(&(iir_value & 0x0F)),
         "IIR {iir_value:#04x}"
     );
     // Transmission is instantaneous: THR and the shift register are always empty.
@@ -83,7 +95,10 @@ fn check_uart(uart: &Uart16550, shadow: &UartShadow) {
             assert!(reads <= capacity, "more than {capacity} bytes readable");
         }
         let id = copy.read(ureg::IIR) & 0x0F;
-        assert!([iir::NO_INT, iir::THRI, iir::MSI].contains(&id), "after draining: IIR {id:#04x}");
+        assert!(
+            [iir::NO_INT, iir::THRI, iir::MSI].contains(&id),
+            "after draining: IIR {id:#04x}"
+        );
     }
 }
 
@@ -186,15 +201,27 @@ fn bit_of(value: u32, n: usize) -> bool {
 
 impl RefUic {
     fn new(polarity: bool) -> Self {
-        Self { lines: [RefLine::default(); 32], vcr: 0, polarity }
+        Self {
+            lines: [RefLine::default(); 32],
+            vcr: 0,
+            polarity,
+        }
     }
 
     fn asserted(&self, l: &RefLine) -> bool {
-        l.driven && if self.polarity { l.input == l.active_high } else { l.input }
+        l.driven
+            && if self.polarity {
+                l.input == l.active_high
+            } else {
+                l.input
+            }
     }
 
     fn gather(&self, f: impl Fn(&RefLine) -> bool) -> u32 {
-        (0..32).filter(|&n| f(&self.lines[n])).map(|n| 0x8000_0000u32 >> n).fold(0, |a, b| a | b)
+        (0..32)
+            .filter(|&n| f(&self.lines[n]))
+            .map(|n| 0x8000_0000u32 >> n)
+            .fold(0, |a, b| a | b)
     }
 
     fn read(&self, offset: u32) -> u32 {
@@ -288,7 +315,11 @@ fn check_uic(uic: &Uic, reference: &RefUic) {
     assert_eq!(uic.crit_output(), msr & cr != 0);
     assert_eq!(copy.read_dcr(reg::VCR) & 0x2, 0, "VCR bit 30 never sticks");
     for offset in 0..12 {
-        assert_eq!(copy.read_dcr(offset), reference.read(offset), "offset {offset}");
+        assert_eq!(
+            copy.read_dcr(offset),
+            reference.read(offset),
+            "offset {offset}"
+        );
     }
     // Level-sensitive lines at their active level always have their SR bit set.
     let tr = copy.read_dcr(reg::TR);

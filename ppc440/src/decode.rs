@@ -158,7 +158,6 @@ five_bit_number!(
 );
 
 impl Gpr {
-
     /// The register's value, or 0 for r0: the `(RA|0)` operand of address computations.
     pub const fn value_or_zero(self, gpr: &[u32; 32]) -> u32 {
         if self.0 == 0 {
@@ -479,7 +478,10 @@ const LS_TABLE: [LsDesc; LS_OPS] = {
 const _: () = {
     let mut i = 0;
     while i < LS_TABLE.len() {
-        assert!(LS_TABLE[i].op as usize == i, "LS_TABLE must follow LsOp's order");
+        assert!(
+            LS_TABLE[i].op as usize == i,
+            "LS_TABLE must follow LsOp's order"
+        );
         i += 1;
     }
 };
@@ -543,11 +545,17 @@ impl LsOp {
     }
 
     fn from_d_opcode(opcd: u32) -> Option<LsOp> {
-        LS_TABLE.iter().find(|d| d.form == LsForm::D(opcd)).map(|d| d.op)
+        LS_TABLE
+            .iter()
+            .find(|d| d.form == LsForm::D(opcd))
+            .map(|d| d.op)
     }
 
     fn from_x_opcode(xo: u32) -> Option<LsOp> {
-        LS_TABLE.iter().find(|d| d.form == LsForm::X(xo)).map(|d| d.op)
+        LS_TABLE
+            .iter()
+            .find(|d| d.form == LsForm::X(xo))
+            .map(|d| d.op)
     }
 }
 
@@ -581,7 +589,12 @@ impl LoadStore {
     /// - `lmw` must not load RA (RA in RT..=31, which includes RA = 0 when RT = 0).
     ///
     /// For integer ops only; FP ops take an FPR ([`LoadStore::new_fp`]).
-    pub const fn new(op: LsOp, rt_rs: Gpr, ra: Gpr, addr: AddrMode) -> Result<LoadStore, InsnError> {
+    pub const fn new(
+        op: LsOp,
+        rt_rs: Gpr,
+        ra: Gpr,
+        addr: AddrMode,
+    ) -> Result<LoadStore, InsnError> {
         if op.is_fp() {
             return Err(InsnError::RegisterFileMismatch);
         }
@@ -590,7 +603,12 @@ impl LoadStore {
 
     /// An FP load or store: the address mode must match the op, and update forms need
     /// RA ≠ 0 (FRT is in the other register file, so RA = FRT is allowed).
-    pub const fn new_fp(op: LsOp, frt_frs: Fpr, ra: Gpr, addr: AddrMode) -> Result<LoadStore, InsnError> {
+    pub const fn new_fp(
+        op: LsOp,
+        frt_frs: Fpr,
+        ra: Gpr,
+        addr: AddrMode,
+    ) -> Result<LoadStore, InsnError> {
         if !op.is_fp() {
             return Err(InsnError::RegisterFileMismatch);
         }
@@ -598,20 +616,34 @@ impl LoadStore {
     }
 
     /// Either constructor's checks; `rt_rs` is the raw register field.
-    const fn checked(op: LsOp, rt_rs: Gpr, ra: Gpr, addr: AddrMode) -> Result<LoadStore, InsnError> {
+    const fn checked(
+        op: LsOp,
+        rt_rs: Gpr,
+        ra: Gpr,
+        addr: AddrMode,
+    ) -> Result<LoadStore, InsnError> {
         if op.is_indexed() != matches!(addr, AddrMode::X { .. }) {
             return Err(InsnError::AddrModeMismatch);
         }
         if op.update() && ra.number() == 0 {
             return Err(InsnError::UpdateWithRaZero);
         }
-        if op.update() && !op.is_fp() && matches!(op.kind(), AccessKind::Load) && ra.number() == rt_rs.number() {
+        if op.update()
+            && !op.is_fp()
+            && matches!(op.kind(), AccessKind::Load)
+            && ra.number() == rt_rs.number()
+        {
             return Err(InsnError::UpdateWithRaIsRt);
         }
         if op.multiple() && matches!(op.kind(), AccessKind::Load) && ra.number() >= rt_rs.number() {
             return Err(InsnError::LoadMultipleLoadsRa);
         }
-        Ok(LoadStore { op, rt_rs, ra, addr })
+        Ok(LoadStore {
+            op,
+            rt_rs,
+            ra,
+            addr,
+        })
     }
 
     pub const fn op(&self) -> LsOp {
@@ -702,7 +734,11 @@ impl LoadStore {
             Width::Double => raw,
             Width::Byte => raw & 0xff,
             Width::Half => {
-                let h = if self.byte_reverse() { (raw as u16).swap_bytes() } else { raw as u16 };
+                let h = if self.byte_reverse() {
+                    (raw as u16).swap_bytes()
+                } else {
+                    raw as u16
+                };
                 if self.sign_extend() {
                     h as i16 as i32 as u32
                 } else {
@@ -729,7 +765,11 @@ impl LoadStore {
             Width::Byte => rs & 0xff,
             Width::Half => {
                 let h = rs as u16;
-                (if self.byte_reverse() { h.swap_bytes() } else { h }) as u32
+                (if self.byte_reverse() {
+                    h.swap_bytes()
+                } else {
+                    h
+                }) as u32
             }
             Width::Word => {
                 if self.byte_reverse() {
@@ -867,7 +907,9 @@ impl InsnError {
             Self::LoadMultipleLoadsRa => "lmw loads its base register RA (invalid form)",
             Self::ReservedTlbWord => "tlbre/tlbwe word select above 2 (reserved)",
             Self::AddrModeMismatch => "address mode does not match the load/store op",
-            Self::RegisterFileMismatch => "register file (GPR/FPR) does not match the load/store op",
+            Self::RegisterFileMismatch => {
+                "register file (GPR/FPR) does not match the load/store op"
+            }
         }
     }
 }
@@ -905,14 +947,41 @@ pub fn try_decode(word: u32) -> Result<Insn, InsnError> {
                 xo31::MFMSR => Insn::Mfmsr { rt },
                 xo31::MTMSR => Insn::Mtmsr { rs: rt },
                 xo31::WRTEE => Insn::Wrtee { rs: rt },
-                xo31::WRTEEI => Insn::Wrteei { e: E.get(word) == 1 },
-                xo31::MFSPR => Insn::Mfspr { rt, spr: Spr(split_field_to_number(word)) },
-                xo31::MTSPR => Insn::Mtspr { spr: Spr(split_field_to_number(word)), rs: rt },
-                xo31::MFDCR => Insn::Mfdcr { rt, dcr: Dcr(split_field_to_number(word)) },
-                xo31::MTDCR => Insn::Mtdcr { dcr: Dcr(split_field_to_number(word)), rs: rt },
-                xo31::TLBWE => Insn::Tlbwe { rs: rt, ra, ws: tlb_word(word)? },
-                xo31::TLBRE => Insn::Tlbre { rt, ra, ws: tlb_word(word)? },
-                xo31::TLBSX => Insn::Tlbsx { rt, ra, rb, rc: RC.get(word) == 1 },
+                xo31::WRTEEI => Insn::Wrteei {
+                    e: E.get(word) == 1,
+                },
+                xo31::MFSPR => Insn::Mfspr {
+                    rt,
+                    spr: Spr(split_field_to_number(word)),
+                },
+                xo31::MTSPR => Insn::Mtspr {
+                    spr: Spr(split_field_to_number(word)),
+                    rs: rt,
+                },
+                xo31::MFDCR => Insn::Mfdcr {
+                    rt,
+                    dcr: Dcr(split_field_to_number(word)),
+                },
+                xo31::MTDCR => Insn::Mtdcr {
+                    dcr: Dcr(split_field_to_number(word)),
+                    rs: rt,
+                },
+                xo31::TLBWE => Insn::Tlbwe {
+                    rs: rt,
+                    ra,
+                    ws: tlb_word(word)?,
+                },
+                xo31::TLBRE => Insn::Tlbre {
+                    rt,
+                    ra,
+                    ws: tlb_word(word)?,
+                },
+                xo31::TLBSX => Insn::Tlbsx {
+                    rt,
+                    ra,
+                    rb,
+                    rc: RC.get(word) == 1,
+                },
                 xo31::TLBSYNC => Insn::Tlbsync,
                 xo31::ICCCI => Insn::Iccci { ra, rb },
                 xo31::DCCCI => Insn::Dccci { ra, rb },
@@ -922,9 +991,13 @@ pub fn try_decode(word: u32) -> Result<Insn, InsnError> {
                 xo31::ICBI => Insn::Icbi { ra, rb },
                 xo31::DCBZ => Insn::Dcbz { ra, rb },
                 xo31::MSYNC => Insn::Msync,
-                xo31::MBAR => Insn::Mbar { mo: Mo(rt.number()) },
+                xo31::MBAR => Insn::Mbar {
+                    mo: Mo(rt.number()),
+                },
                 _ => match LsOp::from_x_opcode(xo) {
-                    Some(op) => Insn::LoadStore(LoadStore::checked(op, rt, ra, AddrMode::X { rb })?),
+                    Some(op) => {
+                        Insn::LoadStore(LoadStore::checked(op, rt, ra, AddrMode::X { rb })?)
+                    }
                     None => Insn::Other(word),
                 },
             }
@@ -987,14 +1060,21 @@ pub const fn encode(insn: &Insn) -> u32 {
         Insn::Mtdcr { dcr, rs } => x(xo31::MTDCR) | rt(rs) | number_to_split_field(dcr.0),
         Insn::Tlbwe { rs, ra: a, ws } => x(xo31::TLBWE) | rt(rs) | ra(a) | RB.put(ws.ws()),
         Insn::Tlbre { rt: t, ra: a, ws } => x(xo31::TLBRE) | rt(t) | ra(a) | RB.put(ws.ws()),
-        Insn::Tlbsx { rt: t, ra: a, rb: b, rc } => {
-            x(xo31::TLBSX) | rt(t) | ra(a) | rb(b) | RC.put(rc as u32)
-        }
+        Insn::Tlbsx {
+            rt: t,
+            ra: a,
+            rb: b,
+            rc,
+        } => x(xo31::TLBSX) | rt(t) | ra(a) | rb(b) | RC.put(rc as u32),
         Insn::Tlbsync => x(xo31::TLBSYNC),
         Insn::Iccci { ra: a, rb: b } => x(xo31::ICCCI) | ra(a) | rb(b),
         Insn::Dccci { ra: a, rb: b } => x(xo31::DCCCI) | ra(a) | rb(b),
         Insn::Dcbi { ra: a, rb: b } => x(xo31::DCBI) | ra(a) | rb(b),
-        Insn::Dcread { rt: t, ra: a, rb: b } => x(xo31::DCREAD) | rt(t) | ra(a) | rb(b),
+        Insn::Dcread {
+            rt: t,
+            ra: a,
+            rb: b,
+        } => x(xo31::DCREAD) | rt(t) | ra(a) | rb(b),
         Insn::Icread { ra: a, rb: b } => x(xo31::ICREAD) | ra(a) | rb(b),
         Insn::Icbi { ra: a, rb: b } => x(xo31::ICBI) | ra(a) | rb(b),
         Insn::Dcbz { ra: a, rb: b } => x(xo31::DCBZ) | ra(a) | rb(b),
@@ -1494,7 +1574,17 @@ mod tests {
         // Bit 30 is part of sc's opcode: without it the word is not sc.
         assert_eq!(decode(0x4400_0000), Insn::Other(0x4400_0000));
         // Rc is an operand of tlbsx, not a reserved bit.
-        assert_eq!(Insn::Tlbsx { rt: r(0), ra: r(0), rb: r(0), rc: true }.reserved_mask() & 1, 0);
+        assert_eq!(
+            Insn::Tlbsx {
+                rt: r(0),
+                ra: r(0),
+                rb: r(0),
+                rc: true
+            }
+            .reserved_mask()
+                & 1,
+            0
+        );
     }
 
     #[test]
@@ -1518,15 +1608,22 @@ mod tests {
 
     #[test]
     fn load_store_shape() {
-        let Insn::LoadStore(lmw) = lsd(LsOp::Lmw, 29, 8, 1) else { panic!("lmw") };
+        let Insn::LoadStore(lmw) = lsd(LsOp::Lmw, 29, 8, 1) else {
+            panic!("lmw")
+        };
         assert_eq!((lmw.register_count(), lmw.access_len()), (3, 12));
         assert_eq!(lmw.kind(), AccessKind::Load);
-        let Insn::LoadStore(lhau) = lsd(LsOp::Lhau, 3, 2, 4) else { panic!("lhau") };
+        let Insn::LoadStore(lhau) = lsd(LsOp::Lhau, 3, 2, 4) else {
+            panic!("lhau")
+        };
         assert!(lhau.sign_extend() && lhau.update() && !lhau.byte_reverse());
         assert_eq!((lhau.width(), lhau.access_len()), (Width::Half, 2));
         for op in LsOp::ALL {
             assert_eq!(LS_TABLE[op as usize].op, op, "LS_TABLE order");
-            assert!(!(op.byte_reverse() && op.update()), "no byte-reversed update forms");
+            assert!(
+                !(op.byte_reverse() && op.update()),
+                "no byte-reversed update forms"
+            );
             assert!(!op.sign_extend() || op.kind() == AccessKind::Load);
         }
     }
@@ -1539,27 +1636,58 @@ mod tests {
         };
         let lfd = ls(fsd(LsOp::Lfd, 1, 8, 3));
         assert!(lfd.is_fp() && lfd.data_reg() == DataReg::Fpr(Fpr(1)));
-        assert_eq!((lfd.width(), lfd.access_len(), lfd.kind()), (Width::Double, 8, AccessKind::Load));
-        assert_eq!(lfd.fp_load_result(0x4000_0000_0000_0000), 0x4000_0000_0000_0000);
+        assert_eq!(
+            (lfd.width(), lfd.access_len(), lfd.kind()),
+            (Width::Double, 8, AccessKind::Load)
+        );
+        assert_eq!(
+            lfd.fp_load_result(0x4000_0000_0000_0000),
+            0x4000_0000_0000_0000
+        );
         let lfs = ls(fsd(LsOp::Lfsu, 2, -4, 1));
         assert_eq!((lfs.width(), lfs.update()), (Width::Word, true));
         assert_eq!(lfs.fp_load_result(0x3f80_0000), 1.0f64.to_bits());
         let stfs = ls(fsx(LsOp::Stfsx, 3, 4, 5));
         assert_eq!(stfs.fp_store_data(1.0f64.to_bits()), 0x3f80_0000);
         let stfiwx = ls(fsx(LsOp::Stfiwx, 0, 0, 1));
-        assert_eq!((stfiwx.width(), stfiwx.fp_store_data(0x1234_5678_9abc_def0)), (Width::Word, 0x9abc_def0));
+        assert_eq!(
+            (stfiwx.width(), stfiwx.fp_store_data(0x1234_5678_9abc_def0)),
+            (Width::Word, 0x9abc_def0)
+        );
         let stfd = ls(fsd(LsOp::Stfdu, 1, 8, 2));
-        assert_eq!(stfd.fp_store_data(0x1234_5678_9abc_def0), 0x1234_5678_9abc_def0);
+        assert_eq!(
+            stfd.fp_store_data(0x1234_5678_9abc_def0),
+            0x1234_5678_9abc_def0
+        );
         // Register files must match the op.
         let f = Fpr::new(1).unwrap();
-        assert_eq!(LoadStore::new(LsOp::Lfs, r(1), r(2), AddrMode::D { d: 0 }), Err(InsnError::RegisterFileMismatch));
-        assert_eq!(LoadStore::new_fp(LsOp::Lwz, f, r(2), AddrMode::D { d: 0 }), Err(InsnError::RegisterFileMismatch));
+        assert_eq!(
+            LoadStore::new(LsOp::Lfs, r(1), r(2), AddrMode::D { d: 0 }),
+            Err(InsnError::RegisterFileMismatch)
+        );
+        assert_eq!(
+            LoadStore::new_fp(LsOp::Lwz, f, r(2), AddrMode::D { d: 0 }),
+            Err(InsnError::RegisterFileMismatch)
+        );
         // Update with RA = 0 is invalid; RA = FRT is not.
-        assert_eq!(try_decode(0xC420_0010), Err(InsnError::UpdateWithRaZero), "lfsu f1,16(0)");
-        assert!(matches!(decode(0xC484_0010), Insn::LoadStore(_)), "lfsu f4,16(r4)");
+        assert_eq!(
+            try_decode(0xC420_0010),
+            Err(InsnError::UpdateWithRaZero),
+            "lfsu f1,16(0)"
+        );
+        assert!(
+            matches!(decode(0xC484_0010), Insn::LoadStore(_)),
+            "lfsu f4,16(r4)"
+        );
         for op in LsOp::ALL {
-            assert_eq!(op.is_fp(), op.mnemonic().starts_with("lf") || op.mnemonic().starts_with("stf"));
-            assert_eq!(op.width() == Width::Double, op.is_fp() && op.mnemonic().contains('d'));
+            assert_eq!(
+                op.is_fp(),
+                op.mnemonic().starts_with("lf") || op.mnemonic().starts_with("stf")
+            );
+            assert_eq!(
+                op.width() == Width::Double,
+                op.is_fp() && op.mnemonic().contains('d')
+            );
         }
     }
 
@@ -1573,13 +1701,28 @@ mod tests {
         assert_eq!(ls(lsd(LsOp::Lhz, 3, 0, 4)).load_result(0x8001), 0x8001);
         assert_eq!(ls(lsd(LsOp::Lha, 3, 0, 4)).load_result(0x8001), 0xFFFF_8001);
         assert_eq!(ls(lsx(LsOp::Lhbrx, 3, 4, 5)).load_result(0x0180), 0x8001);
-        assert_eq!(ls(lsx(LsOp::Lwbrx, 3, 4, 5)).load_result(0x1122_3344), 0x4433_2211);
-        assert_eq!(ls(lsd(LsOp::Lwz, 3, 0, 4)).load_result(0x1122_3344), 0x1122_3344);
+        assert_eq!(
+            ls(lsx(LsOp::Lwbrx, 3, 4, 5)).load_result(0x1122_3344),
+            0x4433_2211
+        );
+        assert_eq!(
+            ls(lsd(LsOp::Lwz, 3, 0, 4)).load_result(0x1122_3344),
+            0x1122_3344
+        );
         assert_eq!(ls(lsd(LsOp::Stb, 3, 0, 4)).store_data(0x1122_3344), 0x44);
         assert_eq!(ls(lsd(LsOp::Sth, 3, 0, 4)).store_data(0x1122_3344), 0x3344);
-        assert_eq!(ls(lsx(LsOp::Sthbrx, 3, 4, 5)).store_data(0x1122_3344), 0x4433);
-        assert_eq!(ls(lsx(LsOp::Stwbrx, 3, 4, 5)).store_data(0x1122_3344), 0x4433_2211);
-        assert_eq!(ls(lsd(LsOp::Stw, 3, 0, 4)).store_data(0x1122_3344), 0x1122_3344);
+        assert_eq!(
+            ls(lsx(LsOp::Sthbrx, 3, 4, 5)).store_data(0x1122_3344),
+            0x4433
+        );
+        assert_eq!(
+            ls(lsx(LsOp::Stwbrx, 3, 4, 5)).store_data(0x1122_3344),
+            0x4433_2211
+        );
+        assert_eq!(
+            ls(lsd(LsOp::Stw, 3, 0, 4)).store_data(0x1122_3344),
+            0x1122_3344
+        );
     }
 
     #[test]
@@ -1601,9 +1744,19 @@ mod tests {
     }
 
     fn arb_load_store() -> impl Strategy<Value = Insn> {
-        (prop::sample::select(LsOp::ALL.to_vec()), gpr(), gpr(), gpr(), any::<i16>())
+        (
+            prop::sample::select(LsOp::ALL.to_vec()),
+            gpr(),
+            gpr(),
+            gpr(),
+            any::<i16>(),
+        )
             .prop_filter_map("invalid form", |(op, rt, ra, rb, d)| {
-                let addr = if op.is_indexed() { AddrMode::X { rb } } else { AddrMode::D { d } };
+                let addr = if op.is_indexed() {
+                    AddrMode::X { rb }
+                } else {
+                    AddrMode::D { d }
+                };
                 let ls = if op.is_fp() {
                     LoadStore::new_fp(op, Fpr(rt.0), ra, addr)
                 } else {
@@ -1614,7 +1767,11 @@ mod tests {
     }
 
     fn arb_tlb_word() -> impl Strategy<Value = TlbWord> {
-        prop_oneof![Just(TlbWord::Pageid), Just(TlbWord::Xlat), Just(TlbWord::Attrib)]
+        prop_oneof![
+            Just(TlbWord::Pageid),
+            Just(TlbWord::Xlat),
+            Just(TlbWord::Attrib)
+        ]
     }
 
     fn arb_no_operand() -> impl Strategy<Value = Insn> {
@@ -1668,7 +1825,12 @@ mod tests {
 
     /// Every modeled (valid) instruction.
     fn arb_insn() -> impl Strategy<Value = Insn> {
-        prop_oneof![arb_no_operand(), arb_register_moves(), arb_tlb_and_cache(), arb_load_store()]
+        prop_oneof![
+            arb_no_operand(),
+            arb_register_moves(),
+            arb_tlb_and_cache(),
+            arb_load_store()
+        ]
     }
 
     proptest! {

@@ -67,12 +67,18 @@ pub const fn wrteei(e: bool) -> u32 {
 
 /// `mfspr rT,SPRN` (`spr` from [`crate::spr`]).
 pub const fn mfspr(rt: u32, spr: u32) -> u32 {
-    encode(&Insn::Mfspr { rt: gpr(rt), spr: Spr::of(spr) })
+    encode(&Insn::Mfspr {
+        rt: gpr(rt),
+        spr: Spr::of(spr),
+    })
 }
 
 /// `mtspr SPRN,rS` (`spr` from [`crate::spr`]).
 pub const fn mtspr(spr: u32, rs: u32) -> u32 {
-    encode(&Insn::Mtspr { spr: Spr::of(spr), rs: gpr(rs) })
+    encode(&Insn::Mtspr {
+        spr: Spr::of(spr),
+        rs: gpr(rs),
+    })
 }
 
 /// `mtctr rS` (`mtspr CTR,rS`).
@@ -82,27 +88,46 @@ pub const fn mtctr(rs: u32) -> u32 {
 
 /// `mfdcr rT,DCRN` (`dcr` from [`crate::dcr`]).
 pub const fn mfdcr(rt: u32, dcr: u32) -> u32 {
-    encode(&Insn::Mfdcr { rt: gpr(rt), dcr: Dcr::of(dcr) })
+    encode(&Insn::Mfdcr {
+        rt: gpr(rt),
+        dcr: Dcr::of(dcr),
+    })
 }
 
 /// `mtdcr DCRN,rS`.
 pub const fn mtdcr(dcr: u32, rs: u32) -> u32 {
-    encode(&Insn::Mtdcr { dcr: Dcr::of(dcr), rs: gpr(rs) })
+    encode(&Insn::Mtdcr {
+        dcr: Dcr::of(dcr),
+        rs: gpr(rs),
+    })
 }
 
 /// `tlbwe rS,rA,WS`.
 pub const fn tlbwe(rs: u32, ra: u32, ws: u32) -> u32 {
-    encode(&Insn::Tlbwe { rs: gpr(rs), ra: gpr(ra), ws: tlb_word(ws) })
+    encode(&Insn::Tlbwe {
+        rs: gpr(rs),
+        ra: gpr(ra),
+        ws: tlb_word(ws),
+    })
 }
 
 /// `tlbre rT,rA,WS`.
 pub const fn tlbre(rt: u32, ra: u32, ws: u32) -> u32 {
-    encode(&Insn::Tlbre { rt: gpr(rt), ra: gpr(ra), ws: tlb_word(ws) })
+    encode(&Insn::Tlbre {
+        rt: gpr(rt),
+        ra: gpr(ra),
+        ws: tlb_word(ws),
+    })
 }
 
 /// `tlbsx[.] rT,rA,rB`.
 pub const fn tlbsx(rt: u32, ra: u32, rb: u32, record: bool) -> u32 {
-    encode(&Insn::Tlbsx { rt: gpr(rt), ra: gpr(ra), rb: gpr(rb), rc: record })
+    encode(&Insn::Tlbsx {
+        rt: gpr(rt),
+        ra: gpr(ra),
+        rb: gpr(rb),
+        rc: record,
+    })
 }
 
 /// `rfi`.
@@ -158,7 +183,9 @@ const FP63: u32 = 63;
 /// `mffs frT` (Book E: opcode 63, XO 583).
 pub const fn mffs(frt: u32) -> u32 {
     use crate::field::Field;
-    Field::bits(0, 5).put(FP63) | Field::bits(6, 10).put(fpr(frt).number() as u32) | Field::bits(21, 30).put(583)
+    Field::bits(0, 5).put(FP63)
+        | Field::bits(6, 10).put(fpr(frt).number() as u32)
+        | Field::bits(21, 30).put(583)
 }
 
 /// `mtfsf FLM,frB` (Book E XFL-form: opcode 63, FLM 7:14, FRB 16:20, XO 711).
@@ -261,7 +288,13 @@ mod tests {
 
     #[test]
     fn unmodeled_words_stay_other() {
-        for w in [li(3, 1), lis(31, 0x3000), addi(1, 1, -16), B_SELF, BDNZ_SELF] {
+        for w in [
+            li(3, 1),
+            lis(31, 0x3000),
+            addi(1, 1, -16),
+            B_SELF,
+            BDNZ_SELF,
+        ] {
             assert_eq!(decode(w), Insn::Other(w));
         }
     }

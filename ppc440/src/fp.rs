@@ -68,7 +68,10 @@ mod tests {
         assert_eq!(single_to_double(0), 0);
         assert_eq!(single_to_double(0x8000_0000), 1 << 63);
         assert_eq!(single_to_double(0x7f80_0000), f64::INFINITY.to_bits());
-        assert_eq!(single_to_double(0x0000_0001), (f32::from_bits(1) as f64).to_bits());
+        assert_eq!(
+            single_to_double(0x0000_0001),
+            (f32::from_bits(1) as f64).to_bits()
+        );
         // A signaling NaN stays signaling with its payload.
         assert_eq!(single_to_double(0x7f80_0001), 0x7ff0_0000_2000_0000);
         assert_eq!(double_to_single(1.0f64.to_bits()), 0x3f80_0000);
@@ -76,7 +79,10 @@ mod tests {
         assert_eq!(double_to_single((f32::from_bits(1) as f64).to_bits()), 1);
         assert_eq!(double_to_single((-0.0f64).to_bits()), 0x8000_0000);
         // Truncation, not rounding: 1 + 2^-30 stores as 1.0.
-        assert_eq!(double_to_single((1.0f64 + 2f64.powi(-30)).to_bits()), 0x3f80_0000);
+        assert_eq!(
+            double_to_single((1.0f64 + 2f64.powi(-30)).to_bits()),
+            0x3f80_0000
+        );
     }
 
     proptest! {

@@ -73,7 +73,10 @@ pub fn name(vector: u32) -> &'static str {
 
 /// Whether interrupts of `vector` arrive independently of the instruction stream.
 pub const fn is_asynchronous(vector: u32) -> bool {
-    matches!(vector, CRITICAL | MACHINE_CHECK | EXTERNAL | DECREMENTER | FIT | WATCHDOG)
+    matches!(
+        vector,
+        CRITICAL | MACHINE_CHECK | EXTERNAL | DECREMENTER | FIT | WATCHDOG
+    )
 }
 
 /// Which save/restore registers and return instruction an interrupt class uses (Book E

@@ -326,7 +326,12 @@ mod tests {
     #[test]
     fn numbers_and_names_are_unique_and_sorted() {
         for w in TABLE.windows(2) {
-            assert!(w[0].number < w[1].number, "{} before {}", w[0].name, w[1].name);
+            assert!(
+                w[0].number < w[1].number,
+                "{} before {}",
+                w[0].name,
+                w[1].name
+            );
         }
         for (i, a) in TABLE.iter().enumerate() {
             assert!(a.number < COUNT);
@@ -375,11 +380,17 @@ mod tests {
 
     #[test]
     fn the_fast_tier_set() {
-        let fast: std::vec::Vec<u32> =
-            TABLE.iter().filter(|s| s.emulation == Emulation::Fast).map(|s| s.number).collect();
+        let fast: std::vec::Vec<u32> = TABLE
+            .iter()
+            .filter(|s| s.emulation == Emulation::Fast)
+            .map(|s| s.number)
+            .collect();
         assert_eq!(fast, [SRR0, SRR1, DEAR, ESR, SPRG0, SPRG1, SPRG2, SPRG3]);
-        let shadow: std::vec::Vec<u32> =
-            TABLE.iter().filter(|s| s.emulation == Emulation::Shadow).map(|s| s.number).collect();
+        let shadow: std::vec::Vec<u32> = TABLE
+            .iter()
+            .filter(|s| s.emulation == Emulation::Shadow)
+            .map(|s| s.number)
+            .collect();
         assert_eq!(shadow, [CSRR0, CSRR1, MCSRR0, MCSRR1, MMUCR]);
     }
 }

@@ -43,7 +43,11 @@ fn vectors() -> Vec<Vector<'static>> {
         .map(|(i, l)| {
             let (hex, text) = l.split_once('\t').expect("vector line has a tab");
             let word = u32::from_str_radix(hex, 16).expect("vector word is hex");
-            Vector { line: i + 1, word, text }
+            Vector {
+                line: i + 1,
+                word,
+                text,
+            }
         })
         .collect()
 }
@@ -74,7 +78,11 @@ fn modeled_mnemonics() -> BTreeSet<&'static str> {
     ]
     .into_iter()
     .collect();
-    set.extend(kestrel_ppc440::decode::LsOp::ALL.iter().map(|op| op.mnemonic()));
+    set.extend(
+        kestrel_ppc440::decode::LsOp::ALL
+            .iter()
+            .map(|op| op.mnemonic()),
+    );
     set
 }
 
@@ -83,7 +91,11 @@ fn decoder_agrees_with_objdump_on_every_vector() {
     let modeled = modeled_mnemonics();
     let mut failures = Vec::new();
     let all = vectors();
-    assert!(all.len() > 2000, "vectors.txt looks truncated: {} vectors", all.len());
+    assert!(
+        all.len() > 2000,
+        "vectors.txt looks truncated: {} vectors",
+        all.len()
+    );
     for v in &all {
         let ours = decode(v.word);
         let theirs = normalize(v.text);
@@ -124,7 +136,12 @@ fn decoder_agrees_with_objdump_on_every_vector() {
             ));
         }
     }
-    assert!(failures.is_empty(), "{} disagreements:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} disagreements:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -143,11 +160,21 @@ fn hand_written_vectors_cover_every_modeled_mnemonic() {
 fn instructions_the_440_lacks_stay_other() {
     let lacking: Vec<_> = vectors()
         .into_iter()
-        .filter(|v| NOT_ON_440.iter().any(|m| v.text.starts_with(&format!("{m} "))))
+        .filter(|v| {
+            NOT_ON_440
+                .iter()
+                .any(|m| v.text.starts_with(&format!("{m} ")))
+        })
         .collect();
     assert!(lacking.len() >= NOT_ON_440.len());
     for v in lacking {
-        assert_eq!(decode(v.word), Insn::Other(v.word), "line {}: {}", v.line, v.text);
+        assert_eq!(
+            decode(v.word),
+            Insn::Other(v.word),
+            "line {}: {}",
+            v.line,
+            v.text
+        );
     }
     // `wait` (0x7c00007c) is rejected by `as -m440`, so insns.s has it as a .long.
     assert_eq!(decode(0x7c00_007c), Insn::Other(0x7c00_007c));

@@ -62,7 +62,10 @@ pub struct Board {
 pub const UART0: Device = Device {
     name: "uart0",
     model: Model::Uart16550,
-    window: Window::Mmio { base: 0xEF60_0300, size: UART_REGS as u64 },
+    window: Window::Mmio {
+        base: 0xEF60_0300,
+        size: UART_REGS as u64,
+    },
     irq: Some(0),
 };
 
@@ -70,16 +73,29 @@ pub const UART0: Device = Device {
 pub const UART1: Device = Device {
     name: "uart1",
     model: Model::Uart16550,
-    window: Window::Mmio { base: 0xEF60_0400, size: UART_REGS as u64 },
+    window: Window::Mmio {
+        base: 0xEF60_0400,
+        size: UART_REGS as u64,
+    },
     irq: Some(1),
 };
 
 /// UIC0.
-pub const UIC0: Device =
-    Device { name: "uic0", model: Model::Uic, window: Window::Dcr { base: UIC_DCR_BASE, count: UIC_DCR_COUNT }, irq: None };
+pub const UIC0: Device = Device {
+    name: "uic0",
+    model: Model::Uic,
+    window: Window::Dcr {
+        base: UIC_DCR_BASE,
+        count: UIC_DCR_COUNT,
+    },
+    irq: None,
+};
 
 /// The virtual bamboo board.
-pub const BAMBOO: Board = Board { devices: &[UIC0, UART0, UART1], device_space: (0xE000_0000, 0xF000_0000) };
+pub const BAMBOO: Board = Board {
+    devices: &[UIC0, UART0, UART1],
+    device_space: (0xE000_0000, 0xF000_0000),
+};
 
 /// A board's devices, attached to its buses: what the VMM keeps typed handles to.
 pub struct Machine<S: TxSink> {
@@ -113,12 +129,16 @@ impl Board {
         let mut first = None;
         for d in self.devices {
             match (d.model, d.window) {
-                (Model::Uic, Window::Dcr { base, count }) => {
-                    buses.dcr.insert(base as u64, count as u64, d.name, uic.clone()).map_err(AttachError::Bus)?
-                }
+                (Model::Uic, Window::Dcr { base, count }) => buses
+                    .dcr
+                    .insert(base as u64, count as u64, d.name, uic.clone())
+                    .map_err(AttachError::Bus)?,
                 (Model::Uart16550, Window::Mmio { base, size }) => {
                     let input = d.irq.ok_or(AttachError::Device(d.name))?;
-                    let line = UicInput { uic: uic.clone(), input };
+                    let line = UicInput {
+                        uic: uic.clone(),
+                        input,
+                    };
                     let dev: Rc<RefCell<dyn MmioDevice>> = match sink.take() {
                         Some(s) => {
                             let c = Rc::new(RefCell::new(UartPort::new(line, s)));
@@ -127,12 +147,19 @@ impl Board {
                         }
                         None => Rc::new(RefCell::new(UartPort::new(line, NullSink))),
                     };
-                    buses.mmio.insert(base, size, d.name, dev).map_err(AttachError::Bus)?;
+                    buses
+                        .mmio
+                        .insert(base, size, d.name, dev)
+                        .map_err(AttachError::Bus)?;
                 }
                 _ => return Err(AttachError::Device(d.name)),
             }
         }
-        Ok(Machine { buses, uic, console: first.ok_or(AttachError::NoConsole)? })
+        Ok(Machine {
+            buses,
+            uic,
+            console: first.ok_or(AttachError::NoConsole)?,
+        })
     }
 
     /// The devices of model `m`, in board order.
@@ -208,15 +235,37 @@ mod tests {
     use kestrel_ppc440::encode::{lwz, mfdcr, mtdcr};
 
     fn mmio(insn: u32, gpa: u64, rs_value: u32) -> VirtFaultMsg {
-        VirtFaultMsg { class: VirtFault::Mmio, pc: 0x100, insn, gpa, msr: 0, mask: 0, rs_value }
+        VirtFaultMsg {
+            class: VirtFault::Mmio,
+            pc: 0x100,
+            insn,
+            gpa,
+            msr: 0,
+            mask: 0,
+            rs_value,
+        }
     }
 
     fn dcr(insn: u32, rs_value: u32) -> VirtFaultMsg {
-        VirtFaultMsg { class: VirtFault::Instruction, pc: 0x100, insn, gpa: 0, msr: 0, mask: 0, rs_value }
+        VirtFaultMsg {
+            class: VirtFault::Instruction,
+            pc: 0x100,
+            insn,
+            gpa: 0,
+            msr: 0,
+            mask: 0,
+            rs_value,
+        }
     }
 
     fn d_form(op: LsOp, rt: u8, d: i16, ra: u8) -> u32 {
-        let ls = LoadStore::new(op, Gpr::new(rt).unwrap(), Gpr::new(ra).unwrap(), AddrMode::D { d }).unwrap();
+        let ls = LoadStore::new(
+            op,
+            Gpr::new(rt).unwrap(),
+            Gpr::new(ra).unwrap(),
+            AddrMode::D { d },
+        )
+        .unwrap();
         encode(&Insn::LoadStore(ls))
     }
 
@@ -237,31 +286,92 @@ mod tests {
         let uart0 = 0xEF60_0300u64;
         let mut log = |u| panic!("unmodelled: {u}");
         for &b in b"ok\n" {
-            let out = handle(&mmio(stb(4, 0, 3), uart0 + reg::THR as u64, b as u32), None, None, &m.buses, &mut log);
+            let out = handle(
+                &mmio(stb(4, 0, 3), uart0 + reg::THR as u64, b as u32),
+                None,
+                None,
+                &m.buses,
+                &mut log,
+            );
             assert_eq!(out, Outcome::Reply(FaultReply::resume(0x104)));
         }
         assert_eq!(m.console.borrow().tx, b"ok\n");
-        let out = handle(&mmio(lbz(5, 5, 3), uart0 + reg::LSR as u64, 0), None, None, &m.buses, &mut log);
-        let Outcome::Reply(r) = out else { panic!("{out:?}") };
-        assert_eq!(r.set_gpr.map(|(i, v)| (i, v as u8 & lsr::THRE)), Some((5, lsr::THRE)));
+        let out = handle(
+            &mmio(lbz(5, 5, 3), uart0 + reg::LSR as u64, 0),
+            None,
+            None,
+            &m.buses,
+            &mut log,
+        );
+        let Outcome::Reply(r) = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(
+            r.set_gpr.map(|(i, v)| (i, v as u8 & lsr::THRE)),
+            Some((5, lsr::THRE))
+        );
         // UIC: enable input 0 (UIC_ER, MSB-0 bit 0), then UART0's THR-empty interrupt.
         let er = UIC_DCR_BASE + kestrel_devices::uic::reg::ER;
-        handle(&dcr(mtdcr(er, 4), 0x8000_0000), None, None, &m.buses, &mut log);
+        handle(
+            &dcr(mtdcr(er, 4), 0x8000_0000),
+            None,
+            None,
+            &m.buses,
+            &mut log,
+        );
         assert!(!m.uic.borrow().irq_output());
-        handle(&mmio(stb(4, 1, 3), uart0 + reg::IER as u64, ier::THRI as u32), None, None, &m.buses, &mut log);
+        handle(
+            &mmio(stb(4, 1, 3), uart0 + reg::IER as u64, ier::THRI as u32),
+            None,
+            None,
+            &m.buses,
+            &mut log,
+        );
         assert!(m.uic.borrow().irq_output());
-        let out = handle(&dcr(mfdcr(6, UIC_DCR_BASE), 0), None, None, &m.buses, &mut log);
-        assert_eq!(out, Outcome::Reply(FaultReply::resume(0x104).set_gpr(6, 0x8000_0000)));
+        let out = handle(
+            &dcr(mfdcr(6, UIC_DCR_BASE), 0),
+            None,
+            None,
+            &m.buses,
+            &mut log,
+        );
+        assert_eq!(
+            out,
+            Outcome::Reply(FaultReply::resume(0x104).set_gpr(6, 0x8000_0000))
+        );
         // Reading IIR (THR empty) lowers the line.
-        let out = handle(&mmio(lbz(5, 2, 3), uart0 + reg::IIR as u64, 0), None, None, &m.buses, &mut log);
-        let Outcome::Reply(r) = out else { panic!("{out:?}") };
+        let out = handle(
+            &mmio(lbz(5, 2, 3), uart0 + reg::IIR as u64, 0),
+            None,
+            None,
+            &m.buses,
+            &mut log,
+        );
+        let Outcome::Reply(r) = out else {
+            panic!("{out:?}")
+        };
         assert_eq!(r.set_gpr.map(|(_, v)| v as u8 & iir::ID), Some(iir::THRI));
         assert!(!m.uic.borrow().irq_output());
         // UART1 answers, its output goes nowhere; a word access to a UART does not.
         let uart1 = 0xEF60_0400u64;
-        assert!(matches!(handle(&mmio(stb(4, 0, 3), uart1, 0x41), None, None, &m.buses, &mut log), Outcome::Reply(_)));
+        assert!(matches!(
+            handle(
+                &mmio(stb(4, 0, 3), uart1, 0x41),
+                None,
+                None,
+                &m.buses,
+                &mut log
+            ),
+            Outcome::Reply(_)
+        ));
         let mut seen = 0;
-        let out = handle(&mmio(lwz(5, 0, 3), uart0, 0), None, None, &m.buses, &mut |_| seen += 1);
+        let out = handle(
+            &mmio(lwz(5, 0, 3), uart0, 0),
+            None,
+            None,
+            &m.buses,
+            &mut |_| seen += 1,
+        );
         assert!(matches!(out, Outcome::Reply(r) if r.inject.is_some()) && seen == 1);
     }
 
@@ -278,12 +388,47 @@ mod tests {
     #[test]
     fn declarations_are_whole_pages_merged_and_below_4g() {
         const D: &[Device] = &[
-            Device { name: "a", model: Model::Uart16550, window: Window::Mmio { base: 0x1ff8, size: 0x10 }, irq: None },
-            Device { name: "b", model: Model::Uart16550, window: Window::Mmio { base: 0x3000, size: 0x10 }, irq: None },
-            Device { name: "c", model: Model::Uart16550, window: Window::Mmio { base: 0x8000, size: 1 }, irq: None },
-            Device { name: "bgp", model: Model::Uart16550, window: Window::Mmio { base: 0x6_0000_0000, size: 0x1000 }, irq: None },
+            Device {
+                name: "a",
+                model: Model::Uart16550,
+                window: Window::Mmio {
+                    base: 0x1ff8,
+                    size: 0x10,
+                },
+                irq: None,
+            },
+            Device {
+                name: "b",
+                model: Model::Uart16550,
+                window: Window::Mmio {
+                    base: 0x3000,
+                    size: 0x10,
+                },
+                irq: None,
+            },
+            Device {
+                name: "c",
+                model: Model::Uart16550,
+                window: Window::Mmio {
+                    base: 0x8000,
+                    size: 1,
+                },
+                irq: None,
+            },
+            Device {
+                name: "bgp",
+                model: Model::Uart16550,
+                window: Window::Mmio {
+                    base: 0x6_0000_0000,
+                    size: 0x1000,
+                },
+                irq: None,
+            },
         ];
-        let b = Board { devices: D, device_space: (0, 0) };
+        let b = Board {
+            devices: D,
+            device_space: (0, 0),
+        };
         assert_eq!(b.mmio_declarations(), [(0x1000, 0x3000), (0x8000, PAGE)]);
         assert_eq!(b.check(), Ok(()));
     }
@@ -291,12 +436,46 @@ mod tests {
     #[test]
     fn overlapping_windows_are_refused() {
         const D: &[Device] = &[
-            Device { name: "a", model: Model::Uart16550, window: Window::Mmio { base: 0x1000, size: 0x10 }, irq: None },
-            Device { name: "b", model: Model::Uart16550, window: Window::Mmio { base: 0x100f, size: 0x10 }, irq: None },
+            Device {
+                name: "a",
+                model: Model::Uart16550,
+                window: Window::Mmio {
+                    base: 0x1000,
+                    size: 0x10,
+                },
+                irq: None,
+            },
+            Device {
+                name: "b",
+                model: Model::Uart16550,
+                window: Window::Mmio {
+                    base: 0x100f,
+                    size: 0x10,
+                },
+                irq: None,
+            },
             // A DCR window does not collide with an MMIO one at the same number.
-            Device { name: "u", model: Model::Uic, window: Window::Dcr { base: 0x1000, count: 9 }, irq: None },
+            Device {
+                name: "u",
+                model: Model::Uic,
+                window: Window::Dcr {
+                    base: 0x1000,
+                    count: 9,
+                },
+                irq: None,
+            },
         ];
-        let b = Board { devices: D, device_space: (0, 0) };
-        assert_eq!(b.check(), Err(BusError::Overlap { base: 0x100f, size: 0x10, with: "a" }));
+        let b = Board {
+            devices: D,
+            device_space: (0, 0),
+        };
+        assert_eq!(
+            b.check(),
+            Err(BusError::Overlap {
+                base: 0x100f,
+                size: 0x10,
+                with: "a"
+            })
+        );
     }
 }

@@ -25,7 +25,11 @@ pub enum BusError {
     /// The range is empty or runs past the end of the address space.
     BadRange { base: u64, size: u64 },
     /// The range overlaps the range of device `with`.
-    Overlap { base: u64, size: u64, with: &'static str },
+    Overlap {
+        base: u64,
+        size: u64,
+        with: &'static str,
+    },
     /// No device covers the access (or it straddles a device's end).
     Unmapped { addr: u64, len: usize },
     /// Not a width the bus dispatches (1, 2, 4, 8 or 16 bytes).
@@ -37,11 +41,18 @@ pub enum BusError {
 impl fmt::Display for BusError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            BusError::BadRange { base, size } => write!(f, "range {base:#x}+{size:#x} is empty or wraps"),
-            BusError::Overlap { base, size, with } => write!(f, "range {base:#x}+{size:#x} overlaps {with}"),
+            BusError::BadRange { base, size } => {
+                write!(f, "range {base:#x}+{size:#x} is empty or wraps")
+            }
+            BusError::Overlap { base, size, with } => {
+                write!(f, "range {base:#x}+{size:#x} overlaps {with}")
+            }
             BusError::Unmapped { addr, len } => write!(f, "no device at {addr:#x} ({len} bytes)"),
             BusError::Width(n) => write!(f, "{n}-byte access"),
-            BusError::Refused { name, offset } => write!(f, "{name} does not decode offset {offset:#x} with that width"),
+            BusError::Refused { name, offset } => write!(
+                f,
+                "{name} does not decode offset {offset:#x} with that width"
+            ),
         }
     }
 }
@@ -60,7 +71,9 @@ pub struct Bus<D: ?Sized> {
 
 impl<D: ?Sized> Default for Bus<D> {
     fn default() -> Self {
-        Bus { entries: Vec::new() }
+        Bus {
+            entries: Vec::new(),
+        }
     }
 }
 
@@ -70,7 +83,13 @@ impl<D: ?Sized> Bus<D> {
     }
 
     /// Adds `dev` at `[base, base + size)` under `name` (for log lines).
-    pub fn insert(&mut self, base: u64, size: u64, name: &'static str, dev: Rc<RefCell<D>>) -> Result<(), BusError> {
+    pub fn insert(
+        &mut self,
+        base: u64,
+        size: u64,
+        name: &'static str,
+        dev: Rc<RefCell<D>>,
+    ) -> Result<(), BusError> {
         if size == 0 || base.checked_add(size - 1).is_none() {
             return Err(BusError::BadRange { base, size });
         }
@@ -78,18 +97,37 @@ impl<D: ?Sized> Bus<D> {
         // Only the neighbours can overlap: the entries are disjoint and sorted.
         let prev = at.checked_sub(1).map(|i| &self.entries[i]);
         if let Some(p) = prev.filter(|p| base - p.base < p.size) {
-            return Err(BusError::Overlap { base, size, with: p.name });
+            return Err(BusError::Overlap {
+                base,
+                size,
+                with: p.name,
+            });
         }
         if let Some(n) = self.entries.get(at).filter(|n| n.base - base < size) {
-            return Err(BusError::Overlap { base, size, with: n.name });
+            return Err(BusError::Overlap {
+                base,
+                size,
+                with: n.name,
+            });
         }
-        self.entries.insert(at, Entry { base, size, name, dev });
+        self.entries.insert(
+            at,
+            Entry {
+                base,
+                size,
+                name,
+                dev,
+            },
+        );
         Ok(())
     }
 
     /// The device covering all of `[addr, addr + len)`, with the offset of `addr` in it.
     pub fn find(&self, addr: u64, len: u64) -> Option<(&'static str, &Rc<RefCell<D>>, u64)> {
-        let i = self.entries.partition_point(|e| e.base <= addr).checked_sub(1)?;
+        let i = self
+            .entries
+            .partition_point(|e| e.base <= addr)
+            .checked_sub(1)?;
         let e = &self.entries[i];
         let offset = addr - e.base;
         (offset < e.size && len <= e.size - offset).then_some((e.name, &e.dev, offset))
@@ -115,33 +153,48 @@ impl Bus<dyn MmioDevice> {
     /// A load of `data.len()` bytes at guest-physical `addr` (guest byte order).
     pub fn read(&self, addr: u64, data: &mut [u8]) -> Result<(), BusError> {
         let (name, dev, offset) = self.route(addr, data.len())?;
-        dev.borrow_mut().mmio_read(offset, data).map_err(|Unanswered| BusError::Refused { name, offset })
+        dev.borrow_mut()
+            .mmio_read(offset, data)
+            .map_err(|Unanswered| BusError::Refused { name, offset })
     }
 
     /// A store of `data` at guest-physical `addr`.
     pub fn write(&self, addr: u64, data: &[u8]) -> Result<(), BusError> {
         let (name, dev, offset) = self.route(addr, data.len())?;
-        dev.borrow_mut().mmio_write(offset, data).map_err(|Unanswered| BusError::Refused { name, offset })
+        dev.borrow_mut()
+            .mmio_write(offset, data)
+            .map_err(|Unanswered| BusError::Refused { name, offset })
     }
 
-    fn route(&self, addr: u64, len: usize) -> Result<(&'static str, &Rc<RefCell<dyn MmioDevice>>, u64), BusError> {
+    fn route(
+        &self,
+        addr: u64,
+        len: usize,
+    ) -> Result<(&'static str, &Rc<RefCell<dyn MmioDevice>>, u64), BusError> {
         if !is_access_width(len) {
             return Err(BusError::Width(len));
         }
-        self.find(addr, len as u64).ok_or(BusError::Unmapped { addr, len })
+        self.find(addr, len as u64)
+            .ok_or(BusError::Unmapped { addr, len })
     }
 }
 
 impl Bus<dyn DcrDevice> {
     /// `mfdcr` of DCR `dcr`.
     pub fn read(&self, dcr: u32) -> Result<u32, BusError> {
-        let (_, dev, offset) = self.find(dcr as u64, 1).ok_or(BusError::Unmapped { addr: dcr as u64, len: 4 })?;
+        let (_, dev, offset) = self.find(dcr as u64, 1).ok_or(BusError::Unmapped {
+            addr: dcr as u64,
+            len: 4,
+        })?;
         Ok(dev.borrow_mut().dcr_read(offset as u32))
     }
 
     /// `mtdcr` of `value` to DCR `dcr`.
     pub fn write(&self, dcr: u32, value: u32) -> Result<(), BusError> {
-        let (_, dev, offset) = self.find(dcr as u64, 1).ok_or(BusError::Unmapped { addr: dcr as u64, len: 4 })?;
+        let (_, dev, offset) = self.find(dcr as u64, 1).ok_or(BusError::Unmapped {
+            addr: dcr as u64,
+            len: 4,
+        })?;
         dev.borrow_mut().dcr_write(offset as u32, value);
         Ok(())
     }
@@ -169,13 +222,19 @@ mod tests {
         fn mmio_write(&mut self, offset: u64, data: &[u8]) -> Result<(), Unanswered> {
             self.log.push((true, offset, data.len()));
             let o = offset as usize;
-            self.bytes.get_mut(o..o + data.len()).ok_or(Unanswered)?.copy_from_slice(data);
+            self.bytes
+                .get_mut(o..o + data.len())
+                .ok_or(Unanswered)?
+                .copy_from_slice(data);
             Ok(())
         }
     }
 
     fn ram(size: usize) -> Rc<RefCell<Ram>> {
-        Rc::new(RefCell::new(Ram { bytes: vec![0; size], log: Vec::new() }))
+        Rc::new(RefCell::new(Ram {
+            bytes: vec![0; size],
+            log: Vec::new(),
+        }))
     }
 
     #[test]
@@ -193,7 +252,10 @@ mod tests {
             assert_eq!(dev.borrow().log[2 * i], (true, 0x10, w));
         }
         for w in [0usize, 3, 5, 32] {
-            assert_eq!(bus.read(0x7_3000_0000, &mut vec![0; w]), Err(BusError::Width(w)));
+            assert_eq!(
+                bus.read(0x7_3000_0000, &mut vec![0; w]),
+                Err(BusError::Width(w))
+            );
         }
     }
 
@@ -201,9 +263,27 @@ mod tests {
     fn unmapped_and_straddling_accesses_fail() {
         let mut bus = MmioBus::new();
         bus.insert(0x1000, 0x10, "a", ram(0x10)).unwrap();
-        assert_eq!(bus.read(0xfff, &mut [0]), Err(BusError::Unmapped { addr: 0xfff, len: 1 }));
-        assert_eq!(bus.read(0x1010, &mut [0]), Err(BusError::Unmapped { addr: 0x1010, len: 1 }));
-        assert_eq!(bus.read(0x100c, &mut [0; 8]), Err(BusError::Unmapped { addr: 0x100c, len: 8 }));
+        assert_eq!(
+            bus.read(0xfff, &mut [0]),
+            Err(BusError::Unmapped {
+                addr: 0xfff,
+                len: 1
+            })
+        );
+        assert_eq!(
+            bus.read(0x1010, &mut [0]),
+            Err(BusError::Unmapped {
+                addr: 0x1010,
+                len: 1
+            })
+        );
+        assert_eq!(
+            bus.read(0x100c, &mut [0; 8]),
+            Err(BusError::Unmapped {
+                addr: 0x100c,
+                len: 8
+            })
+        );
         assert!(bus.read(0x1008, &mut [0; 8]).is_ok());
     }
 
@@ -211,10 +291,36 @@ mod tests {
     fn overlaps_and_bad_ranges_are_refused() {
         let mut bus = MmioBus::new();
         bus.insert(0x1000, 0x100, "a", ram(1)).unwrap();
-        assert_eq!(bus.insert(0x10ff, 1, "b", ram(1)), Err(BusError::Overlap { base: 0x10ff, size: 1, with: "a" }));
-        assert_eq!(bus.insert(0xf00, 0x101, "b", ram(1)), Err(BusError::Overlap { base: 0xf00, size: 0x101, with: "a" }));
-        assert_eq!(bus.insert(0x2000, 0, "b", ram(1)), Err(BusError::BadRange { base: 0x2000, size: 0 }));
-        assert_eq!(bus.insert(u64::MAX, 2, "b", ram(1)), Err(BusError::BadRange { base: u64::MAX, size: 2 }));
+        assert_eq!(
+            bus.insert(0x10ff, 1, "b", ram(1)),
+            Err(BusError::Overlap {
+                base: 0x10ff,
+                size: 1,
+                with: "a"
+            })
+        );
+        assert_eq!(
+            bus.insert(0xf00, 0x101, "b", ram(1)),
+            Err(BusError::Overlap {
+                base: 0xf00,
+                size: 0x101,
+                with: "a"
+            })
+        );
+        assert_eq!(
+            bus.insert(0x2000, 0, "b", ram(1)),
+            Err(BusError::BadRange {
+                base: 0x2000,
+                size: 0
+            })
+        );
+        assert_eq!(
+            bus.insert(u64::MAX, 2, "b", ram(1)),
+            Err(BusError::BadRange {
+                base: u64::MAX,
+                size: 2
+            })
+        );
         bus.insert(0xf00, 0x100, "below", ram(1)).unwrap();
         bus.insert(0x1100, 0x100, "above", ram(1)).unwrap();
         bus.insert(u64::MAX, 1, "last", ram(1)).unwrap();

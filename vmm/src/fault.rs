@@ -49,7 +49,12 @@ pub enum Outcome {
 pub enum Unmodelled {
     /// A load or store (`load`, `store`, or `access` for other instructions) at an
     /// unmodelled device address: the guest gets a data storage exception.
-    Device { what: &'static str, gpa: u64, insn: u32, pc: u32 },
+    Device {
+        what: &'static str,
+        gpa: u64,
+        insn: u32,
+        pc: u32,
+    },
     /// `mfdcr`/`mtdcr` of an unmodelled DCR: machine check.
     Dcr { dcr: u32, insn: u32, pc: u32 },
     /// An instruction the VMM does not emulate: program exception.
@@ -114,7 +119,9 @@ pub fn handle(
                     if let Some(raw) = access(&buses.mmio, &ls, f.gpa, data) {
                         let mut reply = FaultReply::resume(next);
                         let mut result = raw.map(|raw| ls.load_result(raw as u32));
-                        if let (Some(raw), Some(fp)) = (raw.filter(|_| ls.is_fp()), fpr.as_deref_mut()) {
+                        if let (Some(raw), Some(fp)) =
+                            (raw.filter(|_| ls.is_fp()), fpr.as_deref_mut())
+                        {
                             fp[r] = ls.fp_load_result(raw);
                             reply = reply.with_fprs();
                             result = None;
@@ -142,7 +149,12 @@ pub fn handle(
                 },
                 _ => "access",
             };
-            log(Unmodelled::Device { what, gpa: f.gpa, insn: f.insn, pc: f.pc });
+            log(Unmodelled::Device {
+                what,
+                gpa: f.gpa,
+                insn: f.insn,
+                pc: f.pc,
+            });
             Outcome::Reply(FaultReply::resume(f.pc).inject(Inject::Dsi))
         }
         VirtFault::Instruction => match decode(f.insn) {
@@ -164,7 +176,11 @@ pub fn handle(
                 }
             }
             insn => {
-                log(Unmodelled::Instruction { word: f.insn, insn, pc: f.pc });
+                log(Unmodelled::Instruction {
+                    word: f.insn,
+                    insn,
+                    pc: f.pc,
+                });
                 Outcome::Reply(FaultReply::resume(f.pc).inject(Inject::Program))
             }
         },
@@ -175,7 +191,11 @@ pub fn handle(
 }
 
 fn unmodelled_dcr(dcr: u32, f: &VirtFaultMsg, log: &mut dyn FnMut(Unmodelled)) -> Outcome {
-    log(Unmodelled::Dcr { dcr, insn: f.insn, pc: f.pc });
+    log(Unmodelled::Dcr {
+        dcr,
+        insn: f.insn,
+        pc: f.pc,
+    });
     Outcome::Reply(FaultReply::resume(f.pc).inject(Inject::MachineCheck))
 }
 
@@ -239,10 +259,15 @@ mod tests {
     const DEV: u64 = 0x6_0000_1000;
 
     fn buses() -> (Buses, Rc<RefCell<Regs>>) {
-        let regs = Rc::new(RefCell::new(Regs { bytes: [0x81, 0x82, 0x83, 0x84, 5, 6, 7, 8, 0, 0, 0, 0, 0, 0, 0, 0], writes: vec![] }));
+        let regs = Rc::new(RefCell::new(Regs {
+            bytes: [0x81, 0x82, 0x83, 0x84, 5, 6, 7, 8, 0, 0, 0, 0, 0, 0, 0, 0],
+            writes: vec![],
+        }));
         let mut b = Buses::default();
         b.mmio.insert(DEV, 16, "regs", regs.clone()).unwrap();
-        b.dcr.insert(0x80, 1, "one", Rc::new(RefCell::new(OneDcr(0x1234)))).unwrap();
+        b.dcr
+            .insert(0x80, 1, "one", Rc::new(RefCell::new(OneDcr(0x1234))))
+            .unwrap();
         (b, regs)
     }
 
@@ -258,7 +283,15 @@ mod tests {
     }
 
     fn fault(class: VirtFault, insn: u32, gpa: u64, rs_value: u32) -> VirtFaultMsg {
-        VirtFaultMsg { class, pc: 0x1000, insn, gpa, msr: 0, mask: 0, rs_value }
+        VirtFaultMsg {
+            class,
+            pc: 0x1000,
+            insn,
+            gpa,
+            msr: 0,
+            mask: 0,
+            rs_value,
+        }
     }
 
     fn no_log(u: Unmodelled) {
@@ -268,16 +301,42 @@ mod tests {
     #[test]
     fn loads_of_every_width_come_back_in_the_reply() {
         let (b, _) = buses();
-        for (op, want) in [(LsOp::Lbz, 0x81), (LsOp::Lhz, 0x8182), (LsOp::Lha, 0xffff_8182), (LsOp::Lwz, 0x8182_8384)] {
-            let out = handle(&fault(VirtFault::Mmio, ls(op, 5, 3, 0), DEV, 0), None, None, &b, &mut no_log);
-            assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1004).set_gpr(5, want)), "{op:?}");
+        for (op, want) in [
+            (LsOp::Lbz, 0x81),
+            (LsOp::Lhz, 0x8182),
+            (LsOp::Lha, 0xffff_8182),
+            (LsOp::Lwz, 0x8182_8384),
+        ] {
+            let out = handle(
+                &fault(VirtFault::Mmio, ls(op, 5, 3, 0), DEV, 0),
+                None,
+                None,
+                &b,
+                &mut no_log,
+            );
+            assert_eq!(
+                out,
+                Outcome::Reply(FaultReply::resume(0x1004).set_gpr(5, want)),
+                "{op:?}"
+            );
         }
     }
 
     #[test]
     fn stores_take_the_register_from_the_message() {
         let (b, regs) = buses();
-        let out = handle(&fault(VirtFault::Mmio, ls(LsOp::Sth, 4, 3, 0), DEV + 2, 0xaabb_ccdd), None, None, &b, &mut no_log);
+        let out = handle(
+            &fault(
+                VirtFault::Mmio,
+                ls(LsOp::Sth, 4, 3, 0),
+                DEV + 2,
+                0xaabb_ccdd,
+            ),
+            None,
+            None,
+            &b,
+            &mut no_log,
+        );
         assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1004)));
         assert_eq!(regs.borrow().writes, [(2, vec![0xcc, 0xdd])]);
     }
@@ -286,11 +345,17 @@ mod tests {
     fn update_forms_need_and_use_the_register_file() {
         let (b, regs) = buses();
         let f = fault(VirtFault::Mmio, ls(LsOp::Stbu, 4, 3, 4), DEV + 4, 0);
-        assert_eq!(handle(&f, None, None, &b, &mut no_log), Outcome::NeedRegisters);
+        assert_eq!(
+            handle(&f, None, None, &b, &mut no_log),
+            Outcome::NeedRegisters
+        );
         let mut g = [0u32; 32];
         g[3] = 0x3000_0000;
         g[4] = 0x77;
-        assert_eq!(handle(&f, Some(&mut g), None, &b, &mut no_log), Outcome::Reply(FaultReply::resume(0x1004)));
+        assert_eq!(
+            handle(&f, Some(&mut g), None, &b, &mut no_log),
+            Outcome::Reply(FaultReply::resume(0x1004))
+        );
         assert_eq!(g[3], 0x3000_0004);
         assert_eq!(regs.borrow().writes, [(4, vec![0x77])]);
     }
@@ -301,39 +366,127 @@ mod tests {
         let mut seen = Vec::new();
         let f = fault(VirtFault::Mmio, ls(LsOp::Lwz, 5, 3, 0), DEV + 16, 0);
         let out = handle(&f, None, None, &b, &mut |u| seen.push(u));
-        assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1000).inject(Inject::Dsi)));
-        assert_eq!(seen, [Unmodelled::Device { what: "load", gpa: DEV + 16, insn: f.insn, pc: 0x1000 }]);
+        assert_eq!(
+            out,
+            Outcome::Reply(FaultReply::resume(0x1000).inject(Inject::Dsi))
+        );
+        assert_eq!(
+            seen,
+            [Unmodelled::Device {
+                what: "load",
+                gpa: DEV + 16,
+                insn: f.insn,
+                pc: 0x1000
+            }]
+        );
         assert!(seen[0].is_frequent());
-        assert!(std::format!("{}", seen[0]).starts_with("load at unmodelled device address 0x600001010"));
+        assert!(std::format!("{}", seen[0])
+            .starts_with("load at unmodelled device address 0x600001010"));
     }
 
     #[test]
     fn dcrs_go_to_the_dcr_bus() {
         let (b, _) = buses();
-        let mf = encode(&Insn::Mfdcr { rt: Gpr::new(6).unwrap(), dcr: Dcr::new(0x80).unwrap() });
-        let mt = encode(&Insn::Mtdcr { dcr: Dcr::new(0x80).unwrap(), rs: Gpr::new(7).unwrap() });
-        let out = handle(&fault(VirtFault::Instruction, mf, 0, 0), None, None, &b, &mut no_log);
-        assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1004).set_gpr(6, 0x1234)));
-        handle(&fault(VirtFault::Instruction, mt, 0, 0x55), None, None, &b, &mut no_log);
+        let mf = encode(&Insn::Mfdcr {
+            rt: Gpr::new(6).unwrap(),
+            dcr: Dcr::new(0x80).unwrap(),
+        });
+        let mt = encode(&Insn::Mtdcr {
+            dcr: Dcr::new(0x80).unwrap(),
+            rs: Gpr::new(7).unwrap(),
+        });
+        let out = handle(
+            &fault(VirtFault::Instruction, mf, 0, 0),
+            None,
+            None,
+            &b,
+            &mut no_log,
+        );
+        assert_eq!(
+            out,
+            Outcome::Reply(FaultReply::resume(0x1004).set_gpr(6, 0x1234))
+        );
+        handle(
+            &fault(VirtFault::Instruction, mt, 0, 0x55),
+            None,
+            None,
+            &b,
+            &mut no_log,
+        );
         let mut g = [0u32; 32];
-        assert_eq!(handle(&fault(VirtFault::Instruction, mf, 0, 0), Some(&mut g), None, &b, &mut no_log), Outcome::Reply(FaultReply::resume(0x1004)));
+        assert_eq!(
+            handle(
+                &fault(VirtFault::Instruction, mf, 0, 0),
+                Some(&mut g),
+                None,
+                &b,
+                &mut no_log
+            ),
+            Outcome::Reply(FaultReply::resume(0x1004))
+        );
         assert_eq!(g[6], 0x55);
-        let other = encode(&Insn::Mfdcr { rt: Gpr::new(6).unwrap(), dcr: Dcr::new(0x81).unwrap() });
+        let other = encode(&Insn::Mfdcr {
+            rt: Gpr::new(6).unwrap(),
+            dcr: Dcr::new(0x81).unwrap(),
+        });
         let mut seen = Vec::new();
-        let out = handle(&fault(VirtFault::Instruction, other, 0, 0), None, None, &b, &mut |u| seen.push(u));
-        assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1000).inject(Inject::MachineCheck)));
-        assert_eq!(seen, [Unmodelled::Dcr { dcr: 0x81, insn: other, pc: 0x1000 }]);
+        let out = handle(
+            &fault(VirtFault::Instruction, other, 0, 0),
+            None,
+            None,
+            &b,
+            &mut |u| seen.push(u),
+        );
+        assert_eq!(
+            out,
+            Outcome::Reply(FaultReply::resume(0x1000).inject(Inject::MachineCheck))
+        );
+        assert_eq!(
+            seen,
+            [Unmodelled::Dcr {
+                dcr: 0x81,
+                insn: other,
+                pc: 0x1000
+            }]
+        );
     }
 
     #[test]
     fn other_instructions_get_a_program_exception() {
         let (b, _) = buses();
         let mut seen = Vec::new();
-        let out = handle(&fault(VirtFault::Instruction, 0, 0, 0), None, None, &b, &mut |u| seen.push(u));
-        assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1000).inject(Inject::Program)));
+        let out = handle(
+            &fault(VirtFault::Instruction, 0, 0, 0),
+            None,
+            None,
+            &b,
+            &mut |u| seen.push(u),
+        );
+        assert_eq!(
+            out,
+            Outcome::Reply(FaultReply::resume(0x1000).inject(Inject::Program))
+        );
         assert!(!seen[0].is_frequent());
-        assert_eq!(handle(&fault(VirtFault::Idle, 0, 0, 0), None, None, &b, &mut no_log), Outcome::Idle(FaultReply::resume(0x1000)));
-        assert_eq!(handle(&fault(VirtFault::Halt, 0, 0, 0), None, None, &b, &mut no_log), Outcome::Halt);
+        assert_eq!(
+            handle(
+                &fault(VirtFault::Idle, 0, 0, 0),
+                None,
+                None,
+                &b,
+                &mut no_log
+            ),
+            Outcome::Idle(FaultReply::resume(0x1000))
+        );
+        assert_eq!(
+            handle(
+                &fault(VirtFault::Halt, 0, 0, 0),
+                None,
+                None,
+                &b,
+                &mut no_log
+            ),
+            Outcome::Halt
+        );
         let _ = xfer::GPRS;
     }
 
@@ -344,21 +497,54 @@ mod tests {
         let (b, regs) = buses();
         let mut fp = [0u64; 33];
         let lfd = ls(LsOp::Lfd, 1, 3, 0);
-        let out = handle(&fault(VirtFault::Mmio, lfd, DEV, 0), None, Some(&mut fp), &b, &mut no_log);
+        let out = handle(
+            &fault(VirtFault::Mmio, lfd, DEV, 0),
+            None,
+            Some(&mut fp),
+            &b,
+            &mut no_log,
+        );
         assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1004).with_fprs()));
         assert_eq!(fp[1], 0x8182_8384_0506_0708);
         fp[2] = 1.5f64.to_bits();
         let stfs = ls(LsOp::Stfs, 2, 3, 8);
-        let out = handle(&fault(VirtFault::Mmio, stfs, DEV + 8, 0), None, Some(&mut fp), &b, &mut no_log);
+        let out = handle(
+            &fault(VirtFault::Mmio, stfs, DEV + 8, 0),
+            None,
+            Some(&mut fp),
+            &b,
+            &mut no_log,
+        );
         assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1004)));
-        assert_eq!(regs.borrow().writes, [(8, 1.5f32.to_bits().to_be_bytes().to_vec())]);
+        assert_eq!(
+            regs.borrow().writes,
+            [(8, 1.5f32.to_bits().to_be_bytes().to_vec())]
+        );
         let stfd = ls(LsOp::Stfd, 1, 3, 0);
-        handle(&fault(VirtFault::Mmio, stfd, DEV, 0), None, Some(&mut fp), &b, &mut no_log);
-        assert_eq!(regs.borrow().writes[1], (0, 0x8182_8384_0506_0708u64.to_be_bytes().to_vec()));
+        handle(
+            &fault(VirtFault::Mmio, stfd, DEV, 0),
+            None,
+            Some(&mut fp),
+            &b,
+            &mut no_log,
+        );
+        assert_eq!(
+            regs.borrow().writes[1],
+            (0, 0x8182_8384_0506_0708u64.to_be_bytes().to_vec())
+        );
         // Without the FP registers there is nothing to emulate with.
         let mut seen = Vec::new();
-        let out = handle(&fault(VirtFault::Mmio, lfd, DEV, 0), None, None, &b, &mut |u| seen.push(u));
-        assert_eq!(out, Outcome::Reply(FaultReply::resume(0x1000).inject(Inject::Dsi)));
+        let out = handle(
+            &fault(VirtFault::Mmio, lfd, DEV, 0),
+            None,
+            None,
+            &b,
+            &mut |u| seen.push(u),
+        );
+        assert_eq!(
+            out,
+            Outcome::Reply(FaultReply::resume(0x1000).inject(Inject::Dsi))
+        );
         assert_eq!(seen.len(), 1);
     }
 }

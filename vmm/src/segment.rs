@@ -185,7 +185,11 @@ impl Segment {
         if host_base.0 as u64 + size as u64 > HOST_LIMIT {
             return Err(SegmentError::HostRangeOverflow);
         }
-        Ok(Segment { guest_base, size, host_base })
+        Ok(Segment {
+            guest_base,
+            size,
+            host_base,
+        })
     }
 
     pub const fn guest_base(&self) -> GuestPhysAddr {
@@ -234,12 +238,22 @@ impl Segment {
 
 impl fmt::Display for Segment {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "[{:#011x}, {:#011x}) -> {}", self.guest_base.0, self.guest_end(), self.host_base)
+        write!(
+            f,
+            "[{:#011x}, {:#011x}) -> {}",
+            self.guest_base.0,
+            self.guest_end(),
+            self.host_base
+        )
     }
 }
 
 /// Placeholder for unused slots; never visible outside `GuestMemory`.
-const UNUSED: Segment = Segment { guest_base: GuestPhysAddr(0), size: 0, host_base: HostAddr(0) };
+const UNUSED: Segment = Segment {
+    guest_base: GuestPhysAddr(0),
+    size: 0,
+    host_base: HostAddr(0),
+};
 
 /// A guest's physical memory map: up to `N` disjoint segments, sorted by guest base.
 #[derive(Clone, Debug)]
@@ -257,7 +271,10 @@ impl<const N: usize> Default for GuestMemory<N> {
 
 impl<const N: usize> GuestMemory<N> {
     pub const fn new() -> Self {
-        GuestMemory { slots: [UNUSED; N], len: 0 }
+        GuestMemory {
+            slots: [UNUSED; N],
+            len: 0,
+        }
     }
 
     /// The segments, sorted by guest base.
@@ -278,12 +295,16 @@ impl<const N: usize> GuestMemory<N> {
     pub fn add(&mut self, segment: Segment) -> Result<(), SegmentError> {
         // Validate first: overlap, then capacity.
         if let Some(existing) = self.segments().iter().find(|s| s.overlaps(&segment)) {
-            return Err(SegmentError::Overlap { existing: *existing });
+            return Err(SegmentError::Overlap {
+                existing: *existing,
+            });
         }
         if self.len == N {
             return Err(SegmentError::Full);
         }
-        let at = self.segments().partition_point(|s| s.guest_base < segment.guest_base);
+        let at = self
+            .segments()
+            .partition_point(|s| s.guest_base < segment.guest_base);
         self.slots.copy_within(at..self.len, at + 1);
         self.slots[at] = segment;
         self.len += 1;
@@ -303,7 +324,9 @@ impl<const N: usize> GuestMemory<N> {
         if len == 0 {
             return Err(SegmentError::EmptyAccess);
         }
-        self.segment_of(gpa).ok_or(SegmentError::Unmapped)?.translate(gpa, len)
+        self.segment_of(gpa)
+            .ok_or(SegmentError::Unmapped)?
+            .translate(gpa, len)
     }
 }
 
@@ -320,7 +343,11 @@ pub struct SegmentRam<'a, const N: usize> {
 impl<'a, const N: usize> SegmentRam<'a, N> {
     /// `bytes` is the VMM memory at host addresses `host_base..host_base + bytes.len()`.
     pub fn new(map: GuestMemory<N>, host_base: u32, bytes: &'a mut [u8]) -> Self {
-        SegmentRam { map, host_base, bytes }
+        SegmentRam {
+            map,
+            host_base,
+            bytes,
+        }
     }
 
     /// The slice range backing `len` bytes at `gpa`.
@@ -335,13 +362,19 @@ impl<'a, const N: usize> SegmentRam<'a, N> {
 
 impl<const N: usize> GuestRam for SegmentRam<'_, N> {
     fn read(&self, gpa: u64, buf: &mut [u8]) -> Result<(), OutOfRam> {
-        let r = self.range(gpa, buf.len()).ok_or(OutOfRam { gpa, len: buf.len() })?;
+        let r = self.range(gpa, buf.len()).ok_or(OutOfRam {
+            gpa,
+            len: buf.len(),
+        })?;
         buf.copy_from_slice(&self.bytes[r]);
         Ok(())
     }
 
     fn write(&mut self, gpa: u64, data: &[u8]) -> Result<(), OutOfRam> {
-        let r = self.range(gpa, data.len()).ok_or(OutOfRam { gpa, len: data.len() })?;
+        let r = self.range(gpa, data.len()).ok_or(OutOfRam {
+            gpa,
+            len: data.len(),
+        })?;
         self.bytes[r].copy_from_slice(data);
         Ok(())
     }
@@ -368,9 +401,18 @@ mod tests {
             GuestPhysAddr::new(GUEST_PHYS_LIMIT - 1).map(GuestPhysAddr::get),
             Ok((1 << 36) - 1)
         );
-        assert_eq!(GuestPhysAddr::new(GUEST_PHYS_LIMIT), Err(SegmentError::AddressTooWide));
-        assert_eq!(GuestPhysAddr::new(u64::MAX), Err(SegmentError::AddressTooWide));
-        assert_eq!(gpa(GUEST_PHYS_LIMIT - 2).checked_add(1), Some(gpa(GUEST_PHYS_LIMIT - 1)));
+        assert_eq!(
+            GuestPhysAddr::new(GUEST_PHYS_LIMIT),
+            Err(SegmentError::AddressTooWide)
+        );
+        assert_eq!(
+            GuestPhysAddr::new(u64::MAX),
+            Err(SegmentError::AddressTooWide)
+        );
+        assert_eq!(
+            gpa(GUEST_PHYS_LIMIT - 2).checked_add(1),
+            Some(gpa(GUEST_PHYS_LIMIT - 1))
+        );
         assert_eq!(gpa(GUEST_PHYS_LIMIT - 1).checked_add(1), None);
         assert_eq!(gpa(1).checked_add(u64::MAX), None);
         assert_eq!(GuestPhysAddr::from_u32(u32::MAX).get(), 0xFFFF_FFFF);
@@ -409,17 +451,38 @@ mod tests {
         // 128 MiB of guest RAM at 0, backed at 0x4000_0000 in the VMM.
         let ram = seg(0, 128 << 20, 0x4000_0000);
         assert_eq!(ram.translate(gpa(0), 4), Ok(HostAddr::new(0x4000_0000)));
-        assert_eq!(ram.translate(gpa(0x1234), 1), Ok(HostAddr::new(0x4000_1234)));
+        assert_eq!(
+            ram.translate(gpa(0x1234), 1),
+            Ok(HostAddr::new(0x4000_1234))
+        );
         let last = (128 << 20) - 4;
-        assert_eq!(ram.translate(gpa(last), 4), Ok(HostAddr::new(0x4000_0000 + last as u32)));
-        assert_eq!(ram.translate(gpa(last), 5), Err(SegmentError::CrossesSegmentEnd));
-        assert_eq!(ram.translate(gpa(last + 1), 4), Err(SegmentError::CrossesSegmentEnd));
-        assert_eq!(ram.translate(gpa(128 << 20), 1), Err(SegmentError::Unmapped));
+        assert_eq!(
+            ram.translate(gpa(last), 4),
+            Ok(HostAddr::new(0x4000_0000 + last as u32))
+        );
+        assert_eq!(
+            ram.translate(gpa(last), 5),
+            Err(SegmentError::CrossesSegmentEnd)
+        );
+        assert_eq!(
+            ram.translate(gpa(last + 1), 4),
+            Err(SegmentError::CrossesSegmentEnd)
+        );
+        assert_eq!(
+            ram.translate(gpa(128 << 20), 1),
+            Err(SegmentError::Unmapped)
+        );
         assert_eq!(ram.translate(gpa(0), 0), Err(SegmentError::EmptyAccess));
-        assert_eq!(ram.translate(gpa(0), u32::MAX), Err(SegmentError::CrossesSegmentEnd));
+        assert_eq!(
+            ram.translate(gpa(0), u32::MAX),
+            Err(SegmentError::CrossesSegmentEnd)
+        );
         // A segment at the very top of both address spaces.
         let top = seg(GUEST_PHYS_LIMIT - 16, 16, u32::MAX - 15);
-        assert_eq!(top.translate(gpa(GUEST_PHYS_LIMIT - 1), 1), Ok(HostAddr::new(u32::MAX)));
+        assert_eq!(
+            top.translate(gpa(GUEST_PHYS_LIMIT - 1), 1),
+            Ok(HostAddr::new(u32::MAX))
+        );
         assert_eq!(
             top.translate(gpa(GUEST_PHYS_LIMIT - 1), u32::MAX),
             Err(SegmentError::CrossesSegmentEnd)
@@ -432,12 +495,21 @@ mod tests {
         assert!(mem.is_empty());
         mem.add(seg(0x1000_0000, 0x1000, 0x2000)).expect("first");
         mem.add(seg(0, 0x1000, 0)).expect("below");
-        mem.add(seg(0x1_0000_0000, 0x1000, 0x3000)).expect("above 4 GiB");
-        let bases: Vec<u64> = mem.segments().iter().map(|s| s.guest_base().get()).collect();
+        mem.add(seg(0x1_0000_0000, 0x1000, 0x3000))
+            .expect("above 4 GiB");
+        let bases: Vec<u64> = mem
+            .segments()
+            .iter()
+            .map(|s| s.guest_base().get())
+            .collect();
         assert_eq!(bases, [0, 0x1000_0000, 0x1_0000_0000]);
         // Overlap at either end, or containment, is rejected and changes nothing.
         let existing = seg(0x1000_0000, 0x1000, 0x2000);
-        for bad in [seg(0x0FFF_FFFF, 2, 0), seg(0x1000_0FFF, 1, 0), seg(0x0F00_0000, 1 << 28, 0)] {
+        for bad in [
+            seg(0x0FFF_FFFF, 2, 0),
+            seg(0x1000_0FFF, 1, 0),
+            seg(0x0F00_0000, 1 << 28, 0),
+        ] {
             assert_eq!(mem.add(bad), Err(SegmentError::Overlap { existing }));
         }
         assert_eq!(mem.len(), 3);
@@ -451,23 +523,39 @@ mod tests {
     fn guest_memory_translate() {
         let mut mem = GuestMemory::<4>::new();
         mem.add(seg(0, 0x1000, 0x8000)).expect("low");
-        mem.add(seg(0x1000, 0x1000, 0x2_0000)).expect("adjacent, backed elsewhere");
+        mem.add(seg(0x1000, 0x1000, 0x2_0000))
+            .expect("adjacent, backed elsewhere");
         mem.add(seg(0xE_F600_0000, 0x1000, 0x9000)).expect("high");
         assert_eq!(mem.translate(gpa(0xFFC), 4), Ok(HostAddr::new(0x8FFC)));
         assert_eq!(mem.translate(gpa(0x1000), 4), Ok(HostAddr::new(0x2_0000)));
         // Straddles two segments that are adjacent in guest space: rejected.
-        assert_eq!(mem.translate(gpa(0xFFE), 4), Err(SegmentError::CrossesSegmentEnd));
+        assert_eq!(
+            mem.translate(gpa(0xFFE), 4),
+            Err(SegmentError::CrossesSegmentEnd)
+        );
         assert_eq!(mem.translate(gpa(0x2000), 1), Err(SegmentError::Unmapped));
-        assert_eq!(mem.translate(gpa(0xE_F600_0FFF), 1), Ok(HostAddr::new(0x9FFF)));
-        assert_eq!(mem.translate(gpa(0xE_F600_1000), 1), Err(SegmentError::Unmapped));
+        assert_eq!(
+            mem.translate(gpa(0xE_F600_0FFF), 1),
+            Ok(HostAddr::new(0x9FFF))
+        );
+        assert_eq!(
+            mem.translate(gpa(0xE_F600_1000), 1),
+            Err(SegmentError::Unmapped)
+        );
         assert_eq!(mem.translate(gpa(5), 0), Err(SegmentError::EmptyAccess));
         assert_eq!(
             mem.segment_of(gpa(0x1FFF)).map(Segment::host_base),
             Some(HostAddr::new(0x2_0000))
         );
         assert_eq!(mem.segment_of(gpa(GUEST_PHYS_LIMIT - 1)), None);
-        assert_eq!(GuestMemory::<0>::new().translate(gpa(0), 1), Err(SegmentError::Unmapped));
-        assert_eq!(GuestMemory::<0>::new().add(seg(0, 1, 0)), Err(SegmentError::Full));
+        assert_eq!(
+            GuestMemory::<0>::new().translate(gpa(0), 1),
+            Err(SegmentError::Unmapped)
+        );
+        assert_eq!(
+            GuestMemory::<0>::new().add(seg(0, 1, 0)),
+            Err(SegmentError::Full)
+        );
     }
 
     #[test]
@@ -477,7 +565,9 @@ mod tests {
             SegmentError::EmptySegment,
             SegmentError::GuestRangeOverflow,
             SegmentError::HostRangeOverflow,
-            SegmentError::Overlap { existing: seg(0, 1, 0) },
+            SegmentError::Overlap {
+                existing: seg(0, 1, 0),
+            },
             SegmentError::Full,
             SegmentError::EmptyAccess,
             SegmentError::Unmapped,
@@ -486,8 +576,12 @@ mod tests {
         for e in all {
             assert!(!e.to_string().is_empty());
         }
-        let overlap = SegmentError::Overlap { existing: seg(0x1000, 0x1000, 0x8000) };
-        assert!(overlap.to_string().ends_with("[0x000001000, 0x000002000) -> host:0x00008000"));
+        let overlap = SegmentError::Overlap {
+            existing: seg(0x1000, 0x1000, 0x8000),
+        };
+        assert!(overlap
+            .to_string()
+            .ends_with("[0x000001000, 0x000002000) -> host:0x00008000"));
     }
 
     /// The reference model: a plain list of accepted segments, searched linearly.
@@ -649,7 +743,10 @@ mod tests {
         ram.read(0x10, &mut buf).unwrap();
         assert_eq!(&buf, b"kestrel");
         // Past a segment's end, between segments, beyond 2^36: refused, nothing written.
-        assert_eq!(ram.write(0xfc, &[1; 8]), Err(OutOfRam { gpa: 0xfc, len: 8 }));
+        assert_eq!(
+            ram.write(0xfc, &[1; 8]),
+            Err(OutOfRam { gpa: 0xfc, len: 8 })
+        );
         assert!(ram.read(0x100, &mut [0]).is_err());
         assert!(ram.read(1 << 40, &mut [0]).is_err());
         drop(ram);

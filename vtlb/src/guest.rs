@@ -219,7 +219,11 @@ impl GuestEntry {
     #[inline(always)]
     const fn block_mask(&self) -> Option<(u32, u32)> {
         let code = self.size_code() as u32;
-        let span = if code <= 0xA { (1024u32 << (2 * code)) - 1 } else { u32::MAX };
+        let span = if code <= 0xA {
+            (1024u32 << (2 * code)) - 1
+        } else {
+            u32::MAX
+        };
         let epn = self.epn();
         if !self.valid() || epn & span != 0 {
             return None;
@@ -303,7 +307,12 @@ impl Default for GuestTlb {
 impl GuestTlb {
     pub const fn new() -> GuestTlb {
         GuestTlb {
-            entries: [GuestEntry { word0: 0, word1: 0, word2: 0, tid: 0 }; ENTRIES as usize],
+            entries: [GuestEntry {
+                word0: 0,
+                word1: 0,
+                word2: 0,
+                tid: 0,
+            }; ENTRIES as usize],
             base: [0; ENTRIES as usize],
             mask: [0; ENTRIES as usize],
             live: [0; 2],
@@ -390,14 +399,19 @@ impl GuestTlb {
             1 => entry.word1,
             _ => entry.word2,
         };
-        let new_mmucr = if word == 0 { Some(mmucr::STID.set(mmucr, entry.tid as u32)) } else { None };
+        let new_mmucr = if word == 0 {
+            Some(mmucr::STID.set(mmucr, entry.tid as u32))
+        } else {
+            None
+        };
         Ok((value, new_mmucr))
     }
 
     /// `tlbsx ea`: the index of the first entry matching `ea` for PID `MMUCR[STID]` in
     /// space `MMUCR[STS]`.
     pub fn tlbsx(&self, ea: u32, mmucr: u32) -> Option<u32> {
-        self.lookup(ea, mmucr::STID.get(mmucr) as u8, mmucr::STS.is_set(mmucr)).map(|(index, _)| index)
+        self.lookup(ea, mmucr::STID.get(mmucr) as u8, mmucr::STS.is_set(mmucr))
+            .map(|(index, _)| index)
     }
 
     /// The entry translating `ea` for process `pid` in space `ts` (`MSR[IS]` for fetches,
@@ -438,7 +452,11 @@ impl GuestTlb {
             return 0;
         }
         let limit_log = (63 - limit.leading_zeros()).min(32);
-        let block_mask = if limit_log == 32 { 0 } else { !((1u32 << limit_log) - 1) };
+        let block_mask = if limit_log == 32 {
+            0
+        } else {
+            !((1u32 << limit_log) - 1)
+        };
         let below = (1u64 << (index & INDEX_MASK)) - 1;
         let all = self.live[ts as usize] & below;
         let mut candidates = self.index.overlapping(ea & block_mask, block_mask, all) & all;
@@ -511,23 +529,58 @@ mod tests {
         for s in PageSize::ALL {
             let bytes = s.bytes();
             // Place the page at an address aligned to its size but not to twice its size.
-            let base = if bytes >= 0x4000_0000 { 0x4000_0000 } else { bytes * 3 };
+            let base = if bytes >= 0x4000_0000 {
+                0x4000_0000
+            } else {
+                bytes * 3
+            };
             let rpn = bytes.wrapping_mul(5) & !(bytes - 1);
             let t = with_entry(7, [base | V | size(s.code() as u32), rpn, 0x3F], 0);
             let e = t.entry(7);
             assert_eq!(e.page_size(), Some(s));
             assert_eq!(e.size_bytes(), bytes as u64);
-            assert_eq!(t.lookup(base, 9, false).map(|(i, _)| i), Some(7), "{s:?} first byte");
-            assert_eq!(t.lookup(base + (bytes - 1), 9, false).map(|(i, _)| i), Some(7), "{s:?} last byte");
-            assert_eq!(t.lookup(base.wrapping_sub(1), 9, false), None, "{s:?} byte before");
-            assert_eq!(t.lookup(base.wrapping_add(bytes), 9, false), None, "{s:?} byte after");
+            assert_eq!(
+                t.lookup(base, 9, false).map(|(i, _)| i),
+                Some(7),
+                "{s:?} first byte"
+            );
+            assert_eq!(
+                t.lookup(base + (bytes - 1), 9, false).map(|(i, _)| i),
+                Some(7),
+                "{s:?} last byte"
+            );
+            assert_eq!(
+                t.lookup(base.wrapping_sub(1), 9, false),
+                None,
+                "{s:?} byte before"
+            );
+            assert_eq!(
+                t.lookup(base.wrapping_add(bytes), 9, false),
+                None,
+                "{s:?} byte after"
+            );
             assert_eq!(e.translate(base + (bytes - 1)), (rpn + bytes - 1) as u64);
             assert_eq!(t.tlbre(7, 0, 0).unwrap().0 & 0xF0, size(s.code() as u32));
         }
-        let bytes: [u32; 9] = [1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 24, 1 << 28, 1 << 30];
+        let bytes: [u32; 9] = [
+            1 << 10,
+            1 << 12,
+            1 << 14,
+            1 << 16,
+            1 << 18,
+            1 << 20,
+            1 << 24,
+            1 << 28,
+            1 << 30,
+        ];
         assert_eq!(PageSize::ALL.map(PageSize::bytes), bytes);
         for code in 0..16u8 {
-            assert_eq!(PageSize::from_code(code).map(PageSize::code), [0, 1, 2, 3, 4, 5, 7, 9, 0xA].contains(&code).then_some(code));
+            assert_eq!(
+                PageSize::from_code(code).map(PageSize::code),
+                [0, 1, 2, 3, 4, 5, 7, 9, 0xA]
+                    .contains(&code)
+                    .then_some(code)
+            );
         }
     }
 
@@ -544,7 +597,11 @@ mod tests {
     fn rpn_bits_below_the_page_size_are_ignored_in_translation() {
         let t = with_entry(0, [0x0010_0000 | V | size(5), 0x0034_5400, 0x3F], 0);
         assert_eq!(t.entry(0).translate(0x0010_0010), 0x0030_0010);
-        assert_eq!(t.tlbre(0, 1, 0).unwrap().0, 0x0034_5400, "reads back as written");
+        assert_eq!(
+            t.tlbre(0, 1, 0).unwrap().0,
+            0x0034_5400,
+            "reads back as written"
+        );
     }
 
     #[test]
@@ -555,7 +612,10 @@ mod tests {
         }
         let private = with_entry(3, [0x8000 | V | size(1), 0, 0x3F], 7);
         assert!(private.lookup(0x8000, 7, false).is_some());
-        assert!(private.lookup(0x8000, 0, false).is_none(), "PID 0 is not a wildcard");
+        assert!(
+            private.lookup(0x8000, 0, false).is_none(),
+            "PID 0 is not a wildcard"
+        );
         assert!(private.lookup(0x8000, 8, false).is_none());
     }
 
@@ -565,23 +625,37 @@ mod tests {
         assert!(t.lookup(0x8000, 0, true).is_some());
         assert!(t.lookup(0x8000, 0, false).is_none());
         assert_eq!(t.tlbsx(0x8000, mmucr::STS.mask()), Some(3));
-        assert_eq!(t.tlbsx(0x8000, 0), None, "tlbsx compares MMUCR[STS] (the manual; QEMU ignores it)");
+        assert_eq!(
+            t.tlbsx(0x8000, 0),
+            None,
+            "tlbsx compares MMUCR[STS] (the manual; QEMU ignores it)"
+        );
     }
 
     #[test]
     fn first_match_in_index_order_wins_even_without_permission() {
         let mut t = GuestTlb::new();
         // Entry 2: 4 KiB, no permissions at all. Entry 5: 1 MiB around it, everything.
-        for (word, v) in [0x0010_0000 | V | size(1), 0x0000_0000, 0].iter().enumerate() {
+        for (word, v) in [0x0010_0000 | V | size(1), 0x0000_0000, 0]
+            .iter()
+            .enumerate()
+        {
             t.tlbwe(2, word as u32, *v, 0).unwrap();
         }
-        for (word, v) in [0x0010_0000 | V | size(5), 0x0100_0000, 0x3F].iter().enumerate() {
+        for (word, v) in [0x0010_0000 | V | size(5), 0x0100_0000, 0x3F]
+            .iter()
+            .enumerate()
+        {
             t.tlbwe(5, word as u32, *v, 0).unwrap();
         }
         let (i, e) = t.lookup(0x0010_0800, 0, false).unwrap();
         assert_eq!(i, 2);
         assert_eq!(e.perms(), Perms::default());
-        assert_eq!(t.lookup(0x0010_1000, 0, false).map(|(i, _)| i), Some(5), "outside entry 2");
+        assert_eq!(
+            t.lookup(0x0010_1000, 0, false).map(|(i, _)| i),
+            Some(5),
+            "outside entry 2"
+        );
         assert_eq!(t.tlbsx(0x0010_0800, 0), Some(2));
     }
 
@@ -612,12 +686,26 @@ mod tests {
             let t = with_entry(0, [V | size(code), 0x1000_0001, 0x3F], 0);
             assert_eq!(t.entry(0).size_bytes(), 1 << 32);
             for ea in [0, 0x1234_5678, 0xFFFF_FFFF] {
-                assert!(t.lookup(ea, 0, false).is_some(), "code {code:#x} ea {ea:#x}");
-                assert_eq!(t.entry(0).translate(ea), 0x1_0000_0000 | ea as u64, "RPN masked away, ERPN kept");
+                assert!(
+                    t.lookup(ea, 0, false).is_some(),
+                    "code {code:#x} ea {ea:#x}"
+                );
+                assert_eq!(
+                    t.entry(0).translate(ea),
+                    0x1_0000_0000 | ea as u64,
+                    "RPN masked away, ERPN kept"
+                );
             }
-            assert_eq!(t.tlbre(0, 0, 0).unwrap().0, V | size(1), "reads back as SIZE=1 (QEMU)");
+            assert_eq!(
+                t.tlbre(0, 0, 0).unwrap().0,
+                V | size(1),
+                "reads back as SIZE=1 (QEMU)"
+            );
             let t = with_entry(0, [0x0001_0000 | V | size(code), 0, 0x3F], 0);
-            assert!(t.lookup(0x0001_0000, 0, false).is_none(), "nonzero EPN never matches");
+            assert!(
+                t.lookup(0x0001_0000, 0, false).is_none(),
+                "nonzero EPN never matches"
+            );
             assert!(t.entry(0).block().is_none());
         }
     }
@@ -635,7 +723,10 @@ mod tests {
     fn bad_word_numbers_are_rejected_without_side_effects() {
         let mut t = GuestTlb::new();
         for word in [3, 4, 31, u32::MAX] {
-            assert_eq!(t.tlbwe(0, word, 0xFFFF_FFFF, 0xFF), Err(TlbError::InvalidWord { word }));
+            assert_eq!(
+                t.tlbwe(0, word, 0xFFFF_FFFF, 0xFF),
+                Err(TlbError::InvalidWord { word })
+            );
             assert_eq!(t.tlbre(0, word, 0), Err(TlbError::InvalidWord { word }));
         }
         assert_eq!(t, GuestTlb::new());
@@ -660,7 +751,11 @@ mod tests {
         t.tlbwe(9, 2, 0, 0x17).unwrap();
         assert_eq!(t.entry(9).tid(), 0x42);
         let (_, new) = t.tlbre(9, 0, 0xFFFF_FF00 | 0x99).unwrap();
-        assert_eq!(new, Some(0xFFFF_FF42), "STID replaced, other MMUCR bits kept");
+        assert_eq!(
+            new,
+            Some(0xFFFF_FF42),
+            "STID replaced, other MMUCR bits kept"
+        );
         assert_eq!(t.tlbre(9, 1, 0x99).unwrap().1, None);
         assert_eq!(t.tlbre(9, 2, 0x99).unwrap().1, None);
     }
@@ -668,21 +763,39 @@ mod tests {
     #[test]
     fn parity_and_reserved_bits_read_as_zero() {
         let t = with_entry(0, [0xFFFF_FFFF; 3], 0);
-        assert_eq!(t.tlbre(0, 0, 0).unwrap().0, 0xFFFF_FF10, "EPN, V, TS kept; TPAR 0; SIZE 0xF reads as 1");
+        assert_eq!(
+            t.tlbre(0, 0, 0).unwrap().0,
+            0xFFFF_FF10,
+            "EPN, V, TS kept; TPAR 0; SIZE 0xF reads as 1"
+        );
         assert_eq!(t.tlbre(0, 1, 0).unwrap().0, 0xFFFF_FC0F);
         assert_eq!(t.tlbre(0, 2, 0).unwrap().0, 0x0000_FFBF);
     }
 
     #[test]
     fn word2_decodes_perms_wimge_and_user_attributes() {
-        let w2 = word2::U0_U3.set(0, 0b1010) | word2::WIMGE.set(0, 0b01011) | word2::UR.mask() | word2::SX.mask() | word2::SW.mask();
+        let w2 = word2::U0_U3.set(0, 0b1010)
+            | word2::WIMGE.set(0, 0b01011)
+            | word2::UR.mask()
+            | word2::SX.mask()
+            | word2::SW.mask();
         let t = with_entry(0, [0, 0, w2], 0);
         let e = t.entry(0);
         assert_eq!(e.user_attributes(), 0b1010);
         assert_eq!(e.wimge(), Wimge(0b01011));
-        assert!(e.wimge().contains(Wimge::I) && e.wimge().contains(Wimge::G) && e.wimge().contains(Wimge::E));
+        assert!(
+            e.wimge().contains(Wimge::I)
+                && e.wimge().contains(Wimge::G)
+                && e.wimge().contains(Wimge::E)
+        );
         assert!(!e.wimge().contains(Wimge::W));
-        assert_eq!(e.perms(), Perms { user: Rights::R, supervisor: Rights(Rights::W.0 | Rights::X.0) });
+        assert_eq!(
+            e.perms(),
+            Perms {
+                user: Rights::R,
+                supervisor: Rights(Rights::W.0 | Rights::X.0)
+            }
+        );
         assert_eq!(e.perms().for_mode(true), Rights::R);
     }
 
@@ -702,7 +815,11 @@ mod tests {
     fn largest_at_most_picks_architected_sizes() {
         assert_eq!(PageSize::largest_at_most(1023), None);
         assert_eq!(PageSize::largest_at_most(1024), Some(PageSize::K1));
-        assert_eq!(PageSize::largest_at_most(8 << 20), Some(PageSize::M1), "no 4 MiB on the 440");
+        assert_eq!(
+            PageSize::largest_at_most(8 << 20),
+            Some(PageSize::M1),
+            "no 4 MiB on the 440"
+        );
         assert_eq!(PageSize::largest_at_most(1 << 32), Some(PageSize::G1));
     }
 
@@ -720,14 +837,28 @@ mod tests {
         };
         for _ in 0..3_000 {
             let r = next();
-            let anchor = [0u32, 0x00F0_0000, 0x1000_0000, 0xC000_0000, 0xFFF0_0000][(r % 5) as usize];
+            let anchor =
+                [0u32, 0x00F0_0000, 0x1000_0000, 0xC000_0000, 0xFFF0_0000][(r % 5) as usize];
             let ea = anchor.wrapping_add((r >> 8) as u32 & 0x01FF_FC00);
             let code = ((r >> 40) & 0xF) as u32;
             let bytes = size_bytes(code as u8);
-            let epn = if r >> 44 & 3 != 0 { (u64::from(ea) & !(bytes - 1)) as u32 } else { ea };
-            let w0 = epn | size(code) | if r >> 46 & 7 != 0 { V } else { 0 } | if r >> 49 & 3 == 0 { TS } else { 0 };
+            let epn = if r >> 44 & 3 != 0 {
+                (u64::from(ea) & !(bytes - 1)) as u32
+            } else {
+                ea
+            };
+            let w0 = epn
+                | size(code)
+                | if r >> 46 & 7 != 0 { V } else { 0 }
+                | if r >> 49 & 3 == 0 { TS } else { 0 };
             let word = (r >> 51) as u32 % 3;
-            t.tlbwe((r >> 54) as u32, word, if word == 0 { w0 } else { r as u32 }, (r >> 60) as u32).unwrap();
+            t.tlbwe(
+                (r >> 54) as u32,
+                word,
+                if word == 0 { w0 } else { r as u32 },
+                (r >> 60) as u32,
+            )
+            .unwrap();
 
             let mut live = [0u64; 2];
             let mut index = BlockIndex::new();
@@ -753,8 +884,16 @@ mod tests {
         for w2 in 0..64u32 {
             let t = with_entry(0, [0, 0, w2], 0);
             let p = t.entry(0).perms();
-            assert_eq!(p.user, rights_of(w2, word2::UR, word2::UW, word2::UX), "{w2:#x}");
-            assert_eq!(p.supervisor, rights_of(w2, word2::SR, word2::SW, word2::SX), "{w2:#x}");
+            assert_eq!(
+                p.user,
+                rights_of(w2, word2::UR, word2::UW, word2::UX),
+                "{w2:#x}"
+            );
+            assert_eq!(
+                p.supervisor,
+                rights_of(w2, word2::SR, word2::SW, word2::SX),
+                "{w2:#x}"
+            );
         }
     }
 }

@@ -37,7 +37,11 @@ pub(crate) struct BlockIndex {
 
 impl BlockIndex {
     pub(crate) const fn new() -> BlockIndex {
-        BlockIndex { region: [0; REGIONS], bucket: [0; BUCKETS], big: 0 }
+        BlockIndex {
+            region: [0; REGIONS],
+            bucket: [0; BUCKETS],
+            big: 0,
+        }
     }
 
     /// Files member `i` under the block `(base, mask)` (`set`) or removes it (`!set`).
@@ -148,22 +152,34 @@ mod tests {
             if r >> 6 & 3 != 0 {
                 let log = 10 + ((r >> 8) % 23) as u32;
                 let mask = if log == 32 { 0 } else { !((1u32 << log) - 1) };
-                let anchor = [0u32, 0x0100_0000, 0x1000_0000, 0xC000_0000, 0xFFFF_0000][((r >> 16) % 5) as usize];
+                let anchor = [0u32, 0x0100_0000, 0x1000_0000, 0xC000_0000, 0xFFFF_0000]
+                    [((r >> 16) % 5) as usize];
                 let base = anchor.wrapping_add((r >> 24) as u32 & 0x00FF_FFFF) & mask;
                 idx.insert(i, base, mask);
                 members[i] = Some((base, mask));
             }
-            let all = members.iter().enumerate().filter(|(_, m)| m.is_some()).fold(0u64, |m, (i, _)| m | 1 << i);
+            let all = members
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.is_some())
+                .fold(0u64, |m, (i, _)| m | 1 << i);
             for _ in 0..8 {
                 let q = next();
                 let log = ((q >> 40) % 33) as u32;
                 let mask = if log == 32 { 0 } else { !((1u32 << log) - 1) };
                 let base = (q as u32) & mask;
-                let want = members.iter().enumerate().filter(|(_, m)| m.is_some_and(|b| overlap(b, (base, mask))));
+                let want = members
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, m)| m.is_some_and(|b| overlap(b, (base, mask))));
                 let got = idx.overlapping(base, mask, all);
                 let point = idx.at(q as u32);
                 for (j, _) in want {
-                    assert!(got & 1 << j != 0, "member {j} {:x?} overlaps {base:#x}/{mask:#x}", members[j]);
+                    assert!(
+                        got & 1 << j != 0,
+                        "member {j} {:x?} overlaps {base:#x}/{mask:#x}",
+                        members[j]
+                    );
                 }
                 for (j, m) in members.iter().enumerate() {
                     if m.is_some_and(|b| overlap(b, (q as u32, u32::MAX))) {

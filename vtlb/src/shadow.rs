@@ -98,7 +98,12 @@ impl HostPage {
         if !size.is_power_of_two() || size < 4096 || base & (size - 1) != 0 {
             return None;
         }
-        Some(HostPage { base, size, rights: Rights(rights.0 & 7), device })
+        Some(HostPage {
+            base,
+            size,
+            rights: Rights(rights.0 & 7),
+            device,
+        })
     }
     pub const fn base(&self) -> u32 {
         self.base
@@ -169,7 +174,10 @@ impl HwEntry {
             Access::Execute => Rights::X,
             Access::Read | Access::Write => Rights::RW,
         };
-        HwEntry { perms: self.perms.intersect(keep), ..self }
+        HwEntry {
+            perms: self.perms.intersect(keep),
+            ..self
+        }
     }
 
     /// The three `tlbwe` words (word 0 with V and TS = 1); the TID goes through
@@ -245,9 +253,20 @@ pub fn shadow_fill<M: GuestPhysMap + ?Sized>(
         _ => return FillResult::PhysMiss { gpa },
     };
 
-    let size = hw_page_size(guest, index, ea, guest_pid, guest_ts, entry.size_bytes().min(host.size() as u64));
+    let size = hw_page_size(
+        guest,
+        index,
+        ea,
+        guest_pid,
+        guest_ts,
+        entry.size_bytes().min(host.size() as u64),
+    );
     let mask = !(size.bytes() - 1);
-    let wimge = if host.device() { entry.wimge().union(Wimge::I).union(Wimge::G) } else { entry.wimge() };
+    let wimge = if host.device() {
+        entry.wimge().union(Wimge::I).union(Wimge::G)
+    } else {
+        entry.wimge()
+    };
     let hw = HwEntry {
         epn: ea & mask,
         size,
@@ -256,7 +275,10 @@ pub fn shadow_fill<M: GuestPhysMap + ?Sized>(
         perms: guest_rights.intersect(host.rights()),
         wimge,
     };
-    FillResult::Hit { hw, guest_index: index }
+    FillResult::Hit {
+        hw,
+        guest_index: index,
+    }
 }
 
 /// The largest 440 page size of at most `limit` bytes whose aligned page around `ea`
@@ -268,13 +290,21 @@ pub fn shadow_fill<M: GuestPhysMap + ?Sized>(
 /// that overlaps the 1 KiB block around `ea` contains it, and with it `ea`; it would
 /// then be the first match instead of `index`.
 fn hw_page_size(guest: &GuestTlb, index: u32, ea: u32, pid: u8, ts: bool, limit: u64) -> PageSize {
-    PageSize::largest_at_most(guest.first_match_span(index, ea, pid, ts, limit)).unwrap_or(PageSize::K1)
+    PageSize::largest_at_most(guest.first_match_span(index, ea, pid, ts, limit))
+        .unwrap_or(PageSize::K1)
 }
 
 /// The original definition of [`hw_page_size`] (every size, every earlier entry): the
 /// reference the one-pass version is tested against.
 #[cfg(test)]
-fn hw_page_size_reference(guest: &GuestTlb, index: u32, ea: u32, pid: u8, ts: bool, limit: u64) -> PageSize {
+fn hw_page_size_reference(
+    guest: &GuestTlb,
+    index: u32,
+    ea: u32,
+    pid: u8,
+    ts: bool,
+    limit: u64,
+) -> PageSize {
     let earlier = &guest.entries()[..index as usize];
     PageSize::ALL
         .iter()
@@ -285,7 +315,9 @@ fn hw_page_size_reference(guest: &GuestTlb, index: u32, ea: u32, pid: u8, ts: bo
             let base = ea & !(s.bytes() - 1);
             !earlier.iter().any(|e| {
                 e.in_context(pid, ts)
-                    && e.block().is_some_and(|(b, len)| ranges_overlap(base as u64, s.bytes() as u64, b as u64, len))
+                    && e.block().is_some_and(|(b, len)| {
+                        ranges_overlap(base as u64, s.bytes() as u64, b as u64, len)
+                    })
             })
         })
         .unwrap_or(PageSize::K1)
@@ -321,7 +353,9 @@ pub enum Event {
 ///   ([`ShadowTlb::invalidate_host_range`]).
 pub const fn needs_flush(event: Event) -> bool {
     match event {
-        Event::GuestAddressSpaceSwitch | Event::GuestTranslationSpaceSwitch | Event::WorldSwitch => true,
+        Event::GuestAddressSpaceSwitch
+        | Event::GuestTranslationSpaceSwitch
+        | Event::WorldSwitch => true,
         Event::GuestUserKernelSwitch
         | Event::VmmTrapAndResume
         | Event::GuestTlbWrite { .. }
@@ -376,7 +410,14 @@ pub struct Placement {
 
 /// An unoccupied slot's contents (never visible: [`ShadowTlb::slot`] checks occupancy).
 const NO_SLOT: Slot = Slot {
-    hw: HwEntry { epn: 0, size: PageSize::K1, rpn_base: 0, tid: 0, perms: Rights(0), wimge: Wimge(0) },
+    hw: HwEntry {
+        epn: 0,
+        size: PageSize::K1,
+        rpn_base: 0,
+        tid: 0,
+        perms: Rights(0),
+        wimge: Wimge(0),
+    },
     guest_index: 0,
 };
 
@@ -435,7 +476,11 @@ impl<const N: usize> Eq for ShadowTlb<N> {}
 impl<const N: usize> ShadowTlb<N> {
     const SLOTS_FIT_A_MASK: () = assert!(N >= 1 && N <= 64, "a ShadowTlb has 1..=64 slots");
     /// Every slot.
-    const ALL: u64 = if N == 64 { u64::MAX } else { (1u64 << (N % 64)) - 1 };
+    const ALL: u64 = if N == 64 {
+        u64::MAX
+    } else {
+        (1u64 << (N % 64)) - 1
+    };
 
     /// All slots empty.
     pub const fn new() -> ShadowTlb<N> {
@@ -523,7 +568,10 @@ impl<const N: usize> ShadowTlb<N> {
         self.filed |= bit;
         self.derived[guest_index as usize] |= bit;
         self.index.insert(slot, hw.epn, hw_mask);
-        Placement { slot, invalidate: SlotMask(clash & !bit) }
+        Placement {
+            slot,
+            invalidate: SlotMask(clash & !bit),
+        }
     }
 
     /// Drops the slots derived from guest entry `guest_index`.
@@ -656,7 +704,9 @@ mod tests {
             self.0
                 .iter()
                 .find(|(base, size, ..)| gpa >= *base && gpa < base + u64::from(*size))
-                .map(|&(_, size, host, rights, device)| HostPage::new(host, size, rights, device).expect("valid test map"))
+                .map(|&(_, size, host, rights, device)| {
+                    HostPage::new(host, size, rights, device).expect("valid test map")
+                })
         }
     }
 
@@ -667,7 +717,8 @@ mod tests {
         let mut t = GuestTlb::new();
         for &(index, words, tid) in entries {
             for (word, value) in words.iter().enumerate() {
-                t.tlbwe(index, word as u32, *value, mmucr::STID.set(0, tid as u32)).expect("word is 0..=2");
+                t.tlbwe(index, word as u32, *value, mmucr::STID.set(0, tid as u32))
+                    .expect("word is 0..=2");
             }
         }
         t
@@ -705,27 +756,80 @@ mod tests {
         let t = tlb(&[(0, [V | 0x10, 0, 0x08 | KERNEL_ONLY], 0)]);
         let (hw, _) = hit(shadow_fill(&t, &RAM_4K, 0x10, 5, true, Access::Read, false));
         assert_eq!((hw.tid, hw.perms), (TID_USER, Rights::R));
-        let (hw, _) = hit(shadow_fill(&t, &RAM_4K, 0x10, 5, false, Access::Write, false));
+        let (hw, _) = hit(shadow_fill(
+            &t,
+            &RAM_4K,
+            0x10,
+            5,
+            false,
+            Access::Write,
+            false,
+        ));
         assert_eq!((hw.tid, hw.perms), (TID_KERNEL, Rights::RWX));
-        assert_eq!(shadow_fill(&t, &RAM_4K, 0x10, 5, true, Access::Write, false), FillResult::GuestProtection);
+        assert_eq!(
+            shadow_fill(&t, &RAM_4K, 0x10, 5, true, Access::Write, false),
+            FillResult::GuestProtection
+        );
     }
 
     #[test]
     fn pages_of_one_mode_only_get_only_that_tid() {
         let user = tlb(&[(0, [V | 0x10, 0, USER_ONLY], 0)]);
-        assert_eq!(hit(shadow_fill(&user, &RAM_4K, 0, 0, true, Access::Execute, false)).0.tid, TID_USER);
-        assert_eq!(shadow_fill(&user, &RAM_4K, 0, 0, false, Access::Read, false), FillResult::GuestProtection);
+        assert_eq!(
+            hit(shadow_fill(
+                &user,
+                &RAM_4K,
+                0,
+                0,
+                true,
+                Access::Execute,
+                false
+            ))
+            .0
+            .tid,
+            TID_USER
+        );
+        assert_eq!(
+            shadow_fill(&user, &RAM_4K, 0, 0, false, Access::Read, false),
+            FillResult::GuestProtection
+        );
         let kernel = tlb(&[(0, [V | 0x10, 0, KERNEL_ONLY], 0)]);
-        assert_eq!(hit(shadow_fill(&kernel, &RAM_4K, 0, 0, false, Access::Execute, false)).0.tid, TID_KERNEL);
-        assert_eq!(shadow_fill(&kernel, &RAM_4K, 0, 0, true, Access::Read, false), FillResult::GuestProtection);
+        assert_eq!(
+            hit(shadow_fill(
+                &kernel,
+                &RAM_4K,
+                0,
+                0,
+                false,
+                Access::Execute,
+                false
+            ))
+            .0
+            .tid,
+            TID_KERNEL
+        );
+        assert_eq!(
+            shadow_fill(&kernel, &RAM_4K, 0, 0, true, Access::Read, false),
+            FillResult::GuestProtection
+        );
     }
 
     #[test]
     fn result_kinds() {
         let t = tlb(&[(0, [0x8000_0000 | V | 0x90, 0x0000_0000, 0x08 | 0x01], 0)]);
-        assert_eq!(shadow_fill(&t, &RAM_4K, 0x7FFF_FFFF, 0, true, Access::Read, false), FillResult::GuestMiss);
-        assert_eq!(shadow_fill(&t, &RAM_4K, 0x8000_0000, 0, true, Access::Read, true), FillResult::GuestMiss, "other TS");
-        assert_eq!(shadow_fill(&t, &RAM_4K, 0x8000_0000, 0, true, Access::Write, false), FillResult::GuestProtection);
+        assert_eq!(
+            shadow_fill(&t, &RAM_4K, 0x7FFF_FFFF, 0, true, Access::Read, false),
+            FillResult::GuestMiss
+        );
+        assert_eq!(
+            shadow_fill(&t, &RAM_4K, 0x8000_0000, 0, true, Access::Read, true),
+            FillResult::GuestMiss,
+            "other TS"
+        );
+        assert_eq!(
+            shadow_fill(&t, &RAM_4K, 0x8000_0000, 0, true, Access::Write, false),
+            FillResult::GuestProtection
+        );
         assert_eq!(
             shadow_fill(&t, &RAM_4K, 0x8400_0000, 0, true, Access::Read, false),
             FillResult::PhysMiss { gpa: 0x0400_0000 },
@@ -733,7 +837,10 @@ mod tests {
         );
         let ro = Map(&[(0, 1 << 20, 0x2000_0000, Rights::R, false)]);
         let rw = tlb(&[(0, [V | 0x50, 0, ALL_PERMS], 0)]);
-        assert_eq!(shadow_fill(&rw, &ro, 0x10, 0, true, Access::Write, false), FillResult::PhysMiss { gpa: 0x10 });
+        assert_eq!(
+            shadow_fill(&rw, &ro, 0x10, 0, true, Access::Write, false),
+            FillResult::PhysMiss { gpa: 0x10 }
+        );
         let (hw, _) = hit(shadow_fill(&rw, &ro, 0x10, 0, true, Access::Read, false));
         assert_eq!(hw.perms, Rights::R, "guest RWX ∩ VMM R");
     }
@@ -742,42 +849,115 @@ mod tests {
     fn hardware_page_is_the_largest_that_fits_guest_and_host() {
         // A 256 MiB guest page at 0xC000_0000 → guest-physical 0 (Linux's lowmem entry).
         let t = tlb(&[(0, [0xC000_0000 | V | 0x90, 0, KERNEL_ONLY], 0)]);
-        let (hw, _) = hit(shadow_fill(&t, &RAM_4K, 0xC123_4567, 0, false, Access::Read, false));
-        assert_eq!((hw.size, hw.epn, hw.rpn_base), (PageSize::M16, 0xC100_0000, 0x1100_0000), "host maps 64 MiB");
+        let (hw, _) = hit(shadow_fill(
+            &t,
+            &RAM_4K,
+            0xC123_4567,
+            0,
+            false,
+            Access::Read,
+            false,
+        ));
+        assert_eq!(
+            (hw.size, hw.epn, hw.rpn_base),
+            (PageSize::M16, 0xC100_0000, 0x1100_0000),
+            "host maps 64 MiB"
+        );
         let small = Map(&[(0x0123_4000, 4096, 0x3000_0000, Rights::RWX, false)]);
-        let (hw, _) = hit(shadow_fill(&t, &small, 0xC123_4567, 0, false, Access::Read, false));
-        assert_eq!((hw.size, hw.epn, hw.rpn_base), (PageSize::K4, 0xC123_4000, 0x3000_0000));
+        let (hw, _) = hit(shadow_fill(
+            &t,
+            &small,
+            0xC123_4567,
+            0,
+            false,
+            Access::Read,
+            false,
+        ));
+        assert_eq!(
+            (hw.size, hw.epn, hw.rpn_base),
+            (PageSize::K4, 0xC123_4000, 0x3000_0000)
+        );
         // A 2 MiB host mapping (not a 440 size) gives 1 MiB pages.
         let two_meg = Map(&[(0x0120_0000, 2 << 20, 0x3020_0000, Rights::RWX, false)]);
-        let (hw, _) = hit(shadow_fill(&t, &two_meg, 0xC134_5678, 0, false, Access::Read, false));
-        assert_eq!((hw.size, hw.epn, hw.rpn_base), (PageSize::M1, 0xC130_0000, 0x3030_0000));
+        let (hw, _) = hit(shadow_fill(
+            &t,
+            &two_meg,
+            0xC134_5678,
+            0,
+            false,
+            Access::Read,
+            false,
+        ));
+        assert_eq!(
+            (hw.size, hw.epn, hw.rpn_base),
+            (PageSize::M1, 0xC130_0000, 0x3030_0000)
+        );
         // A QEMU-only 4 MiB guest page gives 1 MiB hardware pages.
         let t = tlb(&[(0, [0x0040_0000 | V | 0x60, 0x0040_0000, ALL_PERMS], 0)]);
-        let (hw, _) = hit(shadow_fill(&t, &RAM_4K, 0x0065_4321, 0, true, Access::Read, false));
-        assert_eq!((hw.size, hw.epn, hw.rpn_base), (PageSize::M1, 0x0060_0000, 0x1060_0000));
+        let (hw, _) = hit(shadow_fill(
+            &t,
+            &RAM_4K,
+            0x0065_4321,
+            0,
+            true,
+            Access::Read,
+            false,
+        ));
+        assert_eq!(
+            (hw.size, hw.epn, hw.rpn_base),
+            (PageSize::M1, 0x0060_0000, 0x1060_0000)
+        );
         // A 1 KiB guest page gives a 1 KiB hardware page.
         let t = tlb(&[(0, [0x0000_2400 | V, 0x0000_0C00, ALL_PERMS], 0)]);
-        let (hw, _) = hit(shadow_fill(&t, &RAM_4K, 0x2410, 0, true, Access::Read, false));
-        assert_eq!((hw.size, hw.epn, hw.rpn_base), (PageSize::K1, 0x2400, 0x1000_0C00));
+        let (hw, _) = hit(shadow_fill(
+            &t,
+            &RAM_4K,
+            0x2410,
+            0,
+            true,
+            Access::Read,
+            false,
+        ));
+        assert_eq!(
+            (hw.size, hw.epn, hw.rpn_base),
+            (PageSize::K1, 0x2400, 0x1000_0C00)
+        );
     }
 
     #[test]
     fn earlier_entries_shrink_the_page_so_they_keep_priority() {
         // Entry 0: 4 KiB at 0x1000 without permissions; entry 1: 1 MiB at 0 with all.
-        let t = tlb(&[(0, [0x1000 | V | 0x10, 0, 0], 0), (1, [V | 0x50, 0, ALL_PERMS], 0)]);
+        let t = tlb(&[
+            (0, [0x1000 | V | 0x10, 0, 0], 0),
+            (1, [V | 0x50, 0, ALL_PERMS], 0),
+        ]);
         let big = Map(&[(0, 1 << 20, 0x2000_0000, Rights::RWX, false)]);
-        assert_eq!(shadow_fill(&t, &big, 0x1800, 0, true, Access::Read, false), FillResult::GuestProtection);
+        assert_eq!(
+            shadow_fill(&t, &big, 0x1800, 0, true, Access::Read, false),
+            FillResult::GuestProtection
+        );
         let (hw, index) = hit(shadow_fill(&t, &big, 0x0, 0, true, Access::Read, false));
         assert_eq!((index, hw.size, hw.epn), (1, PageSize::K4, 0));
         let (hw, _) = hit(shadow_fill(&t, &big, 0x2000, 0, true, Access::Read, false));
         assert_eq!((hw.size, hw.epn), (PageSize::K4, 0x2000));
         let (hw, _) = hit(shadow_fill(&t, &big, 0x4000, 0, true, Access::Read, false));
         assert_eq!((hw.size, hw.epn), (PageSize::K16, 0x4000));
-        let (hw, _) = hit(shadow_fill(&t, &big, 0x8_0000, 0, true, Access::Read, false));
+        let (hw, _) = hit(shadow_fill(
+            &t,
+            &big,
+            0x8_0000,
+            0,
+            true,
+            Access::Read,
+            false,
+        ));
         assert_eq!((hw.size, hw.epn), (PageSize::K256, 0x8_0000));
         // Entries of another PID or TS cannot win, so they do not shrink anything.
         for (tid, ts) in [(7u8, 0), (0, TS)] {
-            let t = tlb(&[(0, [0x1000 | V | ts | 0x10, 0, 0], tid), (1, [V | 0x50, 0, ALL_PERMS], 0)]);
+            let t = tlb(&[
+                (0, [0x1000 | V | ts | 0x10, 0, 0], tid),
+                (1, [V | 0x50, 0, ALL_PERMS], 0),
+            ]);
             let (hw, _) = hit(shadow_fill(&t, &big, 0x0, 3, true, Access::Read, false));
             assert_eq!(hw.size, PageSize::M1, "tid {tid} ts {ts:#x}");
         }
@@ -809,7 +989,9 @@ mod tests {
         let dropped = sh.guest_pid_switch(&t, 7);
         assert_eq!(dropped.len(), 2);
         assert!(sh.lookup(0x8_0000, 2).is_none());
-        assert!(sh.lookup(0x20_0000, 2).is_some_and(|(_, s)| s.guest_index == 3));
+        assert!(sh
+            .lookup(0x20_0000, 2)
+            .is_some_and(|(_, s)| s.guest_index == 3));
     }
 
     #[test]
@@ -827,7 +1009,10 @@ mod tests {
     #[test]
     fn erpn_reaches_the_second_stage() {
         let t = tlb(&[(0, [V | 0x10, 0x0000_1000 | 0x1, ALL_PERMS], 0)]);
-        assert_eq!(shadow_fill(&t, &RAM_4K, 0x20, 0, true, Access::Read, false), FillResult::PhysMiss { gpa: 0x1_0000_1020 });
+        assert_eq!(
+            shadow_fill(&t, &RAM_4K, 0x20, 0, true, Access::Read, false),
+            FillResult::PhysMiss { gpa: 0x1_0000_1020 }
+        );
     }
 
     #[test]
@@ -840,9 +1025,25 @@ mod tests {
             perms: Rights::RX,
             wimge: Wimge::I.union(Wimge::G),
         };
-        assert_eq!(hw.words(), (0xC123_4000 | V | TS | 0x10, 0x3000_0000, 0x0500 | 0x20 | 0x08));
-        let big = HwEntry { epn: 0x4000_0000, size: PageSize::G1, perms: Rights::W, wimge: Wimge::default(), ..hw };
-        assert_eq!(big.words(), (0x4000_0000 | V | TS | 0xA0, 0x3000_0000, 0x10));
+        assert_eq!(
+            hw.words(),
+            (
+                0xC123_4000 | V | TS | 0x10,
+                0x3000_0000,
+                0x0500 | 0x20 | 0x08
+            )
+        );
+        let big = HwEntry {
+            epn: 0x4000_0000,
+            size: PageSize::G1,
+            perms: Rights::W,
+            wimge: Wimge::default(),
+            ..hw
+        };
+        assert_eq!(
+            big.words(),
+            (0x4000_0000 | V | TS | 0xA0, 0x3000_0000, 0x10)
+        );
         assert_eq!(hw.restricted_to(Access::Execute).perms, Rights::X);
         assert_eq!(hw.restricted_to(Access::Read).perms, Rights::R);
     }
@@ -851,10 +1052,22 @@ mod tests {
     fn host_pages_are_validated() {
         assert!(HostPage::new(0x1000, 4096, Rights::R, false).is_some());
         assert!(HostPage::new(0x8000_0000, 1 << 31, Rights::R, false).is_some());
-        assert!(HostPage::new(0x1000, 2048, Rights::R, false).is_none(), "below 4 KiB");
-        assert!(HostPage::new(0x1000, 0x3000, Rights::R, false).is_none(), "not a power of two");
-        assert!(HostPage::new(0x1000, 0x2000, Rights::R, false).is_none(), "misaligned");
-        assert_eq!(HostPage::new(0, 4096, Rights(0xFF), false).map(|h| h.rights()), Some(Rights::RWX));
+        assert!(
+            HostPage::new(0x1000, 2048, Rights::R, false).is_none(),
+            "below 4 KiB"
+        );
+        assert!(
+            HostPage::new(0x1000, 0x3000, Rights::R, false).is_none(),
+            "not a power of two"
+        );
+        assert!(
+            HostPage::new(0x1000, 0x2000, Rights::R, false).is_none(),
+            "misaligned"
+        );
+        assert_eq!(
+            HostPage::new(0, 4096, Rights(0xFF), false).map(|h| h.rights()),
+            Some(Rights::RWX)
+        );
     }
 
     #[test]
@@ -869,7 +1082,14 @@ mod tests {
     }
 
     fn page(epn: u32, tid: u8, rpn_base: u32) -> HwEntry {
-        HwEntry { epn, size: PageSize::K4, rpn_base, tid, perms: Rights::R, wimge: Wimge::default() }
+        HwEntry {
+            epn,
+            size: PageSize::K4,
+            rpn_base,
+            tid,
+            perms: Rights::R,
+            wimge: Wimge::default(),
+        }
     }
 
     #[test]
@@ -894,9 +1114,17 @@ mod tests {
         assert_eq!((p.slot, p.invalidate), (1, SlotMask::EMPTY));
         assert_eq!(s.lookup(0x1234, hw_pid(true)).map(|(i, _)| i), Some(0));
         assert_eq!(s.lookup(0x1234, hw_pid(false)).map(|(i, _)| i), Some(1));
-        let big = HwEntry { size: PageSize::K16, epn: 0, ..page(0, TID_SHARED, 0x10_0000) };
+        let big = HwEntry {
+            size: PageSize::K16,
+            epn: 0,
+            ..page(0, TID_SHARED, 0x10_0000)
+        };
         let p = s.insert(big, 2);
-        assert_eq!((p.slot, p.invalidate), (0, SlotMask(0b10)), "both clash with TID 0");
+        assert_eq!(
+            (p.slot, p.invalidate),
+            (0, SlotMask(0b10)),
+            "both clash with TID 0"
+        );
         assert_eq!(s.occupied(), SlotMask(0b1));
     }
 
@@ -941,7 +1169,9 @@ mod tests {
     fn slot_masks_iterate_in_order() {
         let m = SlotMask(0x8000_0000_0000_0005);
         assert_eq!(m.len(), 3);
-        assert!(m.contains(0) && m.contains(2) && m.contains(63) && !m.contains(1) && !m.contains(64));
+        assert!(
+            m.contains(0) && m.contains(2) && m.contains(63) && !m.contains(1) && !m.contains(64)
+        );
         assert_eq!(m.collect::<Vec<_>>(), [0, 2, 63]);
     }
 
@@ -960,10 +1190,19 @@ mod tests {
 
     impl<const N: usize> RefShadow<N> {
         fn new() -> Self {
-            RefShadow { slots: [None; N], next_victim: 0 }
+            RefShadow {
+                slots: [None; N],
+                next_victim: 0,
+            }
         }
         fn select(&self, pred: impl Fn(&Slot) -> bool) -> SlotMask {
-            SlotMask(self.slots.iter().enumerate().filter(|(_, s)| s.as_ref().is_some_and(&pred)).fold(0, |m, (i, _)| m | 1 << i))
+            SlotMask(
+                self.slots
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.as_ref().is_some_and(&pred))
+                    .fold(0, |m, (i, _)| m | 1 << i),
+            )
         }
         fn remove(&mut self, pred: impl Fn(&Slot) -> bool) -> SlotMask {
             let gone = self.select(pred);
@@ -973,10 +1212,10 @@ mod tests {
             gone
         }
         fn lookup(&self, ea: u32, hw_pid: u8) -> Option<(usize, Slot)> {
-            self.slots
-                .iter()
-                .enumerate()
-                .find_map(|(i, s)| s.filter(|s| s.hw.contains(ea) && s.hw.visible_with_pid(hw_pid)).map(|s| (i, s)))
+            self.slots.iter().enumerate().find_map(|(i, s)| {
+                s.filter(|s| s.hw.contains(ea) && s.hw.visible_with_pid(hw_pid))
+                    .map(|s| (i, s))
+            })
         }
         fn insert(&mut self, hw: HwEntry, guest_index: u32) -> Placement {
             let clash = self.select(|s| {
@@ -997,8 +1236,14 @@ mod tests {
             for s in clash {
                 self.slots[s] = None;
             }
-            self.slots[slot] = Some(Slot { hw, guest_index: guest_index & 63 });
-            Placement { slot, invalidate: SlotMask(clash.0 & !(1 << slot)) }
+            self.slots[slot] = Some(Slot {
+                hw,
+                guest_index: guest_index & 63,
+            });
+            Placement {
+                slot,
+                invalidate: SlotMask(clash.0 & !(1 << slot)),
+            }
         }
         fn invalidate_guest_index(&mut self, guest_index: u32) -> SlotMask {
             self.remove(|s| s.guest_index == guest_index & 63)
@@ -1007,7 +1252,9 @@ mod tests {
             self.remove(|s| s.hw.overlaps(base, len))
         }
         fn invalidate_host_range(&mut self, base: u32, len: u64) -> SlotMask {
-            self.remove(|s| ranges_overlap(s.hw.rpn_base as u64, s.hw.bytes() as u64, base as u64, len))
+            self.remove(|s| {
+                ranges_overlap(s.hw.rpn_base as u64, s.hw.bytes() as u64, base as u64, len)
+            })
         }
         fn invalidate_guest_write(&mut self, guest: &GuestTlb, index: u32) -> SlotMask {
             let derived = self.invalidate_guest_index(index);
@@ -1030,7 +1277,9 @@ mod tests {
                     e.valid()
                         && e.tid() == new_pid
                         && e.ts() == origin.ts()
-                        && e.block().is_some_and(|(b, len)| ranges_overlap(b as u64, len, s.hw.epn as u64, s.hw.bytes() as u64))
+                        && e.block().is_some_and(|(b, len)| {
+                            ranges_overlap(b as u64, len, s.hw.epn as u64, s.hw.bytes() as u64)
+                        })
                 })
             })
         }
@@ -1041,14 +1290,27 @@ mod tests {
 
     /// The original `PageSize::largest_at_most`.
     fn largest_at_most_reference(bytes: u64) -> Option<PageSize> {
-        PageSize::ALL.iter().rev().copied().find(|s| u64::from(s.bytes()) <= bytes)
+        PageSize::ALL
+            .iter()
+            .rev()
+            .copied()
+            .find(|s| u64::from(s.bytes()) <= bytes)
     }
 
     #[test]
     fn largest_at_most_equals_the_reference() {
         for log in 0..=40u32 {
-            for bytes in [(1u64 << log) - 1, 1 << log, (1 << log) + 1, (1 << log) * 3 / 2] {
-                assert_eq!(PageSize::largest_at_most(bytes), largest_at_most_reference(bytes), "{bytes:#x}");
+            for bytes in [
+                (1u64 << log) - 1,
+                1 << log,
+                (1 << log) + 1,
+                (1 << log) * 3 / 2,
+            ] {
+                assert_eq!(
+                    PageSize::largest_at_most(bytes),
+                    largest_at_most_reference(bytes),
+                    "{bytes:#x}"
+                );
             }
         }
         assert_eq!(PageSize::largest_at_most(u64::MAX), Some(PageSize::G1));
@@ -1056,19 +1318,43 @@ mod tests {
 
     /// Addresses clustered around a few anchors, so that entries nest and overlap.
     fn clustered() -> impl Strategy<Value = u32> {
-        let anchors = [0u32, 0x0040_0000, 0x1000_0000, 0xC000_0000, 0xC0F0_0000, 0xFFC0_0000];
-        (prop::sample::select(anchors.to_vec()), prop_oneof![3 => (0u32..(1 << 24)).prop_map(|o| o & !0x3FF), 1 => any::<u32>()])
+        let anchors = [
+            0u32,
+            0x0040_0000,
+            0x1000_0000,
+            0xC000_0000,
+            0xC0F0_0000,
+            0xFFC0_0000,
+        ];
+        (
+            prop::sample::select(anchors.to_vec()),
+            prop_oneof![3 => (0u32..(1 << 24)).prop_map(|o| o & !0x3FF), 1 => any::<u32>()],
+        )
             .prop_map(|(a, o)| a.wrapping_add(o))
     }
 
     /// A guest TLB write: index, word, value, MMUCR. Word 0 values get clustered EPNs,
     /// mostly aligned, every SIZE code, V mostly set, TS now and then; TIDs 0..=3.
     fn guest_write() -> impl Strategy<Value = (u32, u32, u32, u32)> {
-        (0u32..64, 0u32..3, clustered(), 0u32..16, prop::bool::weighted(0.8), prop::bool::weighted(0.85), prop::bool::weighted(0.2), 0u32..4, any::<u32>())
+        (
+            0u32..64,
+            0u32..3,
+            clustered(),
+            0u32..16,
+            prop::bool::weighted(0.8),
+            prop::bool::weighted(0.85),
+            prop::bool::weighted(0.2),
+            0u32..4,
+            any::<u32>(),
+        )
             .prop_map(|(index, word, ea, code, aligned, valid, ts, tid, junk)| {
                 let value = if word == 0 {
                     let size = 1u64 << (10 + 2 * code.min(11));
-                    let epn = if aligned { (u64::from(ea) & !(size - 1)) as u32 } else { ea & !0x3FF };
+                    let epn = if aligned {
+                        (u64::from(ea) & !(size - 1)) as u32
+                    } else {
+                        ea & !0x3FF
+                    };
                     epn | (code << 4) | if valid { V } else { 0 } | if ts { TS } else { 0 }
                 } else {
                     junk
@@ -1080,7 +1366,9 @@ mod tests {
     /// The index the guest TLB keeps, recomputed from its entries.
     fn check_guest_index(t: &GuestTlb) -> Result<(), TestCaseError> {
         for ts in [false, true] {
-            let live = (0..64).filter(|&i| t.entry(i).block().is_some() && t.entry(i).ts() == ts).fold(0u64, |m, i| m | 1 << i);
+            let live = (0..64)
+                .filter(|&i| t.entry(i).block().is_some() && t.entry(i).ts() == ts)
+                .fold(0u64, |m, i| m | 1 << i);
             prop_assert_eq!(t.live(ts), live);
         }
         for i in 0..64usize {

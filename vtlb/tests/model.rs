@@ -15,8 +15,8 @@
 use kestrel_abi::Rights;
 use kestrel_ppc440::mmucr;
 use kestrel_vtlb::{
-    fig5_tid, hw_pid, needs_flush, shadow_fill, Access, Event, FillResult, GuestPhysMap, GuestTlb, HostPage, HwEntry,
-    PageSize, ShadowTlb, Wimge, TID_KERNEL, TID_SHARED, TID_USER,
+    fig5_tid, hw_pid, needs_flush, shadow_fill, Access, Event, FillResult, GuestPhysMap, GuestTlb,
+    HostPage, HwEntry, PageSize, ShadowTlb, Wimge, TID_KERNEL, TID_SHARED, TID_USER,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -49,7 +49,10 @@ impl RefEntry {
 
     /// QEMU's `ppcemb_tlb_check` plus the AS comparison.
     fn matches(&self, ea: u32, pid: u8, ts: bool) -> bool {
-        self.valid && (self.tid == 0 || self.tid == pid) && self.ts == ts && ea & self.mask() == self.epn
+        self.valid
+            && (self.tid == 0 || self.tid == pid)
+            && self.ts == ts
+            && ea & self.mask() == self.epn
     }
 
     fn translate(&self, ea: u32) -> u64 {
@@ -62,16 +65,28 @@ impl RefEntry {
         if !self.valid || self.epn & !self.mask() != 0 {
             return None;
         }
-        let len = if self.size == 0 { 1u64 << 32 } else { u64::from(self.size) };
+        let len = if self.size == 0 {
+            1u64 << 32
+        } else {
+            u64::from(self.size)
+        };
         Some((u64::from(self.epn), u64::from(self.epn) + len))
     }
 
     fn user(&self) -> Rights {
-        Rights(((self.w2 & 0x08 != 0) as u8) * 4 + ((self.w2 & 0x10 != 0) as u8) * 2 + (self.w2 & 0x20 != 0) as u8)
+        Rights(
+            ((self.w2 & 0x08 != 0) as u8) * 4
+                + ((self.w2 & 0x10 != 0) as u8) * 2
+                + (self.w2 & 0x20 != 0) as u8,
+        )
     }
 
     fn supervisor(&self) -> Rights {
-        Rights(((self.w2 & 0x01 != 0) as u8) * 4 + ((self.w2 & 0x02 != 0) as u8) * 2 + (self.w2 & 0x04 != 0) as u8)
+        Rights(
+            ((self.w2 & 0x01 != 0) as u8) * 4
+                + ((self.w2 & 0x02 != 0) as u8) * 2
+                + (self.w2 & 0x04 != 0) as u8,
+        )
     }
 
     /// The permissions the 440 applies with `MSR[PR]` = `pr`.
@@ -113,7 +128,9 @@ struct RefTlb {
 
 impl RefTlb {
     fn new() -> RefTlb {
-        RefTlb { e: vec![RefEntry::default(); 64] }
+        RefTlb {
+            e: vec![RefEntry::default(); 64],
+        }
     }
 
     fn tlbwe(&mut self, index: u32, word: u32, value: u32, mmucr: u32) -> bool {
@@ -139,7 +156,10 @@ impl RefTlb {
         let e = &self.e[(index & 0x3F) as usize];
         match word {
             0 => {
-                let v = e.epn | (size_code_of(e.size) << 4) | if e.ts { 0x100 } else { 0 } | if e.valid { 0x200 } else { 0 };
+                let v = e.epn
+                    | (size_code_of(e.size) << 4)
+                    | if e.ts { 0x100 } else { 0 }
+                    | if e.valid { 0x200 } else { 0 };
                 Some((v, Some((mmucr & !0xFF) | u32::from(e.tid))))
             }
             1 => Some((e.rpn, None)),
@@ -180,14 +200,21 @@ struct HostMap {
 impl HostMap {
     /// Adds `r` unless it overlaps a page already there.
     fn insert(&mut self, r: Region) {
-        if self.pages.values().all(|o| r.end() <= o.gpa || o.end() <= r.gpa) {
+        if self
+            .pages
+            .values()
+            .all(|o| r.end() <= o.gpa || o.end() <= r.gpa)
+        {
             self.pages.insert((r.size.trailing_zeros(), r.gpa), r);
         }
     }
 
     /// Reference lookup: a plain scan.
     fn region_of(&self, gpa: u64) -> Option<Region> {
-        self.pages.values().copied().find(|r| gpa >= r.gpa && gpa < r.end())
+        self.pages
+            .values()
+            .copied()
+            .find(|r| gpa >= r.gpa && gpa < r.end())
     }
 }
 
@@ -195,7 +222,10 @@ impl GuestPhysMap for HostMap {
     fn translate(&self, gpa: u64) -> Option<HostPage> {
         (12..32)
             .find_map(|log| self.pages.get(&(log, gpa & !((1u64 << log) - 1))))
-            .map(|r| HostPage::new(r.host, r.size, r.rights, r.device).expect("generated regions are aligned"))
+            .map(|r| {
+                HostPage::new(r.host, r.size, r.rights, r.device)
+                    .expect("generated regions are aligned")
+            })
     }
 }
 
@@ -204,7 +234,13 @@ impl GuestPhysMap for HostMap {
 // ------------------------------------------------------------------------------------
 
 /// Effective addresses cluster around a few places so that entries overlap and queries hit.
-const EA_ANCHORS: [u32; 5] = [0x0000_0000, 0x0040_0000, 0x1000_0000, 0xC000_0000, 0xFFC0_0000];
+const EA_ANCHORS: [u32; 5] = [
+    0x0000_0000,
+    0x0040_0000,
+    0x1000_0000,
+    0xC000_0000,
+    0xFFC0_0000,
+];
 /// Guest-physical addresses cluster likewise, so that host pages back some of them.
 const GPA_ANCHORS: [u32; 4] = [0x0000_0000, 0x0080_0000, 0x0400_0000, 0x1000_0000];
 
@@ -241,37 +277,92 @@ struct EntryWrite {
 }
 
 fn entry_write() -> impl Strategy<Value = EntryWrite> {
-    let place = (0u32..20, 0usize..EA_ANCHORS.len(), offset(), size_code(), prop::bool::weighted(0.9));
-    let flags = (prop::bool::weighted(0.9), prop::bool::weighted(0.2), prop::sample::select(vec![0u8, 0, 1, 2, 3]));
-    let target = (0usize..GPA_ANCHORS.len(), 0u32..(64 << 20), prop::bool::weighted(0.1), 1u32..16);
+    let place = (
+        0u32..20,
+        0usize..EA_ANCHORS.len(),
+        offset(),
+        size_code(),
+        prop::bool::weighted(0.9),
+    );
+    let flags = (
+        prop::bool::weighted(0.9),
+        prop::bool::weighted(0.2),
+        prop::sample::select(vec![0u8, 0, 1, 2, 3]),
+    );
+    let target = (
+        0usize..GPA_ANCHORS.len(),
+        0u32..(64 << 20),
+        prop::bool::weighted(0.1),
+        1u32..16,
+    );
     let attrs = (perm_bits(), any::<u32>(), any::<u32>(), any::<u32>());
     (place, flags, target, attrs).prop_map(
-        |((index, anchor, off, code, aligned), (valid, ts, tid), (ganchor, goff, ext, erpn), (perms, attr, junk, mmucr_other))| {
+        |(
+            (index, anchor, off, code, aligned),
+            (valid, ts, tid),
+            (ganchor, goff, ext, erpn),
+            (perms, attr, junk, mmucr_other),
+        )| {
             let size = 1u64 << (10 + 2 * code.min(11));
             let raw = EA_ANCHORS[anchor].wrapping_add(off % (16 << 20)) & 0xFFFF_FC00;
-            let epn = if aligned { (u64::from(raw) & !(size - 1)) as u32 } else { raw };
-            let w0 = epn | (code << 4) | if valid { 0x200 } else { 0 } | if ts { 0x100 } else { 0 } | (junk & 0xF);
+            let epn = if aligned {
+                (u64::from(raw) & !(size - 1)) as u32
+            } else {
+                raw
+            };
+            let w0 = epn
+                | (code << 4)
+                | if valid { 0x200 } else { 0 }
+                | if ts { 0x100 } else { 0 }
+                | (junk & 0xF);
             let rpn = GPA_ANCHORS[ganchor].wrapping_add(goff) & 0xFFFF_FC00;
             let w1 = rpn | if ext { erpn } else { 0 } | (junk & 0x3F0);
             let w2 = perms | (attr & 0xFF80) | (junk & 0xFFFF_0040);
             // Now and then an index with garbage above the six bits the 440 uses.
-            let index = if junk >> 31 != 0 { index | (junk & 0x7FFF_FFC0) } else { index };
-            EntryWrite { index, words: [w0, w1, w2], mmucr: (mmucr_other & !0xFF) | u32::from(tid) }
+            let index = if junk >> 31 != 0 {
+                index | (junk & 0x7FFF_FFC0)
+            } else {
+                index
+            };
+            EntryWrite {
+                index,
+                words: [w0, w1, w2],
+                mmucr: (mmucr_other & !0xFF) | u32::from(tid),
+            }
         },
     )
 }
 
 fn region() -> impl Strategy<Value = Region> {
-    (0usize..GPA_ANCHORS.len(), 0u32..(64 << 20), prop_oneof![4 => 12u32..=16, 2 => 17u32..=24, 1 => 25u32..=28], any::<u32>(), 0u8..8, prop::bool::weighted(0.15), prop::bool::weighted(0.05))
+    (
+        0usize..GPA_ANCHORS.len(),
+        0u32..(64 << 20),
+        prop_oneof![4 => 12u32..=16, 2 => 17u32..=24, 1 => 25u32..=28],
+        any::<u32>(),
+        0u8..8,
+        prop::bool::weighted(0.15),
+        prop::bool::weighted(0.05),
+    )
         .prop_map(|(anchor, off, log, host, rights, device, high)| {
             let size = 1u32 << log;
-            let gpa = u64::from(GPA_ANCHORS[anchor].wrapping_add(off) & !(size - 1)) | if high { 1 << 32 } else { 0 };
-            Region { gpa, size, host: host & !(size - 1), rights: Rights(rights), device }
+            let gpa = u64::from(GPA_ANCHORS[anchor].wrapping_add(off) & !(size - 1))
+                | if high { 1 << 32 } else { 0 };
+            Region {
+                gpa,
+                size,
+                host: host & !(size - 1),
+                rights: Rights(rights),
+                device,
+            }
         })
 }
 
 fn access() -> impl Strategy<Value = Access> {
-    prop_oneof![Just(Access::Read), Just(Access::Write), Just(Access::Execute)]
+    prop_oneof![
+        Just(Access::Read),
+        Just(Access::Write),
+        Just(Access::Execute)
+    ]
 }
 
 /// A guest access: near a valid entry (`near` picks which, and the offset in it; `aim`
@@ -295,7 +386,14 @@ fn query() -> impl Strategy<Value = Query> {
         access(),
         prop::bool::weighted(0.2),
     )
-        .prop_map(|(near, raw_ea, pid, pr, access, ts)| Query { near, raw_ea, pid, pr, access, ts })
+        .prop_map(|(near, raw_ea, pid, pr, access, ts)| Query {
+            near,
+            raw_ea,
+            pid,
+            pr,
+            access,
+            ts,
+        })
 }
 
 impl Query {
@@ -305,7 +403,11 @@ impl Query {
         match &self.near {
             Some((pick, off, aim)) if !valid.is_empty() => {
                 let e = valid[pick.index(valid.len())];
-                let len = if e.size == 0 { 1u64 << 32 } else { u64::from(e.size) };
+                let len = if e.size == 0 {
+                    1u64 << 32
+                } else {
+                    u64::from(e.size)
+                };
                 let ea = e.epn.wrapping_add((u64::from(*off) % len) as u32);
                 if *aim {
                     (ea, if e.tid == 0 { self.pid } else { e.tid }, e.ts)
@@ -330,8 +432,18 @@ struct Backing {
 }
 
 fn backing() -> impl Strategy<Value = Backing> {
-    (any::<Index>(), prop_oneof![3 => 12u32..=16, 2 => 17u32..=24, 1 => 25u32..=28], any::<u32>(), any::<u64>())
-        .prop_map(|(pick, log, host, seed)| Backing { pick, log, host, seed })
+    (
+        any::<Index>(),
+        prop_oneof![3 => 12u32..=16, 2 => 17u32..=24, 1 => 25u32..=28],
+        any::<u32>(),
+        any::<u64>(),
+    )
+        .prop_map(|(pick, log, host, seed)| Backing {
+            pick,
+            log,
+            host,
+            seed,
+        })
 }
 
 /// The host map: `backings` placed under the guest's entries first, then `regions`.
@@ -343,7 +455,12 @@ fn build_host(model: &RefTlb, backings: &[Backing], regions: &[Region]) -> HostM
             break;
         }
         let e = valid[b.pick.index(valid.len())];
-        let len = if e.size == 0 { 1u64 << 32 } else { u64::from(e.size) }.min(1 << 28);
+        let len = if e.size == 0 {
+            1u64 << 32
+        } else {
+            u64::from(e.size)
+        }
+        .min(1 << 28);
         let tile = (1u64 << b.log).max(len / 64);
         let start = e.translate(e.epn) & !(tile - 1);
         for i in 0..(len.div_ceil(tile)) {
@@ -355,7 +472,11 @@ fn build_host(model: &RefTlb, backings: &[Backing], regions: &[Region]) -> HostM
                 gpa: start + i * tile,
                 size: tile as u32,
                 host: (b.host & !(tile as u32 - 1)).wrapping_add((i * tile) as u32),
-                rights: if bits & 0x20 == 0 { Rights::RWX } else { Rights((bits & 7) as u8) },
+                rights: if bits & 0x20 == 0 {
+                    Rights::RWX
+                } else {
+                    Rights((bits & 7) as u8)
+                },
                 device: bits & 0x3C0 == 0x3C0,
             });
         }
@@ -372,7 +493,9 @@ fn build(writes: &[EntryWrite]) -> (GuestTlb, RefTlb) {
     let mut model = RefTlb::new();
     for w in writes {
         for (word, value) in w.words.iter().enumerate() {
-            guest.tlbwe(w.index, word as u32, *value, w.mmucr).expect("words 0..=2 are valid");
+            guest
+                .tlbwe(w.index, word as u32, *value, w.mmucr)
+                .expect("words 0..=2 are valid");
             model.tlbwe(w.index, word as u32, *value, w.mmucr);
         }
     }
@@ -392,8 +515,18 @@ enum Kind {
 }
 
 /// What the reference model says a fill must do.
-fn reference_kind(model: &RefTlb, map: &HostMap, ea: u32, pid: u8, pr: bool, access: Access, ts: bool) -> Kind {
-    let Some(i) = model.first_match(ea, pid, ts) else { return Kind::GuestMiss };
+fn reference_kind(
+    model: &RefTlb,
+    map: &HostMap,
+    ea: u32,
+    pid: u8,
+    pr: bool,
+    access: Access,
+    ts: bool,
+) -> Kind {
+    let Some(i) = model.first_match(ea, pid, ts) else {
+        return Kind::GuestMiss;
+    };
     let e = &model.e[i];
     if !e.rights(pr).contains(access.right()) {
         return Kind::GuestProtection;
@@ -432,34 +565,68 @@ fn shadowed_by_earlier(model: &RefTlb, gi: usize, range: (u64, u64), pid: u8, ts
 /// The rules every hardware entry derived from guest entry `gi` must obey in every guest
 /// mode where the hardware uses it: range inside the first-match region, linear
 /// translation through one host page, rights within guest ∩ VMM, device attributes.
-fn check_subset(model: &RefTlb, map: &HostMap, hw: &HwEntry, gi: usize, pid: u8, ts: bool) -> Result<(), TestCaseError> {
+fn check_subset(
+    model: &RefTlb,
+    map: &HostMap,
+    hw: &HwEntry,
+    gi: usize,
+    pid: u8,
+    ts: bool,
+) -> Result<(), TestCaseError> {
     let e = &model.e[gi];
     let range = hw_range(hw);
     prop_assert!(PageSize::ALL.contains(&hw.size), "architected size");
     prop_assert_eq!(hw.epn & (hw.bytes() - 1), 0, "EPN aligned");
     prop_assert_eq!(hw.rpn_base & (hw.bytes() - 1), 0, "RPN aligned");
-    prop_assert!(e.valid && (e.tid == 0 || e.tid == pid) && e.ts == ts, "source entry is in context");
+    prop_assert!(
+        e.valid && (e.tid == 0 || e.tid == pid) && e.ts == ts,
+        "source entry is in context"
+    );
     let block = e.block().expect("a matching entry has a block");
-    prop_assert!(block.0 <= range.0 && range.1 <= block.1, "inside the guest page {block:x?}: {range:x?}");
-    prop_assert!(!shadowed_by_earlier(model, gi, range, pid, ts), "no earlier entry wins anywhere in {range:x?}");
+    prop_assert!(
+        block.0 <= range.0 && range.1 <= block.1,
+        "inside the guest page {block:x?}: {range:x?}"
+    );
+    prop_assert!(
+        !shadowed_by_earlier(model, gi, range, pid, ts),
+        "no earlier entry wins anywhere in {range:x?}"
+    );
     for a in [range.0 as u32, (range.1 - 1) as u32] {
         prop_assert_eq!(model.first_match(a, pid, ts), Some(gi));
     }
 
     let gpa0 = e.translate(hw.epn);
-    prop_assert_eq!(e.translate((range.1 - 1) as u32), gpa0 + u64::from(hw.bytes()) - 1, "guest translation is linear");
+    prop_assert_eq!(
+        e.translate((range.1 - 1) as u32),
+        gpa0 + u64::from(hw.bytes()) - 1,
+        "guest translation is linear"
+    );
     let r = map.region_of(gpa0);
     prop_assert!(r.is_some(), "host page for {gpa0:#x}");
     let r = r.expect("checked");
-    prop_assert!(gpa0 + u64::from(hw.bytes()) <= r.end(), "inside one host page");
-    prop_assert_eq!(u64::from(hw.rpn_base), u64::from(r.host) + (gpa0 - r.gpa), "hardware = two-stage translation");
+    prop_assert!(
+        gpa0 + u64::from(hw.bytes()) <= r.end(),
+        "inside one host page"
+    );
+    prop_assert_eq!(
+        u64::from(hw.rpn_base),
+        u64::from(r.host) + (gpa0 - r.gpa),
+        "hardware = two-stage translation"
+    );
     prop_assert!(r.rights.contains(hw.perms), "within the VMM's rights");
     if r.device {
-        prop_assert!(Wimge(hw.wimge.0).contains(Wimge::I.union(Wimge::G)), "device pages are I and G");
+        prop_assert!(
+            Wimge(hw.wimge.0).contains(Wimge::I.union(Wimge::G)),
+            "device pages are I and G"
+        );
     }
     for pr in [false, true] {
         if hw.visible_with_pid(hw_pid(pr)) {
-            prop_assert!(e.rights(pr).contains(hw.perms), "within the guest's rights with PR={}", pr);
+            prop_assert!(
+                e.rights(pr).contains(hw.perms),
+                "within the guest's rights with PR={}",
+                pr
+            );
         }
     }
     Ok(())
@@ -467,23 +634,48 @@ fn check_subset(model: &RefTlb, map: &HostMap, hw: &HwEntry, gi: usize, pid: u8,
 
 /// Checks one fill against the model: kind, Fig. 5 TID, exact rights and attributes,
 /// range subset, maximal size, and the tlbwe words.
-fn check_fill(guest: &GuestTlb, model: &RefTlb, map: &HostMap, q: &Query) -> Result<(), TestCaseError> {
+fn check_fill(
+    guest: &GuestTlb,
+    model: &RefTlb,
+    map: &HostMap,
+    q: &Query,
+) -> Result<(), TestCaseError> {
     let (ea, pid, ts) = q.resolve(model);
     let got = shadow_fill(guest, map, ea, pid, q.pr, q.access, ts);
     let want = reference_kind(model, map, ea, pid, q.pr, q.access, ts);
     prop_assert_eq!(kind_of(&got), want, "ea {:#x}", ea);
-    let FillResult::Hit { hw, guest_index } = got else { return Ok(()) };
+    let FillResult::Hit { hw, guest_index } = got else {
+        return Ok(());
+    };
     let gi = guest_index as usize;
     let e = &model.e[gi];
 
-    let tid = if e.user() == e.supervisor() { TID_SHARED } else if q.pr { TID_USER } else { TID_KERNEL };
+    let tid = if e.user() == e.supervisor() {
+        TID_SHARED
+    } else if q.pr {
+        TID_USER
+    } else {
+        TID_KERNEL
+    };
     prop_assert_eq!(hw.tid, tid, "Fig. 5");
-    prop_assert!(hw.visible_with_pid(hw_pid(q.pr)), "usable in the current mode");
+    prop_assert!(
+        hw.visible_with_pid(hw_pid(q.pr)),
+        "usable in the current mode"
+    );
     prop_assert!(hw.contains(ea));
-    let r = map.region_of(e.translate(ea)).expect("a hit has a host page");
+    let r = map
+        .region_of(e.translate(ea))
+        .expect("a hit has a host page");
     prop_assert_eq!(hw.perms, e.rights(q.pr).intersect(r.rights), "guest ∩ VMM");
-    prop_assert!(hw.perms.contains(q.access.right()), "allows the faulting access");
-    let wimge = if r.device { e.wimge() | 0b01010 } else { e.wimge() };
+    prop_assert!(
+        hw.perms.contains(q.access.right()),
+        "allows the faulting access"
+    );
+    let wimge = if r.device {
+        e.wimge() | 0b01010
+    } else {
+        e.wimge()
+    };
     prop_assert_eq!(hw.wimge, Wimge(wimge));
     check_subset(model, map, &hw, gi, pid, ts)?;
 
@@ -493,17 +685,27 @@ fn check_fill(guest: &GuestTlb, model: &RefTlb, map: &HostMap, q: &Query) -> Res
         let base = u64::from(ea) & !(b - 1);
         let guest_size = e.block().map(|(s, t)| t - s).expect("matched");
         prop_assert!(
-            b > guest_size || b > u64::from(r.size) || shadowed_by_earlier(model, gi, (base, base + b), pid, ts),
+            b > guest_size
+                || b > u64::from(r.size)
+                || shadowed_by_earlier(model, gi, (base, base + b), pid, ts),
             "{:?} would have fit",
             bigger
         );
     }
 
     let (w0, w1, w2) = hw.words();
-    prop_assert_eq!(w0, hw.epn | 0x200 | 0x100 | (u32::from(hw.size.code()) << 4));
+    prop_assert_eq!(
+        w0,
+        hw.epn | 0x200 | 0x100 | (u32::from(hw.size.code()) << 4)
+    );
     prop_assert_eq!(w1, hw.rpn_base);
     prop_assert_eq!(w2 & 0x07, 0, "no supervisor permissions");
-    prop_assert_eq!((w2 >> 3) & 0x7, u32::from(hw.perms.contains(Rights::R)) | u32::from(hw.perms.contains(Rights::W)) << 1 | u32::from(hw.perms.contains(Rights::X)) << 2);
+    prop_assert_eq!(
+        (w2 >> 3) & 0x7,
+        u32::from(hw.perms.contains(Rights::R))
+            | u32::from(hw.perms.contains(Rights::W)) << 1
+            | u32::from(hw.perms.contains(Rights::X)) << 2
+    );
     prop_assert_eq!((w2 >> 7) & 0x1F, u32::from(hw.wimge.0));
     prop_assert_eq!(w2 & !0x0FBF, 0);
     Ok(())
@@ -682,7 +884,12 @@ proptest! {
 #[derive(Clone, Debug)]
 enum Op {
     Write(EntryWrite),
-    WriteWord { index: u32, word: u32, value: u32, mmucr: u32 },
+    WriteWord {
+        index: u32,
+        word: u32,
+        value: u32,
+        mmucr: u32,
+    },
     Access(Query),
     SetPid(u8),
     SetPr(bool),
@@ -704,13 +911,27 @@ fn op() -> impl Strategy<Value = Op> {
 
 /// The paper's invariant over the whole shadow: every slot is a subset of the current
 /// guest TLB and host memory, and no two slots are visible at once over the same address.
-fn check_shadow<const N: usize>(shadow: &ShadowTlb<N>, model: &RefTlb, map: &HostMap, pid: u8, ts: bool) -> Result<(), TestCaseError> {
-    let slots: Vec<_> = shadow.occupied().map(|i| *shadow.slot(i).expect("occupied")).collect();
+fn check_shadow<const N: usize>(
+    shadow: &ShadowTlb<N>,
+    model: &RefTlb,
+    map: &HostMap,
+    pid: u8,
+    ts: bool,
+) -> Result<(), TestCaseError> {
+    let slots: Vec<_> = shadow
+        .occupied()
+        .map(|i| *shadow.slot(i).expect("occupied"))
+        .collect();
     for (i, s) in slots.iter().enumerate() {
         check_subset(model, map, &s.hw, s.guest_index as usize, pid, ts)?;
         for t in &slots[i + 1..] {
             let same_pid = s.hw.tid == t.hw.tid || s.hw.tid == TID_SHARED || t.hw.tid == TID_SHARED;
-            prop_assert!(!(same_pid && overlaps(hw_range(&s.hw), hw_range(&t.hw))), "multi-hit: {:?} {:?}", s, t);
+            prop_assert!(
+                !(same_pid && overlaps(hw_range(&s.hw), hw_range(&t.hw))),
+                "multi-hit: {:?} {:?}",
+                s,
+                t
+            );
         }
     }
     Ok(())
@@ -722,26 +943,68 @@ fn check_shadow<const N: usize>(shadow: &ShadowTlb<N>, model: &RefTlb, map: &Hos
 fn linux_like_layout_shadows_as_fig5_says() {
     let (guest, model) = build(&[
         // 0xC000_0000 → 0, 256 MiB, supervisor RWX only, TID 0 (pinned kernel entry).
-        EntryWrite { index: 63, words: [0xC000_0000 | 0x200 | 0x90, 0, 0x07], mmucr: 0 },
+        EntryWrite {
+            index: 63,
+            words: [0xC000_0000 | 0x200 | 0x90, 0, 0x07],
+            mmucr: 0,
+        },
         // 0x1000_0000 user text, UR UX SR SX (same both ways), PID 5.
-        EntryWrite { index: 0, words: [0x1000_0000 | 0x200 | 0x10, 0x0020_0000, 0x28 | 0x05], mmucr: 5 },
+        EntryWrite {
+            index: 0,
+            words: [0x1000_0000 | 0x200 | 0x10, 0x0020_0000, 0x28 | 0x05],
+            mmucr: 5,
+        },
         // 0x7FFF_F000 user stack, UR UW SR SW.
-        EntryWrite { index: 1, words: [0x7FFF_F000 | 0x200 | 0x10, 0x0030_0000, 0x18 | 0x03], mmucr: 5 },
+        EntryWrite {
+            index: 1,
+            words: [0x7FFF_F000 | 0x200 | 0x10, 0x0030_0000, 0x18 | 0x03],
+            mmucr: 5,
+        },
     ]);
     let mut map = HostMap::default();
     for page in 0..0x1000u64 {
-        map.insert(Region { gpa: page << 12, size: 4096, host: 0x0800_0000 + ((page as u32) << 12), rights: Rights::RWX, device: false });
+        map.insert(Region {
+            gpa: page << 12,
+            size: 4096,
+            host: 0x0800_0000 + ((page as u32) << 12),
+            rights: Rights::RWX,
+            device: false,
+        });
     }
     let fill = |ea, pr, access| shadow_fill(&guest, &map, ea, 5, pr, access, false);
-    let FillResult::Hit { hw, .. } = fill(0xC000_1234, false, Access::Write) else { panic!("kernel data") };
-    assert_eq!((hw.tid, hw.epn, hw.size, hw.rpn_base, hw.perms), (TID_KERNEL, 0xC000_1000, PageSize::K4, 0x0800_1000, Rights::RWX));
-    assert_eq!(fill(0xC000_1234, true, Access::Read), FillResult::GuestProtection, "user cannot touch the kernel");
-    let FillResult::Hit { hw, .. } = fill(0x1000_0010, true, Access::Execute) else { panic!("user text") };
+    let FillResult::Hit { hw, .. } = fill(0xC000_1234, false, Access::Write) else {
+        panic!("kernel data")
+    };
+    assert_eq!(
+        (hw.tid, hw.epn, hw.size, hw.rpn_base, hw.perms),
+        (
+            TID_KERNEL,
+            0xC000_1000,
+            PageSize::K4,
+            0x0800_1000,
+            Rights::RWX
+        )
+    );
+    assert_eq!(
+        fill(0xC000_1234, true, Access::Read),
+        FillResult::GuestProtection,
+        "user cannot touch the kernel"
+    );
+    let FillResult::Hit { hw, .. } = fill(0x1000_0010, true, Access::Execute) else {
+        panic!("user text")
+    };
     assert_eq!((hw.tid, hw.perms), (TID_SHARED, Rights::RX));
-    let FillResult::Hit { hw: k, .. } = fill(0x1000_0010, false, Access::Read) else { panic!("user text from the kernel") };
+    let FillResult::Hit { hw: k, .. } = fill(0x1000_0010, false, Access::Read) else {
+        panic!("user text from the kernel")
+    };
     assert_eq!(k, hw, "the same shared entry serves both modes");
-    let FillResult::Hit { hw, .. } = fill(0x7FFF_F800, true, Access::Write) else { panic!("user stack") };
+    let FillResult::Hit { hw, .. } = fill(0x7FFF_F800, true, Access::Write) else {
+        panic!("user stack")
+    };
     assert_eq!((hw.tid, hw.perms), (TID_SHARED, Rights::RW));
     assert_eq!(fill(0x2000_0000, true, Access::Read), FillResult::GuestMiss);
-    assert_eq!(reference_kind(&model, &map, 0x2000_0000, 5, true, Access::Read, false), Kind::GuestMiss);
+    assert_eq!(
+        reference_kind(&model, &map, 0x2000_0000, 5, true, Access::Read, false),
+        Kind::GuestMiss
+    );
 }

@@ -40,12 +40,16 @@ extern "C" fn server_space_entry() -> ! {
 }
 
 fn serve() -> ! {
-    let (mut from, mut m) = match kestrel_user::ipc::receive(ThreadId::ANY, kestrel_abi::Timeout::NEVER) {
-        Ok(x) => x,
-        Err(_) => rt::exit(1),
-    };
+    let (mut from, mut m) =
+        match kestrel_user::ipc::receive(ThreadId::ANY, kestrel_abi::Timeout::NEVER) {
+            Ok(x) => x,
+            Err(_) => rt::exit(1),
+        };
     loop {
-        let reply = Msg { tag: kestrel_abi::MsgTag::new(0, 2, 0), regs: [m.regs[1], m.regs[0], 0, 0, 0, 0] };
+        let reply = Msg {
+            tag: kestrel_abi::MsgTag::new(0, 2, 0),
+            regs: [m.regs[1], m.regs[0], 0, 0, 0, 0],
+        };
         match reply_wait(from, &reply) {
             Ok((f, mm)) => {
                 from = f;
@@ -59,7 +63,10 @@ fn serve() -> ! {
 /// Pager for the server's space: image pages 1:1, anything else a fresh frame.
 extern "C" fn pager(_: u32) {
     let mut frames = FrameAllocator::from_kernel().expect("root task can query memory");
-    let (lo, hi) = (core::ptr::addr_of!(__image_start) as u32, core::ptr::addr_of!(__image_end) as u32);
+    let (lo, hi) = (
+        core::ptr::addr_of!(__image_start) as u32,
+        core::ptr::addr_of!(__image_end) as u32,
+    );
     pager_loop(|_from, msg| {
         let pf = PageFault::parse(msg)?;
         if label::is_pagefault(msg.label()) && (lo..hi).contains(&pf.addr) {
@@ -92,17 +99,30 @@ fn report(name: &str, ticks: u64, tb_hz: u64) {
     let tenths = instructions * 10 / ITERATIONS as u64;
     println!(
         "BENCH ipc name={} iterations={} instructions={} roundtrip_instructions={}.{}",
-        name, ITERATIONS, instructions, tenths / 10, tenths % 10
+        name,
+        ITERATIONS,
+        instructions,
+        tenths / 10,
+        tenths % 10
     );
 }
 
 #[no_mangle]
 pub extern "C" fn task_main() {
-    let tb_hz = sys::kernel_info(kinfo::CLOCK).map(|c| c[0] as u64).unwrap_or(400_000_000);
+    let tb_hz = sys::kernel_info(kinfo::CLOCK)
+        .map(|c| c[0] as u64)
+        .unwrap_or(400_000_000);
     let prio = kestrel_abi::ROOT_PRIORITY;
     if rt::spawn(PAGER, pager, 0, prio + 1, ThreadId::NIL).is_err()
         || rt::spawn(INTRA_SERVER, server, 0, prio, PAGER).is_err()
-        || rt::spawn_space(INTER_SERVER, server_space_entry as *const () as u32, CHILD_STACK_TOP, prio, PAGER).is_err()
+        || rt::spawn_space(
+            INTER_SERVER,
+            server_space_entry as *const () as u32,
+            CHILD_STACK_TOP,
+            prio,
+            PAGER,
+        )
+        .is_err()
     {
         println!("ipcbench: could not create the benchmark threads");
         return;

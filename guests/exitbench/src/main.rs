@@ -19,11 +19,12 @@ use kestrel_ppc440::{dcr, encode, spr};
 
 const N: u32 = 2000;
 
-
 fn tb() -> u32 {
     let t: u32;
     // SAFETY: reading TBL has no side effects.
-    unsafe { asm!("mfspr {0}, {tbl}", out(reg) t, tbl = const spr::TBL_R, options(nomem, nostack)) };
+    unsafe {
+        asm!("mfspr {0}, {tbl}", out(reg) t, tbl = const spr::TBL_R, options(nomem, nostack))
+    };
     t
 }
 
@@ -53,7 +54,13 @@ fn report(out: &mut Uart, name: &str, ticks: u32, base: u32) {
     // ticks × 2.5 instructions per iteration beyond the empty loop, plus the one
     // instruction that replaced the loop's nop; one decimal.
     let tenths = (ticks.saturating_sub(base) as u64) * 25 / N as u64 + 10;
-    let _ = writeln!(out, "BENCH exits name={} per_exit={}.{}", name, tenths / 10, tenths % 10);
+    let _ = writeln!(
+        out,
+        "BENCH exits name={} per_exit={}.{}",
+        name,
+        tenths / 10,
+        tenths % 10
+    );
 }
 
 /// Entered from `kestrel_guest_bare`'s `_start` (r3, the VM index, is not needed).
@@ -68,21 +75,43 @@ extern "C" fn bare_main(_vm: u32) -> ! {
         ("mtmsr", timed!(["mfmsr 8", "mtmsr 8",])),
         ("wrtee", timed!(["li 8, 0", "wrtee 8",])),
         ("wrteei", timed!(["wrteei 0",])),
-        ("mfspr", timed!(["mfspr 7, {sprg0}",] sprg0 = const spr::SPRG0,)),
-        ("mtspr", timed!(["mtspr {sprg0}, 7",] sprg0 = const spr::SPRG0,)),
-        ("tlbre", timed!(["li 9, 1", ".long {tlbre}",] tlbre = const encode::tlbre(7, 9, 1),)),
+        (
+            "mfspr",
+            timed!(["mfspr 7, {sprg0}",] sprg0 = const spr::SPRG0,),
+        ),
+        (
+            "mtspr",
+            timed!(["mtspr {sprg0}, 7",] sprg0 = const spr::SPRG0,),
+        ),
+        (
+            "tlbre",
+            timed!(["li 9, 1", ".long {tlbre}",] tlbre = const encode::tlbre(7, 9, 1),),
+        ),
         // Entry 3 stays invalid.
-        ("tlbwe", timed!(["li 9, 3", "li 7, 0", ".long {tlbwe}",] tlbwe = const encode::tlbwe(7, 9, 0),)),
+        (
+            "tlbwe",
+            timed!(["li 9, 3", "li 7, 0", ".long {tlbwe}",] tlbwe = const encode::tlbwe(7, 9, 0),),
+        ),
         ("tlbsx", timed!(["lis 8, 0xEF60", "tlbsx 7, 0, 8",])),
-        ("rfi", timed!(["bl 3f", "3: mflr 8", "addi 8, 8, 24", "mtspr {srr0}, 8", "mfmsr 9", "mtspr {srr1}, 9", "rfi",]
-                       srr0 = const spr::SRR0, srr1 = const spr::SRR1,)),
-        ("vmm_roundtrip", timed!(["mfdcr 7, {uic0}",] uic0 = const dcr::UIC0_BASE,)),
+        (
+            "rfi",
+            timed!(["bl 3f", "3: mflr 8", "addi 8, 8, 24", "mtspr {srr0}, 8", "mfmsr 9", "mtspr {srr1}, 9", "rfi",]
+                       srr0 = const spr::SRR0, srr1 = const spr::SRR1,),
+        ),
+        (
+            "vmm_roundtrip",
+            timed!(["mfdcr 7, {uic0}",] uic0 = const dcr::UIC0_BASE,),
+        ),
     ];
     // rfi's loop also runs mfmsr and two mtsprs (plus ordinary instructions): subtract
     // their measured costs so the figure is for rfi alone.
     let (mfmsr, mtspr) = (r[0].1.saturating_sub(base), r[5].1.saturating_sub(base));
     for (name, t) in r {
-        let t = if name == "rfi" { t.saturating_sub(mfmsr + 2 * mtspr) } else { t };
+        let t = if name == "rfi" {
+            t.saturating_sub(mfmsr + 2 * mtspr)
+        } else {
+            t
+        };
         report(&mut out, name, t, base);
     }
     let _ = writeln!(out, "exitbench: done");

@@ -36,11 +36,13 @@ extern "C" {
     static __image_end: u8;
 }
 
-
 /// The RAM this guest may overwrite: below its image, and from its end to `RAM_END`.
 fn regions() -> [(u32, u32); 2] {
     // Only the linker symbols' addresses are taken, never their contents (no unsafe needed).
-    let (start, end) = (core::ptr::addr_of!(__image_start) as u32, core::ptr::addr_of!(__image_end) as u32);
+    let (start, end) = (
+        core::ptr::addr_of!(__image_start) as u32,
+        core::ptr::addr_of!(__image_end) as u32,
+    );
     [(0, start), (end, RAM_END)]
 }
 
@@ -52,14 +54,18 @@ fn region_kib() -> u32 {
 fn store(addr: u32, v: u32) {
     // SAFETY: callers pass word-aligned guest-physical addresses outside this program's
     // image and stack (mapped 1:1 by the VMM's TLB entry), or `BEYOND` on purpose.
-    unsafe { asm!("stw {v}, 0({a})", v = in(reg) v, a = in(reg_nonzero) addr, options(nostack, preserves_flags)) };
+    unsafe {
+        asm!("stw {v}, 0({a})", v = in(reg) v, a = in(reg_nonzero) addr, options(nostack, preserves_flags))
+    };
 }
 
 #[inline(always)]
 fn load(addr: u32) -> u32 {
     let v: u32;
     // SAFETY: a word-aligned guest RAM address below `RAM_END`, mapped 1:1.
-    unsafe { asm!("lwz {v}, 0({a})", v = out(reg) v, a = in(reg_nonzero) addr, options(nostack, readonly, preserves_flags)) };
+    unsafe {
+        asm!("lwz {v}, 0({a})", v = out(reg) v, a = in(reg_nonzero) addr, options(nostack, readonly, preserves_flags))
+    };
     v
 }
 
@@ -95,7 +101,11 @@ fn writer(out: &mut Uart, vm: u32) -> ! {
                 store(a, a ^ key);
             }
         }
-        let _ = writeln!(out, "isolation: writer pass {pass}/{WRITER_PASSES}: wrote {} KiB with key {key:#010x}", region_kib());
+        let _ = writeln!(
+            out,
+            "isolation: writer pass {pass}/{WRITER_PASSES}: wrote {} KiB with key {key:#010x}",
+            region_kib()
+        );
     }
     let mut bad = 0u32;
     for (lo, hi) in regions() {
@@ -104,13 +114,22 @@ fn writer(out: &mut Uart, vm: u32) -> ! {
         }
     }
     if bad != 0 {
-        let _ = writeln!(out, "isolation: FAIL writer read back {bad} wrong words of its own pass");
+        let _ = writeln!(
+            out,
+            "isolation: FAIL writer read back {bad} wrong words of its own pass"
+        );
         reset();
     }
     let _ = writeln!(out, "isolation: writer read its last pass back intact");
-    let _ = writeln!(out, "isolation: writer storing beyond its RAM at {BEYOND:#010x}; the VMM should stop this VM");
+    let _ = writeln!(
+        out,
+        "isolation: writer storing beyond its RAM at {BEYOND:#010x}; the VMM should stop this VM"
+    );
     store(BEYOND, key);
-    let _ = writeln!(out, "isolation: FAIL writer survived a store beyond its RAM at {BEYOND:#010x}");
+    let _ = writeln!(
+        out,
+        "isolation: FAIL writer survived a store beyond its RAM at {BEYOND:#010x}"
+    );
     reset()
 }
 
@@ -142,18 +161,31 @@ fn checker(out: &mut Uart, vm: u32) -> ! {
         }
     }
     let expect = checksum();
-    let _ = writeln!(out, "isolation: filled {} KiB, checksum {expect:#018x}; rechecking {CHECKER_ROUNDS} rounds", region_kib());
+    let _ = writeln!(
+        out,
+        "isolation: filled {} KiB, checksum {expect:#018x}; rechecking {CHECKER_ROUNDS} rounds",
+        region_kib()
+    );
     for round in 1..=CHECKER_ROUNDS {
         let sum = checksum();
         if sum != expect {
-            let _ = writeln!(out, "isolation: FAIL round {round}: checksum {sum:#018x}, expected {expect:#018x}");
+            let _ = writeln!(
+                out,
+                "isolation: FAIL round {round}: checksum {sum:#018x}, expected {expect:#018x}"
+            );
             reset();
         }
         if round == 1 || round % REPORT_EVERY == 0 || round == CHECKER_ROUNDS {
-            let _ = writeln!(out, "isolation: round {round} checksum {sum:#018x} unchanged");
+            let _ = writeln!(
+                out,
+                "isolation: round {round} checksum {sum:#018x} unchanged"
+            );
         }
     }
-    let _ = writeln!(out, "isolation: checksum unchanged over {CHECKER_ROUNDS} rounds");
+    let _ = writeln!(
+        out,
+        "isolation: checksum unchanged over {CHECKER_ROUNDS} rounds"
+    );
     reset()
 }
 

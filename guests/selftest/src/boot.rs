@@ -28,8 +28,8 @@
 //! with the r3 the interrupted code had. Both save the non-volatile registers (r13..r31 and
 //! CR2..CR4) and the stack pointer, so they can be left from any depth.
 
-use crate::cpu::{spr, tlb};
 use crate::cpu::tlb::{tlbwe, G, I, IO_ENTRY, RAM_ENTRY, S256M, S4K, SR, SW, SX, TS, V};
+use crate::cpu::{spr, tlb};
 use core::arch::global_asm;
 use core::sync::atomic::AtomicU32;
 
@@ -46,12 +46,22 @@ macro_rules! stub {
     ($n:literal, $scratch:literal, $frame:literal, $common:literal) => {
         concat!(
             "    .balign 32\n",
-            "    mtspr ", $scratch, ", 1\n",
-            "    lis 1, ", $frame, "@ha\n",
-            "    addi 1, 1, ", $frame, "@l\n",
+            "    mtspr ",
+            $scratch,
+            ", 1\n",
+            "    lis 1, ",
+            $frame,
+            "@ha\n",
+            "    addi 1, 1, ",
+            $frame,
+            "@l\n",
             "    stw 3, 12(1)\n",
-            "    li 3, ", $n, "\n",
-            "    b ", $common, "\n",
+            "    li 3, ",
+            $n,
+            "\n",
+            "    b ",
+            $common,
+            "\n",
         )
     };
 }
@@ -63,11 +73,14 @@ macro_rules! stub {
 macro_rules! entry {
     ($name:literal, $scratch:literal, $frame:literal, $stack:literal, $srr0:literal, $srr1:literal) => {
         concat!(
-            $name, ":\n",
+            $name,
+            ":\n",
             "    stw 0, 0(1)\n",
             "    stw 2, 8(1)\n",
             "    stmw 4, 16(1)\n",
-            "    mfspr 4, ", $scratch, "\n",
+            "    mfspr 4, ",
+            $scratch,
+            "\n",
             "    stw 4, 4(1)\n",
             "    mfcr 4\n",
             "    stw 4, 128(1)\n",
@@ -77,9 +90,13 @@ macro_rules! entry {
             "    stw 4, 136(1)\n",
             "    mfxer 4\n",
             "    stw 4, 140(1)\n",
-            "    mfspr 4, ", $srr0, "\n",
+            "    mfspr 4, ",
+            $srr0,
+            "\n",
             "    stw 4, 144(1)\n",
-            "    mfspr 4, ", $srr1, "\n",
+            "    mfspr 4, ",
+            $srr1,
+            "\n",
             "    stw 4, 148(1)\n",
             "    mfspr 4, {esr}\n",
             "    stw 4, 152(1)\n",
@@ -89,13 +106,21 @@ macro_rules! entry {
             "    stw 4, 160(1)\n",
             "    mr 4, 3\n",
             "    mr 3, 1\n",
-            "    lis 1, ", $stack, "@ha\n",
-            "    addi 1, 1, ", $stack, "@l\n",
+            "    lis 1, ",
+            $stack,
+            "@ha\n",
+            "    addi 1, 1, ",
+            $stack,
+            "@l\n",
             "    li 0, 0\n",
             "    stwu 0, -16(1)\n",
             "    bl selftest_trap\n",
-            "    lis 1, ", $frame, "@ha\n",
-            "    addi 1, 1, ", $frame, "@l\n",
+            "    lis 1, ",
+            $frame,
+            "@ha\n",
+            "    addi 1, 1, ",
+            $frame,
+            "@l\n",
         )
     };
 }
@@ -105,9 +130,13 @@ macro_rules! exit {
     ($srr0:literal, $srr1:literal, $rfi:literal) => {
         concat!(
             "    lwz 4, 144(1)\n",
-            "    mtspr ", $srr0, ", 4\n",
+            "    mtspr ",
+            $srr0,
+            ", 4\n",
             "    lwz 4, 148(1)\n",
-            "    mtspr ", $srr1, ", 4\n",
+            "    mtspr ",
+            $srr1,
+            ", 4\n",
             "    lwz 4, 128(1)\n",
             "    mtcr 4\n",
             "    lwz 4, 132(1)\n",
@@ -120,7 +149,9 @@ macro_rules! exit {
             "    lwz 2, 8(1)\n",
             "    lmw 3, 12(1)\n",
             "    lwz 1, 4(1)\n",
-            "    ", $rfi, "\n",
+            "    ",
+            $rfi,
+            "\n",
         )
     };
 }

@@ -34,7 +34,9 @@ pub fn mfspr<const N: u32>() -> u32 {
     let v: u32;
     // SAFETY: mfspr has no memory side effects; the selftest runs in supervisor mode, where
     // every SPR it names is readable.
-    unsafe { asm!("mfspr {0}, {n}", out(reg) v, n = const N, options(nomem, nostack, preserves_flags)) };
+    unsafe {
+        asm!("mfspr {0}, {n}", out(reg) v, n = const N, options(nomem, nostack, preserves_flags))
+    };
     v
 }
 
@@ -44,7 +46,9 @@ pub fn mfspr<const N: u32>() -> u32 {
 pub fn mtspr<const N: u32>(v: u32) {
     // SAFETY: every SPR write is part of a test that restores the register or is reset by
     // the harness afterwards; mtspr touches no memory.
-    unsafe { asm!("mtspr {n}, {0}", "isync", in(reg) v, n = const N, options(nostack, preserves_flags)) };
+    unsafe {
+        asm!("mtspr {n}, {0}", "isync", in(reg) v, n = const N, options(nostack, preserves_flags))
+    };
 }
 
 /// Reads DCR `N`.
@@ -52,7 +56,9 @@ pub fn mtspr<const N: u32>(v: u32) {
 pub fn mfdcr<const N: u32>() -> u32 {
     let v: u32;
     // SAFETY: the selftest reads only the UIC's DCRs, which have no read side effects.
-    unsafe { asm!("mfdcr {0}, {n}", out(reg) v, n = const N, options(nomem, nostack, preserves_flags)) };
+    unsafe {
+        asm!("mfdcr {0}, {n}", out(reg) v, n = const N, options(nomem, nostack, preserves_flags))
+    };
     v
 }
 
@@ -166,7 +172,9 @@ pub mod tlb {
     pub const IO_ENTRY: u32 = 62;
 
     // The entry layout is `kestrel_ppc440::tlb`'s; the tests combine its flags as masks.
-    pub use kestrel_ppc440::tlb::flags::{G, I, M, SR, SW, SX, TS, U0, U1, U2, U3, UR, UW, UX, V, W};
+    pub use kestrel_ppc440::tlb::flags::{
+        G, I, M, SR, SW, SX, TS, U0, U1, U2, U3, UR, UW, UX, V, W,
+    };
     pub const S4K: u32 = PageSize::K4.code() as u32;
     pub const S16M: u32 = PageSize::M16.code() as u32;
     pub const S256M: u32 = PageSize::M256.code() as u32;
@@ -218,7 +226,10 @@ pub mod tlb {
     /// The invalidation matters on QEMU 7.2, which flushes its own translation cache when a
     /// valid entry's word 0 or 1 changes but not when word 2 (the permissions) changes.
     pub fn map(index: u32, tid: u8, w0: u32, w1: u32, w2: u32) {
-        assert!(index < PINNED, "tests must not overwrite the pinned entries");
+        assert!(
+            index < PINNED,
+            "tests must not overwrite the pinned entries"
+        );
         invalidate(index);
         write_raw(index, tid, 0, w1, w2);
         write_raw(index, tid, w0, w1, w2);

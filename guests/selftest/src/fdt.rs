@@ -57,7 +57,11 @@ impl Blob {
         if n as usize != s.len() {
             return Some(false);
         }
-        Some(s.iter().enumerate().all(|(i, &c)| self.byte(off + i as u32) == Some(c)))
+        Some(
+            s.iter()
+                .enumerate()
+                .all(|(i, &c)| self.byte(off + i as u32) == Some(c)),
+        )
     }
 }
 
@@ -71,7 +75,10 @@ fn find(fdt: u32, buf: &mut [u8; 128]) -> Option<usize> {
     if fdt % 4 != 0 || fdt == 0 || fdt >= MAPPED_END - 40 {
         return None;
     }
-    let header = Blob { base: fdt, size: 40 };
+    let header = Blob {
+        base: fdt,
+        size: 40,
+    };
     if header.be32(0)? != MAGIC {
         return None;
     }

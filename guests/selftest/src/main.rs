@@ -90,7 +90,10 @@ enum Outcome {
 fn run(name: &str, test: fn() -> TestResult) -> Outcome {
     trap::reset();
     check::reset();
-    let mut ctx = Ctx { test, result: Err("the test did not return") };
+    let mut ctx = Ctx {
+        test,
+        result: Err("the test did not return"),
+    };
     trap::set_in_test(true);
     let completed = boot::catch(trampoline, &mut ctx as *mut Ctx as *mut u8);
     trap::set_in_test(false);
@@ -140,7 +143,10 @@ fn apply_options(fdt: u32) {
     let mut buf = [0u8; 128];
     let n = fdt::bootargs(fdt, &mut buf);
     let args = core::str::from_utf8(&buf[..n]).unwrap_or("");
-    if args.split_ascii_whitespace().any(|w| w == "selftest.no-rfci") {
+    if args
+        .split_ascii_whitespace()
+        .any(|w| w == "selftest.no-rfci")
+    {
         boot::SELFTEST_NO_RFCI.store(1, core::sync::atomic::Ordering::Relaxed);
     }
 }

@@ -185,8 +185,17 @@ fn record(vec: u32, frame: &Frame, extra: u32) {
     if (n as usize) < MAX_RECORDS {
         let r = &RECORDS[n as usize];
         let words = [
-            vec, frame.srr0, frame.srr1, frame.esr, frame.dear, frame.gpr[3], frame.gpr[4],
-            frame.gpr[5], frame.gpr[6], extra, frame.msr,
+            vec,
+            frame.srr0,
+            frame.srr1,
+            frame.esr,
+            frame.dear,
+            frame.gpr[3],
+            frame.gpr[4],
+            frame.gpr[5],
+            frame.gpr[6],
+            extra,
+            frame.msr,
         ];
         for (slot, w) in r.iter().zip(words) {
             slot.store(w, Relaxed);
@@ -230,10 +239,17 @@ extern "C" fn selftest_trap(frame: *mut Frame, vec: u32) {
             let total = UNEXPECTED_TOTAL.load(Relaxed) + 1;
             UNEXPECTED_TOTAL.store(total, Relaxed);
             if IN_TEST.load(Relaxed) == 0 || total > 64 {
-                let why = if total > 64 { "too many unexpected interrupts" } else { "outside a test" };
+                let why = if total > 64 {
+                    "too many unexpected interrupts"
+                } else {
+                    "outside a test"
+                };
                 crate::println!(
                     "selftest: FATAL unexpected {} interrupt (IVOR{}) at {:#010x}: {}",
-                    vector::name(vec), vec, frame.srr0, why
+                    vector::name(vec),
+                    vec,
+                    frame.srr0,
+                    why
                 );
                 cpu::system_reset();
             }

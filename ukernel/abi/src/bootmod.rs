@@ -55,7 +55,9 @@ pub fn get(archive: &[u8], i: usize) -> Option<Module<'_>> {
 
 /// The module called `name`.
 pub fn find<'a>(archive: &'a [u8], name: &str) -> Option<Module<'a>> {
-    (0..count(archive)?).filter_map(|i| get(archive, i)).find(|m| m.name == name)
+    (0..count(archive)?)
+        .filter_map(|i| get(archive, i))
+        .find(|m| m.name == name)
 }
 
 #[cfg(test)]

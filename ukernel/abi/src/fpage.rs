@@ -53,7 +53,9 @@ impl Fpage {
         if log2size == 32 && base != 0 {
             return None;
         }
-        Some(Fpage((base & !0x3ff) | (log2size << 4) | (rights.0 as u32 & 7)))
+        Some(Fpage(
+            (base & !0x3ff) | (log2size << 4) | (rights.0 as u32 & 7),
+        ))
     }
 
     /// The complete address space.
@@ -115,11 +117,19 @@ pub fn map_target(send: Fpage, window: Fpage, hot_spot: u32) -> Option<(u32, u32
     let s = send.log2size();
     let w = window.log2size();
     if s <= w {
-        let off = if w == 32 { hot_spot } else { hot_spot & ((1u32 << w) - 1) };
+        let off = if w == 32 {
+            hot_spot
+        } else {
+            hot_spot & ((1u32 << w) - 1)
+        };
         let off = if s == 32 { 0 } else { off & !((1u32 << s) - 1) };
         Some((send.base(), window.base().wrapping_add(off), s))
     } else {
-        let off = if s == 32 { hot_spot } else { hot_spot & ((1u32 << s) - 1) };
+        let off = if s == 32 {
+            hot_spot
+        } else {
+            hot_spot & ((1u32 << s) - 1)
+        };
         let off = off & !((1u32 << w) - 1);
         Some((send.base().wrapping_add(off), window.base(), w))
     }
@@ -163,14 +173,20 @@ mod tests {
     fn map_into_larger_window_uses_hot_spot() {
         let send = Fpage::page(0x8000_3000, Rights::RW);
         let window = Fpage::complete(Rights::RWX);
-        assert_eq!(map_target(send, window, 0x1000_5000), Some((0x8000_3000, 0x1000_5000, 12)));
+        assert_eq!(
+            map_target(send, window, 0x1000_5000),
+            Some((0x8000_3000, 0x1000_5000, 12))
+        );
     }
 
     #[test]
     fn map_into_smaller_window_trims_send() {
         let send = Fpage::new(0x8000_0000, 16, Rights::RW).unwrap();
         let window = Fpage::page(0x2000_0000, Rights::RWX);
-        assert_eq!(map_target(send, window, 0x3000), Some((0x8000_3000, 0x2000_0000, 12)));
+        assert_eq!(
+            map_target(send, window, 0x3000),
+            Some((0x8000_3000, 0x2000_0000, 12))
+        );
     }
 
     proptest! {

@@ -90,13 +90,24 @@ pub struct MapItem {
 
 impl MapItem {
     pub const fn map(hot_spot: u32, fpage: Fpage) -> MapItem {
-        MapItem { hot_spot: hot_spot & !0x3ff, fpage, grant: false }
+        MapItem {
+            hot_spot: hot_spot & !0x3ff,
+            fpage,
+            grant: false,
+        }
     }
     pub const fn grant(hot_spot: u32, fpage: Fpage) -> MapItem {
-        MapItem { hot_spot: hot_spot & !0x3ff, fpage, grant: true }
+        MapItem {
+            hot_spot: hot_spot & !0x3ff,
+            fpage,
+            grant: true,
+        }
     }
     pub const fn encode(self) -> [u32; 2] {
-        [self.hot_spot | if self.grant { item::GRANT } else { item::MAP }, self.fpage.0]
+        [
+            self.hot_spot | if self.grant { item::GRANT } else { item::MAP },
+            self.fpage.0,
+        ]
     }
     pub const fn decode(w0: u32, w1: u32) -> Option<MapItem> {
         let grant = match w0 & item::KIND_MASK {
@@ -104,7 +115,11 @@ impl MapItem {
             item::GRANT => true,
             _ => return None,
         };
-        Some(MapItem { hot_spot: w0 & !0x3ff, fpage: Fpage(w1), grant })
+        Some(MapItem {
+            hot_spot: w0 & !0x3ff,
+            fpage: Fpage(w1),
+            grant,
+        })
     }
 }
 
@@ -120,7 +135,13 @@ impl Timeout {
     /// Largest relative timeout: `0xfffe` units of [`TIMEOUT_UNIT_US`].
     pub const fn from_us(us: u32) -> Timeout {
         let units = us.div_ceil(TIMEOUT_UNIT_US);
-        Timeout(if units == 0 { 0 } else if units >= 0xffff { 0xfffe } else { units as u16 })
+        Timeout(if units == 0 {
+            0
+        } else if units >= 0xffff {
+            0xfffe
+        } else {
+            units as u16
+        })
     }
     pub const fn is_zero(self) -> bool {
         self.0 == 0
@@ -187,7 +208,11 @@ impl IpcError {
         ((self as u32) << 1) | phase as u32
     }
     pub const fn decode(raw: u32) -> Option<(IpcError, IpcPhase)> {
-        let phase = if raw & 1 == 0 { IpcPhase::Send } else { IpcPhase::Receive };
+        let phase = if raw & 1 == 0 {
+            IpcPhase::Send
+        } else {
+            IpcPhase::Receive
+        };
         let e = match raw >> 1 {
             1 => Self::Timeout,
             2 => Self::NoPartner,

@@ -65,14 +65,25 @@ pub enum Request {
     /// least a page), granted to the caller's space at `dest` (page aligned, and aligned
     /// like the block up to 16 MiB so large pages stay possible). The VMM asks for
     /// 16 MiB-aligned guest RAM this way.
-    Ram { dest: u32, size: u32, align_log2: u32 },
+    Ram {
+        dest: u32,
+        size: u32,
+        align_log2: u32,
+    },
     /// `count` unused thread numbers for the caller's program.
     Threads { count: u32 },
     /// Create thread `id` (one of the program's numbers) in the space of `space` (a
     /// thread of the program), or in a new space if `space == id`, with `pager` (a thread
     /// of the program), and start it at `ip` with stack pointer `sp`. Its UTCB is at
     /// `kestrel_user::rt::utcb_addr_for(number)`.
-    CreateThread { id: ThreadId, space: ThreadId, pager: ThreadId, priority: u32, ip: u32, sp: u32 },
+    CreateThread {
+        id: ThreadId,
+        space: ThreadId,
+        pager: ThreadId,
+        priority: u32,
+        ip: u32,
+        sp: u32,
+    },
     /// Delete thread `id` of the program (a vCPU too); the number stays the program's.
     DeleteThread { id: ThreadId },
     /// Map device page `phys` (uncached, guarded) at the same address in the caller's
@@ -80,7 +91,11 @@ pub enum Request {
     Device { phys: u32 },
     /// Attach interrupt line `line` to `handler` (a thread of the program) with
     /// `InterruptControl` flags. A line belongs to the first program that asks.
-    Interrupt { line: u32, handler: ThreadId, flags: u32 },
+    Interrupt {
+        line: u32,
+        handler: ThreadId,
+        flags: u32,
+    },
     /// Create vCPU `id` (one of the program's numbers) in a new VM space with the caller
     /// as its pager and VMM. Needs the vCPU right (`root.vcpu=`; `kestrel-vmm` by default).
     Vcpu { id: ThreadId, priority: u32 },
@@ -104,7 +119,11 @@ impl Words {
     fn new(label: u16, words: &[u32]) -> Words {
         let mut w = [0; MAX_WORDS];
         w[..words.len()].copy_from_slice(words);
-        Words { label, len: words.len(), w }
+        Words {
+            label,
+            len: words.len(),
+            w,
+        }
     }
     /// The words in use.
     pub fn words(&self) -> &[u32] {
@@ -130,14 +149,27 @@ impl Request {
     pub fn encode(&self) -> Words {
         let l = LABEL + self.op();
         match *self {
-            Request::Ram { dest, size, align_log2 } => Words::new(l, &[dest, size, align_log2]),
+            Request::Ram {
+                dest,
+                size,
+                align_log2,
+            } => Words::new(l, &[dest, size, align_log2]),
             Request::Threads { count } => Words::new(l, &[count]),
-            Request::CreateThread { id, space, pager, priority, ip, sp } => {
-                Words::new(l, &[id.0, space.0, pager.0, priority, ip, sp])
-            }
+            Request::CreateThread {
+                id,
+                space,
+                pager,
+                priority,
+                ip,
+                sp,
+            } => Words::new(l, &[id.0, space.0, pager.0, priority, ip, sp]),
             Request::DeleteThread { id } => Words::new(l, &[id.0]),
             Request::Device { phys } => Words::new(l, &[phys]),
-            Request::Interrupt { line, handler, flags } => Words::new(l, &[line, handler.0, flags]),
+            Request::Interrupt {
+                line,
+                handler,
+                flags,
+            } => Words::new(l, &[line, handler.0, flags]),
             Request::Vcpu { id, priority } => Words::new(l, &[id.0, priority]),
             Request::Archive { dest } => Words::new(l, &[dest]),
             Request::Exit { code } => Words::new(l, &[code]),
@@ -160,7 +192,11 @@ impl Request {
         }
         let w = words;
         Some(match op {
-            op::RAM => Request::Ram { dest: w[0], size: w[1], align_log2: w[2] },
+            op::RAM => Request::Ram {
+                dest: w[0],
+                size: w[1],
+                align_log2: w[2],
+            },
             op::THREADS => Request::Threads { count: w[0] },
             op::CREATE_THREAD => Request::CreateThread {
                 id: ThreadId(w[0]),
@@ -172,8 +208,15 @@ impl Request {
             },
             op::DELETE_THREAD => Request::DeleteThread { id: ThreadId(w[0]) },
             op::DEVICE => Request::Device { phys: w[0] },
-            op::INTERRUPT => Request::Interrupt { line: w[0], handler: ThreadId(w[1]), flags: w[2] },
-            op::VCPU => Request::Vcpu { id: ThreadId(w[0]), priority: w[1] },
+            op::INTERRUPT => Request::Interrupt {
+                line: w[0],
+                handler: ThreadId(w[1]),
+                flags: w[2],
+            },
+            op::VCPU => Request::Vcpu {
+                id: ThreadId(w[0]),
+                priority: w[1],
+            },
             op::ARCHIVE => Request::Archive { dest: w[0] },
             _ => Request::Exit { code: w[0] },
         })
@@ -230,7 +273,9 @@ impl RootError {
     }
     pub const fn as_str(self) -> &'static str {
         match self {
-            Self::BadRequest => "malformed request (unknown op, wrong word count, misaligned or out-of-range value)",
+            Self::BadRequest => {
+                "malformed request (unknown op, wrong word count, misaligned or out-of-range value)"
+            }
             Self::NoRight => "the program lacks the right for this request",
             Self::NoResources => "not enough free RAM or thread numbers",
             Self::Taken => "the device page or interrupt line belongs to another program",
@@ -262,7 +307,10 @@ pub fn encode_reply(r: &Result<Reply, RootError>) -> Words {
 /// [`RootError::BadRequest`] (it cannot come from a working root task).
 pub fn decode_reply(op: u16, label: u16, words: &[u32]) -> Result<Reply, RootError> {
     if label == ERROR {
-        return Err(words.first().and_then(|&c| RootError::from_raw(c)).unwrap_or(RootError::BadRequest));
+        return Err(words
+            .first()
+            .and_then(|&c| RootError::from_raw(c))
+            .unwrap_or(RootError::BadRequest));
     }
     if label != OK {
         return Err(RootError::BadRequest);
@@ -282,7 +330,9 @@ pub fn name_words(name: &str) -> [u32; NAME_WORDS] {
     let mut b = [0u8; NAME_WORDS * 4];
     let n = name.len().min(b.len());
     b[..n].copy_from_slice(&name.as_bytes()[..n]);
-    core::array::from_fn(|i| u32::from_be_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]))
+    core::array::from_fn(|i| {
+        u32::from_be_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
+    })
 }
 
 /// The bytes of a name passed by [`name_words`], up to the first NUL; `len == 0` when
@@ -303,7 +353,11 @@ pub fn name_from_words(w: &[u32; NAME_WORDS]) -> ([u8; NAME_WORDS * 4], usize) {
 /// The comma-separated list after `key` (e.g. `root.start=`) in a kernel command line;
 /// empty items are skipped. A key given twice: the last one counts.
 pub fn arg_list<'a>(args: &'a str, key: &str) -> impl Iterator<Item = &'a str> + 'a {
-    let list = args.split_ascii_whitespace().filter_map(|a| a.strip_prefix(key)).last().unwrap_or("");
+    let list = args
+        .split_ascii_whitespace()
+        .filter_map(|a| a.strip_prefix(key))
+        .last()
+        .unwrap_or("");
     let key_found = !list.is_empty();
     list.split(',').filter(move |s| key_found && !s.is_empty())
 }
@@ -340,7 +394,11 @@ pub fn pieces(src: u32, dst: u32, size: u32, max_log2: u32) -> Option<Pieces> {
         let align = (s | d).trailing_zeros().min(31);
         let rest = (size - off).ilog2();
         let log2 = align.min(rest).min(max_log2).max(PAGE_SHIFT);
-        out.push(Piece { src: s, dst: d, log2 })?;
+        out.push(Piece {
+            src: s,
+            dst: d,
+            log2,
+        })?;
         off += 1 << log2;
     }
     Some(out)
@@ -355,7 +413,14 @@ pub struct Pieces {
 
 impl Pieces {
     const fn new() -> Pieces {
-        Pieces { p: [Piece { src: 0, dst: 0, log2: 0 }; MAX_ITEMS], n: 0 }
+        Pieces {
+            p: [Piece {
+                src: 0,
+                dst: 0,
+                log2: 0,
+            }; MAX_ITEMS],
+            n: 0,
+        }
     }
     fn push(&mut self, x: Piece) -> Option<()> {
         *self.p.get_mut(self.n)? = x;
@@ -376,16 +441,41 @@ mod tests {
     fn any_request() -> impl Strategy<Value = Request> {
         let t = any::<u32>().prop_map(ThreadId);
         prop_oneof![
-            (any::<u32>(), any::<u32>(), any::<u32>())
-                .prop_map(|(dest, size, align_log2)| Request::Ram { dest, size, align_log2 }),
+            (any::<u32>(), any::<u32>(), any::<u32>()).prop_map(|(dest, size, align_log2)| {
+                Request::Ram {
+                    dest,
+                    size,
+                    align_log2,
+                }
+            }),
             any::<u32>().prop_map(|count| Request::Threads { count }),
-            (t.clone(), t.clone(), t.clone(), any::<u32>(), any::<u32>(), any::<u32>()).prop_map(
-                |(id, space, pager, priority, ip, sp)| Request::CreateThread { id, space, pager, priority, ip, sp }
-            ),
+            (
+                t.clone(),
+                t.clone(),
+                t.clone(),
+                any::<u32>(),
+                any::<u32>(),
+                any::<u32>()
+            )
+                .prop_map(|(id, space, pager, priority, ip, sp)| {
+                    Request::CreateThread {
+                        id,
+                        space,
+                        pager,
+                        priority,
+                        ip,
+                        sp,
+                    }
+                }),
             t.clone().prop_map(|id| Request::DeleteThread { id }),
             any::<u32>().prop_map(|phys| Request::Device { phys }),
-            (any::<u32>(), t.clone(), any::<u32>())
-                .prop_map(|(line, handler, flags)| Request::Interrupt { line, handler, flags }),
+            (any::<u32>(), t.clone(), any::<u32>()).prop_map(|(line, handler, flags)| {
+                Request::Interrupt {
+                    line,
+                    handler,
+                    flags,
+                }
+            }),
             (t, any::<u32>()).prop_map(|(id, priority)| Request::Vcpu { id, priority }),
             any::<u32>().prop_map(|dest| Request::Archive { dest }),
             any::<u32>().prop_map(|code| Request::Exit { code }),
@@ -431,8 +521,20 @@ mod tests {
     fn reply_roundtrip() {
         let cases = [
             (op::RAM, Ok(Reply::Ram { phys: 0x0300_0000 })),
-            (op::THREADS, Ok(Reply::Threads { first: 70, count: 4 })),
-            (op::ARCHIVE, Ok(Reply::Archive { offset: 0x300, size: 12345 })),
+            (
+                op::THREADS,
+                Ok(Reply::Threads {
+                    first: 70,
+                    count: 4,
+                }),
+            ),
+            (
+                op::ARCHIVE,
+                Ok(Reply::Archive {
+                    offset: 0x300,
+                    size: 12345,
+                }),
+            ),
             (op::VCPU, Ok(Reply::Done)),
             (op::DEVICE, Err(RootError::Taken)),
             (op::RAM, Err(RootError::NoResources)),
@@ -443,7 +545,10 @@ mod tests {
         }
         // A reply too short for its op is not taken for a success.
         assert_eq!(decode_reply(op::RAM, OK, &[]), Err(RootError::BadRequest));
-        assert_eq!(decode_reply(op::RAM, ERROR, &[99]), Err(RootError::BadRequest));
+        assert_eq!(
+            decode_reply(op::RAM, ERROR, &[99]),
+            Err(RootError::BadRequest)
+        );
     }
 
     #[test]
@@ -472,7 +577,8 @@ mod tests {
         assert_eq!(v, ["kestrel-vmm", "kestrel-demo"]);
         assert_eq!(arg_list("vmm.vms=2", "root.start=").count(), 0);
         assert_eq!(arg_list("root.start=", "root.start=").count(), 0);
-        let last: std::vec::Vec<&str> = arg_list("root.start=a root.start=b", "root.start=").collect();
+        let last: std::vec::Vec<&str> =
+            arg_list("root.start=a root.start=b", "root.start=").collect();
         assert_eq!(last, ["b"]);
     }
 

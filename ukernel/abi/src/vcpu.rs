@@ -215,7 +215,17 @@ impl VirtFaultMsg {
         );
         let hi = ((self.gpa >> 32) as u32) << vfault::GPA_HI_SHIFT;
         let mask = self.mask & xfer::ALL;
-        (tag, [self.pc, self.insn, self.gpa as u32, self.msr, hi | mask, self.rs_value])
+        (
+            tag,
+            [
+                self.pc,
+                self.insn,
+                self.gpa as u32,
+                self.msr,
+                hi | mask,
+                self.rs_value,
+            ],
+        )
     }
 
     /// Parses a received message (tag and MR1..MR6); `None` if it is not a
@@ -282,8 +292,14 @@ impl XferRegs {
 
     /// cr, lr, ctr, xer of a message or reply of `words` untyped words sent under `mask`.
     pub fn decode_special(mask: u32, words: usize, mr: &[u32; crate::NUM_MRS]) -> Option<[u32; 4]> {
-        (mask & xfer::SPECIAL != 0 && words >= vfault::CR + 3)
-            .then(|| [mr[vfault::CR], mr[vfault::CR + 1], mr[vfault::CR + 2], mr[vfault::CR + 3]])
+        (mask & xfer::SPECIAL != 0 && words >= vfault::CR + 3).then(|| {
+            [
+                mr[vfault::CR],
+                mr[vfault::CR + 1],
+                mr[vfault::CR + 2],
+                mr[vfault::CR + 3],
+            ]
+        })
     }
 }
 
@@ -411,7 +427,11 @@ impl FaultReply {
     /// to `long` (the sender's UTCB message registers). A reply without pc is empty (the
     /// vCPU resumes where it stopped and nothing else changes).
     #[inline]
-    pub fn encode(&self, regs: Option<&XferRegs>, long: &mut [u32; crate::NUM_MRS]) -> (crate::MsgTag, [u32; 6]) {
+    pub fn encode(
+        &self,
+        regs: Option<&XferRegs>,
+        long: &mut [u32; crate::NUM_MRS],
+    ) -> (crate::MsgTag, [u32; 6]) {
         let mut mr = [0u32; 6];
         let Some(pc) = self.pc else {
             return (crate::MsgTag::new(0, 0, 0), mr);
@@ -448,7 +468,9 @@ impl FaultReply {
         }
         mr[vfault::REPLY_FLAGS - 1] = flags;
         if self.regs {
-            regs.copied().unwrap_or_default().encode(xfer::GPRS | xfer::SPECIAL, long);
+            regs.copied()
+                .unwrap_or_default()
+                .encode(xfer::GPRS | xfer::SPECIAL, long);
             words = vfault::WORDS;
         }
         (crate::MsgTag::new(0, words, 0), mr)
@@ -459,7 +481,11 @@ impl FaultReply {
     #[inline(always)]
     pub fn decode(tag: crate::MsgTag, mr: &[u32; 6]) -> FaultReply {
         let u = tag.untyped();
-        let flags = if u >= vfault::REPLY_FLAGS { mr[vfault::REPLY_FLAGS - 1] } else { 0 };
+        let flags = if u >= vfault::REPLY_FLAGS {
+            mr[vfault::REPLY_FLAGS - 1]
+        } else {
+            0
+        };
         let level = |raise: u32, lower: u32| {
             if flags & lower != 0 {
                 Some(false)
@@ -485,8 +511,14 @@ impl FaultReply {
             inject,
             stop: flags & vfault::REPLY_STOP != 0,
             fprs: flags & vfault::REPLY_FPRS != 0,
-            set_gpr: (flags & vfault::REPLY_SET_GPR != 0 && u >= vfault::REPLY_GPR_VALUE)
-                .then(|| ((mr[vfault::REPLY_GPR_INDEX - 1] & 31) as u8, mr[vfault::REPLY_GPR_VALUE - 1])),
+            set_gpr: (flags & vfault::REPLY_SET_GPR != 0 && u >= vfault::REPLY_GPR_VALUE).then(
+                || {
+                    (
+                        (mr[vfault::REPLY_GPR_INDEX - 1] & 31) as u8,
+                        mr[vfault::REPLY_GPR_VALUE - 1],
+                    )
+                },
+            ),
             regs: u >= vfault::WORDS as usize,
         }
     }
@@ -597,11 +629,28 @@ pub const NUM_TRACEPOINTS: usize = 22;
 
 impl TracePoint {
     pub const ALL: [TracePoint; NUM_TRACEPOINTS] = [
-        Self::SyscallIpc, Self::ExceptDecr, Self::EmulMtmsr, Self::EmulWrtee, Self::EmulMfmsr,
-        Self::EmulWrteei, Self::ItlbMiss, Self::EmulRfi, Self::DtlbMiss, Self::EmulTlbwe,
-        Self::EmulMfspr, Self::EmulMtspr, Self::EmulTlbre, Self::EmulTlbsx, Self::EmulRfciMci,
-        Self::EmulCacheTlbOp, Self::ExceptSyscall, Self::ExceptReflect, Self::ExceptExternal,
-        Self::PageFaultIpc, Self::GuestIdle, Self::ExceptFitWdt,
+        Self::SyscallIpc,
+        Self::ExceptDecr,
+        Self::EmulMtmsr,
+        Self::EmulWrtee,
+        Self::EmulMfmsr,
+        Self::EmulWrteei,
+        Self::ItlbMiss,
+        Self::EmulRfi,
+        Self::DtlbMiss,
+        Self::EmulTlbwe,
+        Self::EmulMfspr,
+        Self::EmulMtspr,
+        Self::EmulTlbre,
+        Self::EmulTlbsx,
+        Self::EmulRfciMci,
+        Self::EmulCacheTlbOp,
+        Self::ExceptSyscall,
+        Self::ExceptReflect,
+        Self::ExceptExternal,
+        Self::PageFaultIpc,
+        Self::GuestIdle,
+        Self::ExceptFitWdt,
     ];
 
     /// The name in the paper's style (Table 1).
@@ -644,7 +693,15 @@ mod tests {
     }
 
     fn fault_msg() -> impl Strategy<Value = VirtFaultMsg> {
-        (class(), any::<u32>(), any::<u32>(), 0u64..1 << GPA_BITS, any::<u32>(), 0..=xfer::ALL, any::<u32>())
+        (
+            class(),
+            any::<u32>(),
+            any::<u32>(),
+            0u64..1 << GPA_BITS,
+            any::<u32>(),
+            0..=xfer::ALL,
+            any::<u32>(),
+        )
             .prop_map(|(class, pc, insn, gpa, msr, mask, rs_value)| VirtFaultMsg {
                 class,
                 pc,
@@ -657,7 +714,12 @@ mod tests {
     }
 
     fn inject() -> impl Strategy<Value = Option<Inject>> {
-        prop_oneof![Just(None), Just(Some(Inject::Dsi)), Just(Some(Inject::Program)), Just(Some(Inject::MachineCheck))]
+        prop_oneof![
+            Just(None),
+            Just(Some(Inject::Dsi)),
+            Just(Some(Inject::Program)),
+            Just(Some(Inject::MachineCheck))
+        ]
     }
 
     fn reply() -> impl Strategy<Value = FaultReply> {
@@ -670,16 +732,18 @@ mod tests {
             any::<Option<(u8, u32)>>(),
             any::<(bool, bool)>(),
         )
-            .prop_map(|(pc, irq, crit, inject, stop, set_gpr, (regs, fprs))| FaultReply {
-                pc: Some(pc),
-                irq,
-                crit,
-                inject,
-                stop,
-                set_gpr: set_gpr.map(|(r, v)| (r & 31, v)),
-                regs,
-                fprs,
-            })
+            .prop_map(
+                |(pc, irq, crit, inject, stop, set_gpr, (regs, fprs))| FaultReply {
+                    pc: Some(pc),
+                    irq,
+                    crit,
+                    inject,
+                    stop,
+                    set_gpr: set_gpr.map(|(r, v)| (r & 31, v)),
+                    regs,
+                    fprs,
+                },
+            )
     }
 
     proptest! {
@@ -746,7 +810,15 @@ mod tests {
     /// BG/P's devices sit above 4 GiB: the address survives the message.
     #[test]
     fn high_device_address_survives() {
-        let m = VirtFaultMsg { class: VirtFault::Mmio, pc: 0x100, insn: 0x8003_0000, gpa: 0x7_3000_0010, msr: 0, mask: 0, rs_value: 0 };
+        let m = VirtFaultMsg {
+            class: VirtFault::Mmio,
+            pc: 0x100,
+            insn: 0x8003_0000,
+            gpa: 0x7_3000_0010,
+            msr: 0,
+            mask: 0,
+            rs_value: 0,
+        };
         let (tag, mr) = m.encode();
         assert_eq!(tag.untyped(), vfault::SHORT_WORDS as usize);
         assert_eq!(VirtFaultMsg::decode(tag, &mr).unwrap().gpa, 0x7_3000_0010);
@@ -765,9 +837,20 @@ mod tests {
     #[test]
     fn set_gpr_reply_is_short() {
         let mut long = [0; NUM_MRS];
-        let (tag, mr) = FaultReply::resume(0x104).set_gpr(5, 0x41).irq(false).encode(None, &mut long);
+        let (tag, mr) = FaultReply::resume(0x104)
+            .set_gpr(5, 0x41)
+            .irq(false)
+            .encode(None, &mut long);
         assert_eq!(tag.untyped(), 4);
-        assert_eq!(mr[..4], [0x104, vfault::REPLY_SET_GPR | vfault::REPLY_IRQ_LOWER, 5, 0x41]);
+        assert_eq!(
+            mr[..4],
+            [
+                0x104,
+                vfault::REPLY_SET_GPR | vfault::REPLY_IRQ_LOWER,
+                5,
+                0x41
+            ]
+        );
         assert_eq!(long, [0; NUM_MRS]);
     }
 }

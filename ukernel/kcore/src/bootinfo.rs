@@ -175,7 +175,16 @@ impl BoardInfo {
             Some(chosen) => (initrd(chosen)?, bootargs(chosen)?),
             None => (None, heapless::String::new()),
         };
-        Ok(BoardInfo { mem_base, mem_size, timebase_hz, cpu_hz, uart0, uic, initrd, bootargs })
+        Ok(BoardInfo {
+            mem_base,
+            mem_size,
+            timebase_hz,
+            cpu_hz,
+            uart0,
+            uic,
+            initrd,
+            bootargs,
+        })
     }
 }
 
@@ -281,7 +290,12 @@ struct Walker<'a> {
 
 impl<'a> Walker<'a> {
     fn new(layout: &Layout<'a>) -> Self {
-        Walker { structs: layout.structs, strings: layout.strings, pos: 0, done: false }
+        Walker {
+            structs: layout.structs,
+            strings: layout.strings,
+            pos: 0,
+            done: false,
+        }
     }
 
     fn step(&mut self) -> Result<Option<Token<'a>>, BootInfoError> {
@@ -339,24 +353,29 @@ fn align4(n: usize) -> Option<usize> {
 
 /// The NUL-terminated UTF-8 string at the start of `b`.
 fn cstr(b: &[u8]) -> Result<&str, BootInfoError> {
-    let end = b.iter().position(|&c| c == 0).ok_or(BootInfoError::BadStructure)?;
+    let end = b
+        .iter()
+        .position(|&c| c == 0)
+        .ok_or(BootInfoError::BadStructure)?;
     core::str::from_utf8(&b[..end]).map_err(|_| BootInfoError::BadStructure)
 }
 
 /// Depth of each node (root = 0), in the same pre-order as `Fdt::all_nodes`.
 fn node_depths<'a>(layout: &Layout<'a>) -> impl Iterator<Item = usize> + 'a {
     let mut depth = 0usize;
-    Walker::new(layout).map_while(Result::ok).filter_map(move |t| match t {
-        Token::Begin(_) => {
-            depth += 1;
-            Some(depth - 1)
-        }
-        Token::End => {
-            depth = depth.saturating_sub(1);
-            None
-        }
-        Token::Prop(..) => None,
-    })
+    Walker::new(layout)
+        .map_while(Result::ok)
+        .filter_map(move |t| match t {
+            Token::Begin(_) => {
+                depth += 1;
+                Some(depth - 1)
+            }
+            Token::End => {
+                depth = depth.saturating_sub(1);
+                None
+            }
+            Token::Prop(..) => None,
+        })
 }
 
 // ---- property helpers ---------------------------------------------------------------
@@ -416,7 +435,8 @@ fn is_enabled(node: FdtNode<'_, '_>) -> bool {
 }
 
 fn is_compatible(node: FdtNode<'_, '_>, names: &[&str]) -> bool {
-    node.compatible().is_some_and(|c| c.all().any(|s| names.contains(&s)))
+    node.compatible()
+        .is_some_and(|c| c.all().any(|s| names.contains(&s)))
 }
 
 // ---- the facts ----------------------------------------------------------------------
@@ -474,7 +494,11 @@ fn uart(fdt: &Fdt<'_>, layout: &Layout<'_>) -> Result<Option<UartInfo>, BootInfo
             Some(r) => r.map_err(|()| BootInfoError::BadFrequency)?,
         };
         let irq = node.property("interrupts").and_then(|p| be32(p.value, 0));
-        return Ok(Some(UartInfo { phys, clock_hz, irq }));
+        return Ok(Some(UartInfo {
+            phys,
+            clock_hz,
+            irq,
+        }));
     }
     Ok(None)
 }
@@ -519,13 +543,20 @@ fn translate(mut addr: u128, ancestors: &[Option<FdtNode<'_, '_>>]) -> Result<u6
 
 fn uic(fdt: &Fdt<'_>) -> Result<Option<UicInfo>, BootInfoError> {
     let is_uic = |n: &FdtNode<'_, '_>| is_compatible(*n, &["ibm,uic"]) && is_enabled(*n);
-    let primary = fdt.all_nodes().find(|n| is_uic(n) && n.property("interrupts").is_none());
+    let primary = fdt
+        .all_nodes()
+        .find(|n| is_uic(n) && n.property("interrupts").is_none());
     let Some(node) = primary.or_else(|| fdt.all_nodes().find(is_uic)) else {
         return Ok(None);
     };
-    let dcr =
-        node.property("dcr-reg").and_then(|p| be32(p.value, 0)).ok_or(BootInfoError::BadUic)?;
-    Ok(Some(UicInfo { dcr_base: dcr, num_irqs: UIC_LINES }))
+    let dcr = node
+        .property("dcr-reg")
+        .and_then(|p| be32(p.value, 0))
+        .ok_or(BootInfoError::BadUic)?;
+    Ok(Some(UicInfo {
+        dcr_base: dcr,
+        num_irqs: UIC_LINES,
+    }))
 }
 
 fn initrd(chosen: FdtNode<'_, '_>) -> Result<Option<(u32, u32)>, BootInfoError> {
@@ -533,9 +564,11 @@ fn initrd(chosen: FdtNode<'_, '_>) -> Result<Option<(u32, u32)>, BootInfoError> 
     let end = u32_prop(chosen, "linux,initrd-end");
     match (start, end) {
         (None, None) => Ok(None),
-        (Some(Ok(start)), Some(Ok(end))) if start <= end => {
-            Ok(if start == end { None } else { Some((start, end)) })
-        }
+        (Some(Ok(start)), Some(Ok(end))) if start <= end => Ok(if start == end {
+            None
+        } else {
+            Some((start, end))
+        }),
         _ => Err(BootInfoError::BadInitrd),
     }
 }
@@ -574,9 +607,19 @@ mod tests {
         assert_eq!(info.cpu_hz, 400_000_000);
         assert_eq!(
             info.uart0,
-            Some(UartInfo { phys: 0xef60_0300, clock_hz: 11_059_200, irq: Some(0) })
+            Some(UartInfo {
+                phys: 0xef60_0300,
+                clock_hz: 11_059_200,
+                irq: Some(0)
+            })
         );
-        assert_eq!(info.uic, Some(UicInfo { dcr_base: 0xc0, num_irqs: 32 }));
+        assert_eq!(
+            info.uic,
+            Some(UicInfo {
+                dcr_base: 0xc0,
+                num_irqs: 32
+            })
+        );
         // The fixture script passes a 15-byte initrd; bamboo loads it at 0x0190_0000.
         assert_eq!(info.initrd, Some((0x0190_0000, 0x0190_000f)));
         assert_eq!(info.bootargs.as_str(), "console=ttyS0");
@@ -630,9 +673,18 @@ mod tests {
             let off_strings = off_struct + self.structs.len() as u32;
             let total = off_strings + self.strings.len() as u32;
             let mut out = Vec::new();
-            for w in [FDT_MAGIC, total, off_struct, off_strings, off_rsv, 17, 16, 0]
-                .into_iter()
-                .chain([self.strings.len() as u32, self.structs.len() as u32])
+            for w in [
+                FDT_MAGIC,
+                total,
+                off_struct,
+                off_strings,
+                off_rsv,
+                17,
+                16,
+                0,
+            ]
+            .into_iter()
+            .chain([self.strings.len() as u32, self.structs.len() as u32])
             {
                 out.extend_from_slice(&w.to_be_bytes());
             }
@@ -646,10 +698,16 @@ mod tests {
     /// A 44x-like tree: 36-bit PLB with the OPB mapped at 0x1_e000_0000.
     fn tree_44x(uart_status: &str, chosen: impl Fn(&mut Dtb)) -> Vec<u8> {
         let mut d = Dtb::default();
-        d.begin("").cells("#address-cells", &[2]).cells("#size-cells", &[1]);
-        d.begin("cpus").cells("#address-cells", &[1]).cells("#size-cells", &[0]);
+        d.begin("")
+            .cells("#address-cells", &[2])
+            .cells("#size-cells", &[1]);
+        d.begin("cpus")
+            .cells("#address-cells", &[1])
+            .cells("#size-cells", &[0]);
         d.cells("timebase-frequency", &[0, 33_333_333]);
-        d.begin("cpu@0").prop("device_type", b"cpu\0").cells("reg", &[0]);
+        d.begin("cpu@0")
+            .prop("device_type", b"cpu\0")
+            .cells("reg", &[0]);
         d.cells("clock-frequency", &[666_666_666]).end();
         d.end();
         d.begin("memory@0")
@@ -664,13 +722,29 @@ mod tests {
             .prop("compatible", b"ibm,uic-440gx\0ibm,uic\0")
             .cells("dcr-reg", &[0xc0, 9])
             .end();
-        d.begin("plb").cells("#address-cells", &[2]).cells("#size-cells", &[1]).prop("ranges", &[]);
-        d.begin("opb").cells("#address-cells", &[1]).cells("#size-cells", &[1]);
+        d.begin("plb")
+            .cells("#address-cells", &[2])
+            .cells("#size-cells", &[1])
+            .prop("ranges", &[]);
+        d.begin("opb")
+            .cells("#address-cells", &[1])
+            .cells("#size-cells", &[1]);
         d.cells(
             "ranges",
-            &[0x0000_0000, 1, 0x0000_0000, 0x8000_0000, 0xe000_0000, 1, 0xe000_0000, 0x2000_0000],
+            &[
+                0x0000_0000,
+                1,
+                0x0000_0000,
+                0x8000_0000,
+                0xe000_0000,
+                1,
+                0xe000_0000,
+                0x2000_0000,
+            ],
         );
-        d.begin("serial@ef600200").prop("compatible", b"ns16550\0").prop("status", b"disabled\0");
+        d.begin("serial@ef600200")
+            .prop("compatible", b"ns16550\0")
+            .prop("status", b"disabled\0");
         d.cells("reg", &[0xef60_0200, 8]).end();
         d.begin("serial@ef600300")
             .prop("compatible", b"ns16550a\0")
@@ -699,10 +773,20 @@ mod tests {
         assert_eq!((info.timebase_hz, info.cpu_hz), (33_333_333, 666_666_666));
         assert_eq!(
             info.uart0,
-            Some(UartInfo { phys: 0x1_ef60_0300, clock_hz: 1_843_200, irq: Some(5) })
+            Some(UartInfo {
+                phys: 0x1_ef60_0300,
+                clock_hz: 1_843_200,
+                irq: Some(5)
+            })
         );
         // The cascaded UIC1 comes first in the tree but the primary one is chosen.
-        assert_eq!(info.uic, Some(UicInfo { dcr_base: 0xc0, num_irqs: 32 }));
+        assert_eq!(
+            info.uic,
+            Some(UicInfo {
+                dcr_base: 0xc0,
+                num_irqs: 32
+            })
+        );
         assert_eq!(info.initrd, Some((0x0200_0000, 0x0200_1000)));
         assert_eq!(info.bootargs.len(), 128);
         assert!(info.bootargs.chars().all(|c| c == 'é'));
@@ -715,12 +799,14 @@ mod tests {
         });
         assert_eq!(BoardInfo::from_fdt(&blob), Err(BootInfoError::BadInitrd));
         let blob = tree_44x("disabled\0", |d| {
-            d.cells("linux,initrd-start", &[0x100]).cells("linux,initrd-end", &[0x100]);
+            d.cells("linux,initrd-start", &[0x100])
+                .cells("linux,initrd-end", &[0x100]);
             d.prop("bootargs", b"\xff\0");
         });
         assert_eq!(BoardInfo::from_fdt(&blob), Err(BootInfoError::BadBootargs));
         let blob = tree_44x("disabled\0", |d| {
-            d.cells("linux,initrd-start", &[0x100]).cells("linux,initrd-end", &[0x100]);
+            d.cells("linux,initrd-start", &[0x100])
+                .cells("linux,initrd-end", &[0x100]);
         });
         let info = BoardInfo::from_fdt(&blob).unwrap();
         assert_eq!(info.uart0, None);
@@ -731,23 +817,43 @@ mod tests {
     #[test]
     fn uart_outside_every_range_is_untranslatable() {
         let mut d = Dtb::default();
-        d.begin("").cells("#address-cells", &[1]).cells("#size-cells", &[1]);
-        d.begin("cpus").begin("cpu@0").cells("timebase-frequency", &[1000]).end().end();
+        d.begin("")
+            .cells("#address-cells", &[1])
+            .cells("#size-cells", &[1]);
+        d.begin("cpus")
+            .begin("cpu@0")
+            .cells("timebase-frequency", &[1000])
+            .end()
+            .end();
         d.begin("memory").cells("reg", &[0, 0x100_0000]).end();
-        d.begin("bus").cells("#address-cells", &[1]).cells("#size-cells", &[1]);
+        d.begin("bus")
+            .cells("#address-cells", &[1])
+            .cells("#size-cells", &[1]);
         d.cells("ranges", &[0, 0x4000_0000, 0x1000]);
-        d.begin("serial@2000").prop("compatible", b"ns16550\0").cells("reg", &[0x2000, 8]).end();
+        d.begin("serial@2000")
+            .prop("compatible", b"ns16550\0")
+            .cells("reg", &[0x2000, 8])
+            .end();
         d.end().end();
-        assert_eq!(BoardInfo::from_fdt(&d.finish()), Err(BootInfoError::UartNotTranslatable));
+        assert_eq!(
+            BoardInfo::from_fdt(&d.finish()),
+            Err(BootInfoError::UartNotTranslatable)
+        );
     }
 
     #[test]
     fn rejects_structural_damage() {
         let ok = |f: &dyn Fn(&mut Dtb)| {
             let mut d = Dtb::default();
-            d.begin("").cells("#address-cells", &[1]).cells("#size-cells", &[1]);
+            d.begin("")
+                .cells("#address-cells", &[1])
+                .cells("#size-cells", &[1]);
             f(&mut d);
-            d.begin("cpus").begin("cpu@0").cells("timebase-frequency", &[1000]).end().end();
+            d.begin("cpus")
+                .begin("cpu@0")
+                .cells("timebase-frequency", &[1000])
+                .end()
+                .end();
             d.begin("memory").cells("reg", &[0, 0x100_0000]).end();
             d.end();
             BoardInfo::from_fdt(&d.finish())
@@ -796,9 +902,15 @@ mod tests {
         );
         let mut d = Dtb::default();
         d.begin("").begin("cpus").end().end();
-        assert_eq!(BoardInfo::from_fdt(&d.finish()), Err(BootInfoError::NoMemory));
+        assert_eq!(
+            BoardInfo::from_fdt(&d.finish()),
+            Err(BootInfoError::NoMemory)
+        );
         assert_eq!(BoardInfo::from_fdt(&[]), Err(BootInfoError::BadBlob));
-        assert_eq!(BoardInfo::from_fdt(&BAMBOO[..BAMBOO.len() - 1]), Err(BootInfoError::BadBlob));
+        assert_eq!(
+            BoardInfo::from_fdt(&BAMBOO[..BAMBOO.len() - 1]),
+            Err(BootInfoError::BadBlob)
+        );
     }
 
     proptest! {

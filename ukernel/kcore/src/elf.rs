@@ -19,9 +19,9 @@
 
 use core::fmt;
 
-use kestrel_abi::Rights;
 use elf::endian::BigEndian;
 use elf::ElfBytes;
+use kestrel_abi::Rights;
 
 /// Most `PT_LOAD` segments a plan holds.
 pub const MAX_SEGMENTS: usize = 8;
@@ -165,7 +165,8 @@ fn plan(image: &[u8], user_base: u32, user_end: u32, physical: bool) -> Result<L
     if ehdr[6] != EV_CURRENT {
         return Err(ElfError::BadVersion);
     }
-    let file = ElfBytes::<BigEndian>::minimal_parse(image).map_err(|_| ElfError::BadProgramHeaders)?;
+    let file =
+        ElfBytes::<BigEndian>::minimal_parse(image).map_err(|_| ElfError::BadProgramHeaders)?;
     let hdr = &file.ehdr;
     if hdr.version != u32::from(EV_CURRENT) {
         return Err(ElfError::BadVersion);
@@ -192,8 +193,13 @@ fn plan(image: &[u8], user_base: u32, user_end: u32, physical: bool) -> Result<L
         }
         // ELF32 fields are 32-bit; the crate widens them to u64.
         let narrow = |v: u64| u32::try_from(v).map_err(|_| ElfError::BadProgramHeaders);
-        let (offset, vaddr, filesz, memsz, flags) =
-            (narrow(ph.p_offset)?, narrow(ph.p_vaddr)?, narrow(ph.p_filesz)?, narrow(ph.p_memsz)?, ph.p_flags);
+        let (offset, vaddr, filesz, memsz, flags) = (
+            narrow(ph.p_offset)?,
+            narrow(ph.p_vaddr)?,
+            narrow(ph.p_filesz)?,
+            narrow(ph.p_memsz)?,
+            ph.p_flags,
+        );
         if memsz == 0 {
             continue;
         }
@@ -215,7 +221,10 @@ fn plan(image: &[u8], user_base: u32, user_end: u32, physical: bool) -> Result<L
             rights: Rights((flags & 7) as u8),
         };
         check_segment(&seg, image.len(), user_base, user_end)?;
-        if segments.iter().any(|s| seg.vaddr < s.end() && s.vaddr < seg.end()) {
+        if segments
+            .iter()
+            .any(|s| seg.vaddr < s.end() && s.vaddr < seg.end())
+        {
             return Err(ElfError::Overlap);
         }
         segments.push(seg).map_err(|_| ElfError::TooManySegments)?;
@@ -264,7 +273,11 @@ mod tests {
     #[test]
     fn physical_plan_uses_paddr_and_translates_entry() {
         // A Linux-like image: linked at 0xC0000000, loaded at physical 0.
-        let mut img = image(0xC000_0010, &[(PT_LOAD, 0x1000, 0xC000_0000, 0x2000, 0x3000, 7)], 0x3000);
+        let mut img = image(
+            0xC000_0010,
+            &[(PT_LOAD, 0x1000, 0xC000_0000, 0x2000, 0x3000, 7)],
+            0x3000,
+        );
         // p_paddr is the fourth word of the first program header.
         let at = EHDR_LEN + 12;
         img[at..at + 4].copy_from_slice(&0u32.to_be_bytes());
@@ -364,8 +377,14 @@ mod tests {
         assert_eq!(with(42, &[0, 16]), Err(ElfError::BadProgramHeaders));
         assert_eq!(with(44, &[0, 0]), Err(ElfError::BadProgramHeaders));
         assert_eq!(with(44, &[0xff, 0xff]), Err(ElfError::BadProgramHeaders));
-        assert_eq!(with(28, &[0xff, 0xff, 0xff, 0xf0]), Err(ElfError::BadProgramHeaders));
-        assert_eq!(with(24, &[0x10, 0, 0x08, 0]), Err(ElfError::EntryNotExecutable));
+        assert_eq!(
+            with(28, &[0xff, 0xff, 0xff, 0xf0]),
+            Err(ElfError::BadProgramHeaders)
+        );
+        assert_eq!(
+            with(24, &[0x10, 0, 0x08, 0]),
+            Err(ElfError::EntryNotExecutable)
+        );
     }
 
     #[test]
@@ -396,20 +415,48 @@ mod tests {
             one((PT_LOAD, 0x2000, 0xffff_f000, 0x100, 0x2000, 6)),
             Err(ElfError::OutsideUserSpace)
         );
-        assert_eq!(one((PT_LOAD, 0x2000, 0x1000_07ff, 0x100, 0x100, 6)), Err(ElfError::Overlap));
+        assert_eq!(
+            one((PT_LOAD, 0x2000, 0x1000_07ff, 0x100, 0x100, 6)),
+            Err(ElfError::Overlap)
+        );
         assert_eq!(
             one((PT_LOAD, 0x2000, 0x0fff_ff00, 0, 0x101, 6)),
             Err(ElfError::OutsideUserSpace)
         );
-        assert_eq!(one((PT_LOAD, 0x2000, 0x1000_0800, 0x100, 0x100, 0)), Err(ElfError::NoRights));
-        assert_eq!(one((PT_INTERP, 0x2000, 0, 0x10, 0, 4)), Err(ElfError::Dynamic));
+        assert_eq!(
+            one((PT_LOAD, 0x2000, 0x1000_0800, 0x100, 0x100, 0)),
+            Err(ElfError::NoRights)
+        );
+        assert_eq!(
+            one((PT_INTERP, 0x2000, 0, 0x10, 0, 4)),
+            Err(ElfError::Dynamic)
+        );
         // Adjacent segments sharing a page are fine; empty ones are dropped.
-        assert_eq!(one((PT_LOAD, 0x2000, 0x1000_0800, 0x100, 0x100, 6)).unwrap().segments.len(), 2);
-        assert_eq!(one((PT_LOAD, 0x2000, 0x1000_0000, 0, 0, 6)).unwrap().segments.len(), 1);
-        let many: Vec<Ph> =
-            (0..9).map(|i| (PT_LOAD, 0x1000, 0x1000_0000 + i * 0x1000, 0x10, 0x10, 5)).collect();
-        assert_eq!(plan(&image(e, &many, 0x2000)), Err(ElfError::TooManySegments));
-        assert_eq!(plan(&image(e, &[(4, 0, 0, 0, 0, 4)], 0x100)), Err(ElfError::NoSegments));
+        assert_eq!(
+            one((PT_LOAD, 0x2000, 0x1000_0800, 0x100, 0x100, 6))
+                .unwrap()
+                .segments
+                .len(),
+            2
+        );
+        assert_eq!(
+            one((PT_LOAD, 0x2000, 0x1000_0000, 0, 0, 6))
+                .unwrap()
+                .segments
+                .len(),
+            1
+        );
+        let many: Vec<Ph> = (0..9)
+            .map(|i| (PT_LOAD, 0x1000, 0x1000_0000 + i * 0x1000, 0x10, 0x10, 5))
+            .collect();
+        assert_eq!(
+            plan(&image(e, &many, 0x2000)),
+            Err(ElfError::TooManySegments)
+        );
+        assert_eq!(
+            plan(&image(e, &[(4, 0, 0, 0, 0, 4)], 0x100)),
+            Err(ElfError::NoSegments)
+        );
         // The entry must be in an executable segment, not merely a mapped one.
         assert_eq!(
             plan(&image(0x1001_0000, &[TEXT, DATA], 0x3000)),

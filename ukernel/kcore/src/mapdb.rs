@@ -196,7 +196,12 @@ impl<const N: usize> MapDb<N> {
     /// An empty database. `const` so that it can initialise a `static`.
     pub const fn new() -> Self {
         const { assert!(N <= MAX_NODES, "MapDb holds at most MAX_NODES nodes") };
-        MapDb { nodes: [Node::EMPTY; N], free_head: Link::NONE, fresh: 0, free: N as u32 }
+        MapDb {
+            nodes: [Node::EMPTY; N],
+            free_head: Link::NONE,
+            fresh: 0,
+            free: N as u32,
+        }
     }
 
     /// Total number of node slots.
@@ -245,7 +250,14 @@ impl<const N: usize> MapDb<N> {
             return Err(MapDbError::NoRights);
         }
         let i = self.alloc()?;
-        self.nodes[i] = Node { space, vpage, frame, rights, live: true, ..Node::EMPTY };
+        self.nodes[i] = Node {
+            space,
+            vpage,
+            frame,
+            rights,
+            live: true,
+            ..Node::EMPTY
+        };
         Ok(i as NodeId)
     }
 
@@ -390,7 +402,8 @@ impl<const N: usize> MapDb<N> {
     }
 
     fn holds_any(&self, node: NodeId, rights: Rights) -> bool {
-        self.get(node).is_some_and(|n| !n.rights.intersect(rights).is_empty())
+        self.get(node)
+            .is_some_and(|n| !n.rights.intersect(rights).is_empty())
     }
 
     fn report(&self, i: usize) -> Revoked {
@@ -474,7 +487,10 @@ impl<const N: usize> MapDb<N> {
     }
 
     fn release(&mut self, i: usize) {
-        self.nodes[i] = Node { next_sibling: self.free_head, ..Node::EMPTY };
+        self.nodes[i] = Node {
+            next_sibling: self.free_head,
+            ..Node::EMPTY
+        };
         self.free_head = Link::to(i);
         self.free += 1;
     }
@@ -510,7 +526,8 @@ mod tests {
         include_self: bool,
     ) -> Vec<Revoked> {
         let mut out = Vec::new();
-        db.revoke(node, rights, include_self, &mut |r| out.push(r)).unwrap();
+        db.revoke(node, rights, include_self, &mut |r| out.push(r))
+            .unwrap();
         out
     }
 
@@ -528,9 +545,15 @@ mod tests {
         assert!(db.get(root).unwrap().is_root());
         assert_eq!(db.children(root).collect::<Vec<_>>(), [a]);
         assert_eq!(db.map(b, 3, 0, Rights::W), Err(MapDbError::NoRights));
-        assert_eq!(db.map(NIL_NODE, 3, 0, Rights::R), Err(MapDbError::InvalidNode));
+        assert_eq!(
+            db.map(NIL_NODE, 3, 0, Rights::R),
+            Err(MapDbError::InvalidNode)
+        );
         assert_eq!(db.map(15, 3, 0, Rights::R), Err(MapDbError::InvalidNode));
-        assert_eq!(db.insert_root(0, 0, 0, Rights(0xf8)), Err(MapDbError::NoRights));
+        assert_eq!(
+            db.insert_root(0, 0, 0, Rights(0xf8)),
+            Err(MapDbError::NoRights)
+        );
         assert_eq!(db.free_count(), 13);
     }
 
@@ -548,7 +571,9 @@ mod tests {
         assert_eq!(got, BTreeSet::from([a, b, c, d, e]));
         assert_eq!(out.len(), 5);
         assert!(out.iter().all(|r| r.new_rights.is_empty() && r.frame == 7));
-        assert!(out.iter().any(|r| r.node == d && r.space == 4 && r.vpage == 40));
+        assert!(out
+            .iter()
+            .any(|r| r.node == d && r.space == 4 && r.vpage == 40));
         assert!(db.is_live(root));
         assert_eq!(db.children(root).count(), 0);
         assert_eq!(db.free_count(), 15);
@@ -565,7 +590,9 @@ mod tests {
         let out = collect(&mut db, root, Rights::W, false);
         // c and x held no W: untouched and unreported.
         assert_eq!(
-            out.iter().map(|r| (r.node, r.new_rights.0)).collect::<BTreeSet<_>>(),
+            out.iter()
+                .map(|r| (r.node, r.new_rights.0))
+                .collect::<BTreeSet<_>>(),
             BTreeSet::from([(a, Rights::R.0), (b, Rights::R.0)])
         );
         assert_eq!(db.get(c).unwrap().rights(), Rights::R);
@@ -596,10 +623,19 @@ mod tests {
         let out = collect(&mut db, root, Rights::RWX, true);
         assert_eq!(
             out,
-            [Revoked { space: 0, vpage: 1, frame: 7, node: root, new_rights: Rights::NONE }]
+            [Revoked {
+                space: 0,
+                vpage: 1,
+                frame: 7,
+                node: root,
+                new_rights: Rights::NONE
+            }]
         );
         assert_eq!(db.free_count(), 8);
-        assert_eq!(db.revoke(root, Rights::R, true, &mut |_| {}), Err(MapDbError::InvalidNode));
+        assert_eq!(
+            db.revoke(root, Rights::R, true, &mut |_| {}),
+            Err(MapDbError::InvalidNode)
+        );
     }
 
     #[test]
@@ -610,7 +646,10 @@ mod tests {
         let b = db.map(a, 2, 20, Rights::RW).unwrap();
         assert_eq!(db.grant(a, 9, 90, Rights::RWX), Ok(a));
         let n = db.get(a).unwrap();
-        assert_eq!((n.space(), n.vpage(), n.rights(), n.parent()), (9, 90, Rights::RWX, root));
+        assert_eq!(
+            (n.space(), n.vpage(), n.rights(), n.parent()),
+            (9, 90, Rights::RWX, root)
+        );
         assert_eq!(db.children(a).collect::<Vec<_>>(), [b]);
         // Dropping X is fine (b has none), dropping W is not (b holds it).
         assert_eq!(db.grant(a, 9, 91, Rights::RW), Ok(a));
@@ -618,9 +657,14 @@ mod tests {
         assert_eq!(db.get(a).unwrap().vpage(), 91);
         assert_eq!(db.grant(a, 9, 92, Rights::X), Err(MapDbError::NoRights));
         let mut out = Vec::new();
-        assert_eq!(db.grant_revoking(a, 8, 80, Rights::R, &mut |r| out.push(r)), Ok(a));
         assert_eq!(
-            out.iter().map(|r| (r.node, r.new_rights)).collect::<Vec<_>>(),
+            db.grant_revoking(a, 8, 80, Rights::R, &mut |r| out.push(r)),
+            Ok(a)
+        );
+        assert_eq!(
+            out.iter()
+                .map(|r| (r.node, r.new_rights))
+                .collect::<Vec<_>>(),
             [(b, Rights::R)]
         );
         assert_eq!(db.get(a).unwrap().rights(), Rights::R);
@@ -665,7 +709,8 @@ mod tests {
         .unwrap();
         assert_eq!(count, N - 1);
         count = 0;
-        db.revoke(root, Rights::RWX, true, &mut |_| count += 1).unwrap();
+        db.revoke(root, Rights::RWX, true, &mut |_| count += 1)
+            .unwrap();
         assert_eq!(count, N);
         assert_eq!(db.free_count(), N);
     }
@@ -695,7 +740,11 @@ mod tests {
 
     impl Model {
         fn children(&self, id: NodeId) -> BTreeSet<NodeId> {
-            self.nodes.iter().filter(|(_, n)| n.parent == Some(id)).map(|(k, _)| *k).collect()
+            self.nodes
+                .iter()
+                .filter(|(_, n)| n.parent == Some(id))
+                .map(|(k, _)| *k)
+                .collect()
         }
         fn subtree(&self, id: NodeId) -> Vec<NodeId> {
             let mut out = std::vec![id];
@@ -788,7 +837,10 @@ mod tests {
                 }
             }
             let kids: Vec<NodeId> = db.children(id).collect();
-            prop_assert_eq!(kids.iter().copied().collect::<BTreeSet<_>>(), model.children(id));
+            prop_assert_eq!(
+                kids.iter().copied().collect::<BTreeSet<_>>(),
+                model.children(id)
+            );
             prop_assert_eq!(kids.len(), model.children(id).len());
             for w in kids.windows(2) {
                 prop_assert_eq!(db.get(w[1]).unwrap().prev_sibling(), w[0]);

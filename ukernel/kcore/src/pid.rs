@@ -55,7 +55,10 @@ impl Default for PidAllocator {
 
 impl PidAllocator {
     pub const fn new() -> Self {
-        PidAllocator { state: [State::Fresh; 256], clock: 0 }
+        PidAllocator {
+            state: [State::Fresh; 256],
+            clock: 0,
+        }
     }
 
     /// Gives `space` a PID: a never-used one if any is left (no flush), else a released
@@ -63,7 +66,11 @@ impl PidAllocator {
     /// A space that already owns a PID gets the same PID back, with no flush.
     pub fn alloc(&mut self, space: u16) -> PidGrant {
         if let Some(pid) = self.pid_of(space) {
-            return PidGrant { pid, evicted: None, flush: false };
+            return PidGrant {
+                pid,
+                evicted: None,
+                flush: false,
+            };
         }
         let (pid, evicted, flush) = if let Some(pid) = self.find(|s| s == State::Fresh) {
             (pid, None, false)
@@ -74,8 +81,15 @@ impl PidAllocator {
             (pid, Some(victim), true)
         };
         self.clock += 1;
-        self.state[pid as usize] = State::Owned { space, since: self.clock };
-        PidGrant { pid, evicted, flush }
+        self.state[pid as usize] = State::Owned {
+            space,
+            since: self.clock,
+        };
+        PidGrant {
+            pid,
+            evicted,
+            flush,
+        }
     }
 
     /// Releases `pid` (its space is being destroyed or switched off native execution).
@@ -128,42 +142,105 @@ mod tests {
         let mut a = PidAllocator::new();
         for space in 0..255u16 {
             let g = a.alloc(1000 + space);
-            assert_eq!(g, PidGrant { pid: space as u8 + 1, evicted: None, flush: false });
+            assert_eq!(
+                g,
+                PidGrant {
+                    pid: space as u8 + 1,
+                    evicted: None,
+                    flush: false
+                }
+            );
         }
         assert_eq!(a.owner(255), Some(1254));
         assert_eq!(a.owner(0), None);
         // Exhausted: steal in allocation order.
-        assert_eq!(a.alloc(1), PidGrant { pid: 1, evicted: Some(1000), flush: true });
-        assert_eq!(a.alloc(2), PidGrant { pid: 2, evicted: Some(1001), flush: true });
+        assert_eq!(
+            a.alloc(1),
+            PidGrant {
+                pid: 1,
+                evicted: Some(1000),
+                flush: true
+            }
+        );
+        assert_eq!(
+            a.alloc(2),
+            PidGrant {
+                pid: 2,
+                evicted: Some(1001),
+                flush: true
+            }
+        );
         assert_eq!(a.pid_of(1000), None);
         assert_eq!(a.owner(1), Some(1));
         // The thief of PID 1 is now the newest holder: PID 3 goes next, then 4.
         assert_eq!(a.alloc(3).evicted, Some(1002));
-        assert_eq!(a.alloc(4), PidGrant { pid: 4, evicted: Some(1003), flush: true });
+        assert_eq!(
+            a.alloc(4),
+            PidGrant {
+                pid: 4,
+                evicted: Some(1003),
+                flush: true
+            }
+        );
         // After all older holders were robbed, the first thief is robbed.
         for s in 5..=255u16 {
             assert_eq!(a.alloc(s).pid, s as u8);
         }
-        assert_eq!(a.alloc(300), PidGrant { pid: 1, evicted: Some(1), flush: true });
+        assert_eq!(
+            a.alloc(300),
+            PidGrant {
+                pid: 1,
+                evicted: Some(1),
+                flush: true
+            }
+        );
     }
 
     #[test]
     fn freed_pids_are_reused_before_stealing_and_need_a_flush() {
         let mut a = PidAllocator::new();
         let g = a.alloc(7);
-        assert_eq!(g, PidGrant { pid: 1, evicted: None, flush: false });
+        assert_eq!(
+            g,
+            PidGrant {
+                pid: 1,
+                evicted: None,
+                flush: false
+            }
+        );
         a.free(1);
         assert_eq!(a.owner(1), None);
         // A fresh PID is still preferred over the freed one.
-        assert_eq!(a.alloc(8), PidGrant { pid: 2, evicted: None, flush: false });
+        assert_eq!(
+            a.alloc(8),
+            PidGrant {
+                pid: 2,
+                evicted: None,
+                flush: false
+            }
+        );
         for s in 9..9 + 253u16 {
             assert!(!a.alloc(s).flush);
         }
-        assert_eq!(a.alloc(500), PidGrant { pid: 1, evicted: None, flush: true });
+        assert_eq!(
+            a.alloc(500),
+            PidGrant {
+                pid: 1,
+                evicted: None,
+                flush: true
+            }
+        );
         a.free(40);
         a.free(0);
         a.free(40);
-        assert_eq!(a.alloc(501), PidGrant { pid: 40, evicted: None, flush: true });
+        assert_eq!(
+            a.alloc(501),
+            PidGrant {
+                pid: 40,
+                evicted: None,
+                flush: true
+            }
+        );
         assert_eq!(a.alloc(502).evicted, Some(8));
     }
 
@@ -173,7 +250,14 @@ mod tests {
         let p = a.alloc(42).pid;
         assert_eq!(a.owner(p), Some(42));
         assert_eq!(a.pid_of(42), Some(p));
-        assert_eq!(a.alloc(42), PidGrant { pid: p, evicted: None, flush: false });
+        assert_eq!(
+            a.alloc(42),
+            PidGrant {
+                pid: p,
+                evicted: None,
+                flush: false
+            }
+        );
         a.free(p);
         assert_eq!(a.pid_of(42), None);
         assert_eq!(a.owner(p), None);

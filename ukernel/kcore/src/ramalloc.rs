@@ -23,7 +23,11 @@ impl RamAllocator {
     /// Free RAM `[start, end)`; `start` is rounded up to `page`-alignment by the caller's
     /// first request, not here.
     pub const fn new(start: u32, end: u32) -> RamAllocator {
-        RamAllocator { next: start, end, holes: heapless::Vec::new() }
+        RamAllocator {
+            next: start,
+            end,
+            holes: heapless::Vec::new(),
+        }
     }
 
     /// `size` bytes aligned to `2^align_log2`; returns the start address. `None` if
@@ -35,7 +39,9 @@ impl RamAllocator {
         let align = 1u32.checked_shl(align_log2)?;
         for i in 0..self.holes.len() {
             let (lo, hi) = self.holes[i];
-            let Some(start) = lo.checked_next_multiple_of(align) else { continue };
+            let Some(start) = lo.checked_next_multiple_of(align) else {
+                continue;
+            };
             if start.checked_add(size).is_some_and(|e| e <= hi) {
                 self.holes.swap_remove(i);
                 self.keep_hole(lo, start);

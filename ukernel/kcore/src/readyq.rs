@@ -203,7 +203,10 @@ impl<const N: usize> ReadyQueues<N> {
 
     /// The slots queued at `prio`, head first.
     pub fn iter_at(&self, prio: u8) -> LevelIter<'_, N> {
-        LevelIter { q: self, next: self.head[prio as usize] }
+        LevelIter {
+            q: self,
+            next: self.head[prio as usize],
+        }
     }
 
     fn added(&mut self, p: usize) {

@@ -43,7 +43,10 @@ fn crate_paths(source: &str) -> BTreeSet<String> {
         let mut rest = code;
         while let Some(i) = rest.find("crate::") {
             let tail = &rest[i + "crate::".len()..];
-            let name: String = tail.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            let name: String = tail
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
             // `$crate::` in macros counts like `crate::`.
             names.insert(name);
             rest = tail;
@@ -60,7 +63,11 @@ fn violations(layer: &str, allowed: &[&str]) -> Vec<String> {
     let mut bad = Vec::new();
     for file in files {
         let source = fs::read_to_string(&file).expect("kernel source is UTF-8");
-        let rel = file.strip_prefix(KERNEL_SRC).unwrap_or(&file).display().to_string();
+        let rel = file
+            .strip_prefix(KERNEL_SRC)
+            .unwrap_or(&file)
+            .display()
+            .to_string();
         for name in crate_paths(&source) {
             let ok = name == layer
                 || allowed.contains(&name.as_str())
@@ -86,16 +93,23 @@ fn platform_uses_only_arch() {
 
 #[test]
 fn api_reaches_virtualization_only_through_its_hooks() {
-    assert_eq!(violations("api", &["arch", "platform"]), Vec::<String>::new());
+    assert_eq!(
+        violations("api", &["arch", "platform"]),
+        Vec::<String>::new()
+    );
 }
 
 #[test]
 fn virt_never_uses_glue() {
-    assert_eq!(violations("virt", &["api", "arch", "platform"]), Vec::<String>::new());
+    assert_eq!(
+        violations("virt", &["api", "arch", "platform"]),
+        Vec::<String>::new()
+    );
 }
 
 #[test]
 fn the_scanner_sees_paths_and_skips_comments() {
-    let names = crate_paths("use crate::api::{a, b}; // crate::glue\nlet x = $crate::platform::f();");
+    let names =
+        crate_paths("use crate::api::{a, b}; // crate::glue\nlet x = $crate::platform::f();");
     assert_eq!(names.into_iter().collect::<Vec<_>>(), ["api", "platform"]);
 }

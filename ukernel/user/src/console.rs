@@ -38,7 +38,13 @@ impl Console {
         if UNPREFIXED.load(Ordering::Relaxed) {
             name_len = 0;
         }
-        Console { buf: [0; LINE], len: 0, line_start: true, name, name_len }
+        Console {
+            buf: [0; LINE],
+            len: 0,
+            line_start: true,
+            name,
+            name_len,
+        }
     }
 
     pub fn flush(&mut self) {

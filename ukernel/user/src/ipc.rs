@@ -25,7 +25,10 @@ pub struct IpcErr {
 impl Msg {
     /// An empty message with `label`.
     pub const fn new(label: u16) -> Msg {
-        Msg { tag: MsgTag::new(label, 0, 0), regs: [0; REG_MRS - 1] }
+        Msg {
+            tag: MsgTag::new(label, 0, 0),
+            regs: [0; REG_MRS - 1],
+        }
     }
 
     /// A message with `label` and untyped `words` (MR1.., at most 63).
@@ -97,19 +100,38 @@ impl Msg {
 
 /// The raw `Ipc` system call. Returns the partner (sender for a receive) and the
 /// received message (or the sent one's echo for send-only operations).
-pub fn ipc(to: ThreadId, from: ThreadId, timeouts: Timeouts, msg: &Msg) -> (ThreadId, Msg, Result<(), IpcErr>) {
+pub fn ipc(
+    to: ThreadId,
+    from: ThreadId,
+    timeouts: Timeouts,
+    msg: &Msg,
+) -> (ThreadId, Msg, Result<(), IpcErr>) {
     let r = syscall(
         Syscall::Ipc,
         [
-            to.0, from.0, timeouts.0, msg.tag.0, msg.regs[0], msg.regs[1], msg.regs[2], msg.regs[3],
-            msg.regs[4], msg.regs[5],
+            to.0,
+            from.0,
+            timeouts.0,
+            msg.tag.0,
+            msg.regs[0],
+            msg.regs[1],
+            msg.regs[2],
+            msg.regs[3],
+            msg.regs[4],
+            msg.regs[5],
         ],
     );
-    let out = Msg { tag: MsgTag(r[3]), regs: [r[4], r[5], r[6], r[7], r[8], r[9]] };
+    let out = Msg {
+        tag: MsgTag(r[3]),
+        regs: [r[4], r[5], r[6], r[7], r[8], r[9]],
+    };
     let res = if out.tag.is_error() {
         match IpcError::decode(r[1]) {
             Some((error, phase)) => Err(IpcErr { error, phase }),
-            None => Err(IpcErr { error: IpcError::MsgOverflow, phase: IpcPhase::Send }),
+            None => Err(IpcErr {
+                error: IpcError::MsgOverflow,
+                phase: IpcPhase::Send,
+            }),
         }
     } else {
         Ok(())
@@ -125,19 +147,34 @@ pub fn call(to: ThreadId, msg: &Msg) -> Result<Msg, IpcErr> {
 
 /// Send with a timeout.
 pub fn send(to: ThreadId, msg: &Msg, timeout: Timeout) -> Result<(), IpcErr> {
-    let (_, _, r) = ipc(to, ThreadId::NIL, Timeouts::new(timeout, Timeout::ZERO), msg);
+    let (_, _, r) = ipc(
+        to,
+        ThreadId::NIL,
+        Timeouts::new(timeout, Timeout::ZERO),
+        msg,
+    );
     r
 }
 
 /// Receive from `from` (or [`ThreadId::ANY`]) with a timeout.
 pub fn receive(from: ThreadId, timeout: Timeout) -> Result<(ThreadId, Msg), IpcErr> {
-    let (f, m, r) = ipc(ThreadId::NIL, from, Timeouts::new(Timeout::ZERO, timeout), &Msg::new(0));
+    let (f, m, r) = ipc(
+        ThreadId::NIL,
+        from,
+        Timeouts::new(Timeout::ZERO, timeout),
+        &Msg::new(0),
+    );
     r.map(|_| (f, m))
 }
 
 /// Reply to `to` without blocking, then wait for the next message from anyone.
 pub fn reply_wait(to: ThreadId, msg: &Msg) -> Result<(ThreadId, Msg), IpcErr> {
-    let (f, m, r) = ipc(to, ThreadId::ANY, Timeouts::new(Timeout::ZERO, Timeout::NEVER), msg);
+    let (f, m, r) = ipc(
+        to,
+        ThreadId::ANY,
+        Timeouts::new(Timeout::ZERO, Timeout::NEVER),
+        msg,
+    );
     r.map(|_| (f, m))
 }
 

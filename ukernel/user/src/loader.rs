@@ -69,12 +69,19 @@ impl Loaded {
 /// zeroed, contiguous, page-aligned memory.
 pub fn load(image: &[u8], mut alloc: impl FnMut(u32) -> Option<u32>) -> Result<Loaded, LoadError> {
     let plan = elf::load_plan(image, USER_BASE, USER_END).map_err(LoadError::Elf)?;
-    let mut loaded = Loaded { entry: plan.entry, runs: heapless::Vec::new() };
+    let mut loaded = Loaded {
+        entry: plan.entry,
+        runs: heapless::Vec::new(),
+    };
     for seg in plan.segments.iter() {
         let first = seg.vaddr & !(PAGE_SIZE - 1);
         let last = (seg.end() - 1) & !(PAGE_SIZE - 1);
         let mut own_first = first;
-        if let Some(r) = loaded.runs.iter_mut().find(|r| first >= r.first && first < r.first + r.pages * PAGE_SIZE) {
+        if let Some(r) = loaded
+            .runs
+            .iter_mut()
+            .find(|r| first >= r.first && first < r.first + r.pages * PAGE_SIZE)
+        {
             r.rights = Rights(r.rights.0 | seg.rights.0);
             own_first = first + PAGE_SIZE;
         }
@@ -84,7 +91,12 @@ pub fn load(image: &[u8], mut alloc: impl FnMut(u32) -> Option<u32>) -> Result<L
             }
             let pages = (last - own_first) / PAGE_SIZE + 1;
             let frames = alloc(pages * PAGE_SIZE).ok_or(LoadError::NoMemory)?;
-            let run = Run { first: own_first, pages, frames, rights: seg.rights };
+            let run = Run {
+                first: own_first,
+                pages,
+                frames,
+                rights: seg.rights,
+            };
             loaded.runs.push(run).map_err(|_| LoadError::Layout)?;
         }
         // Copy the file bytes page by page (a segment may start in a shared page).

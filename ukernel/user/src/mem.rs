@@ -23,7 +23,13 @@ impl FrameAllocator {
     /// Asks the kernel for the free range. Root task only.
     pub fn from_kernel() -> Option<FrameAllocator> {
         let [first, end, window, _] = kernel_info(kinfo::MEMORY).ok()?;
-        Some(FrameAllocator { next: first, end, window, free: [0; 64], nfree: 0 })
+        Some(FrameAllocator {
+            next: first,
+            end,
+            window,
+            free: [0; 64],
+            nfree: 0,
+        })
     }
 
     /// A zeroed page; returns its address in the root's window.
@@ -83,7 +89,11 @@ impl PageFault {
         if !label::is_pagefault(m.label()) || m.tag.untyped() < pf::WORDS as usize {
             return None;
         }
-        Some(PageFault { addr: m.mr(pf::ADDR), ip: m.mr(pf::IP), access: Rights((m.label() & 7) as u8) })
+        Some(PageFault {
+            addr: m.mr(pf::ADDR),
+            ip: m.mr(pf::IP),
+            access: Rights((m.label() & 7) as u8),
+        })
     }
 }
 

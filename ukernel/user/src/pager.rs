@@ -51,7 +51,13 @@ impl RootRam {
 
     /// Frames will live in `[base, end)` of this space (CHUNK aligned, otherwise unused).
     pub const fn new(base: u32, end: u32) -> RootRam {
-        RootRam { next: base, end, chunk_end: base, free: [0; 32], nfree: 0 }
+        RootRam {
+            next: base,
+            end,
+            chunk_end: base,
+            free: [0; 32],
+            nfree: 0,
+        }
     }
 }
 
@@ -97,7 +103,11 @@ extern "C" {
 
 /// This task's image bounds: `(start, text_end, end)`.
 pub fn image() -> (u32, u32, u32) {
-    (&raw const __image_start as u32, &raw const __text_end as u32, &raw const __image_end as u32)
+    (
+        &raw const __image_start as u32,
+        &raw const __text_end as u32,
+        &raw const __image_end as u32,
+    )
 }
 
 /// The reply sharing this task's own image page with a faulting child space: code RX,
@@ -109,7 +119,11 @@ pub fn share_image(f: &PageFault) -> Option<Msg> {
     if !(start..end).contains(&page) {
         return None;
     }
-    let rights = if page < text_end { Rights::RX } else { Rights::RW };
+    let rights = if page < text_end {
+        Rights::RX
+    } else {
+        Rights::RW
+    };
     if !rights.contains(f.access) {
         return None;
     }
@@ -127,7 +141,9 @@ pub struct PrivatePages<const N: usize> {
 
 impl<const N: usize> PrivatePages<N> {
     pub const fn new() -> Self {
-        PrivatePages { records: [(0, 0, 0); N] }
+        PrivatePages {
+            records: [(0, 0, 0); N],
+        }
     }
 
     /// The frame behind `page` of `owner`, allocated from `frames` on first use.
@@ -154,7 +170,12 @@ impl<const N: usize> PrivatePages<N> {
     /// Releases every page of `owner`: `revoke(frame)` must remove the frame's mappings
     /// elsewhere; a frame it fails on stays recorded (and is not reused). Returns whether
     /// all were released.
-    pub fn forget(&mut self, owner: u32, frames: &mut impl Frames, mut revoke: impl FnMut(u32) -> bool) -> bool {
+    pub fn forget(
+        &mut self,
+        owner: u32,
+        frames: &mut impl Frames,
+        mut revoke: impl FnMut(u32) -> bool,
+    ) -> bool {
         let mut all = true;
         for r in self.records.iter_mut().filter(|r| r.0 == owner) {
             if revoke(r.2) {

@@ -23,7 +23,11 @@ pub enum Error {
 impl core::fmt::Display for Error {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            Error::Ipc(e) => write!(f, "IPC to the root task failed: {:?} ({:?} phase)", e.error, e.phase),
+            Error::Ipc(e) => write!(
+                f,
+                "IPC to the root task failed: {:?} ({:?} phase)",
+                e.error, e.phase
+            ),
             Error::Refused(e) => write!(f, "the root task refused: {e}"),
         }
     }
@@ -33,7 +37,10 @@ impl core::fmt::Display for Error {
 pub fn request(r: Request) -> Result<Reply, Error> {
     let w = r.encode();
     let msg = Msg::with_words(w.label, w.words());
-    let maps = matches!(r, Request::Ram { .. } | Request::Device { .. } | Request::Archive { .. });
+    let maps = matches!(
+        r,
+        Request::Ram { .. } | Request::Device { .. } | Request::Archive { .. }
+    );
     let old = utcb().acceptor;
     if maps {
         utcb().acceptor = Fpage::complete(Rights::RWX).0;
@@ -51,7 +58,11 @@ pub fn request(r: Request) -> Result<Reply, Error> {
 /// `size` bytes of zeroed, physically contiguous RAM aligned to `2^align_log2`, mapped
 /// read-write at `dest` in the caller's space; returns the physical address.
 pub fn ram(dest: u32, size: u32, align_log2: u32) -> Result<u32, Error> {
-    match request(Request::Ram { dest, size, align_log2 })? {
+    match request(Request::Ram {
+        dest,
+        size,
+        align_log2,
+    })? {
         Reply::Ram { phys } => Ok(phys),
         _ => Err(Error::Refused(RootError::BadRequest)),
     }
@@ -67,21 +78,51 @@ pub fn threads(count: u32) -> Result<impl Iterator<Item = ThreadId>, Error> {
 
 /// One thread number for this program.
 pub fn thread() -> Result<ThreadId, Error> {
-    threads(1)?.next().ok_or(Error::Refused(RootError::NoResources))
+    threads(1)?
+        .next()
+        .ok_or(Error::Refused(RootError::NoResources))
 }
 
 /// Creates thread `id` in the caller's space running `entry(arg)` on its runtime pool
 /// stack (as [`rt::spawn`] does for the root task).
-pub fn spawn(id: ThreadId, entry: extern "C" fn(u32), arg: u32, priority: u32, pager: ThreadId) -> Result<(), Error> {
+pub fn spawn(
+    id: ThreadId,
+    entry: extern "C" fn(u32),
+    arg: u32,
+    priority: u32,
+    pager: ThreadId,
+) -> Result<(), Error> {
     let sp = rt::prepare_pool_stack(id.number(), entry, arg);
     let ip = rt::thread_entry_stub();
-    request(Request::CreateThread { id, space: crate::sys::my_id(), pager, priority, ip, sp }).map(|_| ())
+    request(Request::CreateThread {
+        id,
+        space: crate::sys::my_id(),
+        pager,
+        priority,
+        ip,
+        sp,
+    })
+    .map(|_| ())
 }
 
 /// Creates thread `id` as the first thread of a new address space, starting at `ip` with
 /// stack pointer `sp`; `pager` (a thread of this program) resolves its page faults.
-pub fn spawn_space(id: ThreadId, ip: u32, sp: u32, priority: u32, pager: ThreadId) -> Result<(), Error> {
-    request(Request::CreateThread { id, space: id, pager, priority, ip, sp }).map(|_| ())
+pub fn spawn_space(
+    id: ThreadId,
+    ip: u32,
+    sp: u32,
+    priority: u32,
+    pager: ThreadId,
+) -> Result<(), Error> {
+    request(Request::CreateThread {
+        id,
+        space: id,
+        pager,
+        priority,
+        ip,
+        sp,
+    })
+    .map(|_| ())
 }
 
 /// Deletes thread `id` of this program (and its space with its last thread).
@@ -96,7 +137,12 @@ pub fn device(phys: u32) -> Result<(), Error> {
 
 /// Attaches interrupt line `line` to `handler` (a thread of this program).
 pub fn interrupt(line: u32, handler: ThreadId, flags: u32) -> Result<(), Error> {
-    request(Request::Interrupt { line, handler, flags }).map(|_| ())
+    request(Request::Interrupt {
+        line,
+        handler,
+        flags,
+    })
+    .map(|_| ())
 }
 
 /// Creates vCPU `id` in a new VM space with the caller as its pager and VMM.

@@ -144,7 +144,13 @@ pub fn prepare_pool_stack(n: u32, entry: extern "C" fn(u32), arg: u32) -> u32 {
 /// Creates thread `id` in the caller's space, running `entry(arg)` on a pool stack, at
 /// `priority`, with `pager`. Root task only (ThreadControl is privileged); a program
 /// started by the root task uses [`crate::root::spawn`].
-pub fn spawn(id: ThreadId, entry: extern "C" fn(u32), arg: u32, priority: u32, pager: ThreadId) -> Result<(), KError> {
+pub fn spawn(
+    id: ThreadId,
+    entry: extern "C" fn(u32),
+    arg: u32,
+    priority: u32,
+    pager: ThreadId,
+) -> Result<(), KError> {
     thread_control(id, my_id(), priority, pager, utcb_addr_for(id.number()))?;
     let sp = pool_stack_top(id.number());
     // SAFETY: the pool slot belongs to thread `id` which has not started yet; we write
@@ -154,15 +160,35 @@ pub fn spawn(id: ThreadId, entry: extern "C" fn(u32), arg: u32, priority: u32, p
         p.write_volatile(entry as *const () as usize as u32);
         p.add(1).write_volatile(arg);
     }
-    exchange_registers(id, exreg::START | exreg::SET_IP | exreg::SET_SP, sp, thread_entry_stub(), ThreadId::NIL, ThreadId::NIL)?;
+    exchange_registers(
+        id,
+        exreg::START | exreg::SET_IP | exreg::SET_SP,
+        sp,
+        thread_entry_stub(),
+        ThreadId::NIL,
+        ThreadId::NIL,
+    )?;
     Ok(())
 }
 
 /// Creates thread `id` as the first thread of a new address space. It starts at `ip`
 /// with stack pointer `sp`; every page it touches is resolved by `pager`.
-pub fn spawn_space(id: ThreadId, ip: u32, sp: u32, priority: u32, pager: ThreadId) -> Result<(), KError> {
+pub fn spawn_space(
+    id: ThreadId,
+    ip: u32,
+    sp: u32,
+    priority: u32,
+    pager: ThreadId,
+) -> Result<(), KError> {
     thread_control(id, id, priority, pager, utcb_addr_for(id.number()))?;
-    exchange_registers(id, exreg::START | exreg::SET_IP | exreg::SET_SP, sp, ip, ThreadId::NIL, ThreadId::NIL)?;
+    exchange_registers(
+        id,
+        exreg::START | exreg::SET_IP | exreg::SET_SP,
+        sp,
+        ip,
+        ThreadId::NIL,
+        ThreadId::NIL,
+    )?;
     Ok(())
 }
 

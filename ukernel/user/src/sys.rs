@@ -1,10 +1,8 @@
 //! Raw system-call wrappers: register conventions are documented in `kestrel_abi`.
 
 use core::arch::asm;
+use kestrel_abi::{kdebug, Fpage, FrameRegs, KError, Syscall, ThreadId, Utcb, UTCB_SPR};
 use kestrel_ppc440::spr;
-use kestrel_abi::{
-    kdebug, FrameRegs, Fpage, KError, Syscall, ThreadId, Utcb, UTCB_SPR,
-};
 
 /// Registers r3..r12 after a system call.
 pub type Regs = [u32; 10];
@@ -35,7 +33,9 @@ pub fn utcb() -> &'static mut Utcb {
     let addr: u32;
     // SAFETY: reading SPRG4 through its user port is allowed in user mode and has no side
     // effects.
-    unsafe { asm!("mfspr {0}, {spr}", out(reg) addr, spr = const UTCB_SPR, options(nomem, nostack, preserves_flags)) };
+    unsafe {
+        asm!("mfspr {0}, {spr}", out(reg) addr, spr = const UTCB_SPR, options(nomem, nostack, preserves_flags))
+    };
     // SAFETY: the kernel maps a 4 KiB UTCB page, private to this thread, at the address
     // it keeps in SPRG4 for as long as the thread exists. Only this thread touches it.
     unsafe { &mut *(addr as *mut Utcb) }
@@ -71,7 +71,9 @@ pub fn thread_control_flags(
 ) -> Result<(), KError> {
     let r = syscall(
         Syscall::ThreadControl,
-        [dest.0, space.0, priority, pager.0, utcb_addr, flags, 0, 0, 0, 0],
+        [
+            dest.0, space.0, priority, pager.0, utcb_addr, flags, 0, 0, 0, 0,
+        ],
     );
     KError::check(r[0])
 }
@@ -111,20 +113,40 @@ pub fn exchange_registers(
         [dest.0, control, sp, ip, pager.0, exc_handler.0, 0, 0, 0, 0],
     );
     KError::check(r[0])?;
-    Ok(ExRegs { state: r[1], sp: r[2], ip: r[3], pager: ThreadId(r[4]), exc_handler: ThreadId(r[5]) })
+    Ok(ExRegs {
+        state: r[1],
+        sp: r[2],
+        ip: r[3],
+        pager: ThreadId(r[4]),
+        exc_handler: ThreadId(r[5]),
+    })
 }
 
 /// Reads another thread's full user register frame.
 pub fn get_frame(dest: ThreadId) -> Result<FrameRegs, KError> {
-    exchange_registers(dest, kestrel_abi::exreg::GET_FRAME, 0, 0, ThreadId::NIL, ThreadId::NIL)?;
+    exchange_registers(
+        dest,
+        kestrel_abi::exreg::GET_FRAME,
+        0,
+        0,
+        ThreadId::NIL,
+        ThreadId::NIL,
+    )?;
     Ok(utcb().frame)
 }
 
 /// Replaces another (not running) thread's full user register frame.
 pub fn set_frame(dest: ThreadId, frame: &FrameRegs) -> Result<(), KError> {
     utcb().frame = *frame;
-    exchange_registers(dest, kestrel_abi::exreg::SET_FRAME, 0, 0, ThreadId::NIL, ThreadId::NIL)
-        .map(|_| ())
+    exchange_registers(
+        dest,
+        kestrel_abi::exreg::SET_FRAME,
+        0,
+        0,
+        ThreadId::NIL,
+        ThreadId::NIL,
+    )
+    .map(|_| ())
 }
 
 pub fn thread_switch(dest: ThreadId) {
@@ -132,7 +154,10 @@ pub fn thread_switch(dest: ThreadId) {
 }
 
 pub fn schedule(dest: ThreadId, priority: u32, timeslice_us: u32) -> Result<(), KError> {
-    let r = syscall(Syscall::Schedule, [dest.0, priority, timeslice_us, 0, 0, 0, 0, 0, 0, 0]);
+    let r = syscall(
+        Syscall::Schedule,
+        [dest.0, priority, timeslice_us, 0, 0, 0, 0, 0, 0, 0],
+    );
     KError::check(r[0])
 }
 
@@ -143,12 +168,18 @@ pub fn unmap(fpage: Fpage, flags: u32) -> Result<(), KError> {
 
 /// Returns r4 (e.g. the PID for `GET_PID`).
 pub fn space_control(space: ThreadId, control: u32, arg: u32) -> Result<u32, KError> {
-    let r = syscall(Syscall::SpaceControl, [space.0, control, arg, 0, 0, 0, 0, 0, 0, 0]);
+    let r = syscall(
+        Syscall::SpaceControl,
+        [space.0, control, arg, 0, 0, 0, 0, 0, 0, 0],
+    );
     KError::check(r[0]).map(|_| r[1])
 }
 
 pub fn interrupt_control(irq: u32, handler: ThreadId, flags: u32) -> Result<(), KError> {
-    let r = syscall(Syscall::InterruptControl, [irq, handler.0, flags, 0, 0, 0, 0, 0, 0, 0]);
+    let r = syscall(
+        Syscall::InterruptControl,
+        [irq, handler.0, flags, 0, 0, 0, 0, 0, 0, 0],
+    );
     KError::check(r[0])
 }
 
@@ -160,7 +191,9 @@ pub fn kernel_info(op: u32) -> Result<[u32; 4], KError> {
 
 /// Copies the kernel command line (QEMU `-append`) into `buf`; returns its length.
 pub fn bootargs(buf: &mut [u8; kestrel_abi::BOOTARGS_LEN]) -> usize {
-    let Ok([n, ..]) = kernel_info(kestrel_abi::kinfo::BOOTARGS) else { return 0 };
+    let Ok([n, ..]) = kernel_info(kestrel_abi::kinfo::BOOTARGS) else {
+        return 0;
+    };
     let n = (n as usize).min(buf.len());
     let u = utcb();
     for (i, b) in buf.iter_mut().enumerate().take(n) {
@@ -170,12 +203,18 @@ pub fn bootargs(buf: &mut [u8; kestrel_abi::BOOTARGS_LEN]) -> usize {
 }
 
 pub fn kdebug_putc(c: u8) {
-    syscall(Syscall::KDebug, [kdebug::PUTC, c as u32, 0, 0, 0, 0, 0, 0, 0, 0]);
+    syscall(
+        Syscall::KDebug,
+        [kdebug::PUTC, c as u32, 0, 0, 0, 0, 0, 0, 0, 0],
+    );
 }
 
 /// Writes raw bytes given by address; the kernel validates the buffer.
 pub fn kdebug_write_raw(addr: u32, len: u32) -> Result<(), KError> {
-    let r = syscall(Syscall::KDebug, [kdebug::WRITE, addr, len, 0, 0, 0, 0, 0, 0, 0]);
+    let r = syscall(
+        Syscall::KDebug,
+        [kdebug::WRITE, addr, len, 0, 0, 0, 0, 0, 0, 0],
+    );
     KError::check(r[0])
 }
 
@@ -191,14 +230,28 @@ pub fn set_name(name: &str) -> Result<(), KError> {
     buf[..n].copy_from_slice(&name.as_bytes()[..n]);
     let r = syscall(
         Syscall::KDebug,
-        [kdebug::SET_NAME, buf.as_ptr() as u32, n as u32, 0, 0, 0, 0, 0, 0, 0],
+        [
+            kdebug::SET_NAME,
+            buf.as_ptr() as u32,
+            n as u32,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        ],
     );
     KError::check(r[0])
 }
 
 /// Stops the machine (root task only). Returns only on error.
 pub fn shutdown(code: u32) -> KError {
-    let r = syscall(Syscall::KDebug, [kdebug::SHUTDOWN, code, 0, 0, 0, 0, 0, 0, 0, 0]);
+    let r = syscall(
+        Syscall::KDebug,
+        [kdebug::SHUTDOWN, code, 0, 0, 0, 0, 0, 0, 0, 0],
+    );
     KError::from_raw(r[0]).unwrap_or(KError::InvalidParam)
 }
 

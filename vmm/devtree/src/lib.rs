@@ -320,7 +320,10 @@ pub fn bamboo_dtb(vm: &BambooVm) -> Result<Vec<u8>, Error> {
 }
 
 fn check(vm: &BambooVm) -> Result<(), Error> {
-    if vm.ram_bytes == 0 || !vm.ram_bytes.is_multiple_of(RAM_ALIGN) || u64::from(vm.ram_bytes) > RAM_LIMIT {
+    if vm.ram_bytes == 0
+        || !vm.ram_bytes.is_multiple_of(RAM_ALIGN)
+        || u64::from(vm.ram_bytes) > RAM_LIMIT
+    {
         return Err(Error::RamSize(vm.ram_bytes));
     }
     if let Some(at) = vm.bootargs.bytes().position(|b| b == 0) {
@@ -366,12 +369,20 @@ fn uarts(vm: &BambooVm) -> Result<Vec<UartNode>, Error> {
     let mut out = Vec::new();
     for d in vm.board.of_model(Model::Uart16550) {
         let (Window::Mmio { base, size }, Some(irq)) = (d.window, d.irq) else {
-            return Err(Error::Board("a UART is not an MMIO device with an interrupt"));
+            return Err(Error::Board(
+                "a UART is not an MMIO device with an interrupt",
+            ));
         };
         if base + size > 1 << 32 {
-            return Err(Error::Board("a UART lies above 4 GiB, outside the OPB window"));
+            return Err(Error::Board(
+                "a UART lies above 4 GiB, outside the OPB window",
+            ));
         }
-        out.push(UartNode { gpa: base as u32, size: size as u32, irq });
+        out.push(UartNode {
+            gpa: base as u32,
+            size: size as u32,
+            irq,
+        });
         if !vm.uart1 {
             break;
         }

@@ -211,16 +211,42 @@ fn constants_match_the_vmm_device_models() {
 #[test]
 fn devices_come_from_the_board_description() {
     use kestrel_vmm_core::board::{self, Board, Device, Window};
-    const UART2: Device = Device { window: Window::Mmio { base: 0xEF60_0500, size: 8 }, irq: Some(2), name: "uart2", ..board::UART0 };
+    const UART2: Device = Device {
+        window: Window::Mmio {
+            base: 0xEF60_0500,
+            size: 8,
+        },
+        irq: Some(2),
+        name: "uart2",
+        ..board::UART0
+    };
     const DEVICES: &[Device] = &[board::UIC0, board::UART0, board::UART1, UART2];
     let mut v = vm("");
-    v.board = Board { devices: DEVICES, ..board::BAMBOO };
+    v.board = Board {
+        devices: DEVICES,
+        ..board::BAMBOO
+    };
     let dtb = bamboo_dtb(&v).unwrap();
     let fdt = Fdt::new(&dtb).unwrap();
-    let node = fdt.find_node("/plb/opb/serial@ef600500").expect("a node for the third UART");
-    assert_eq!(node.property("interrupts").unwrap().value, [0, 0, 0, 2, 0, 0, 0, 4]);
-    assert_eq!(fdt.find_node("/aliases").unwrap().property("serial2").unwrap().as_str(), Some("/plb/opb/serial@ef600500"));
-    v.board = Board { devices: &[board::UART0], ..board::BAMBOO };
+    let node = fdt
+        .find_node("/plb/opb/serial@ef600500")
+        .expect("a node for the third UART");
+    assert_eq!(
+        node.property("interrupts").unwrap().value,
+        [0, 0, 0, 2, 0, 0, 0, 4]
+    );
+    assert_eq!(
+        fdt.find_node("/aliases")
+            .unwrap()
+            .property("serial2")
+            .unwrap()
+            .as_str(),
+        Some("/plb/opb/serial@ef600500")
+    );
+    v.board = Board {
+        devices: &[board::UART0],
+        ..board::BAMBOO
+    };
     assert_eq!(bamboo_dtb(&v), Err(Error::Board("no UIC on the DCR bus")));
 }
 

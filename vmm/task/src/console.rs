@@ -48,12 +48,19 @@ impl Console {
             Ok(()) => {
                 write(reg::IER, ier::RDI);
                 if nvms > 1 {
-                    println!("vmm: console input goes to vm0; Ctrl-] then a VM number (0-{}) switches", nvms - 1);
+                    println!(
+                        "vmm: console input goes to vm0; Ctrl-] then a VM number (0-{}) switches",
+                        nvms - 1
+                    );
                 }
             }
             Err(e) => println!("vmm: no console input (UART0): {e}"),
         }
-        Console { nvms, focus: 0, escape: false }
+        Console {
+            nvms,
+            focus: 0,
+            escape: false,
+        }
     }
 
     /// The VM that console input goes to.
@@ -80,7 +87,10 @@ impl Console {
                             // Bytes after the switch belong to the new VM (next interrupt).
                             break;
                         }
-                        _ => println!("vmm: Ctrl-] then 0-{} switches the console's VM", self.nvms - 1),
+                        _ => println!(
+                            "vmm: Ctrl-] then 0-{} switches the console's VM",
+                            self.nvms - 1
+                        ),
                     }
                     continue;
                 }

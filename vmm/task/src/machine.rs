@@ -116,12 +116,19 @@ impl Machine {
     /// the kernel can back it with large hardware pages; the root task hands it out so),
     /// with the board's devices on its buses (`Board::attach`; UART0's output is this
     /// VM's console).
-    pub fn new(first: u32, size: u32, id: usize, prefixed: bool, os: bool) -> Result<Machine, &'static str> {
+    pub fn new(
+        first: u32,
+        size: u32,
+        id: usize,
+        prefixed: bool,
+        os: bool,
+    ) -> Result<Machine, &'static str> {
         if first & (SEGMENT_ALIGN - 1) != 0 {
             return Err("guest RAM is not 16 MiB aligned");
         }
         let mut map = GuestMemory::new();
-        let seg = Segment::new(GuestPhysAddr::from_u32(0), size, HostAddr::new(first)).map_err(|e| e.as_str())?;
+        let seg = Segment::new(GuestPhysAddr::from_u32(0), size, HostAddr::new(first))
+            .map_err(|e| e.as_str())?;
         map.add(seg).map_err(|e| e.as_str())?;
         // SAFETY: `first..first + size` is guest RAM the root task gave this task, mapped
         // read-write and used for nothing else; the guest writes it only while its vCPU runs,
@@ -129,8 +136,15 @@ impl Machine {
         let bytes = unsafe { core::slice::from_raw_parts_mut(first as *mut u8, size as usize) };
         let ram = SegmentRam::new(map, first, bytes);
 
-        let out = ConsoleOut { line: [0; 128], len: 0, prefix: prefixed.then_some(id), continues: false };
-        let board = BOARD.attach(out).map_err(|_| "the board description does not attach")?;
+        let out = ConsoleOut {
+            line: [0; 128],
+            len: 0,
+            prefix: prefixed.then_some(id),
+            continues: false,
+        };
+        let board = BOARD
+            .attach(out)
+            .map_err(|_| "the board description does not attach")?;
         Ok(Machine {
             ram,
             buses: board.buses,
@@ -150,11 +164,18 @@ impl Machine {
     /// as `(host base, log2 size)`. Mapping whole blocks lets the kernel use large
     /// hardware pages for the guest and saves a page fault per 4 KiB.
     pub fn backing_block(&self, gpa: u32) -> Option<(u32, u32)> {
-        (PAGE_SIZE.trailing_zeros()..=SEGMENT_ALIGN.trailing_zeros()).rev().find_map(|log2| {
-            let base = gpa & !((1u32 << log2) - 1);
-            let host = self.ram.map.translate(GuestPhysAddr::from_u32(base), 1 << log2).ok()?.get();
-            (host & ((1u32 << log2) - 1) == 0).then_some((host, log2))
-        })
+        (PAGE_SIZE.trailing_zeros()..=SEGMENT_ALIGN.trailing_zeros())
+            .rev()
+            .find_map(|log2| {
+                let base = gpa & !((1u32 << log2) - 1);
+                let host = self
+                    .ram
+                    .map
+                    .translate(GuestPhysAddr::from_u32(base), 1 << log2)
+                    .ok()?
+                    .get();
+                (host & ((1u32 << log2) - 1) == 0).then_some((host, log2))
+            })
     }
 
     /// Whether guest-physical `gpa` is device space that traps as MMIO when touched.
@@ -168,7 +189,9 @@ impl Machine {
         let plan = kestrel_kcore::elf::load_plan(image, 0x1000, size).map_err(|e| e.as_str())?;
         for seg in plan.segments.iter() {
             let off = seg.file_offset as usize;
-            let src = image.get(off..off + seg.filesz as usize).ok_or("segment outside the image")?;
+            let src = image
+                .get(off..off + seg.filesz as usize)
+                .ok_or("segment outside the image")?;
             self.load_blob(seg.vaddr, src)?;
         }
         Ok(plan.entry)
@@ -178,10 +201,13 @@ impl Machine {
     /// returns the physical entry point.
     pub fn load_elf_physical(&mut self, image: &[u8]) -> Result<u32, &'static str> {
         let size = self.ram.map.segments()[0].size();
-        let plan = kestrel_kcore::elf::load_plan_physical(image, 0, size).map_err(|e| e.as_str())?;
+        let plan =
+            kestrel_kcore::elf::load_plan_physical(image, 0, size).map_err(|e| e.as_str())?;
         for seg in plan.segments.iter() {
             let off = seg.file_offset as usize;
-            let src = image.get(off..off + seg.filesz as usize).ok_or("segment outside the image")?;
+            let src = image
+                .get(off..off + seg.filesz as usize)
+                .ok_or("segment outside the image")?;
             self.load_blob(seg.vaddr, src)?;
         }
         Ok(plan.entry)
@@ -192,7 +218,9 @@ impl Machine {
         if data.is_empty() {
             return Ok(());
         }
-        self.ram.write(gpa as u64, data).map_err(|_| "image outside guest RAM")
+        self.ram
+            .write(gpa as u64, data)
+            .map_err(|_| "image outside guest RAM")
     }
 
     /// Handles one virtualization fault and builds the reply.
@@ -211,7 +239,9 @@ impl Machine {
         let fp_area = &mut sys::utcb().fp;
         let fpr = (f.mask & xfer::FPRS != 0).then_some(fp_area);
         let (id, count) = (self.id, &mut self.unmodelled);
-        let out = fault::handle(f, gpr.as_mut(), fpr, &self.buses, &mut |u| log_unmodelled(id, count, u));
+        let out = fault::handle(f, gpr.as_mut(), fpr, &self.buses, &mut |u| {
+            log_unmodelled(id, count, u)
+        });
         if !self.input.is_empty() {
             self.feed_input();
         }
@@ -242,7 +272,9 @@ impl Machine {
         let fp_area = &mut sys::utcb().fp;
         let fpr = (f.mask & xfer::FPRS != 0).then_some(fp_area);
         let (id, count) = (self.id, &mut self.unmodelled);
-        let out = fault::handle(f, Some(&mut st.gpr), fpr, &self.buses, &mut |u| log_unmodelled(id, count, u));
+        let out = fault::handle(f, Some(&mut st.gpr), fpr, &self.buses, &mut |u| {
+            log_unmodelled(id, count, u)
+        });
         let fault::Outcome::Reply(r) = out else {
             return Outcome::GuestReset;
         };
@@ -273,7 +305,9 @@ impl Machine {
     fn feed_input(&mut self) {
         let mut c = self.console.borrow_mut();
         while c.can_accept_input() {
-            let Some(b) = self.input.pop_front() else { break };
+            let Some(b) = self.input.pop_front() else {
+                break;
+            };
             c.push_input(b);
         }
     }
@@ -301,7 +335,13 @@ impl Machine {
 /// Declares the board's device pages device memory in `vcpu`'s VM space.
 pub fn declare_mmio(vcpu: ThreadId) -> Result<(), kestrel_abi::KError> {
     for (base, size) in BOARD.mmio_declarations() {
-        sys::vcpu_control(vcpu, kestrel_abi::vcpuctl::DECLARE_MMIO, 1, base as u32, size as u32)?;
+        sys::vcpu_control(
+            vcpu,
+            kestrel_abi::vcpuctl::DECLARE_MMIO,
+            1,
+            base as u32,
+            size as u32,
+        )?;
     }
     Ok(())
 }
@@ -344,7 +384,14 @@ pub fn print_trace(vcpu: ThreadId, vm: Option<usize>) {
         let c = t[tp as usize];
         if c.count > 0 {
             let sum = ((c.sum_hi as u64) << 32) | c.sum_lo as u64;
-            println!("vmm:   {:<18} {:>8}  min {:>5} max {:>6} avg {:>5}", tp.name(), c.count, c.min, c.max, sum / c.count as u64);
+            println!(
+                "vmm:   {:<18} {:>8}  min {:>5} max {:>6} avg {:>5}",
+                tp.name(),
+                c.count,
+                c.min,
+                c.max,
+                sum / c.count as u64
+            );
         }
     }
 }

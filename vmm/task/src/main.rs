@@ -30,7 +30,9 @@ mod console;
 mod machine;
 
 use console::Console;
-use kestrel_abi::{bootmod, kinfo, label, vcpuctl, ThreadId, Timeout, Timeouts, VcpuState, VirtFault};
+use kestrel_abi::{
+    bootmod, kinfo, label, vcpuctl, ThreadId, Timeout, Timeouts, VcpuState, VirtFault,
+};
 use kestrel_ppc440::tlb::{word0, word2, PageSize};
 use kestrel_user::ipc::{ipc, receive, Msg};
 use kestrel_user::mem::{map_reply, PageFault};
@@ -68,7 +70,9 @@ enum Run {
     /// Running, or blocked in a fault the VMM is about to answer.
     Running,
     /// Idle until time base `until` (or console input): the reply is held back.
-    Idle { until: u64 },
+    Idle {
+        until: u64,
+    },
     Stopped,
 }
 
@@ -201,7 +205,9 @@ fn create_vm(i: usize, nvms: usize, archive: &[u8], vcpu: ThreadId) -> Result<Vm
             Some(d) => (d.data, "from the archive"),
             None => {
                 let args = match bootargs {
-                    Some(b) => core::str::from_utf8(b.data).map_err(|_| "module bootargs is not UTF-8")?.trim(),
+                    Some(b) => core::str::from_utf8(b.data)
+                        .map_err(|_| "module bootargs is not UTF-8")?
+                        .trim(),
                     None => DEFAULT_BOOTARGS,
                 };
                 let mut board = kestrel_devtree::BambooVm::new(ram, args);
@@ -233,7 +239,11 @@ fn create_vm(i: usize, nvms: usize, archive: &[u8], vcpu: ThreadId) -> Result<Vm
         (e, DTB_GPA, INITIAL_SP)
     };
     start_vcpu(vcpu, entry, r3, r1)?;
-    Ok(Vm { vcpu, machine: m, run: Run::Running })
+    Ok(Vm {
+        vcpu,
+        machine: m,
+        run: Run::Running,
+    })
 }
 
 /// Has the root task create the vCPU in a fresh VM space with this thread as its pager
@@ -249,7 +259,10 @@ fn start_vcpu(vcpu: ThreadId, entry: u32, r3: u32, r1: u32) -> Result<(), &'stat
 
 fn set_up_vcpu(vcpu: ThreadId, entry: u32, r3: u32, r1: u32) -> Result<(), kestrel_abi::KError> {
     let u = sys::utcb();
-    u.vcpu = VcpuState { pc: entry, ..VcpuState::default() };
+    u.vcpu = VcpuState {
+        pc: entry,
+        ..VcpuState::default()
+    };
     u.vcpu.gpr[3] = r3;
     u.vcpu.gpr[1] = r1;
     sys::vcpu_control(vcpu, vcpuctl::SET_STATE, 0, 0, 0)?;
@@ -262,9 +275,28 @@ fn set_up_vcpu(vcpu: ThreadId, entry: u32, r3: u32, r1: u32) -> Result<(), kestr
     machine::declare_mmio(vcpu)?;
     // Device exits carry no register file: the RS value rides in MR6 and results come
     // back with `FaultReply::set_gpr` (see `Machine::handle`).
-    sys::vcpu_control(vcpu, vcpuctl::SET_TRANSFER_MASK, VirtFault::Instruction as u32, 0, 0)?;
-    sys::vcpu_control(vcpu, vcpuctl::SET_TRANSFER_MASK, VirtFault::Mmio as u32, 0, 0)?;
-    sys::exchange_registers(vcpu, kestrel_abi::exreg::START, 0, 0, ThreadId::NIL, ThreadId::NIL)?;
+    sys::vcpu_control(
+        vcpu,
+        vcpuctl::SET_TRANSFER_MASK,
+        VirtFault::Instruction as u32,
+        0,
+        0,
+    )?;
+    sys::vcpu_control(
+        vcpu,
+        vcpuctl::SET_TRANSFER_MASK,
+        VirtFault::Mmio as u32,
+        0,
+        0,
+    )?;
+    sys::exchange_registers(
+        vcpu,
+        kestrel_abi::exreg::START,
+        0,
+        0,
+        ThreadId::NIL,
+        ThreadId::NIL,
+    )?;
     Ok(())
 }
 
@@ -283,10 +315,19 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
     let mut pending: Option<(ThreadId, Msg)> = None;
     loop {
         let any_idle = vms.iter().any(|v| matches!(v.run, Run::Idle { .. }));
-        let wait = if any_idle { Timeout::from_us(IDLE_SLICE_US) } else { Timeout::NEVER };
+        let wait = if any_idle {
+            Timeout::from_us(IDLE_SLICE_US)
+        } else {
+            Timeout::NEVER
+        };
         let r = match pending.take() {
             Some((to, reply)) => {
-                let (from, msg, r) = ipc(to, ThreadId::ANY, Timeouts::new(Timeout::ZERO, wait), &reply);
+                let (from, msg, r) = ipc(
+                    to,
+                    ThreadId::ANY,
+                    Timeouts::new(Timeout::ZERO, wait),
+                    &reply,
+                );
                 match r {
                     Err(e) if e.phase == kestrel_abi::IpcPhase::Send => {
                         // The vCPU went away (killed by the kernel, or deleted).
@@ -341,7 +382,10 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
             continue;
         }
         if !label::is_virt_fault(msg.label()) {
-            println!("vmm: vm{vi}: unexpected message label {:#06x} from the vCPU", msg.label());
+            println!(
+                "vmm: vm{vi}: unexpected message label {:#06x} from the vCPU",
+                msg.label()
+            );
             continue;
         }
         let Some(fault) = kestrel_abi::VirtFaultMsg::decode(msg.tag, &msg.regs) else {
@@ -352,7 +396,9 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
             Outcome::Reply(reply) => pending = Some((from, vm.machine.reply_msg(&reply))),
             Outcome::Idle(reply) => {
                 vm.machine.flush_console();
-                vm.run = Run::Idle { until: sys::timebase() + idle_ticks };
+                vm.run = Run::Idle {
+                    until: sys::timebase() + idle_ticks,
+                };
                 vm.machine.held = Some(reply);
             }
             Outcome::GuestReset => {
@@ -370,13 +416,17 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
 fn wake_idle(vms: &mut [Vm], console: &Console, input: bool) {
     let now = sys::timebase();
     for i in 0..vms.len() {
-        let Run::Idle { until } = vms[i].run else { continue };
+        let Run::Idle { until } = vms[i].run else {
+            continue;
+        };
         let has_input = input && console.focus() == i;
         if now < until && !has_input {
             continue;
         }
         vms[i].run = Run::Running;
-        let Some(reply) = vms[i].machine.held.take() else { continue };
+        let Some(reply) = vms[i].machine.held.take() else {
+            continue;
+        };
         let reply = vms[i].machine.with_lines(reply);
         let msg = vms[i].machine.reply_msg(&reply);
         if kestrel_user::ipc::reply(vms[i].vcpu, &msg).is_err() {

@@ -110,7 +110,11 @@ pub fn program_trap() -> TestResult {
     eq("SRR0 of twi", t.srr0, label!(st_twi_insn))?;
     trap::forget();
     snippets::tw_untaken(5);
-    eq("interrupts from tw/twi with false conditions", trap::count(), 0)
+    eq(
+        "interrupts from tw/twi with false conditions",
+        trap::count(),
+        0,
+    )
 }
 
 /// sc in supervisor state: system call, SRR0 = the instruction after sc, SRR1[PR] = 0.
@@ -170,7 +174,11 @@ pub fn dtlb_miss_store() -> TestResult {
 pub fn dsi_store_read_only() -> TestResult {
     fill_pages();
     tlb::map(50, 0, VA_PAGE | V | size(S4K), scratch(PAGE_A), SR);
-    eq("load from the read-only page", load(VA_PAGE + 8), marker(PAGE_A, 8))?;
+    eq(
+        "load from the read-only page",
+        load(VA_PAGE + 8),
+        marker(PAGE_A, 8),
+    )?;
     trap::expect(vector::DSI, Action::Skip);
     cpu::mtspr::<{ spr::ESR }>(0);
     store(VA_PAGE + 8, 0x1234);
@@ -178,7 +186,11 @@ pub fn dsi_store_read_only() -> TestResult {
     eq("ESR", t.esr, esr::ST)?;
     eq("DEAR", t.dear, VA_PAGE + 8)?;
     eq("SRR0", t.srr0, label!(st_store_insn))?;
-    eq("memory behind the refused store", peek(scratch(PAGE_A) + 8), marker(PAGE_A, 8))
+    eq(
+        "memory behind the refused store",
+        peek(scratch(PAGE_A) + 8),
+        marker(PAGE_A, 8),
+    )
 }
 
 /// Problem-state loads and stores to a supervisor-only page raise DSI (ESR 0 / ST) with
@@ -206,7 +218,11 @@ pub fn dsi_user_supervisor_page() -> TestResult {
     eq("ESR of the store", t.esr, esr::ST)?;
     eq("DEAR of the store", t.dear, kernel)?;
     eq("SRR0 of the store", t.srr0, user!(u_store_insn))?;
-    eq("memory behind the refused store", peek(kernel), marker(PAGE_A, 0x10))
+    eq(
+        "memory behind the refused store",
+        peek(kernel),
+        marker(PAGE_A, 0x10),
+    )
 }
 
 /// Fetching from a page without SX (supervisor) or UX (problem state): instruction storage
@@ -290,10 +306,18 @@ pub fn debug_single_step() -> TestResult {
     snippets::debug_step();
     cpu::mtspr::<{ spr::DBCR0 }>(0);
     let t = trap::only(vector::DEBUG)?;
-    eq("CSRR0 (the instruction after the first one completed)", t.srr0, label!(st_debug_first))?;
+    eq(
+        "CSRR0 (the instruction after the first one completed)",
+        t.srr0,
+        label!(st_debug_first),
+    )?;
     eq("CSRR1[DE]", t.srr1 & msr::DE, msr::DE)?;
     eq("DBSR[ICMP]", t.extra & dbsr::ICMP, dbsr::ICMP)?;
-    eq("MSR on entry to the debug handler (DE, CE cleared)", t.handler_msr, msr::ME)
+    eq(
+        "MSR on entry to the debug handler (DE, CE cleared)",
+        t.handler_msr,
+        msr::ME,
+    )
 }
 
 /// Machine checks cannot be raised on QEMU's bamboo: nothing drives the 440's machine-check

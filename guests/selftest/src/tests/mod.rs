@@ -37,7 +37,10 @@ pub static TESTS: &[(&str, fn() -> TestResult)] = &[
     ("timer_tcr_roundtrip", timer::tcr_roundtrip),
     ("timer_dec_expiry", timer::dec_expiry),
     ("timer_dec_read", timer::dec_read),
-    ("timer_tsr_write_one_to_clear", timer::tsr_write_one_to_clear),
+    (
+        "timer_tsr_write_one_to_clear",
+        timer::tsr_write_one_to_clear,
+    ),
     ("timer_dec_interrupt", timer::dec_interrupt),
     ("timer_dec_pending_until_ee", timer::dec_pending_until_ee),
     ("timer_dec_autoreload", timer::dec_autoreload),
@@ -63,8 +66,14 @@ pub static TESTS: &[(&str, fn() -> TestResult)] = &[
     ("user_resume_after_trap", rfi::user_resume_after_trap),
     ("interrupt_entry_msr", rfi::interrupt_entry_msr),
     ("program_illegal", exceptions::program_illegal),
-    ("program_privileged_mfmsr_user", exceptions::program_privileged_mfmsr),
-    ("program_privileged_all_user", exceptions::program_privileged_all),
+    (
+        "program_privileged_mfmsr_user",
+        exceptions::program_privileged_mfmsr,
+    ),
+    (
+        "program_privileged_all_user",
+        exceptions::program_privileged_all,
+    ),
     ("program_trap", exceptions::program_trap),
     ("syscall_supervisor", exceptions::syscall_supervisor),
     ("itlb_miss_supervisor", exceptions::itlb_miss_supervisor),
@@ -72,7 +81,10 @@ pub static TESTS: &[(&str, fn() -> TestResult)] = &[
     ("dtlb_miss_load", exceptions::dtlb_miss_load),
     ("dtlb_miss_store", exceptions::dtlb_miss_store),
     ("dsi_store_read_only", exceptions::dsi_store_read_only),
-    ("dsi_user_supervisor_page", exceptions::dsi_user_supervisor_page),
+    (
+        "dsi_user_supervisor_page",
+        exceptions::dsi_user_supervisor_page,
+    ),
     ("isi_no_execute", exceptions::isi_no_execute),
     ("alignment_lwarx", exceptions::alignment_lwarx),
     ("fp_unavailable", exceptions::fp_unavailable),
@@ -130,7 +142,13 @@ pub fn poke(addr: u32, value: u32) {
 /// USER_DATA_VA (user and supervisor read/write).
 pub fn map_user() {
     let code = crate::label!(__user_start);
-    tlb::map(USER_CODE_ENTRY, 0, USER_VA | tlb::V | tlb::size(tlb::S4K), code, tlb::UX);
+    tlb::map(
+        USER_CODE_ENTRY,
+        0,
+        USER_VA | tlb::V | tlb::size(tlb::S4K),
+        code,
+        tlb::UX,
+    );
     tlb::map(
         USER_DATA_ENTRY,
         0,

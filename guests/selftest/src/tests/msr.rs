@@ -6,9 +6,21 @@ use crate::cpu::{self, msr};
 /// mtmsr then mfmsr returns every bit the test can safely toggle in supervisor state (all
 /// defined bits except WE, PR, IS and DS, which change how the next instruction runs).
 pub fn mtmsr_roundtrip() -> TestResult {
-    for bit in [msr::CE, msr::EE, msr::FP, msr::FE0, msr::DWE, msr::DE, msr::FE1] {
+    for bit in [
+        msr::CE,
+        msr::EE,
+        msr::FP,
+        msr::FE0,
+        msr::DWE,
+        msr::DE,
+        msr::FE1,
+    ] {
         cpu::mtmsr(msr::KERNEL | bit);
-        eq("mfmsr after mtmsr with one more bit", cpu::mfmsr(), msr::KERNEL | bit)?;
+        eq(
+            "mfmsr after mtmsr with one more bit",
+            cpu::mfmsr(),
+            msr::KERNEL | bit,
+        )?;
     }
     let all = msr::KERNEL | msr::CE | msr::EE | msr::FP | msr::FE0 | msr::DWE | msr::DE | msr::FE1;
     cpu::mtmsr(all);

@@ -34,9 +34,17 @@ pub fn rfi_user_sc() -> TestResult {
         let r = enter(user!(u_sc), m, 41, 0);
         eq("r3 after the problem-state code added 1", r, 42)?;
         let t = trap::only(vector::SYSCALL)?;
-        eq("SRR0 of sc (the next instruction)", t.srr0, user!(u_sc_insn) + 4)?;
+        eq(
+            "SRR0 of sc (the next instruction)",
+            t.srr0,
+            user!(u_sc_insn) + 4,
+        )?;
         eq("SRR1 of sc", t.srr1 & msr::CHECKED, m)?;
-        eq("MSR on entry to the handler (PR, EE, FP cleared)", t.handler_msr, msr::ME)?;
+        eq(
+            "MSR on entry to the handler (PR, EE, FP cleared)",
+            t.handler_msr,
+            msr::ME,
+        )?;
     }
     Ok(())
 }
@@ -48,7 +56,11 @@ pub fn rfci_return() -> TestResult {
     }
     cpu::mtspr::<{ spr::SRR0 }>(0);
     cpu::mtspr::<{ spr::SRR1 }>(msr::USER);
-    for m in [msr::KERNEL | msr::CE, msr::KERNEL | msr::DE | msr::FP, msr::KERNEL] {
+    for m in [
+        msr::KERNEL | msr::CE,
+        msr::KERNEL | msr::DE | msr::FP,
+        msr::KERNEL,
+    ] {
         eq("MSR after rfci", rfci_to(m), m)?;
     }
     Ok(())
@@ -96,8 +108,11 @@ pub fn interrupt_entry_msr() -> TestResult {
     crate::snippets::sc();
     cpu::mtmsr(msr::KERNEL);
     let supervisor = trap::only(vector::SYSCALL)?;
-    eq("SRR1 of sc with CE, DE, FP set", supervisor.srr1 & (msr::CHECKED | msr::CE | msr::FE0),
-       msr::KERNEL | msr::CE | msr::DE | msr::FP | msr::FE0)?;
+    eq(
+        "SRR1 of sc with CE, DE, FP set",
+        supervisor.srr1 & (msr::CHECKED | msr::CE | msr::FE0),
+        msr::KERNEL | msr::CE | msr::DE | msr::FP | msr::FE0,
+    )?;
 
     map_user();
     trap::forget();
@@ -105,14 +120,24 @@ pub fn interrupt_entry_msr() -> TestResult {
     let m = msr::USER | msr::CE | msr::DE | msr::EE | msr::FP;
     enter(user!(u_sc), m, 0, 0);
     let user = trap::only(vector::SYSCALL)?;
-    eq("SRR1 of sc in problem state", user.srr1 & (msr::CHECKED | msr::CE), m)?;
+    eq(
+        "SRR1 of sc in problem state",
+        user.srr1 & (msr::CHECKED | msr::CE),
+        m,
+    )?;
 
     for t in [supervisor, user] {
         if t.handler_msr == msr::ME {
             // QEMU 7.2's powerpc_excp_booke starts every handler with only ME kept.
-            return skip("handler MSR is ME alone: QEMU 7.2 clears MSR[CE,DE] on non-critical interrupts");
+            return skip(
+                "handler MSR is ME alone: QEMU 7.2 clears MSR[CE,DE] on non-critical interrupts",
+            );
         }
-        eq("MSR on entry to a non-critical handler", t.handler_msr, kept)?;
+        eq(
+            "MSR on entry to a non-critical handler",
+            t.handler_msr,
+            kept,
+        )?;
     }
     Ok(())
 }

@@ -5,9 +5,9 @@ use super::{map_user, scratch};
 use crate::boot::enter;
 use crate::check::{ensure, eq, TestResult};
 use crate::cpu::{self, dbcr0, msr, spr, vector};
-use kestrel_ppc440::{ccr0, ccr1, mmucr};
 use crate::trap::{self, Action};
 use crate::user;
+use kestrel_ppc440::{ccr0, ccr1, mmucr};
 
 /// Values with only MSR-defined bits, for the SRR1-like registers (reserved bits may read 0
 /// on silicon).
@@ -39,8 +39,16 @@ pub fn save_restore_registers() -> TestResult {
     cpu::mtspr::<{ spr::SRR0 }>(0x1000);
     cpu::mtspr::<{ spr::CSRR0 }>(0x2000);
     cpu::mtspr::<{ spr::MCSRR0 }>(0x3000);
-    eq("SRR0 after writing CSRR0/MCSRR0", cpu::mfspr::<{ spr::SRR0 }>(), 0x1000)?;
-    eq("CSRR0 after writing MCSRR0", cpu::mfspr::<{ spr::CSRR0 }>(), 0x2000)
+    eq(
+        "SRR0 after writing CSRR0/MCSRR0",
+        cpu::mfspr::<{ spr::SRR0 }>(),
+        0x1000,
+    )?;
+    eq(
+        "CSRR0 after writing MCSRR0",
+        cpu::mfspr::<{ spr::CSRR0 }>(),
+        0x2000,
+    )
 }
 
 fn sprg_value(i: u32, round: u32) -> u32 {
@@ -84,7 +92,11 @@ pub fn sprg() -> TestResult {
         ];
         for (i, g) in alias.into_iter().enumerate() {
             let want = sprg_value(4 + i as u32, round);
-            eq("SPR 260..263 (SPRG4..7 read alias) in supervisor state", g, want)?;
+            eq(
+                "SPR 260..263 (SPRG4..7 read alias) in supervisor state",
+                g,
+                want,
+            )?;
         }
     }
     Ok(())
@@ -98,7 +110,11 @@ pub fn sprg_user_read() -> TestResult {
     enter(user!(u_read_sprg), msr::USER, 0, 0);
     let t = trap::only(vector::SYSCALL)?;
     for i in 0..4 {
-        eq("user read of SPR 260+n", t.gpr[i], sprg_value(4 + i as u32, 1))?;
+        eq(
+            "user read of SPR 260+n",
+            t.gpr[i],
+            sprg_value(4 + i as u32, 1),
+        )?;
     }
     Ok(())
 }
@@ -106,19 +122,31 @@ pub fn sprg_user_read() -> TestResult {
 /// USPRG0 (SPR 256) is read/write in both states and shared between them.
 pub fn usprg0() -> TestResult {
     cpu::mtspr::<{ spr::USPRG0 }>(0x0BAD_F00D);
-    eq("USPRG0 supervisor round trip", cpu::mfspr::<{ spr::USPRG0 }>(), 0x0BAD_F00D)?;
+    eq(
+        "USPRG0 supervisor round trip",
+        cpu::mfspr::<{ spr::USPRG0 }>(),
+        0x0BAD_F00D,
+    )?;
     map_user();
     trap::expect(vector::SYSCALL, Action::Exit);
     let got = enter(user!(u_usprg0), msr::USER, 0x1357_9BDF, 0);
     trap::only(vector::SYSCALL)?;
     eq("USPRG0 problem-state round trip", got, 0x1357_9BDF)?;
-    eq("USPRG0 written in problem state, read in supervisor", cpu::mfspr::<{ spr::USPRG0 }>(), 0x1357_9BDF)
+    eq(
+        "USPRG0 written in problem state, read in supervisor",
+        cpu::mfspr::<{ spr::USPRG0 }>(),
+        0x1357_9BDF,
+    )
 }
 
 /// ESR and DEAR are plain read/write registers for software.
 pub fn esr_dear() -> TestResult {
     use crate::cpu::esr;
-    roundtrip!("ESR", spr::ESR, [esr::PIL | esr::PTR | esr::ST, esr::PPR, 0]);
+    roundtrip!(
+        "ESR",
+        spr::ESR,
+        [esr::PIL | esr::PTR | esr::ST, esr::PPR, 0]
+    );
     roundtrip!("DEAR", spr::DEAR, [0xCAFE_BABE, 0x0000_0001, scratch(2)]);
     Ok(())
 }
@@ -152,8 +180,13 @@ pub fn ivpr_ivor() -> TestResult {
 /// PID (8 bits on the 440) and MMUCR (its defined bits).
 pub fn pid_mmucr() -> TestResult {
     roundtrip!("PID", spr::PID, [0x5A, 0xA5, 0xFF, 0]);
-    let defined = mmucr::SWOA.mask() | mmucr::U1TE.mask() | mmucr::U2SWOAE.mask() | mmucr::DULXE.mask()
-        | mmucr::IULXE.mask() | mmucr::STS.mask() | mmucr::STID.mask();
+    let defined = mmucr::SWOA.mask()
+        | mmucr::U1TE.mask()
+        | mmucr::U2SWOAE.mask()
+        | mmucr::DULXE.mask()
+        | mmucr::IULXE.mask()
+        | mmucr::STS.mask()
+        | mmucr::STID.mask();
     roundtrip!("MMUCR", spr::MMUCR, [defined, 0x0001_005A, 0x0000_00A5, 0]);
     Ok(())
 }
@@ -180,8 +213,15 @@ pub fn ccr0_ccr1() -> TestResult {
 /// DBCR0 bits that cause nothing while MSR[DE] = 0 (never RST), DBCR1/2 and the address and
 /// value compare registers.
 pub fn debug_registers() -> TestResult {
-    roundtrip!("DBCR0 (IDM, TRAP, IAC1, RET)", spr::DBCR0,
-        [dbcr0::IDM | dbcr0::TRAP | dbcr0::IAC1 | dbcr0::RET, dbcr0::IDM, 0]);
+    roundtrip!(
+        "DBCR0 (IDM, TRAP, IAC1, RET)",
+        spr::DBCR0,
+        [
+            dbcr0::IDM | dbcr0::TRAP | dbcr0::IAC1 | dbcr0::RET,
+            dbcr0::IDM,
+            0
+        ]
+    );
     roundtrip!("DBCR1", spr::DBCR1, [0x0C00_0000, 0]);
     roundtrip!("DBCR2", spr::DBCR2, [0x00C0_0000, 0]);
     roundtrip!("IAC1", spr::IAC1, [0x0040_1000, 0]);
@@ -206,7 +246,10 @@ pub fn timebase_write() -> TestResult {
     let lo = cpu::mfspr::<{ spr::TBL_R }>();
     eq("TBU after writing TBU", hi, 0x1234)?;
     // Up to 2^31 ticks (5 s) later: generous, for a host that deschedules QEMU.
-    ensure((0x100..0x8000_0000).contains(&lo), "TBL not within 0x100..0x80000000 after writing 0x100")?;
+    ensure(
+        (0x100..0x8000_0000).contains(&lo),
+        "TBL not within 0x100..0x80000000 after writing 0x100",
+    )?;
 
     cpu::mtspr::<{ spr::TBL_W }>(0);
     cpu::mtspr::<{ spr::TBU_W }>(7);
@@ -215,9 +258,15 @@ pub fn timebase_write() -> TestResult {
     // instructions under -icount.
     let carried = (0..50_000_000u32).any(|_| cpu::mfspr::<{ spr::TBU_R }>() != 7);
     ensure(carried, "TBU never left 7")?;
-    let (hi, lo) = (cpu::mfspr::<{ spr::TBU_R }>(), cpu::mfspr::<{ spr::TBL_R }>());
+    let (hi, lo) = (
+        cpu::mfspr::<{ spr::TBU_R }>(),
+        cpu::mfspr::<{ spr::TBL_R }>(),
+    );
     eq("TBU after TBL wrapped", hi, 8)?;
-    ensure(lo < 0x8000_0000, "TBL not below 0x80000000 after it wrapped")?;
+    ensure(
+        lo < 0x8000_0000,
+        "TBL not below 0x80000000 after it wrapped",
+    )?;
 
     map_user();
     trap::expect(vector::SYSCALL, Action::Exit);

@@ -47,7 +47,10 @@ pub fn tcr_roundtrip() -> TestResult {
 pub fn dec_expiry() -> TestResult {
     cpu::mtspr::<{ spr::TSR }>(tsr::DIS);
     cpu::mtspr::<{ spr::DEC }>(4000);
-    ensure(cpu::wait_for(TICKS_BOUND, || tsr() & tsr::DIS != 0), "TSR[DIS] not set within 1 s")?;
+    ensure(
+        cpu::wait_for(TICKS_BOUND, || tsr() & tsr::DIS != 0),
+        "TSR[DIS] not set within 1 s",
+    )?;
     pause(1000);
     eq("interrupts with TCR[DIE] = 0", trap::count(), 0)
 }
@@ -68,10 +71,16 @@ pub fn dec_read() -> TestResult {
         );
     }
     ensure(d1 <= 0x0100_0000, "DEC read back above the value written")?;
-    ensure(d1 > 0x0080_0000, "DEC read back far below the value written")?;
+    ensure(
+        d1 > 0x0080_0000,
+        "DEC read back far below the value written",
+    )?;
     ensure(d2 < d1, "DEC did not decrease")?;
     cpu::mtspr::<{ spr::DEC }>(4000);
-    ensure(cpu::wait_for(TICKS_BOUND, || dec() == 0), "DEC did not reach 0 within 1 s")?;
+    ensure(
+        cpu::wait_for(TICKS_BOUND, || dec() == 0),
+        "DEC did not reach 0 within 1 s",
+    )?;
     pause(1000);
     eq("DEC after it stopped at 0", dec(), 0)
 }
@@ -81,7 +90,10 @@ pub fn dec_read() -> TestResult {
 pub fn tsr_write_one_to_clear() -> TestResult {
     cpu::mtspr::<{ spr::TSR }>(tsr::DIS);
     cpu::mtspr::<{ spr::DEC }>(100);
-    ensure(cpu::wait_for(TICKS_BOUND, || tsr() & tsr::DIS != 0), "TSR[DIS] not set within 1 s")?;
+    ensure(
+        cpu::wait_for(TICKS_BOUND, || tsr() & tsr::DIS != 0),
+        "TSR[DIS] not set within 1 s",
+    )?;
     cpu::mtspr::<{ spr::TSR }>(0);
     eq("TSR[DIS] after writing 0", tsr() & tsr::DIS, tsr::DIS)?;
     cpu::mtspr::<{ spr::TSR }>(tsr::FIS | tsr::WIS | tsr::ENW);
@@ -104,13 +116,28 @@ pub fn dec_interrupt() -> TestResult {
     cpu::wrteei_0();
     ensure(fired, "no decrementer interrupt within 1 s")?;
     let t = trap::only(vector::DECREMENTER)?;
-    eq("SRR1[EE,PR] of the interrupted loop", t.srr1 & (msr::EE | msr::PR), msr::EE)?;
-    eq("MSR on entry to the handler (EE cleared)", t.handler_msr, msr::ME)?;
-    ensure(in_image(t.srr0), "SRR0 of the decrementer interrupt outside the image")?;
+    eq(
+        "SRR1[EE,PR] of the interrupted loop",
+        t.srr1 & (msr::EE | msr::PR),
+        msr::EE,
+    )?;
+    eq(
+        "MSR on entry to the handler (EE cleared)",
+        t.handler_msr,
+        msr::ME,
+    )?;
+    ensure(
+        in_image(t.srr0),
+        "SRR0 of the decrementer interrupt outside the image",
+    )?;
     cpu::wrteei_1();
     pause(20_000);
     cpu::wrteei_0();
-    eq("interrupts after TSR[DIS] was cleared (no auto-reload)", trap::count(), 1)?;
+    eq(
+        "interrupts after TSR[DIS] was cleared (no auto-reload)",
+        trap::count(),
+        1,
+    )?;
     eq("TSR[DIS] after the handler", tsr() & tsr::DIS, 0)
 }
 
@@ -120,13 +147,20 @@ pub fn dec_pending_until_ee() -> TestResult {
     cpu::mtspr::<{ spr::TSR }>(tsr::DIS);
     cpu::mtspr::<{ spr::DEC }>(2000);
     cpu::mtspr::<{ spr::TCR }>(tcr::DIE);
-    ensure(cpu::wait_for(TICKS_BOUND, || tsr() & tsr::DIS != 0), "TSR[DIS] not set within 1 s")?;
+    ensure(
+        cpu::wait_for(TICKS_BOUND, || tsr() & tsr::DIS != 0),
+        "TSR[DIS] not set within 1 s",
+    )?;
     pause(1000);
     eq("interrupts taken while MSR[EE] = 0", trap::count(), 0)?;
     trap::expect(vector::DECREMENTER, Action::Return);
     snippets::ee_window();
     let t = trap::only(vector::DECREMENTER)?;
-    eq("SRR0 = the instruction after wrteei 1", t.srr0, crate::label!(st_ee_window_next))?;
+    eq(
+        "SRR0 = the instruction after wrteei 1",
+        t.srr0,
+        crate::label!(st_ee_window_next),
+    )?;
     eq("SRR1[EE]", t.srr1 & msr::EE, msr::EE)
 }
 
@@ -142,9 +176,16 @@ pub fn dec_autoreload() -> TestResult {
     let three = cpu::wait_for(TICKS_BOUND, || trap::count() >= 3);
     cpu::wrteei_0();
     cpu::mtspr::<{ spr::TCR }>(0);
-    ensure(three, "fewer than 3 decrementer interrupts within 1 s with auto-reload")?;
+    ensure(
+        three,
+        "fewer than 3 decrementer interrupts within 1 s with auto-reload",
+    )?;
     for i in 0..3 {
-        eq("vector of each auto-reload interrupt", trap::get(i).vector, vector::DECREMENTER)?;
+        eq(
+            "vector of each auto-reload interrupt",
+            trap::get(i).vector,
+            vector::DECREMENTER,
+        )?;
     }
     Ok(())
 }
@@ -180,7 +221,10 @@ pub fn watchdog_interrupt() -> TestResult {
     cpu::mtspr::<{ spr::TCR }>(0);
     cpu::mtmsr(msr::KERNEL);
     if !fired {
-        ensure(tsr() & (tsr::ENW | tsr::WIS) == 0, "watchdog status set but no interrupt")?;
+        ensure(
+            tsr() & (tsr::ENW | tsr::WIS) == 0,
+            "watchdog status set but no interrupt",
+        )?;
         return skip(
             "no watchdog event within 5 periods: QEMU 7.2 models no watchdog \
              (booke_wdt_cb never sets TSR[ENW]/TSR[WIS], and the timer is never armed)",

@@ -3,13 +3,15 @@
 
 use super::{fill_pages, marker, peek, poke, scratch, PAGE_A, PAGE_B};
 use crate::check::{ensure, eq, skip, TestResult};
-use crate::cpu::tlb::{self, size, G, I, M, S16M, S4K, SR, SW, SX, TS, U0, U1, U2, U3, UR, UW, UX, V, W};
+use crate::cpu::tlb::{
+    self, size, G, I, M, S16M, S4K, SR, SW, SX, TS, U0, U1, U2, U3, UR, UW, UX, V, W,
+};
 use crate::cpu::{self, msr, spr, vector};
-use kestrel_ppc440::tlb::{word0, PageSize};
 use crate::label;
 use crate::snippets::{self, call, call_is, load, store};
 use crate::trap::{self, Action};
 use core::arch::asm;
+use kestrel_ppc440::tlb::{word0, PageSize};
 
 /// 1 GiB aligned, so every page size can map it.
 const VA: u32 = 0x4000_0000;
@@ -25,9 +27,27 @@ fn w0(ea: u32, code: u32) -> u32 {
 /// word 1 or word 2 write changes only that word (and not the TID).
 pub fn read_write_words() -> TestResult {
     let cases: [(u32, u8, u32, u32, u32); 4] = [
-        (5, 0x42, 0x4000_0000 | V | TS | size(S4K), 0x1234_5003, U0 | U1 | U2 | U3 | W | G | UX | UR | SR),
-        (6, 0x00, 0x4000_0400 | V | size(0), 0x0000_0400, I | M | SX | SW | SR),
-        (7, 0xFF, 0x5000_0000 | V | size(9), 0x1000_0000 | 0xF, U0 | U2 | M | UW | SX),
+        (
+            5,
+            0x42,
+            0x4000_0000 | V | TS | size(S4K),
+            0x1234_5003,
+            U0 | U1 | U2 | U3 | W | G | UX | UR | SR,
+        ),
+        (
+            6,
+            0x00,
+            0x4000_0400 | V | size(0),
+            0x0000_0400,
+            I | M | SX | SW | SR,
+        ),
+        (
+            7,
+            0xFF,
+            0x5000_0000 | V | size(9),
+            0x1000_0000 | 0xF,
+            U0 | U2 | M | UW | SX,
+        ),
         (8, 0x01, 0x6000_0000 | size(2), 0x0001_0000, 0),
     ];
     for &(i, tid, a, b, c) in &cases {
@@ -77,19 +97,45 @@ pub fn tlbsx_tid() -> TestResult {
     tlb::map(10, 7, w0(x, S4K), scratch(PAGE_A), RW);
     tlb::map(11, 0, w0(x, S4K), scratch(PAGE_B), RW);
     tlb::map(12, 0x22, w0(y, S4K), scratch(PAGE_B), RW);
-    eq("tlbsx X with STID 7", tlb::search(x, 7, false).unwrap_or(99), 10)?;
-    eq("tlbsx X with STID 8 (finds the global entry)", tlb::search(x, 8, false).unwrap_or(99), 11)?;
-    eq("tlbsx X with STID 0", tlb::search(x, 0, false).unwrap_or(99), 11)?;
-    eq("tlbsx Y with STID 0x22", tlb::search(y, 0x22, false).unwrap_or(99), 12)?;
-    ensure(tlb::search(y, 0x23, false).is_none(), "tlbsx Y with STID 0x23 found an entry")?;
-    ensure(tlb::search(y, 0, false).is_none(), "tlbsx Y with STID 0 found an entry")
+    eq(
+        "tlbsx X with STID 7",
+        tlb::search(x, 7, false).unwrap_or(99),
+        10,
+    )?;
+    eq(
+        "tlbsx X with STID 8 (finds the global entry)",
+        tlb::search(x, 8, false).unwrap_or(99),
+        11,
+    )?;
+    eq(
+        "tlbsx X with STID 0",
+        tlb::search(x, 0, false).unwrap_or(99),
+        11,
+    )?;
+    eq(
+        "tlbsx Y with STID 0x22",
+        tlb::search(y, 0x22, false).unwrap_or(99),
+        12,
+    )?;
+    ensure(
+        tlb::search(y, 0x23, false).is_none(),
+        "tlbsx Y with STID 0x23 found an entry",
+    )?;
+    ensure(
+        tlb::search(y, 0, false).is_none(),
+        "tlbsx Y with STID 0 found an entry",
+    )
 }
 
 /// tlbsx searches the translation space MMUCR[STS] names.
 pub fn tlbsx_ts() -> TestResult {
     tlb::map(13, 0, w0(VA, S4K) | TS, scratch(PAGE_A), RW);
     tlb::map(14, 0, w0(VA, S4K), scratch(PAGE_B), RW);
-    eq("tlbsx with STS = 1", tlb::search(VA, 0, true).unwrap_or(99), 13)?;
+    eq(
+        "tlbsx with STS = 1",
+        tlb::search(VA, 0, true).unwrap_or(99),
+        13,
+    )?;
     match tlb::search(VA, 0, false) {
         Some(14) => Ok(()),
         // QEMU 7.2's helper_440_tlbsx passes only MMUCR[STID] to its search; STS is ignored,
@@ -106,11 +152,27 @@ pub fn first_match() -> TestResult {
     fill_pages();
     tlb::map(20, 0, w0(VA, S4K), scratch(PAGE_A), RW);
     tlb::map(21, 0, w0(VA, S4K), scratch(PAGE_B), RW);
-    eq("load through two matching entries", load(VA + 8), marker(PAGE_A, 8))?;
-    eq("tlbsx with two matching entries", tlb::search(VA, 0, false).unwrap_or(99), 20)?;
+    eq(
+        "load through two matching entries",
+        load(VA + 8),
+        marker(PAGE_A, 8),
+    )?;
+    eq(
+        "tlbsx with two matching entries",
+        tlb::search(VA, 0, false).unwrap_or(99),
+        20,
+    )?;
     tlb::invalidate(20);
-    eq("load after invalidating the first entry", load(VA + 8), marker(PAGE_B, 8))?;
-    eq("tlbsx after invalidating the first entry", tlb::search(VA, 0, false).unwrap_or(99), 21)
+    eq(
+        "load after invalidating the first entry",
+        load(VA + 8),
+        marker(PAGE_B, 8),
+    )?;
+    eq(
+        "tlbsx after invalidating the first entry",
+        tlb::search(VA, 0, false).unwrap_or(99),
+        21,
+    )
 }
 
 /// The probe word for page-size tests, at the start of scratch page 4 (so that the 1 KiB
@@ -127,10 +189,18 @@ pub fn page_sizes() -> TestResult {
         let base = probe() & !(bytes - 1);
         let ea = VA + (probe() - base);
         tlb::map(30, 0, w0(VA, code), base, RW);
-        eq("SIZE field read back", word0::SIZE.get(tlb::read(30).0), code)?;
+        eq(
+            "SIZE field read back",
+            word0::SIZE.get(tlb::read(30).0),
+            code,
+        )?;
         let v = 0x5A5A_0000 | code;
         store(ea, v);
-        eq("word stored through the mapping, read 1:1", peek(probe()), v)?;
+        eq(
+            "word stored through the mapping, read 1:1",
+            peek(probe()),
+            v,
+        )?;
         poke(probe(), !v);
         eq("word stored 1:1, read through the mapping", load(ea), !v)?;
     }
@@ -146,7 +216,11 @@ pub fn page_extent() -> TestResult {
         let base = probe() & !(bytes - 1);
         tlb::map(31, 0, w0(VA, code), base, SR);
         if base + bytes <= 16 << 20 {
-            eq("last word of the page", load(VA + bytes - 4), peek(base + bytes - 4))?;
+            eq(
+                "last word of the page",
+                load(VA + bytes - 4),
+                peek(base + bytes - 4),
+            )?;
         }
         trap::forget();
         load(VA.wrapping_add(bytes));
@@ -156,7 +230,11 @@ pub fn page_extent() -> TestResult {
             continue;
         }
         let t = trap::only(vector::DTLB_MISS)?;
-        eq("DEAR of the miss past the page", t.dear, VA.wrapping_add(bytes))?;
+        eq(
+            "DEAR of the miss past the page",
+            t.dear,
+            VA.wrapping_add(bytes),
+        )?;
     }
     trap::forget();
     load(VA - 4);
@@ -195,15 +273,31 @@ pub fn ts1_data() -> TestResult {
     fill_pages();
     tlb::map(42, 0, w0(VA_PAGE, S4K) | TS, scratch(PAGE_A), RW);
     tlb::map(43, 0, w0(VA_PAGE, S4K), scratch(PAGE_B), RW);
-    eq("load with MSR[DS] = 1", snippets::load_ds(VA_PAGE + 4), marker(PAGE_A, 4))?;
-    eq("load with MSR[DS] = 0", load(VA_PAGE + 4), marker(PAGE_B, 4))?;
+    eq(
+        "load with MSR[DS] = 1",
+        snippets::load_ds(VA_PAGE + 4),
+        marker(PAGE_A, 4),
+    )?;
+    eq(
+        "load with MSR[DS] = 0",
+        load(VA_PAGE + 4),
+        marker(PAGE_B, 4),
+    )?;
     tlb::invalidate(42);
     trap::expect(vector::DTLB_MISS, Action::Skip);
     snippets::load_ds(VA_PAGE + 4);
     let t = trap::only(vector::DTLB_MISS)?;
     eq("SRR0 of the miss", t.srr0, label!(st_load_ds_insn))?;
-    eq("SRR1[DS,IS] of the miss", t.srr1 & (msr::DS | msr::IS), msr::DS)?;
-    eq("MSR on entry to the handler (DS cleared)", t.handler_msr, msr::ME)?;
+    eq(
+        "SRR1[DS,IS] of the miss",
+        t.srr1 & (msr::DS | msr::IS),
+        msr::DS,
+    )?;
+    eq(
+        "MSR on entry to the handler (DS cleared)",
+        t.handler_msr,
+        msr::ME,
+    )?;
     eq("DEAR of the miss", t.dear, VA_PAGE + 4)
 }
 
@@ -213,7 +307,11 @@ pub fn ts1_instruction() -> TestResult {
     tlb::map(44, 0, w0(0, S16M) | TS, 0, SX | SR);
     tlb::map(45, 0, w0(VA_PAGE, S4K) | TS, label!(__page_a), SX | SR);
     tlb::map(46, 0, w0(VA_PAGE, S4K), label!(__page_b), SX | SR);
-    eq("call with MSR[IS] = 1 (TS = 1 entry)", call_is(VA_PAGE), 0xA)?;
+    eq(
+        "call with MSR[IS] = 1 (TS = 1 entry)",
+        call_is(VA_PAGE),
+        0xA,
+    )?;
     eq("call with MSR[IS] = 0 (TS = 0 entry)", call(VA_PAGE), 0xB)?;
     eq("call 1:1 with MSR[IS] = 1", call_is(label!(st_page_b)), 0xB)
 }
@@ -225,7 +323,10 @@ pub fn invalidate() -> TestResult {
     eq("load before invalidation", load(VA_PAGE), marker(PAGE_A, 0))?;
     tlb::invalidate(47);
     eq("word 0 V after invalidation", tlb::read(47).0 & V, 0)?;
-    ensure(tlb::search(VA_PAGE, 0, false).is_none(), "tlbsx found an invalidated entry")?;
+    ensure(
+        tlb::search(VA_PAGE, 0, false).is_none(),
+        "tlbsx found an invalidated entry",
+    )?;
     trap::expect(vector::DTLB_MISS, Action::Skip);
     load(VA_PAGE);
     let t = trap::only(vector::DTLB_MISS)?;
@@ -237,7 +338,11 @@ pub fn execute_alias() -> TestResult {
     tlb::map(48, 0, w0(VA_PAGE, S4K), label!(__page_a), SX | SR);
     eq("call through the alias of page A", call(VA_PAGE), 0xA)?;
     tlb::map(48, 0, w0(VA_PAGE, S4K), label!(__page_b), SX | SR);
-    eq("call through the same alias remapped to page B", call(VA_PAGE), 0xB)
+    eq(
+        "call through the same alias remapped to page B",
+        call(VA_PAGE),
+        0xB,
+    )
 }
 
 /// dcbz zeroes exactly one 32-byte line; dcbst, dcbf, dcbt, dcbtst, icbi, dcbi (on a line
@@ -261,9 +366,17 @@ pub fn cache_and_sync_ops() -> TestResult {
             a = in(reg) line, options(nostack, preserves_flags)
         );
     }
-    eq("interrupts from cache and sync instructions", trap::count(), 0)?;
+    eq(
+        "interrupts from cache and sync instructions",
+        trap::count(),
+        0,
+    )?;
     for off in (0..96).step_by(4) {
-        let want = if (32..64).contains(&off) { 0 } else { 0xFFFF_FFFF };
+        let want = if (32..64).contains(&off) {
+            0
+        } else {
+            0xFFFF_FFFF
+        };
         eq("memory after dcbz of the middle line", peek(c + off), want)?;
     }
     Ok(())

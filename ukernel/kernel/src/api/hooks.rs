@@ -34,7 +34,13 @@ pub trait Virtualization {
     /// Applies the VMM's reply (`regs` = MR0..MR6 from registers, `sender` = the
     /// replier's UTCB: message registers and FP transfer area) to vCPU thread `d`; false
     /// if the reply stops it.
-    fn fault_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; REG_MRS], sender: &Utcb) -> bool;
+    fn fault_reply(
+        k: &mut Kernel,
+        d: usize,
+        tag: MsgTag,
+        regs: &[u32; REG_MRS],
+        sender: &Utcb,
+    ) -> bool;
     /// The fault message of vCPU thread `s` was delivered to `d` (its message registers
     /// are copied): deliver what rides outside them (the FP transfer area).
     fn fault_delivered(k: &mut Kernel, s: usize, d: usize);
@@ -62,7 +68,13 @@ pub fn delete_vcpu(k: &mut Kernel, i: usize) {
 }
 
 #[inline(always)]
-pub fn fault_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; REG_MRS], sender: &Utcb) -> bool {
+pub fn fault_reply(
+    k: &mut Kernel,
+    d: usize,
+    tag: MsgTag,
+    regs: &[u32; REG_MRS],
+    sender: &Utcb,
+) -> bool {
     <crate::Virtualization as Virtualization>::fault_reply(k, d, tag, regs, sender)
 }
 

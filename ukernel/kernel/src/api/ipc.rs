@@ -7,11 +7,11 @@
 //! r7..r12 = MR1..MR6. A send-only IPC returns tag 0 on success.
 
 use super::{frame_of, sched, space, thread, thread::FaultWait, thread::State, Kernel};
-use thread::NO_SLOT as NO_SLOT_T;
 use crate::platform::{self, IrqController};
 use kestrel_abi::{
     label, Fpage, IpcError, IpcPhase, MapItem, MsgTag, Rights, ThreadId, Timeout, REG_MRS,
 };
+use thread::NO_SLOT as NO_SLOT_T;
 
 /// Outcome of a transfer into a thread waiting for a fault reply.
 enum Delivered {
@@ -27,7 +27,11 @@ fn src_mr(k: &Kernel, s: usize, n: usize) -> u32 {
     if k.threads[s].fault != FaultWait::None && k.threads[s].state != State::Receiving {
         // Kernel-synthesised message: registers from `fault_msg`, the rest (vCPU
         // state) was written into the faulting thread's UTCB.
-        return if n < REG_MRS { k.threads[s].fault_msg[n] } else { utcb(k, s).mr[n] };
+        return if n < REG_MRS {
+            k.threads[s].fault_msg[n]
+        } else {
+            utcb(k, s).mr[n]
+        };
     }
     if n < REG_MRS {
         frame_of(k, s).regs.gpr[6 + n]
@@ -74,7 +78,8 @@ fn transfer(k: &mut Kernel, s: usize, d: usize) -> Result<Delivered, IpcError> {
     // Typed items first: if one fails, nothing else is delivered.
     let mut n = tag.untyped() + 1;
     while n + 1 <= words {
-        let item = MapItem::decode(src_mr(k, s, n), src_mr(k, s, n + 1)).ok_or(IpcError::MapFailed)?;
+        let item =
+            MapItem::decode(src_mr(k, s, n), src_mr(k, s, n + 1)).ok_or(IpcError::MapFailed)?;
         if window.is_nil() || !item.fpage.is_mappable() {
             return Err(IpcError::MapFailed);
         }
@@ -89,7 +94,11 @@ fn transfer(k: &mut Kernel, s: usize, d: usize) -> Result<Delivered, IpcError> {
         let mut regs = [0u32; REG_MRS];
         regs.copy_from_slice(&frame_of(k, s).regs.gpr[6..6 + REG_MRS]);
         let resume = super::hooks::fault_reply(k, d, tag, &regs, utcb(k, s));
-        return Ok(if resume { Delivered::Normal } else { Delivered::Killed });
+        return Ok(if resume {
+            Delivered::Normal
+        } else {
+            Delivered::Killed
+        });
     }
     if fault != FaultWait::None {
         // Reply to a thread blocked in a kernel-synthesised fault IPC.
@@ -189,13 +198,21 @@ fn remove_sender(k: &mut Kernel, d: usize, s: usize) {
 pub fn sys_ipc(k: &mut Kernel, cur: usize) -> Option<usize> {
     let (to, from, tos, tag) = {
         let f = &frame_of(k, cur).regs;
-        (ThreadId(f.gpr[3]), ThreadId(f.gpr[4]), kestrel_abi::Timeouts(f.gpr[5]), MsgTag(f.gpr[6]))
+        (
+            ThreadId(f.gpr[3]),
+            ThreadId(f.gpr[4]),
+            kestrel_abi::Timeouts(f.gpr[5]),
+            MsgTag(f.gpr[6]),
+        )
     };
     let mut hint = None;
     if !to.is_nil() {
         if let Some(line) = to.irq_line() {
             // Interrupt-thread ids cover more numbers than the board has lines.
-            if k.irqs.get(line as usize).map_or(true, |irq| irq.handler != cur) {
+            if k.irqs
+                .get(line as usize)
+                .map_or(true, |irq| irq.handler != cur)
+            {
                 fail(k, cur, to, IpcError::NoPartner, IpcPhase::Send);
                 return None;
             }
@@ -230,7 +247,11 @@ pub fn sys_ipc(k: &mut Kernel, cur: usize) -> Option<usize> {
                     }
                 }
             } else if tos.send().is_zero() || k.threads[d].state == State::Dead {
-                let e = if tos.send().is_zero() { IpcError::Timeout } else { IpcError::NoPartner };
+                let e = if tos.send().is_zero() {
+                    IpcError::Timeout
+                } else {
+                    IpcError::NoPartner
+                };
                 fail(k, cur, to, e, IpcPhase::Send);
                 return None;
             } else {
@@ -260,7 +281,10 @@ fn receive(k: &mut Kernel, r: usize, from: ThreadId, timeout: Timeout, hint: &mu
     if k.irq_pending != 0 && (from.is_any() || from.is_irq()) {
         for line in 0..k.irqs.len() {
             let irq = k.irqs[line];
-            if irq.handler == r && irq.pending && (from.is_any() || from.irq_line() == Some(line as u32)) {
+            if irq.handler == r
+                && irq.pending
+                && (from.is_any() || from.irq_line() == Some(line as u32))
+            {
                 k.set_irq_pending(line, false);
                 k.irqs[line].in_service = true;
                 deliver_irq_msg(k, r, line as u32);
@@ -343,8 +367,16 @@ fn send_completed(k: &mut Kernel, s: usize, to: ThreadId, hint: &mut Option<usiz
 
 /// Sends a kernel-synthesised fault message for the current thread `cur` to
 /// `handler` and blocks it until the reply. Returns the woken thread.
-pub fn fault_ipc(k: &mut Kernel, cur: usize, kind: FaultWait, handler: ThreadId, msg: [u32; 7]) -> Result<Option<usize>, ()> {
-    let Some(d) = thread::lookup(k, handler) else { return Err(()) };
+pub fn fault_ipc(
+    k: &mut Kernel,
+    cur: usize,
+    kind: FaultWait,
+    handler: ThreadId,
+    msg: [u32; 7],
+) -> Result<Option<usize>, ()> {
+    let Some(d) = thread::lookup(k, handler) else {
+        return Err(());
+    };
     if d == cur || k.threads[d].state == State::Dead {
         return Err(());
     }
@@ -452,7 +484,11 @@ pub fn expire_timeouts(k: &mut Kernel, hint: &mut Option<usize>) {
     for j in 0..super::NTHREADS {
         let d = k.threads[j].deadline;
         if d != 0 && d <= now {
-            let phase = if k.threads[j].state == State::Sending { IpcPhase::Send } else { IpcPhase::Receive };
+            let phase = if k.threads[j].state == State::Sending {
+                IpcPhase::Send
+            } else {
+                IpcPhase::Receive
+            };
             abort(k, j, IpcError::Timeout, phase);
             if hint.is_none() && k.threads[j].runnable() {
                 sched::dequeue(k, j);

@@ -15,7 +15,12 @@ pub struct FramePool {
 
 impl FramePool {
     pub const fn empty() -> FramePool {
-        FramePool { next: 0, end: 0, free_head: 0, in_use: 0 }
+        FramePool {
+            next: 0,
+            end: 0,
+            free_head: 0,
+            in_use: 0,
+        }
     }
 
     pub fn init(&mut self, start: u32, end: u32) {

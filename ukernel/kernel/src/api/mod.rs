@@ -134,7 +134,11 @@ static mut KERNEL: Kernel = Kernel {
     victim: crate::arch::tlb::Victim::new(),
     rq: ReadyQueues::new(),
     threads: [Tcb::FREE; NTCB],
-    irqs: [IrqLine { handler: usize::MAX, pending: false, in_service: false }; IRQ_LINES],
+    irqs: [IrqLine {
+        handler: usize::MAX,
+        pending: false,
+        in_service: false,
+    }; IRQ_LINES],
     kmem: kmem::FramePool::empty(),
     pids: PidAllocator::new(),
     spaces: [Space::EMPTY; NSPACES],

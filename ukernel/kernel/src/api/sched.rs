@@ -119,4 +119,3 @@ pub fn tick(k: &mut Kernel) -> Option<usize> {
     }
     hint
 }
-

@@ -10,14 +10,14 @@
 //! a present pte of that space; every pte change flushes the matching TLB entry.
 
 use super::Kernel;
-use core::cell::Cell;
 use crate::arch::tlb;
-use ppc440::tlb::{flags, PageSize};
+use core::cell::Cell;
 use kestrel_abi::{
     map_target, Fpage, IpcError, MapItem, Rights, DEVICE_WINDOW, DEVICE_WINDOW_END, PAGE_SHIFT,
     PAGE_SIZE, SIGMA0_WINDOW, USER_BASE, USER_END,
 };
 use kestrel_kcore::mapdb::{NodeId, Revoked, NIL_NODE};
+use ppc440::tlb::{flags, PageSize};
 
 pub const ROOT_ENTRIES: usize = 2048;
 const LEAF_SHIFT: u32 = 21;
@@ -112,7 +112,10 @@ fn scan_linear(k: &Kernel, sid: u16, base: u32) -> u32 {
 }
 
 fn forget_linear(k: &Kernel, sid: u16, va: u32) {
-    if let Some(c) = k.spaces[sid as usize].linear.get((va >> LINEAR_SHIFT) as usize) {
+    if let Some(c) = k.spaces[sid as usize]
+        .linear
+        .get((va >> LINEAR_SHIFT) as usize)
+    {
         c.set(LINEAR_UNKNOWN);
     }
 }
@@ -185,7 +188,8 @@ pub fn declare_device(k: &mut Kernel, sid: u16, va: u32, on: bool) -> Result<(),
 #[inline]
 pub fn is_declared_device(k: &Kernel, sid: u16, va: u32) -> bool {
     // SAFETY: as in `lookup`.
-    leaf_slot(&k.spaces[sid as usize], va).is_some_and(|p| unsafe { p.read() } & (pte::VALID | pte::DEVICE) == pte::DEVICE)
+    leaf_slot(&k.spaces[sid as usize], va)
+        .is_some_and(|p| unsafe { p.read() } & (pte::VALID | pte::DEVICE) == pte::DEVICE)
 }
 
 pub fn clear_pte(k: &mut Kernel, sid: u16, va: u32) {
@@ -325,26 +329,32 @@ pub fn sigma0_resolve(k: &mut Kernel, sid: u16, va: u32) -> bool {
     if !k.spaces[sid as usize].privileged {
         return false;
     }
-    let (frame_addr, flags) = if (SIGMA0_WINDOW..SIGMA0_WINDOW + kestrel_abi::SIGMA0_WINDOW_SIZE).contains(&va) {
-        let phys = va - SIGMA0_WINDOW;
-        let (mstart, msize) = k.mem.module;
-        if phys.wrapping_sub(mstart) < msize {
-            // The boot modules: readable, so the root task can load what they contain.
-            (phys & !(PAGE_SIZE - 1), Rights::R.0 as u32)
-        } else if phys < k.mem.free_start || phys >= k.mem.ram_end {
-            return false;
+    let (frame_addr, flags) =
+        if (SIGMA0_WINDOW..SIGMA0_WINDOW + kestrel_abi::SIGMA0_WINDOW_SIZE).contains(&va) {
+            let phys = va - SIGMA0_WINDOW;
+            let (mstart, msize) = k.mem.module;
+            if phys.wrapping_sub(mstart) < msize {
+                // The boot modules: readable, so the root task can load what they contain.
+                (phys & !(PAGE_SIZE - 1), Rights::R.0 as u32)
+            } else if phys < k.mem.free_start || phys >= k.mem.ram_end {
+                return false;
+            } else {
+                (phys & !(PAGE_SIZE - 1), Rights::RWX.0 as u32)
+            }
+        } else if (DEVICE_WINDOW..DEVICE_WINDOW_END).contains(&va) {
+            (va & !(PAGE_SIZE - 1), Rights::RW.0 as u32 | pte::DEVICE)
         } else {
-            (phys & !(PAGE_SIZE - 1), Rights::RWX.0 as u32)
-        }
-    } else if (DEVICE_WINDOW..DEVICE_WINDOW_END).contains(&va) {
-        (va & !(PAGE_SIZE - 1), Rights::RW.0 as u32 | pte::DEVICE)
-    } else {
-        return false;
-    };
+            return false;
+        };
     if lookup(k, sid, va).is_some() {
         return true;
     }
-    let Ok(node) = k.mapdb.insert_root(sid, va >> PAGE_SHIFT, frame_addr >> PAGE_SHIFT, Rights((flags & 7) as u8)) else {
+    let Ok(node) = k.mapdb.insert_root(
+        sid,
+        va >> PAGE_SHIFT,
+        frame_addr >> PAGE_SHIFT,
+        Rights((flags & 7) as u8),
+    ) else {
         return false;
     };
     set_pte(k, sid, va & !(PAGE_SIZE - 1), frame_addr | flags, node).is_ok()
@@ -365,7 +375,9 @@ pub fn lookup_or_sigma0(k: &mut Kernel, sid: u16, va: u32) -> Option<(u32, NodeI
 /// Software TLB refill: installs `va` of the current space if its pte grants
 /// `access`. Returns false if the access must become a page fault.
 pub fn refill(k: &mut Kernel, sid: u16, va: u32, access: Rights) -> bool {
-    let Some((e, _)) = lookup_or_sigma0(k, sid, va) else { return false };
+    let Some((e, _)) = lookup_or_sigma0(k, sid, va) else {
+        return false;
+    };
     if !Rights((e & pte::RIGHTS) as u8).contains(access) {
         return false;
     }
@@ -384,7 +396,13 @@ pub fn refill(k: &mut Kernel, sid: u16, va: u32, access: Rights) -> bool {
         w2 |= flags::I | flags::G;
     }
     let idx = k.victim.next();
-    tlb::write(idx, pid, (va & !(PAGE_SIZE - 1)) | flags::V | PageSize::K4.word0(), e & !(PAGE_SIZE - 1), w2);
+    tlb::write(
+        idx,
+        pid,
+        (va & !(PAGE_SIZE - 1)) | flags::V | PageSize::K4.word0(),
+        e & !(PAGE_SIZE - 1),
+        w2,
+    );
     true
 }
 
@@ -399,8 +417,15 @@ pub fn translate(k: &Kernel, sid: u16, va: u32, access: Rights) -> Option<u32> {
 
 /// Maps (or grants) the pages of `item` from space `src` into space `dst` through the
 /// receive window `window` (L4 X.2 map semantics, see `kestrel_abi::map_target`).
-pub fn map_item(k: &mut Kernel, src: u16, dst: u16, item: MapItem, window: Fpage) -> Result<(), IpcError> {
-    let (sbase, dbase, log2) = map_target(item.fpage, window, item.hot_spot).ok_or(IpcError::MapFailed)?;
+pub fn map_item(
+    k: &mut Kernel,
+    src: u16,
+    dst: u16,
+    item: MapItem,
+    window: Fpage,
+) -> Result<(), IpcError> {
+    let (sbase, dbase, log2) =
+        map_target(item.fpage, window, item.hot_spot).ok_or(IpcError::MapFailed)?;
     let pages: u64 = 1u64 << (log2 - PAGE_SHIFT);
     let mut mapped = 0u32;
     let mut i: u64 = 0;
@@ -408,7 +433,9 @@ pub fn map_item(k: &mut Kernel, src: u16, dst: u16, item: MapItem, window: Fpage
         let sva = sbase.wrapping_add((i as u32) << PAGE_SHIFT);
         let dva = dbase.wrapping_add((i as u32) << PAGE_SHIFT);
         // Skip whole empty leaves of the source quickly (complete-space fpages).
-        if k.spaces[src as usize].root[(sva >> LEAF_SHIFT) as usize] == 0 && !k.spaces[src as usize].privileged {
+        if k.spaces[src as usize].root[(sva >> LEAF_SHIFT) as usize] == 0
+            && !k.spaces[src as usize].privileged
+        {
             let skip = (LEAF_ENTRIES - ((sva >> PAGE_SHIFT) & (LEAF_ENTRIES - 1))) as u64;
             i += skip;
             continue;
@@ -417,11 +444,16 @@ pub fn map_item(k: &mut Kernel, src: u16, dst: u16, item: MapItem, window: Fpage
         if !k.spaces[dst as usize].vm && !(USER_BASE..USER_END).contains(&dva) {
             continue;
         }
-        let Some((se, snode)) = lookup_or_sigma0(k, src, sva) else { continue };
+        let Some((se, snode)) = lookup_or_sigma0(k, src, sva) else {
+            continue;
+        };
         if se & pte::KERNEL != 0 {
             continue;
         }
-        let rights = item.fpage.rights().intersect(Rights((se & pte::RIGHTS) as u8));
+        let rights = item
+            .fpage
+            .rights()
+            .intersect(Rights((se & pte::RIGHTS) as u8));
         if rights.is_empty() {
             continue;
         }
@@ -442,12 +474,17 @@ pub fn map_item(k: &mut Kernel, src: u16, dst: u16, item: MapItem, window: Fpage
         if item.grant {
             let Kernel { mapdb, spaces, .. } = &mut *k;
             let node = mapdb
-                .grant_revoking(snode, dst, dva >> PAGE_SHIFT, rights, &mut |r: Revoked| apply_revoked(spaces, &r))
+                .grant_revoking(snode, dst, dva >> PAGE_SHIFT, rights, &mut |r: Revoked| {
+                    apply_revoked(spaces, &r)
+                })
                 .map_err(|_| IpcError::MapFailed)?;
             clear_pte(k, src, sva);
             set_pte(k, dst, dva, frame | flags, node)?;
         } else {
-            let node = k.mapdb.map(snode, dst, dva >> PAGE_SHIFT, rights).map_err(|_| IpcError::NoMemory)?;
+            let node = k
+                .mapdb
+                .map(snode, dst, dva >> PAGE_SHIFT, rights)
+                .map_err(|_| IpcError::NoMemory)?;
             if let Err(e) = set_pte(k, dst, dva, frame | flags, node) {
                 revoke_node(k, node, Rights::RWX, true);
                 return Err(e);
@@ -506,4 +543,3 @@ pub fn unmap_utcb(k: &mut Kernel, sid: u16, va: u32) {
         }
     }
 }
-

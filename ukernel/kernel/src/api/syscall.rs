@@ -3,7 +3,10 @@
 
 use super::{frame_of, ipc, space, thread, Kernel};
 use crate::platform::{self, IrqController};
-use kestrel_abi::{kdebug, kinfo, spacectl, unmapflags, Fpage, KError, Syscall, ThreadId, ABI_VERSION, MAX_THREAD_NO, SIGMA0_WINDOW, THREAD_NAME_LEN};
+use kestrel_abi::{
+    kdebug, kinfo, spacectl, unmapflags, Fpage, KError, Syscall, ThreadId, ABI_VERSION,
+    MAX_THREAD_NO, SIGMA0_WINDOW, THREAD_NAME_LEN,
+};
 
 /// Handles the system call of thread `cur`; returns a thread to switch to, if any.
 /// Inlined into its one caller (`glue::trap::dispatch`): the VMM's replies come this way.
@@ -21,10 +24,14 @@ pub fn dispatch(k: &mut Kernel, cur: usize) -> Option<usize> {
     let mut out = [0u32; 5];
     let res: Result<(), KError> = match nr {
         Syscall::Ipc => unreachable!("handled above"),
-        Syscall::ThreadControl => thread::sys_thread_control(k, cur, &[r[3], r[4], r[5], r[6], r[7], r[8]]),
-        Syscall::ExchangeRegisters => thread::sys_exchange_registers(k, cur, &[r[3], r[4], r[5], r[6], r[7], r[8]]).map(|o| {
-            out = o;
-        }),
+        Syscall::ThreadControl => {
+            thread::sys_thread_control(k, cur, &[r[3], r[4], r[5], r[6], r[7], r[8]])
+        }
+        Syscall::ExchangeRegisters => {
+            thread::sys_exchange_registers(k, cur, &[r[3], r[4], r[5], r[6], r[7], r[8]]).map(|o| {
+                out = o;
+            })
+        }
         Syscall::ThreadSwitch => {
             let dest = ThreadId(r[3]);
             frame_of(k, cur).regs.gpr[3] = 0;
@@ -100,7 +107,13 @@ fn space_control(k: &mut Kernel, cur: usize, space: u32, control: u32) -> Result
     Ok(space::ensure_pid(k, sid) as u32)
 }
 
-fn interrupt_control(k: &mut Kernel, cur: usize, line: u32, handler: ThreadId, flags: u32) -> Result<(), KError> {
+fn interrupt_control(
+    k: &mut Kernel,
+    cur: usize,
+    line: u32,
+    handler: ThreadId,
+    flags: u32,
+) -> Result<(), KError> {
     if !privileged(k, cur) {
         return Err(KError::NoPrivilege);
     }
@@ -114,7 +127,11 @@ fn interrupt_control(k: &mut Kernel, cur: usize, line: u32, handler: ThreadId, f
     if handler.is_nil() {
         pic.disable(line);
         k.set_irq_pending(line as usize, false);
-        k.irqs[line as usize] = super::IrqLine { handler: usize::MAX, pending: false, in_service: false };
+        k.irqs[line as usize] = super::IrqLine {
+            handler: usize::MAX,
+            pending: false,
+            in_service: false,
+        };
         return Ok(());
     }
     let h = thread::lookup(k, handler).ok_or(KError::InvalidThread)?;
@@ -123,7 +140,11 @@ fn interrupt_control(k: &mut Kernel, cur: usize, line: u32, handler: ThreadId, f
         return Err(KError::InvalidIrq);
     }
     k.set_irq_pending(line as usize, false);
-    k.irqs[line as usize] = super::IrqLine { handler: h, pending: false, in_service: false };
+    k.irqs[line as usize] = super::IrqLine {
+        handler: h,
+        pending: false,
+        in_service: false,
+    };
     pic.enable(
         line,
         flags & kestrel_abi::irqflags::EDGE != 0,
@@ -134,13 +155,19 @@ fn interrupt_control(k: &mut Kernel, cur: usize, line: u32, handler: ThreadId, f
 
 fn kernel_info(k: &Kernel, cur: usize, op: u32) -> Result<[u32; 4], KError> {
     match op {
-        kinfo::MEMORY if privileged(k, cur) => Ok([k.mem.free_start, k.mem.ram_end, SIGMA0_WINDOW, 0]),
+        kinfo::MEMORY if privileged(k, cur) => {
+            Ok([k.mem.free_start, k.mem.ram_end, SIGMA0_WINDOW, 0])
+        }
         kinfo::BOOT_MODULE if privileged(k, cur) => Ok([k.mem.module.0, k.mem.module.1, 0, 0]),
         kinfo::MEMORY | kinfo::BOOT_MODULE => Err(KError::NoPrivilege),
         kinfo::BOOTARGS => {
             let u = thread::utcb(k, cur);
             let n = k.mem.bootargs_len;
-            for (i, w) in u.mr.iter_mut().enumerate().take(kestrel_abi::BOOTARGS_LEN / 4) {
+            for (i, w) in
+                u.mr.iter_mut()
+                    .enumerate()
+                    .take(kestrel_abi::BOOTARGS_LEN / 4)
+            {
                 let mut b = [0u8; 4];
                 for (j, byte) in b.iter_mut().enumerate() {
                     if i * 4 + j < n {
@@ -158,7 +185,12 @@ fn kernel_info(k: &Kernel, cur: usize, op: u32) -> Result<[u32; 4], KError> {
 }
 
 /// Copies at most `N` bytes of a user buffer, validating every page.
-fn read_user<const N: usize>(k: &Kernel, cur: usize, addr: u32, len: u32) -> Result<([u8; N], usize), KError> {
+fn read_user<const N: usize>(
+    k: &Kernel,
+    cur: usize,
+    addr: u32,
+    len: u32,
+) -> Result<([u8; N], usize), KError> {
     let len = len as usize;
     if len > N || !kestrel_abi::is_user_range(addr, len as u32) {
         return Err(KError::InvalidBuffer);
@@ -167,7 +199,8 @@ fn read_user<const N: usize>(k: &Kernel, cur: usize, addr: u32, len: u32) -> Res
     let mut buf = [0u8; N];
     for (i, b) in buf.iter_mut().enumerate().take(len) {
         let va = addr + i as u32;
-        let pa = space::translate(k, sid, va, kestrel_abi::Rights::R).ok_or(KError::InvalidBuffer)?;
+        let pa =
+            space::translate(k, sid, va, kestrel_abi::Rights::R).ok_or(KError::InvalidBuffer)?;
         // SAFETY: `pa` is a RAM byte mapped readable in the caller's space (translate
         // checks the pte and rejects device pages); RAM is mapped 1:1 for the kernel.
         *b = unsafe { (pa as *const u8).read_volatile() };
@@ -192,7 +225,8 @@ fn kdebug(k: &mut Kernel, cur: usize, op: u32, a: u32, b: u32) -> Result<[u32; 2
             Ok([0; 2])
         }
         kdebug::SET_NAME => {
-            let (buf, len) = read_user::<THREAD_NAME_LEN>(k, cur, a, b.min(THREAD_NAME_LEN as u32))?;
+            let (buf, len) =
+                read_user::<THREAD_NAME_LEN>(k, cur, a, b.min(THREAD_NAME_LEN as u32))?;
             k.threads[cur].name = [0; THREAD_NAME_LEN];
             k.threads[cur].name[..len].copy_from_slice(&buf[..len]);
             Ok([0; 2])
@@ -210,4 +244,3 @@ fn kdebug(k: &mut Kernel, cur: usize, op: u32, a: u32, b: u32) -> Result<[u32; 2
         _ => Err(KError::InvalidParam),
     }
 }
-

@@ -7,7 +7,8 @@
 use super::{frame_of, frame_slot, hooks, ipc, sched, space, Kernel, IDLE, NTHREADS};
 use crate::arch::{msr, TrapFrame};
 use kestrel_abi::{
-    exreg, KError, Utcb, PAGE_SIZE, ThreadId, FIRST_THREAD_NO, MAX_PRIORITY, THREAD_NAME_LEN, DEFAULT_TIMESLICE_US,
+    exreg, KError, ThreadId, Utcb, DEFAULT_TIMESLICE_US, FIRST_THREAD_NO, MAX_PRIORITY, PAGE_SIZE,
+    THREAD_NAME_LEN,
 };
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -113,7 +114,11 @@ impl Tcb {
     };
 
     pub fn name(&self) -> &str {
-        let n = self.name.iter().position(|&c| c == 0).unwrap_or(THREAD_NAME_LEN);
+        let n = self
+            .name
+            .iter()
+            .position(|&c| c == 0)
+            .unwrap_or(THREAD_NAME_LEN);
         core::str::from_utf8(&self.name[..n]).unwrap_or("?")
     }
 
@@ -187,7 +192,16 @@ pub fn create(
 /// Fills TCB slot `i` for a new, inactive thread of space `sid` with a clean frame and
 /// counts it in the space.
 #[allow(clippy::too_many_arguments)]
-fn install(k: &mut Kernel, i: usize, version: u32, sid: u16, prio: u8, pager: ThreadId, utcb_va: u32, utcb_pa: u32) {
+fn install(
+    k: &mut Kernel,
+    i: usize,
+    version: u32,
+    sid: u16,
+    prio: u8,
+    pager: ThreadId,
+    utcb_va: u32,
+    utcb_pa: u32,
+) {
     let ticks = ticks_for_us(k, DEFAULT_TIMESLICE_US);
     k.threads[i] = Tcb {
         id: ThreadId::new(i as u32 + FIRST_THREAD_NO, version),
@@ -250,7 +264,12 @@ pub fn delete(k: &mut Kernel, i: usize) {
 /// Stops a thread that faulted with nobody to tell, printing one line.
 pub fn stop(k: &mut Kernel, i: usize, cause: core::fmt::Arguments) {
     let id = id_of(k, i);
-    crate::kprintln!("kestrel: thread {:?} ({}) stopped: {}", id, k.threads[i].name(), cause);
+    crate::kprintln!(
+        "kestrel: thread {:?} ({}) stopped: {}",
+        id,
+        k.threads[i].name(),
+        cause
+    );
     sched::dequeue(k, i);
     ipc::cancel_all(k, i, id);
     k.threads[i].state = State::Dead;
@@ -324,7 +343,11 @@ pub fn sys_thread_control(k: &mut Kernel, cur: usize, r: &[u32; 6]) -> Result<()
 }
 
 /// `ExchangeRegisters(dest, control, sp, ip, pager, exc_handler)` -> old values.
-pub fn sys_exchange_registers(k: &mut Kernel, cur: usize, r: &[u32; 6]) -> Result<[u32; 5], KError> {
+pub fn sys_exchange_registers(
+    k: &mut Kernel,
+    cur: usize,
+    r: &[u32; 6],
+) -> Result<[u32; 5], KError> {
     let dest = ThreadId(r[0]);
     let control = r[1];
     if control & !exreg::ALL != 0 {
@@ -381,8 +404,14 @@ pub fn sys_exchange_registers(k: &mut Kernel, cur: usize, r: &[u32; 6]) -> Resul
     if control & exreg::SET_EXC_HANDLER != 0 {
         k.threads[j].exc_handler = ThreadId(r[5]);
     }
-    if control & exreg::ABORT_IPC != 0 && matches!(k.threads[j].state, State::Sending | State::Receiving) {
-        let phase = if k.threads[j].state == State::Sending { kestrel_abi::IpcPhase::Send } else { kestrel_abi::IpcPhase::Receive };
+    if control & exreg::ABORT_IPC != 0
+        && matches!(k.threads[j].state, State::Sending | State::Receiving)
+    {
+        let phase = if k.threads[j].state == State::Sending {
+            kestrel_abi::IpcPhase::Send
+        } else {
+            kestrel_abi::IpcPhase::Receive
+        };
         ipc::abort(k, j, kestrel_abi::IpcError::Aborted, phase);
     }
     if control & exreg::HALT != 0 {
@@ -431,7 +460,12 @@ pub fn sys_schedule(k: &mut Kernel, cur: usize, r: &[u32; 3]) -> Result<(), KErr
 /// Marks the idle slot as a kernel-mode thread running `idle_loop`.
 pub fn init_idle(k: &mut Kernel, idle_loop: usize) {
     let f = frame_slot(IDLE);
-    k.threads[IDLE] = Tcb { version: 1, state: State::Ready, frame: f as usize, ..Tcb::FREE };
+    k.threads[IDLE] = Tcb {
+        version: 1,
+        state: State::Ready,
+        frame: f as usize,
+        ..Tcb::FREE
+    };
     let fr = frame_of(k, IDLE);
     *fr = TrapFrame::default();
     fr.regs.ip = idle_loop as u32;
@@ -441,7 +475,13 @@ pub fn init_idle(k: &mut Kernel, idle_loop: usize) {
 
 /// Creates a vCPU thread in a new VM space (ThreadControl with `tcflags::VCPU`). Its
 /// UTCB is kernel-only: the VM space's addresses all belong to the guest.
-pub fn create_vcpu(k: &mut Kernel, i: usize, version: u32, prio: u8, pager: ThreadId) -> Result<(), KError> {
+pub fn create_vcpu(
+    k: &mut Kernel,
+    i: usize,
+    version: u32,
+    prio: u8,
+    pager: ThreadId,
+) -> Result<(), KError> {
     let sid = space::create(k, false).ok_or(KError::OutOfMemory)?;
     k.spaces[sid as usize].vm = true;
     let Some(utcb_pa) = k.kmem.alloc() else {
@@ -453,7 +493,10 @@ pub fn create_vcpu(k: &mut Kernel, i: usize, version: u32, prio: u8, pager: Thre
     if let Err(e) = hooks::create_vcpu(k, i) {
         // Not a vCPU yet: undo by hand (its UTCB is a bare pool page, not mapped).
         k.kmem.free(utcb_pa);
-        k.threads[i] = Tcb { version, ..Tcb::FREE };
+        k.threads[i] = Tcb {
+            version,
+            ..Tcb::FREE
+        };
         space::destroy(k, sid);
         return Err(e);
     }

@@ -124,8 +124,12 @@ macro_rules! stub {
         concat!(
             "    mtspr {sprg2}, 1\n",
             "    mtspr {sprg3}, 3\n",
-            "    li 3, ", $n, "\n",
-            "    b ", $target, "\n",
+            "    li 3, ",
+            $n,
+            "\n",
+            "    b ",
+            $target,
+            "\n",
         )
     };
 }
@@ -222,7 +226,10 @@ pub unsafe fn resume(frame: *mut TrapFrame) -> ! {
 /// Points IVPR and IVOR0..15 at the vector stubs.
 pub fn install_vectors() {
     let base = core::ptr::addr_of!(__vectors_start) as u32;
-    assert!(base & 0xffff == 0, "vectors must be 64 KiB aligned for IVPR");
+    assert!(
+        base & 0xffff == 0,
+        "vectors must be 64 KiB aligned for IVPR"
+    );
     super::spr::write::<{ ppc440::spr::IVPR }>(base);
     macro_rules! ivor {
         ($($n:literal)*) => { $( super::spr::write::<{ ppc440::spr::IVOR0 + $n }>(STUB_SIZE * $n); )* };

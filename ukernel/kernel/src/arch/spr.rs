@@ -10,7 +10,9 @@ pub fn read<const N: u32>() -> u32 {
     let v: u32;
     // SAFETY: mfspr of a kernel-chosen SPR number has no memory side effects; the
     // kernel runs in supervisor mode so every SPR is readable.
-    unsafe { asm!("mfspr {0}, {n}", out(reg) v, n = const N, options(nomem, nostack, preserves_flags)) };
+    unsafe {
+        asm!("mfspr {0}, {n}", out(reg) v, n = const N, options(nomem, nostack, preserves_flags))
+    };
     v
 }
 
@@ -19,7 +21,9 @@ pub fn read<const N: u32>() -> u32 {
 pub fn write<const N: u32>(v: u32) {
     // SAFETY: the callers in arch/, api/, glue/ and virt/ only write SPRs whose effect they
     // document (PID, SPRG1/4, timers, IVORs); mtspr has no memory side effects.
-    unsafe { asm!("mtspr {n}, {0}", in(reg) v, n = const N, options(nomem, nostack, preserves_flags)) };
+    unsafe {
+        asm!("mtspr {n}, {0}", in(reg) v, n = const N, options(nomem, nostack, preserves_flags))
+    };
 }
 
 /// Reads DCR `N`.
@@ -27,7 +31,9 @@ pub fn write<const N: u32>(v: u32) {
 pub fn read_dcr<const N: u32>() -> u32 {
     let v: u32;
     // SAFETY: DCR reads of the interrupt controller have no memory side effects.
-    unsafe { asm!("mfdcr {0}, {n}", out(reg) v, n = const N, options(nomem, nostack, preserves_flags)) };
+    unsafe {
+        asm!("mfdcr {0}, {n}", out(reg) v, n = const N, options(nomem, nostack, preserves_flags))
+    };
     v
 }
 
@@ -35,7 +41,9 @@ pub fn read_dcr<const N: u32>() -> u32 {
 #[inline(always)]
 pub fn write_dcr<const N: u32>(v: u32) {
     // SAFETY: only the platform's interrupt-controller driver writes DCRs.
-    unsafe { asm!("mtdcr {n}, {0}", in(reg) v, n = const N, options(nomem, nostack, preserves_flags)) };
+    unsafe {
+        asm!("mtdcr {n}, {0}", in(reg) v, n = const N, options(nomem, nostack, preserves_flags))
+    };
 }
 
 #[inline(always)]

@@ -129,7 +129,13 @@ pub fn flush_user() {
 /// [`KERNEL_IO_VA`], then invalidate everything else.
 pub fn install_kernel_map(uart_phys_page: u32) {
     let supervisor_rw = flags::SW | flags::SR;
-    write(KERNEL_RAM_ENTRY, 0, flags::V | PageSize::M256.word0(), 0, flags::SX | supervisor_rw);
+    write(
+        KERNEL_RAM_ENTRY,
+        0,
+        flags::V | PageSize::M256.word0(),
+        0,
+        flags::SX | supervisor_rw,
+    );
     write(
         KERNEL_IO_ENTRY,
         0,

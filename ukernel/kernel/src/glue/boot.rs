@@ -7,9 +7,11 @@
 //! load the root task from the boot module (QEMU's `-initrd`), and start it.
 
 use crate::api::{frame_of, kernel, space, thread, Kernel, IDLE};
-use crate::arch::{self, msr, spr, tcr, tsr, tlb};
+use crate::arch::{self, msr, spr, tcr, tlb, tsr};
 use crate::platform::{uart::Uart, uic, IrqController};
-use kestrel_abi::{Rights, ThreadId, PAGE_SHIFT, PAGE_SIZE, ROOT_PRIORITY, ROOT_THREAD_NO, USER_BASE, USER_END};
+use kestrel_abi::{
+    Rights, ThreadId, PAGE_SHIFT, PAGE_SIZE, ROOT_PRIORITY, ROOT_THREAD_NO, USER_BASE, USER_END,
+};
 use kestrel_kcore::{bootinfo::BoardInfo, elf};
 
 extern "C" {
@@ -38,10 +40,18 @@ extern "C" fn kestrel_boot(fdt: *const u8) -> ! {
         core::slice::from_raw_parts(fdt, size.min(1 << 20))
     };
     let board = BoardInfo::from_fdt(blob);
-    let uart_phys = board.as_ref().ok().and_then(|b| b.uart0.as_ref()).map(|u| u.phys as u32).unwrap_or(0xEF60_0300);
+    let uart_phys = board
+        .as_ref()
+        .ok()
+        .and_then(|b| b.uart0.as_ref())
+        .map(|u| u.phys as u32)
+        .unwrap_or(0xEF60_0300);
     tlb::install_kernel_map(uart_phys & !(PAGE_SIZE - 1));
     Uart::init((tlb::KERNEL_IO_VA + (uart_phys & (PAGE_SIZE - 1))) as usize);
-    crate::kprintln!("\nKestrel microkernel for PowerPC 440 (ABI v{})", kestrel_abi::ABI_VERSION);
+    crate::kprintln!(
+        "\nKestrel microkernel for PowerPC 440 (ABI v{})",
+        kestrel_abi::ABI_VERSION
+    );
     let board = match board {
         Ok(b) => b,
         Err(e) => halt_with(e.as_str()),
@@ -60,7 +70,9 @@ extern "C" fn kestrel_boot(fdt: *const u8) -> ! {
     let ram_end = board.mem_size.min(MAX_RAM) as u32;
     let fdt_start = fdt as u32;
     let fdt_end = fdt_start + blob.len() as u32;
-    let (mod_start, mod_end) = board.initrd.unwrap_or_else(|| halt_with("no boot module (pass the root task with -initrd)"));
+    let (mod_start, mod_end) = board
+        .initrd
+        .unwrap_or_else(|| halt_with("no boot module (pass the root task with -initrd)"));
     let pool_end = fdt_start.min(mod_start) & !(PAGE_SIZE - 1);
     k.kmem.init(kernel_end, pool_end);
     let mut next_free = fdt_end.max(mod_end).next_multiple_of(PAGE_SIZE);
@@ -81,13 +93,25 @@ extern "C" fn kestrel_boot(fdt: *const u8) -> ! {
     // The root task: a privileged space with one thread, loaded from the boot module.
     let sid = space::create(k, true).unwrap_or_else(|| halt_with("no address space"));
     let root = (ROOT_THREAD_NO - kestrel_abi::FIRST_THREAD_NO) as usize;
-    if thread::create(k, root, ThreadId::ROOT.version(), sid, ROOT_PRIORITY as u8, ThreadId::NIL, ROOT_UTCB).is_err() {
+    if thread::create(
+        k,
+        root,
+        ThreadId::ROOT.version(),
+        sid,
+        ROOT_PRIORITY as u8,
+        ThreadId::NIL,
+        ROOT_UTCB,
+    )
+    .is_err()
+    {
         halt_with("cannot create the root thread");
     }
     k.threads[root].name[..4].copy_from_slice(b"root");
     // SAFETY: the boot module lies in RAM (QEMU placed it), mapped 1:1, and nothing
     // writes it while we read it.
-    let module = unsafe { core::slice::from_raw_parts(mod_start as *const u8, (mod_end - mod_start) as usize) };
+    let module = unsafe {
+        core::slice::from_raw_parts(mod_start as *const u8, (mod_end - mod_start) as usize)
+    };
     // An archive of boot modules starts with the root task; a plain ELF is the root task.
     let image = match kestrel_abi::bootmod::count(module) {
         Some(_) => match kestrel_abi::bootmod::get(module, 0) {
@@ -116,7 +140,9 @@ extern "C" fn kestrel_boot(fdt: *const u8) -> ! {
                     }
                     // SAFETY: `f` is free RAM above the boot module, mapped 1:1.
                     unsafe { core::ptr::write_bytes(f as *mut u8, 0, PAGE_SIZE as usize) };
-                    let node = k.mapdb.insert_root(sid, va >> PAGE_SHIFT, f >> PAGE_SHIFT, Rights::RWX)
+                    let node = k
+                        .mapdb
+                        .insert_root(sid, va >> PAGE_SHIFT, f >> PAGE_SHIFT, Rights::RWX)
                         .unwrap_or_else(|_| halt_with("mapping database full"));
                     if space::set_pte(k, sid, va, f | seg.rights.0 as u32, node).is_err() {
                         halt_with("kernel pool exhausted");
@@ -133,7 +159,11 @@ extern "C" fn kestrel_boot(fdt: *const u8) -> ! {
                 // SAFETY: destination is the frame backing `page_lo` (in RAM, 1:1); the
                 // source range was bounds-checked by `load_plan`.
                 unsafe {
-                    core::ptr::copy_nonoverlapping(image[off..off + len].as_ptr(), (frame + (page_lo - va)) as *mut u8, len);
+                    core::ptr::copy_nonoverlapping(
+                        image[off..off + len].as_ptr(),
+                        (frame + (page_lo - va)) as *mut u8,
+                        len,
+                    );
                 }
             }
             va += PAGE_SIZE;
@@ -148,7 +178,11 @@ extern "C" fn kestrel_boot(fdt: *const u8) -> ! {
 
     thread::init_idle(k, idle_loop as *const () as usize);
     start_timer(k, &board);
-    crate::kprintln!("kestrel: root task entry {:#x}, {} KiB free for it", plan.entry, (ram_end - next_free) >> 10);
+    crate::kprintln!(
+        "kestrel: root task entry {:#x}, {} KiB free for it",
+        plan.entry,
+        (ram_end - next_free) >> 10
+    );
     let frame = super::switch::switch_to(k, root);
     // SAFETY: `switch_to` made the root thread current; its frame is complete.
     unsafe { arch::entry::resume(frame) }
@@ -171,7 +205,6 @@ extern "C" fn idle_loop() -> ! {
         spr::write_msr(msr::IDLE | msr::WE);
     }
 }
-
 
 #[allow(dead_code)]
 const _IDLE: usize = IDLE;

@@ -28,7 +28,11 @@ extern "C" fn kestrel_syscall(frame: *mut TrapFrame) -> *mut TrapFrame {
             return next;
         }
     }
-    super::trap::dispatch(frame, crate::arch::vector::SYSCALL, crate::virt::Insn::Unknown)
+    super::trap::dispatch(
+        frame,
+        crate::arch::vector::SYSCALL,
+        crate::virt::Insn::Unknown,
+    )
 }
 
 #[inline(always)]
@@ -36,7 +40,11 @@ fn fast_ipc(f: &TrapFrame) -> Option<*mut TrapFrame> {
     let r = &f.regs.gpr;
     let (to, from, tos, tag) = (ThreadId(r[3]), ThreadId(r[4]), r[5], MsgTag(r[6]));
     // Only untyped words in registers, receive timeout never, call or reply-and-wait.
-    if tag.0 & 0xfc0 != 0 || tag.untyped() > 6 || tos & 0xffff != 0xffff || !(from == to || from.is_any()) {
+    if tag.0 & 0xfc0 != 0
+        || tag.untyped() > 6
+        || tos & 0xffff != 0xffff
+        || !(from == to || from.is_any())
+    {
         return None;
     }
     if !to.is_thread() {

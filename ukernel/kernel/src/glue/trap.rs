@@ -50,7 +50,11 @@ pub fn dispatch(frame: *mut TrapFrame, vec: u32, insn: Insn) -> *mut TrapFrame {
     }
     let cur = k.current;
     // Only user mode runs vCPUs.
-    let vcpu = if from_user { virt::vcpu_of(k, cur) } else { None };
+    let vcpu = if from_user {
+        virt::vcpu_of(k, cur)
+    } else {
+        None
+    };
     if from_user {
         // The saved MSR is whatever the interrupt put in SRRn[1]; QEMU adds stray bits
         // (MSR[WE] among them) on program interrupts. User threads always resume with
@@ -108,7 +112,11 @@ fn native_trap(k: &mut Kernel, cur: usize, vec: u32, f: &mut TrapFrame) -> Optio
             let esr = spr::read::<{ ppc440::spr::ESR }>();
             f.esr = esr;
             f.dear = ea;
-            let access = if esr & esr::ST != 0 { Rights::W } else { Rights::R };
+            let access = if esr & esr::ST != 0 {
+                Rights::W
+            } else {
+                Rights::R
+            };
             if (USER_BASE..USER_END).contains(&ea) {
                 page_fault(k, cur, ea, access)
             } else {
@@ -120,21 +128,46 @@ fn native_trap(k: &mut Kernel, cur: usize, vec: u32, f: &mut TrapFrame) -> Optio
             if (USER_BASE..USER_END).contains(&ip) {
                 page_fault(k, cur, ip, Rights::X)
             } else {
-                exception(k, cur, ExceptionClass::InstructionStorage, spr::read::<{ ppc440::spr::ESR }>(), ip)
+                exception(
+                    k,
+                    cur,
+                    ExceptionClass::InstructionStorage,
+                    spr::read::<{ ppc440::spr::ESR }>(),
+                    ip,
+                )
             }
         }
-        vector::PROGRAM => exception(k, cur, ExceptionClass::Program, spr::read::<{ ppc440::spr::ESR }>(), 0),
-        vector::ALIGNMENT => {
-            exception(k, cur, ExceptionClass::Alignment, spr::read::<{ ppc440::spr::ESR }>(), spr::read::<{ ppc440::spr::DEAR }>())
-        }
+        vector::PROGRAM => exception(
+            k,
+            cur,
+            ExceptionClass::Program,
+            spr::read::<{ ppc440::spr::ESR }>(),
+            0,
+        ),
+        vector::ALIGNMENT => exception(
+            k,
+            cur,
+            ExceptionClass::Alignment,
+            spr::read::<{ ppc440::spr::ESR }>(),
+            spr::read::<{ ppc440::spr::DEAR }>(),
+        ),
         vector::FP_UNAVAILABLE => exception(k, cur, ExceptionClass::FpUnavailable, 0, 0),
         vector::AP_UNAVAILABLE => exception(k, cur, ExceptionClass::ApUnavailable, 0, 0),
         vector::DEBUG => exception(k, cur, ExceptionClass::Debug, 0, 0),
-        vector::MACHINE_CHECK => exception(k, cur, ExceptionClass::MachineCheck, spr::read::<{ ppc440::spr::MCSR }>(), 0),
+        vector::MACHINE_CHECK => exception(
+            k,
+            cur,
+            ExceptionClass::MachineCheck,
+            spr::read::<{ ppc440::spr::MCSR }>(),
+            0,
+        ),
         vector::FIT | vector::WATCHDOG | vector::CRITICAL => {
             // Never enabled by the kernel; acknowledge and carry on.
             spr::write::<{ ppc440::spr::TSR }>(tsr::FIS | tsr::WIS | tsr::ENW);
-            crate::kprintln!("kestrel: unexpected {} interrupt ignored", vector::name(vec));
+            crate::kprintln!(
+                "kestrel: unexpected {} interrupt ignored",
+                vector::name(vec)
+            );
             None
         }
         _ => fatal(f, vec, "unknown vector"),
@@ -149,8 +182,18 @@ fn page_fault(k: &mut Kernel, cur: usize, ea: u32, access: Rights) -> Option<usi
     }
     let ip = crate::api::frame_of(k, cur).regs.ip;
     let pager = k.threads[cur].pager;
-    let tag = MsgTag::new(label::PAGEFAULT | access.0 as u16, kestrel_abi::pf::WORDS, 0);
-    match ipc::fault_ipc(k, cur, FaultWait::PageFault, pager, [tag.0, ea, ip, 0, 0, 0, 0]) {
+    let tag = MsgTag::new(
+        label::PAGEFAULT | access.0 as u16,
+        kestrel_abi::pf::WORDS,
+        0,
+    );
+    match ipc::fault_ipc(
+        k,
+        cur,
+        FaultWait::PageFault,
+        pager,
+        [tag.0, ea, ip, 0, 0, 0, 0],
+    ) {
         Ok(h) => h,
         Err(()) => {
             let kind = match access {
@@ -158,14 +201,26 @@ fn page_fault(k: &mut Kernel, cur: usize, ea: u32, access: Rights) -> Option<usi
                 Rights::X => "execute",
                 _ => "read",
             };
-            thread::stop(k, cur, format_args!("page fault ({kind}) at {ea:#010x}, ip {ip:#010x}, no pager to resolve it"));
+            thread::stop(
+                k,
+                cur,
+                format_args!(
+                    "page fault ({kind}) at {ea:#010x}, ip {ip:#010x}, no pager to resolve it"
+                ),
+            );
             None
         }
     }
 }
 
 /// A user exception other than a page fault.
-fn exception(k: &mut Kernel, cur: usize, class: ExceptionClass, esr: u32, dear: u32) -> Option<usize> {
+fn exception(
+    k: &mut Kernel,
+    cur: usize,
+    class: ExceptionClass,
+    esr: u32,
+    dear: u32,
+) -> Option<usize> {
     let (ip, sp) = {
         let f = crate::api::frame_of(k, cur);
         (f.regs.ip, f.regs.gpr[1])
@@ -176,7 +231,13 @@ fn exception(k: &mut Kernel, cur: usize, class: ExceptionClass, esr: u32, dear: 
         .unwrap_or(0);
     let handler = k.threads[cur].exc_handler;
     let tag = MsgTag::new(label::EXCEPTION, kestrel_abi::exc::WORDS, 0);
-    match ipc::fault_ipc(k, cur, FaultWait::Exception, handler, [tag.0, ip, sp, class as u32, esr, dear, insn]) {
+    match ipc::fault_ipc(
+        k,
+        cur,
+        FaultWait::Exception,
+        handler,
+        [tag.0, ip, sp, class as u32, esr, dear, insn],
+    ) {
         Ok(h) => h,
         Err(()) => {
             thread::stop(
@@ -191,10 +252,20 @@ fn exception(k: &mut Kernel, cur: usize, class: ExceptionClass, esr: u32, dear: 
 
 /// Prints a register dump and stops the machine.
 pub fn fatal(f: &TrapFrame, vec: u32, why: &str) -> ! {
-    crate::kprintln!("KERNEL PANIC: {} ({} interrupt, vector {})", why, vector::name(vec), vec);
+    crate::kprintln!(
+        "KERNEL PANIC: {} ({} interrupt, vector {})",
+        why,
+        vector::name(vec),
+        vec
+    );
     crate::kprintln!(
         "  ip {:#010x} msr {:#010x} lr {:#010x} ctr {:#010x} cr {:#010x} xer {:#010x}",
-        f.regs.ip, f.regs.msr, f.regs.lr, f.regs.ctr, f.regs.cr, f.regs.xer
+        f.regs.ip,
+        f.regs.msr,
+        f.regs.lr,
+        f.regs.ctr,
+        f.regs.cr,
+        f.regs.xer
     );
     crate::kprintln!(
         "  esr {:#010x} dear {:#010x} mcsr {:#010x}",
@@ -206,7 +277,11 @@ pub fn fatal(f: &TrapFrame, vec: u32, why: &str) -> ! {
         let g = &f.regs.gpr[row * 4..row * 4 + 4];
         crate::kprintln!(
             "  r{:<2} {:#010x} {:#010x} {:#010x} {:#010x}",
-            row * 4, g[0], g[1], g[2], g[3]
+            row * 4,
+            g[0],
+            g[1],
+            g[2],
+            g[3]
         );
     }
     crate::platform::shutdown(2)

@@ -30,7 +30,10 @@ pub trait IrqController {
 /// The board's interrupt lines (a fact of the board, not of the ABI: the ABI only says
 /// that thread numbers below `FIRST_THREAD_NO` name interrupt lines).
 pub const IRQ_LINES: usize = uic::LINES as usize;
-const _: () = assert!(IRQ_LINES <= kestrel_abi::FIRST_THREAD_NO as usize, "every line needs an interrupt-thread id");
+const _: () = assert!(
+    IRQ_LINES <= kestrel_abi::FIRST_THREAD_NO as usize,
+    "every line needs an interrupt-thread id"
+);
 
 /// The board's interrupt controller.
 #[inline(always)]

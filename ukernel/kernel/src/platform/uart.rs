@@ -23,7 +23,9 @@ impl Uart {
 
     pub fn console() -> Uart {
         // SAFETY: written once at boot, read-only afterwards.
-        Uart { base: unsafe { CONSOLE_BASE } }
+        Uart {
+            base: unsafe { CONSOLE_BASE },
+        }
     }
 
     pub fn putc(&self, c: u8) {

@@ -6,8 +6,8 @@
 //! handler's acknowledgement unmasks it again.
 
 use super::IrqController;
-use ppc440::dcr;
 use crate::arch::spr::{read_dcr, write_dcr};
+use ppc440::dcr;
 
 /// DCR base the DCR numbers below assume; checked against the device tree at boot.
 pub const DCR_BASE: u32 = dcr::UIC0_BASE;

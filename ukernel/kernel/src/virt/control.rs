@@ -4,7 +4,8 @@
 use super::{merge, mmu, vcpu_of, TRACE_RETIRED};
 use crate::api::{frame_of, space, thread, Kernel};
 use kestrel_abi::{
-    tracectl, vcpuctl, KError, ThreadId, TraceCounter, Utcb, VcpuState, NUM_FAULT_CLASSES, NUM_TRACEPOINTS, PAGE_SIZE,
+    tracectl, vcpuctl, KError, ThreadId, TraceCounter, Utcb, VcpuState, NUM_FAULT_CLASSES,
+    NUM_TRACEPOINTS, PAGE_SIZE,
 };
 
 fn caller_utcb(k: &Kernel, cur: usize) -> &'static mut Utcb {
@@ -60,7 +61,11 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
             for ivor in v.s.ivor.iter_mut() {
                 *ivor &= ppc440::ivor::OFFSET.mask();
             }
-            v.dec_deadline = if s.dec == 0 { 0 } else { crate::arch::spr::timebase() + s.dec as u64 };
+            v.dec_deadline = if s.dec == 0 {
+                0
+            } else {
+                crate::arch::spr::timebase() + s.dec as u64
+            };
             if k.vm.shadow_owner as usize == vi {
                 mmu::flush_shadow(k);
             }
@@ -83,9 +88,12 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
             }
             let mmucr = tid & 0xff;
             let t = &mut k.vm.vcpus[vi].tlb;
-            t.tlbwe(index, 0, w0, mmucr).map_err(|_| KError::InvalidParam)?;
-            t.tlbwe(index, 1, w1, mmucr).map_err(|_| KError::InvalidParam)?;
-            t.tlbwe(index, 2, w2, mmucr).map_err(|_| KError::InvalidParam)?;
+            t.tlbwe(index, 0, w0, mmucr)
+                .map_err(|_| KError::InvalidParam)?;
+            t.tlbwe(index, 1, w1, mmucr)
+                .map_err(|_| KError::InvalidParam)?;
+            t.tlbwe(index, 2, w2, mmucr)
+                .map_err(|_| KError::InvalidParam)?;
             if k.vm.shadow_owner as usize == vi {
                 mmu::guest_tlb_written(k, vi, index);
             }

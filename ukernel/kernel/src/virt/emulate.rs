@@ -8,20 +8,24 @@
 //! 11:20 with its two halves swapped.
 
 use super::{
-    Insn, deliver_pending, inject, mmu, set_guest_mode, set_timebase, sync_frame_msr, trace, update_dec, virt_fault,
-    GUEST_MSR_MASK, NO_VCPU,
+    deliver_pending, inject, mmu, set_guest_mode, set_timebase, sync_frame_msr, trace, update_dec,
+    virt_fault, Insn, GUEST_MSR_MASK, NO_VCPU,
 };
+use crate::api::Kernel;
 use crate::arch::{esr, msr, spr, tcr, tsr, vector, TrapFrame};
-use ppc440::decode::{self, opcd::{X, XL}, xo19, xo31};
+use kestrel_abi::{TracePoint, VirtFault};
+use kestrel_vtlb::Access;
 use ppc440::dbcr0;
+use ppc440::decode::{
+    self,
+    opcd::{X, XL},
+    xo19, xo31,
+};
 use ppc440::spr::{
     Emulation, CCR0, CCR1, CSRR0, CSRR1, DAC1, DAC2, DBCR0, DBCR1, DBCR2, DBSR, DEAR, DEC, DECAR,
     DVC1, DVC2, ESR, IAC1, IAC4, IVOR0, IVOR15, IVPR, MCSR, MCSRR0, MCSRR1, MMUCR, PID, PIR, PVR,
     SPRG0, SPRG4, SPRG5, SPRG6, SPRG7, SRR0, SRR1, TBL_R, TBL_W, TBU_R, TBU_W, TCR, TSR, USPRG0,
 };
-use crate::api::Kernel;
-use kestrel_abi::{TracePoint, VirtFault};
-use kestrel_vtlb::Access;
 
 /// The debug events the kernel passes through to hardware for a guest: DBCR0[IDM] and
 /// DBCR0[ICMP] (instruction-completion single step).
@@ -38,7 +42,14 @@ pub fn enter(k: &mut Kernel, vi: usize) {
 /// but the host's own events (decrementer, external interrupt), which `glue::trap`
 /// handles once for all threads. `insn` is the guest instruction if the program
 /// interrupt's fast tier already fetched it.
-pub fn guest_trap(k: &mut Kernel, cur: usize, vi: usize, vec: u32, f: &mut TrapFrame, insn: Insn) -> Option<usize> {
+pub fn guest_trap(
+    k: &mut Kernel,
+    cur: usize,
+    vi: usize,
+    vec: u32,
+    f: &mut TrapFrame,
+    insn: Insn,
+) -> Option<usize> {
     let t0 = spr::timebase();
     let mut tp = None;
     let hint = match vec {
@@ -67,7 +78,11 @@ pub fn guest_trap(k: &mut Kernel, cur: usize, vi: usize, vec: u32, f: &mut TrapF
         vector::DTLB_MISS | vector::DSI => {
             let ea = spr::read::<{ ppc440::spr::DEAR }>();
             let e = spr::read::<{ ppc440::spr::ESR }>();
-            let access = if e & esr::ST != 0 { Access::Write } else { Access::Read };
+            let access = if e & esr::ST != 0 {
+                Access::Write
+            } else {
+                Access::Read
+            };
             mmu::tlb_fault(k, cur, vi, f, ea, access, e)
         }
         vector::ITLB_MISS | vector::ISI => {
@@ -140,7 +155,13 @@ fn rb(insn: u32) -> usize {
 }
 
 /// A privileged-instruction program exception: emulate or send to the VMM.
-fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, insn: Insn) -> (Option<usize>, Option<TracePoint>) {
+fn privileged(
+    k: &mut Kernel,
+    cur: usize,
+    vi: usize,
+    f: &mut TrapFrame,
+    insn: Insn,
+) -> (Option<usize>, Option<TracePoint>) {
     let pc = f.regs.ip;
     if k.vm.vcpus[vi].s.msr & msr::PR != 0 {
         // A privileged instruction in guest user mode: the guest kernel's business.
@@ -154,7 +175,10 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, insn: In
         Insn::Unknown => mmu::guest_fetch(k, vi, pc),
     };
     let Some(insn) = insn else {
-        return (virt_fault(k, cur, vi, VirtFault::Instruction, 0, 0), Some(TracePoint::SyscallIpc));
+        return (
+            virt_fault(k, cur, vi, VirtFault::Instruction, 0, 0),
+            Some(TracePoint::SyscallIpc),
+        );
     };
     let op = decode::OPCD.get(insn);
     let xo = decode::XO.get(insn);
@@ -169,7 +193,10 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, insn: In
             // mtmsr
             let v = f.regs.gpr[rs(insn)];
             if !set_msr(k, cur, vi, f, v, next) {
-                return (virt_fault(k, cur, vi, VirtFault::Idle, insn, 0), Some(TracePoint::GuestIdle));
+                return (
+                    virt_fault(k, cur, vi, VirtFault::Idle, insn, 0),
+                    Some(TracePoint::GuestIdle),
+                );
             }
             return (None, Some(TracePoint::EmulMtmsr));
         }
@@ -189,7 +216,12 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, insn: In
             // mfspr
             match read_spr(k, vi, decode::spr_number(insn)) {
                 Some(v) => f.regs.gpr[rs(insn)] = v,
-                None => return (virt_fault(k, cur, vi, VirtFault::Instruction, insn, 0), Some(TracePoint::SyscallIpc)),
+                None => {
+                    return (
+                        virt_fault(k, cur, vi, VirtFault::Instruction, insn, 0),
+                        Some(TracePoint::SyscallIpc),
+                    )
+                }
             }
             TracePoint::EmulMfspr
         }
@@ -199,17 +231,24 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, insn: In
             match write_spr(k, vi, decode::spr_number(insn), v) {
                 SprWrite::Done => sync_frame_msr(k, vi, f),
                 SprWrite::Unknown => {
-                    return (virt_fault(k, cur, vi, VirtFault::Instruction, insn, 0), Some(TracePoint::SyscallIpc))
+                    return (
+                        virt_fault(k, cur, vi, VirtFault::Instruction, insn, 0),
+                        Some(TracePoint::SyscallIpc),
+                    )
                 }
                 SprWrite::Reset => {
-                    return (virt_fault(k, cur, vi, VirtFault::Halt, insn, 0), Some(TracePoint::SyscallIpc))
+                    return (
+                        virt_fault(k, cur, vi, VirtFault::Halt, insn, 0),
+                        Some(TracePoint::SyscallIpc),
+                    )
                 }
             }
             TracePoint::EmulMtspr
         }
         (X, xo31::TLBWE) => {
             // tlbwe RS,RA,WS
-            let (index, word, value) = (f.regs.gpr[ra(insn)], rb(insn) as u32, f.regs.gpr[rs(insn)]);
+            let (index, word, value) =
+                (f.regs.gpr[ra(insn)], rb(insn) as u32, f.regs.gpr[rs(insn)]);
             if mmu::guest_tlbwe(k, vi, index, word, value).is_err() {
                 return reflect_illegal(k, vi, f);
             }
@@ -232,7 +271,12 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, insn: In
         }
         (X, xo31::TLBSX) => {
             // tlbsx[.] RT,RA,RB
-            let ea = if ra(insn) == 0 { 0 } else { f.regs.gpr[ra(insn)] }.wrapping_add(f.regs.gpr[rb(insn)]);
+            let ea = if ra(insn) == 0 {
+                0
+            } else {
+                f.regs.gpr[ra(insn)]
+            }
+            .wrapping_add(f.regs.gpr[rb(insn)]);
             let hit = k.vm.vcpus[vi].tlb.tlbsx(ea, k.vm.vcpus[vi].s.mmucr);
             if let Some(i) = hit {
                 f.regs.gpr[rs(insn)] = i;
@@ -252,7 +296,10 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, insn: In
             // rfi
             let (pc, m) = (k.vm.vcpus[vi].s.srr0, k.vm.vcpus[vi].s.srr1);
             if !set_msr(k, cur, vi, f, m, pc) {
-                return (virt_fault(k, cur, vi, VirtFault::Idle, insn, 0), Some(TracePoint::GuestIdle));
+                return (
+                    virt_fault(k, cur, vi, VirtFault::Idle, insn, 0),
+                    Some(TracePoint::GuestIdle),
+                );
             }
             return (None, Some(TracePoint::EmulRfi));
         }
@@ -264,11 +311,19 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, insn: In
                 (k.vm.vcpus[vi].s.mcsrr0, k.vm.vcpus[vi].s.mcsrr1)
             };
             if !set_msr(k, cur, vi, f, m, pc) {
-                return (virt_fault(k, cur, vi, VirtFault::Idle, insn, 0), Some(TracePoint::GuestIdle));
+                return (
+                    virt_fault(k, cur, vi, VirtFault::Idle, insn, 0),
+                    Some(TracePoint::GuestIdle),
+                );
             }
             return (None, Some(TracePoint::EmulRfciMci));
         }
-        _ => return (virt_fault(k, cur, vi, VirtFault::Instruction, insn, 0), Some(TracePoint::SyscallIpc)),
+        _ => {
+            return (
+                virt_fault(k, cur, vi, VirtFault::Instruction, insn, 0),
+                Some(TracePoint::SyscallIpc),
+            )
+        }
     };
     f.regs.ip = next;
     (None, Some(tp))
@@ -276,7 +331,11 @@ fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, insn: In
 
 /// An emulated instruction with invalid operands: the guest gets an illegal-instruction
 /// program exception, as on hardware.
-fn reflect_illegal(k: &mut Kernel, vi: usize, f: &mut TrapFrame) -> (Option<usize>, Option<TracePoint>) {
+fn reflect_illegal(
+    k: &mut Kernel,
+    vi: usize,
+    f: &mut TrapFrame,
+) -> (Option<usize>, Option<TracePoint>) {
     k.vm.vcpus[vi].s.esr = esr::PIL;
     let pc = f.regs.ip;
     inject(k, vi, f, vector::PROGRAM, pc);
@@ -422,7 +481,11 @@ fn write_spr(k: &mut Kernel, vi: usize, n: u32, val: u32) -> SprWrite {
         MMUCR => s.mmucr = val,
         DEC => {
             s.dec = val;
-            v.dec_deadline = if val == 0 { 0 } else { spr::timebase() + val as u64 };
+            v.dec_deadline = if val == 0 {
+                0
+            } else {
+                spr::timebase() + val as u64
+            };
         }
         DECAR => s.decar = val,
         TCR => s.tcr = val,
@@ -432,7 +495,11 @@ fn write_spr(k: &mut Kernel, vi: usize, n: u32, val: u32) -> SprWrite {
                 return SprWrite::Reset;
             }
             s.dbcr0 = val;
-            let events = if val & dbcr0::ICMP != 0 { val & DBCR0_EVENTS } else { 0 };
+            let events = if val & dbcr0::ICMP != 0 {
+                val & DBCR0_EVENTS
+            } else {
+                0
+            };
             spr::write::<{ DBCR0 }>(events);
         }
         IAC1..=IAC4 => s.iac[(n - IAC1) as usize] = val,

@@ -17,17 +17,21 @@
 //! The assembly addresses `Vcpu` fields by `offset_of!`, so `Vcpu` is `repr(C)`.
 
 use super::{mmu, Insn, Vcpu, NO_VCPU, VCPU_MSR};
+use crate::api::{kernel, Kernel};
+use crate::arch::{esr, msr, spr, tcr, tsr, TrapFrame};
 use core::arch::global_asm;
 use core::mem::offset_of;
-use kestrel_abi::VcpuState;
-use crate::arch::{esr, msr, spr, tcr, tsr, TrapFrame};
-use crate::api::{kernel, Kernel};
-use ppc440::decode::{self, opcd::{X, XL}, xo19, xo31};
-use ppc440::spr::{
-    emulation, Emulation, CSRR0, CSRR1, DEAR, ESR, MCSRR0, MCSRR1, MMUCR, PID, SPRG0, SPRG1,
-    SPRG2, SPRG3, SPRG4, SPRG7, SRR0, SRR1,
-};
 use kestrel_abi::TracePoint;
+use kestrel_abi::VcpuState;
+use ppc440::decode::{
+    self,
+    opcd::{X, XL},
+    xo19, xo31,
+};
+use ppc440::spr::{
+    emulation, Emulation, CSRR0, CSRR1, DEAR, ESR, MCSRR0, MCSRR1, MMUCR, PID, SPRG0, SPRG1, SPRG2,
+    SPRG3, SPRG4, SPRG7, SRR0, SRR1,
+};
 
 /// MSR bits a fast-path MSR write may not change (they need the full path: a new
 /// translation space flushes the shadow TLB; FP/DE change the real MSR).
@@ -48,7 +52,9 @@ pub fn program(frame: *mut TrapFrame, slow: impl FnOnce(Insn) -> *mut TrapFrame)
 fn program_fast(frame: *mut TrapFrame) -> Result<*mut TrapFrame, Insn> {
     let k = kernel();
     let cur = k.current;
-    let Some(t) = k.threads.get(cur) else { return Err(Insn::Unknown) };
+    let Some(t) = k.threads.get(cur) else {
+        return Err(Insn::Unknown);
+    };
     let vi = t.vcpu;
     if vi == NO_VCPU {
         return Err(Insn::Unknown);
@@ -65,7 +71,9 @@ fn program_fast(frame: *mut TrapFrame) -> Result<*mut TrapFrame, Insn> {
         return Err(Insn::Unknown);
     }
     let pc = f.regs.ip;
-    let Some(insn) = mmu::guest_fetch(k, vi, pc) else { return Err(Insn::Unreadable) };
+    let Some(insn) = mmu::guest_fetch(k, vi, pc) else {
+        return Err(Insn::Unreadable);
+    };
     match emulate(k, vi, f, insn, old, t0) {
         Some(()) => Ok(frame),
         None => Err(Insn::Fetched(insn)),
@@ -75,7 +83,14 @@ fn program_fast(frame: *mut TrapFrame) -> Result<*mut TrapFrame, Insn> {
 /// Emulates `insn` (fetched at the frame's pc) if it is one the fast tier handles; true
 /// when the frame is ready to resume.
 #[inline(always)]
-fn emulate(k: &mut Kernel, vi: usize, f: &mut TrapFrame, insn: u32, old: u32, t0: u32) -> Option<()> {
+fn emulate(
+    k: &mut Kernel,
+    vi: usize,
+    f: &mut TrapFrame,
+    insn: u32,
+    old: u32,
+    t0: u32,
+) -> Option<()> {
     let pc = f.regs.ip;
     let rs = decode::RT.get(insn) as usize;
     let (new_msr, next, tp) = match (decode::OPCD.get(insn), decode::XO.get(insn)) {
@@ -83,9 +98,21 @@ fn emulate(k: &mut Kernel, vi: usize, f: &mut TrapFrame, insn: u32, old: u32, t0
             f.regs.gpr[rs] = old;
             (old, pc + 4, TracePoint::EmulMfmsr)
         }
-        (X, xo31::MTMSR) => (f.regs.gpr[rs] & super::GUEST_MSR_MASK, pc + 4, TracePoint::EmulMtmsr),
-        (X, xo31::WRTEE) => ((old & !msr::EE) | (f.regs.gpr[rs] & msr::EE), pc + 4, TracePoint::EmulWrtee),
-        (X, xo31::WRTEEI) => ((old & !msr::EE) | if decode::E.get(insn) != 0 { msr::EE } else { 0 }, pc + 4, TracePoint::EmulWrteei),
+        (X, xo31::MTMSR) => (
+            f.regs.gpr[rs] & super::GUEST_MSR_MASK,
+            pc + 4,
+            TracePoint::EmulMtmsr,
+        ),
+        (X, xo31::WRTEE) => (
+            (old & !msr::EE) | (f.regs.gpr[rs] & msr::EE),
+            pc + 4,
+            TracePoint::EmulWrtee,
+        ),
+        (X, xo31::WRTEEI) => (
+            (old & !msr::EE) | if decode::E.get(insn) != 0 { msr::EE } else { 0 },
+            pc + 4,
+            TracePoint::EmulWrteei,
+        ),
         (XL, xo19::RFI) => {
             let s = &k.vm.vcpus[vi].s;
             (s.srr1 & super::GUEST_MSR_MASK, s.srr0, TracePoint::EmulRfi)
@@ -104,7 +131,11 @@ fn emulate(k: &mut Kernel, vi: usize, f: &mut TrapFrame, insn: u32, old: u32, t0
             (old, pc + 4, TracePoint::EmulMtspr)
         }
         (X, xo31::MTSPR) if (SPRG4..=SPRG7).contains(&decode::spr_number(insn)) => {
-            super::emulate::write_sprg(&mut k.vm.vcpus[vi].s, decode::spr_number(insn), f.regs.gpr[rs]);
+            super::emulate::write_sprg(
+                &mut k.vm.vcpus[vi].s,
+                decode::spr_number(insn),
+                f.regs.gpr[rs],
+            );
             (old, pc + 4, TracePoint::EmulMtspr)
         }
         (X, xo31::MTSPR) => {
@@ -115,7 +146,10 @@ fn emulate(k: &mut Kernel, vi: usize, f: &mut TrapFrame, insn: u32, old: u32, t0
         }
         (X, xo31::TLBRE) => {
             // tlbre RT,RA,WS
-            let (index, word) = (f.regs.gpr[decode::RA.get(insn) as usize], decode::RB.get(insn));
+            let (index, word) = (
+                f.regs.gpr[decode::RA.get(insn) as usize],
+                decode::RB.get(insn),
+            );
             let v = &mut k.vm.vcpus[vi];
             let (val, mmucr) = v.tlb.tlbre(index, word, v.s.mmucr).ok()?;
             f.regs.gpr[rs] = val;
@@ -127,7 +161,8 @@ fn emulate(k: &mut Kernel, vi: usize, f: &mut TrapFrame, insn: u32, old: u32, t0
         (X, xo31::TLBSX) => {
             // tlbsx[.] RT,RA,RB
             let ra = decode::RA.get(insn) as usize;
-            let ea = if ra == 0 { 0 } else { f.regs.gpr[ra] }.wrapping_add(f.regs.gpr[decode::RB.get(insn) as usize]);
+            let ea = if ra == 0 { 0 } else { f.regs.gpr[ra] }
+                .wrapping_add(f.regs.gpr[decode::RB.get(insn) as usize]);
             let hit = k.vm.vcpus[vi].tlb.tlbsx(ea, k.vm.vcpus[vi].s.mmucr);
             if let Some(i) = hit {
                 f.regs.gpr[rs] = i;
@@ -139,7 +174,10 @@ fn emulate(k: &mut Kernel, vi: usize, f: &mut TrapFrame, insn: u32, old: u32, t0
         }
         (X, xo31::TLBWE) => {
             // tlbwe RS,RA,WS
-            let (index, word) = (f.regs.gpr[decode::RA.get(insn) as usize], decode::RB.get(insn));
+            let (index, word) = (
+                f.regs.gpr[decode::RA.get(insn) as usize],
+                decode::RB.get(insn),
+            );
             mmu::guest_tlbwe(k, vi, index, word, f.regs.gpr[rs]).ok()?;
             (old, pc + 4, TracePoint::EmulTlbwe)
         }
@@ -149,7 +187,9 @@ fn emulate(k: &mut Kernel, vi: usize, f: &mut TrapFrame, insn: u32, old: u32, t0
         return None;
     }
     // Enabling interrupts with one possibly pending: let the full path deliver it.
-    if new_msr & !old & (msr::EE | msr::CE) != 0 && maybe_pending(&k.vm.vcpus[vi].s, k.vm.vcpus[vi].dec_deadline) {
+    if new_msr & !old & (msr::EE | msr::CE) != 0
+        && maybe_pending(&k.vm.vcpus[vi].s, k.vm.vcpus[vi].dec_deadline)
+    {
         return None;
     }
     k.vm.vcpus[vi].s.msr = new_msr;
@@ -186,8 +226,9 @@ fn plain_spr(s: &mut kestrel_abi::VcpuState, n: u32) -> Option<&mut u32> {
 }
 
 /// The SPRs [`plain_spr`] copies: the table's `Fast` and `Shadow` classes.
-const PLAIN_SPRS: [u32; 13] =
-    [SRR0, SRR1, CSRR0, CSRR1, MCSRR0, MCSRR1, SPRG0, SPRG1, SPRG2, SPRG3, ESR, DEAR, MMUCR];
+const PLAIN_SPRS: [u32; 13] = [
+    SRR0, SRR1, CSRR0, CSRR1, MCSRR0, MCSRR1, SPRG0, SPRG1, SPRG2, SPRG3, ESR, DEAR, MMUCR,
+];
 /// The SPRs the assembly tier copies (`VF_SPR_OFFSET`): the table's `Fast` class.
 const ASM_SPRS: [u32; 8] = [SPRG0, SPRG1, SPRG2, SPRG3, SRR0, SRR1, ESR, DEAR];
 
@@ -215,7 +256,10 @@ const fn is_class_set(list: &[u32], a: Emulation, b: Emulation) -> bool {
 }
 
 const _: () = {
-    assert!(is_class_set(&ASM_SPRS, Emulation::Fast, Emulation::Fast), "asm tier != Fast class");
+    assert!(
+        is_class_set(&ASM_SPRS, Emulation::Fast, Emulation::Fast),
+        "asm tier != Fast class"
+    );
     assert!(
         is_class_set(&PLAIN_SPRS, Emulation::Fast, Emulation::Shadow),
         "Rust tier != Fast + Shadow classes"
@@ -254,7 +298,9 @@ const _: () = assert!(SLOW_MSR_BITS >> 16 << 16 == msr::WE);
 const _: () = assert!(msr::CE & 0xffff == 0 && esr::PPR & 0xffff == 0 && msr::EE >> 16 == 0);
 const _: () = assert!((tsr::DIS | tsr::FIS | tsr::WIS | tcr::FIE | tcr::WIE) & 0xffff == 0);
 const _: () = assert!((VCPU_MSR | msr::FP | msr::DE | msr::PR | msr::IS) >> 16 == 0);
-const _: () = assert!(offset_of!(Vcpu, trace) < 32768 && core::mem::size_of::<kestrel_abi::TraceCounter>() == 20);
+const _: () = assert!(
+    offset_of!(Vcpu, trace) < 32768 && core::mem::size_of::<kestrel_abi::TraceCounter>() == 20
+);
 
 global_asm!(
     "    .section .text.vfast, \"ax\"",

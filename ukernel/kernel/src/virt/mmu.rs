@@ -3,10 +3,12 @@
 //! the merged translation is written into the guest slots of the hardware TLB.
 
 use super::{inject, trace, virt_fault, Kernel, VmState};
-use crate::arch::{msr, tlb, vector, TrapFrame};
 use crate::api::{frame_of, ipc, space, thread, thread::FaultWait};
+use crate::arch::{msr, tlb, vector, TrapFrame};
 use kestrel_abi::{label, MsgTag, Rights, TracePoint, VirtFault, PAGE_SIZE};
-use kestrel_vtlb::{shadow_fill, Access, FillResult, GuestPhysMap, HostPage, HwEntry, ShadowTlb, SlotMask, TlbError};
+use kestrel_vtlb::{
+    shadow_fill, Access, FillResult, GuestPhysMap, HostPage, HwEntry, ShadowTlb, SlotMask, TlbError,
+};
 
 /// Hardware TLB slots used for the running VM.
 pub const GUEST_SLOTS: usize = (tlb::KERNEL_FIRST - tlb::GUEST_FIRST) as usize;
@@ -31,7 +33,12 @@ impl GuestPhysMap for VmSpace<'_> {
         }
         let (e, _) = space::lookup(self.k, self.sid, gpa as u32)?;
         let rights = Rights((e & space::pte::RIGHTS) as u8);
-        HostPage::new(e & !(PAGE_SIZE - 1), PAGE_SIZE, rights, e & space::pte::DEVICE != 0)
+        HostPage::new(
+            e & !(PAGE_SIZE - 1),
+            PAGE_SIZE,
+            rights,
+            e & space::pte::DEVICE != 0,
+        )
     }
 }
 
@@ -86,12 +93,22 @@ fn block_covers_page(block: Option<(u32, u32)>, page: u32) -> bool {
 /// address in that page is unchanged). An invalid word number changes nothing.
 /// Not inlined: its register pressure would otherwise weigh on every fast-path exit.
 #[inline(never)]
-pub fn guest_tlbwe(k: &mut Kernel, vi: usize, index: u32, word: u32, value: u32) -> Result<(), TlbError> {
+pub fn guest_tlbwe(
+    k: &mut Kernel,
+    vi: usize,
+    index: u32,
+    word: u32,
+    value: u32,
+) -> Result<(), TlbError> {
     let VmState { shadow, vcpus, .. } = &mut k.vm;
     let v = &mut vcpus[vi];
     let old = v.tlb.live_block(index);
     v.tlb.tlbwe(index, word, value, v.s.mmucr)?;
-    let new = if word == 0 { v.tlb.live_block(index) } else { old };
+    let new = if word == 0 {
+        v.tlb.live_block(index)
+    } else {
+        old
+    };
     if v.fetch_page != 0 {
         let page = v.fetch_page & !(PAGE_SIZE - 1);
         if block_covers_page(old, page) || block_covers_page(new, page) {
@@ -135,8 +152,14 @@ fn prefill(k: &mut Kernel, vi: usize, index: u32) {
     let (ts, pr, pid) = (s.msr & ts_bit != 0, s.srr1 & msr::PR != 0, s.pid as u8);
     let split = (s.msr & msr::IS != 0) != (s.msr & msr::DS != 0);
     let sid = k.threads[v.thread].space;
-    if let FillResult::Hit { hw, guest_index } = shadow_fill(&v.tlb, &VmSpace { k, sid }, ea, pid, pr, access, ts) {
-        install(k, if split { hw.restricted_to(access) } else { hw }, guest_index);
+    if let FillResult::Hit { hw, guest_index } =
+        shadow_fill(&v.tlb, &VmSpace { k, sid }, ea, pid, pr, access, ts)
+    {
+        install(
+            k,
+            if split { hw.restricted_to(access) } else { hw },
+            guest_index,
+        );
     }
 }
 
@@ -199,16 +222,42 @@ pub fn guest_read_u32(k: &Kernel, vi: usize, ea: u32, fetch: bool) -> Option<u32
 }
 
 /// A hardware TLB miss or storage exception of the running vCPU.
-pub fn tlb_fault(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, ea: u32, access: Access, esr: u32) -> Option<usize> {
+pub fn tlb_fault(
+    k: &mut Kernel,
+    cur: usize,
+    vi: usize,
+    f: &mut TrapFrame,
+    ea: u32,
+    access: Access,
+    esr: u32,
+) -> Option<usize> {
     let (ts, pr, pid) = {
         let s = &k.vm.vcpus[vi].s;
-        let ts = s.msr & if access == Access::Execute { msr::IS } else { msr::DS } != 0;
+        let ts = s.msr
+            & if access == Access::Execute {
+                msr::IS
+            } else {
+                msr::DS
+            }
+            != 0;
         (ts, s.msr & msr::PR != 0, s.pid as u8)
     };
     let sid = k.threads[cur].space;
-    let res = shadow_fill(&k.vm.vcpus[vi].tlb, &VmSpace { k, sid }, ea, pid, pr, access, ts);
+    let res = shadow_fill(
+        &k.vm.vcpus[vi].tlb,
+        &VmSpace { k, sid },
+        ea,
+        pid,
+        pr,
+        access,
+        ts,
+    );
     let is_fetch = access == Access::Execute;
-    let tp = if is_fetch { TracePoint::ItlbMiss } else { TracePoint::DtlbMiss };
+    let tp = if is_fetch {
+        TracePoint::ItlbMiss
+    } else {
+        TracePoint::DtlbMiss
+    };
     let t0 = crate::arch::spr::timebase();
     let out = match res {
         FillResult::Hit { hw, guest_index } => {
@@ -229,7 +278,17 @@ pub fn tlb_fault(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, ea: u
                 s.esr = esr & crate::arch::esr::ST;
             }
             let pc = f.regs.ip;
-            inject(k, vi, f, if is_fetch { vector::ITLB_MISS } else { vector::DTLB_MISS }, pc);
+            inject(
+                k,
+                vi,
+                f,
+                if is_fetch {
+                    vector::ITLB_MISS
+                } else {
+                    vector::DTLB_MISS
+                },
+                pc,
+            );
             None
         }
         FillResult::GuestProtection => {
@@ -241,7 +300,13 @@ pub fn tlb_fault(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, ea: u
                 s.esr = 0;
             }
             let pc = f.regs.ip;
-            inject(k, vi, f, if is_fetch { vector::ISI } else { vector::DSI }, pc);
+            inject(
+                k,
+                vi,
+                f,
+                if is_fetch { vector::ISI } else { vector::DSI },
+                pc,
+            );
             trace(k, vi, TracePoint::ExceptReflect, 0);
             None
         }
@@ -272,16 +337,30 @@ pub fn tlb_fault(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, ea: u
             let pager = k.threads[cur].pager;
             let pc = f.regs.ip;
             trace(k, vi, TracePoint::PageFaultIpc, 0);
-            match ipc::fault_ipc(k, cur, FaultWait::PageFault, pager, [tag.0, gpa, pc, 0, 0, 0, 0]) {
+            match ipc::fault_ipc(
+                k,
+                cur,
+                FaultWait::PageFault,
+                pager,
+                [tag.0, gpa, pc, 0, 0, 0, 0],
+            ) {
                 Ok(h) => return h,
                 Err(()) => {
-                    thread::stop(k, cur, format_args!("guest-physical fault at {gpa:#010x} (pc {pc:#010x}) and no VMM pager"));
+                    thread::stop(
+                        k,
+                        cur,
+                        format_args!(
+                            "guest-physical fault at {gpa:#010x} (pc {pc:#010x}) and no VMM pager"
+                        ),
+                    );
                     return None;
                 }
             }
         }
     };
-    let cost = crate::arch::spr::timebase().saturating_sub(t0).min(u32::MAX as u64) as u32;
+    let cost = crate::arch::spr::timebase()
+        .saturating_sub(t0)
+        .min(u32::MAX as u64) as u32;
     trace(k, vi, tp, cost);
     let _ = frame_of;
     out

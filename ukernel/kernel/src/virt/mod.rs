@@ -21,12 +21,12 @@ pub mod mmu;
 
 use crate::api::{frame_of, hooks::Virtualization, ipc, thread, thread::FaultWait, Kernel};
 use crate::arch::{msr, spr, tcr, tsr, vector, TrapFrame};
-use ppc440::ivor::{self, Class};
 use kestrel_abi::{
-    REG_MRS, Utcb, xfer, FaultReply, Inject, MsgTag, TraceCounter, TracePoint, VcpuState, VirtFault, VirtFaultMsg,
-    XferRegs, XferTlb, NUM_FAULT_CLASSES, NUM_TRACEPOINTS,
+    xfer, FaultReply, Inject, MsgTag, TraceCounter, TracePoint, Utcb, VcpuState, VirtFault,
+    VirtFaultMsg, XferRegs, XferTlb, NUM_FAULT_CLASSES, NUM_TRACEPOINTS, REG_MRS,
 };
 use kestrel_vtlb::GuestTlb;
+use ppc440::ivor::{self, Class};
 
 /// The guest instruction of a trap, as far as the kernel has read it: fetched once per
 /// trap (by the program interrupt's fast tier, or by the emulator) and passed along.
@@ -87,7 +87,13 @@ impl Virtualization for Virt {
     }
 
     #[inline(always)]
-    fn fault_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; REG_MRS], sender: &Utcb) -> bool {
+    fn fault_reply(
+        k: &mut Kernel,
+        d: usize,
+        tag: MsgTag,
+        regs: &[u32; REG_MRS],
+        sender: &Utcb,
+    ) -> bool {
         apply_reply(k, d, tag, regs, sender)
     }
 
@@ -102,11 +108,20 @@ impl Virtualization for Virt {
         mmu::flush_shadow(k);
     }
 
-    fn vcpu_control(k: &mut Kernel, cur: usize, args: &[u32; 5]) -> Result<(), kestrel_abi::KError> {
+    fn vcpu_control(
+        k: &mut Kernel,
+        cur: usize,
+        args: &[u32; 5],
+    ) -> Result<(), kestrel_abi::KError> {
         control::sys_vcpu_control(k, cur, args)
     }
 
-    fn trace_control(k: &mut Kernel, cur: usize, op: u32, who: kestrel_abi::ThreadId) -> Result<(), kestrel_abi::KError> {
+    fn trace_control(
+        k: &mut Kernel,
+        cur: usize,
+        op: u32,
+        who: kestrel_abi::ThreadId,
+    ) -> Result<(), kestrel_abi::KError> {
         control::sys_trace_control(k, cur, op, who)
     }
 }
@@ -163,12 +178,50 @@ impl Vcpu {
     };
 }
 
-const TRACE_ZERO: TraceCounter = TraceCounter { count: 0, min: 0, max: 0, sum_lo: 0, sum_hi: 0 };
+const TRACE_ZERO: TraceCounter = TraceCounter {
+    count: 0,
+    min: 0,
+    max: 0,
+    sum_lo: 0,
+    sum_hi: 0,
+};
 const VCPU_STATE_ZERO: VcpuState = VcpuState {
-    gpr: [0; 32], cr: 0, lr: 0, ctr: 0, xer: 0, pc: 0, msr: 0, srr0: 0, srr1: 0, csrr0: 0,
-    csrr1: 0, mcsrr0: 0, mcsrr1: 0, sprg: [0; 8], usprg0: 0, esr: 0, dear: 0, mcsr: 0, ivpr: 0,
-    ivor: [0; 16], pid: 0, mmucr: 0, dec: 0, decar: 0, tcr: 0, tsr: 0, dbcr0: 0, dbcr1: 0,
-    dbcr2: 0, dbsr: 0, ccr0: 0, ccr1: 0, irq_line: 0, crit_line: 0, iac: [0; 4], dac: [0; 2],
+    gpr: [0; 32],
+    cr: 0,
+    lr: 0,
+    ctr: 0,
+    xer: 0,
+    pc: 0,
+    msr: 0,
+    srr0: 0,
+    srr1: 0,
+    csrr0: 0,
+    csrr1: 0,
+    mcsrr0: 0,
+    mcsrr1: 0,
+    sprg: [0; 8],
+    usprg0: 0,
+    esr: 0,
+    dear: 0,
+    mcsr: 0,
+    ivpr: 0,
+    ivor: [0; 16],
+    pid: 0,
+    mmucr: 0,
+    dec: 0,
+    decar: 0,
+    tcr: 0,
+    tsr: 0,
+    dbcr0: 0,
+    dbcr1: 0,
+    dbcr2: 0,
+    dbsr: 0,
+    ccr0: 0,
+    ccr1: 0,
+    irq_line: 0,
+    crit_line: 0,
+    iac: [0; 4],
+    dac: [0; 2],
     dvc: [0; 2],
 };
 
@@ -218,7 +271,11 @@ pub fn vcpu_of(k: &Kernel, i: usize) -> Option<usize> {
 
 /// Makes thread slot `i` a vCPU (called by ThreadControl on creation).
 pub fn create(k: &mut Kernel, i: usize) -> Result<(), kestrel_abi::KError> {
-    let vi = k.vm.vcpus.iter().position(|v| !v.live).ok_or(kestrel_abi::KError::OutOfMemory)?;
+    let vi =
+        k.vm.vcpus
+            .iter()
+            .position(|v| !v.live)
+            .ok_or(kestrel_abi::KError::OutOfMemory)?;
     for (tp, c) in k.vm.vcpus[vi].trace.iter().enumerate() {
         // SAFETY: single CPU; only the kernel touches the counters.
         unsafe { merge(&mut (*core::ptr::addr_of_mut!(TRACE_RETIRED))[tp], c) };
@@ -314,8 +371,7 @@ fn leave_guest(k: &mut Kernel) {
 pub fn inject(k: &mut Kernel, vi: usize, f: &mut TrapFrame, vector: u32, pc: u32) {
     let v = &mut k.vm.vcpus[vi];
     let old = v.s.msr;
-    let mut clear = msr::WE | msr::EE | msr::PR | msr::FP | msr::IS | msr::DS
-        | msr::FE0 | msr::FE1;
+    let mut clear = msr::WE | msr::EE | msr::PR | msr::FP | msr::IS | msr::DS | msr::FE0 | msr::FE1;
     match ivor::class(vector) {
         Class::NonCritical => {
             v.s.srr0 = pc;
@@ -333,7 +389,8 @@ pub fn inject(k: &mut Kernel, vi: usize, f: &mut TrapFrame, vector: u32, pc: u32
         }
     }
     v.s.msr = old & !clear;
-    f.regs.ip = (v.s.ivpr & ppc440::ivor::PREFIX.mask()) | (v.s.ivor[vector as usize & 15] & ppc440::ivor::OFFSET.mask());
+    f.regs.ip = (v.s.ivpr & ppc440::ivor::PREFIX.mask())
+        | (v.s.ivor[vector as usize & 15] & ppc440::ivor::OFFSET.mask());
     set_guest_mode(k, vi, old, f);
 }
 
@@ -472,7 +529,14 @@ fn update_fit_watchdog(v: &mut Vcpu, now: u64) {
 
 /// Sends a virtualization fault for the current vCPU thread `cur` to its VMM; `gpa` is
 /// the full guest-physical address of an `Mmio` access (else 0).
-pub fn virt_fault(k: &mut Kernel, cur: usize, vi: usize, class: VirtFault, insn: u32, gpa: u64) -> Option<usize> {
+pub fn virt_fault(
+    k: &mut Kernel,
+    cur: usize,
+    vi: usize,
+    class: VirtFault,
+    insn: u32,
+    gpa: u64,
+) -> Option<usize> {
     let mut mask = k.vm.vcpus[vi].masks[class as usize];
     if class == VirtFault::Mmio && is_fp_load_store(insn) {
         // The VMM needs the FP register the access reads or writes.
@@ -494,16 +558,35 @@ pub fn virt_fault(k: &mut Kernel, cur: usize, vi: usize, class: VirtFault, insn:
         // Long parts of the message go through the vCPU's own (kernel-only) UTCB.
         let u = thread::utcb(k, cur);
         let f = frame_of(k, cur);
-        let regs = XferRegs { gpr: f.regs.gpr, special: [f.regs.cr, f.regs.lr, f.regs.ctr, f.regs.xer] };
+        let regs = XferRegs {
+            gpr: f.regs.gpr,
+            special: [f.regs.cr, f.regs.lr, f.regs.ctr, f.regs.xer],
+        };
         regs.encode(mask, &mut u.mr);
         if mask & xfer::TLB != 0 {
             let v = &k.vm.vcpus[vi];
             let ts = v.s.msr & msr::IS != 0;
-            let tlb_index = v.tlb.lookup(pc, v.s.pid as u8, ts).map_or(u32::MAX, |(i, _)| i);
-            XferTlb { pid: v.s.pid, mmucr: v.s.mmucr, tlb_index }.encode(&mut u.mr);
+            let tlb_index = v
+                .tlb
+                .lookup(pc, v.s.pid as u8, ts)
+                .map_or(u32::MAX, |(i, _)| i);
+            XferTlb {
+                pid: v.s.pid,
+                mmucr: v.s.mmucr,
+                tlb_index,
+            }
+            .encode(&mut u.mr);
         }
     }
-    let m = VirtFaultMsg { class, pc, insn, gpa, msr: k.vm.vcpus[vi].s.msr, mask, rs_value };
+    let m = VirtFaultMsg {
+        class,
+        pc,
+        insn,
+        gpa,
+        msr: k.vm.vcpus[vi].s.msr,
+        mask,
+        rs_value,
+    };
     let (tag, mr) = m.encode();
     let msg = [tag.0, mr[0], mr[1], mr[2], mr[3], mr[4], mr[5]];
     let handler = k.threads[cur].exc_handler;
@@ -559,7 +642,11 @@ pub fn apply_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; 7], sende
             // As the hardware would report it: the effective address, ESR[ST] for stores.
             let v = &mut k.vm.vcpus[vi];
             v.s.dear = v.fault_ea;
-            v.s.esr = if is_store(v.fault_insn) { crate::arch::esr::ST } else { 0 };
+            v.s.esr = if is_store(v.fault_insn) {
+                crate::arch::esr::ST
+            } else {
+                0
+            };
             inject(k, vi, f, vector::DSI, pc);
         }
         Some(Inject::Program) => {
@@ -577,7 +664,9 @@ pub fn apply_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; 7], sende
 fn is_fp_load_store(insn: u32) -> bool {
     match insn >> 26 {
         48..=55 => true,
-        31 => matches!(ppc440::decode::decode(insn), ppc440::decode::Insn::LoadStore(ls) if ls.is_fp()),
+        31 => {
+            matches!(ppc440::decode::decode(insn), ppc440::decode::Insn::LoadStore(ls) if ls.is_fp())
+        }
         _ => false,
     }
 }
@@ -587,9 +676,23 @@ fn is_fp_load_store(insn: u32) -> bool {
 fn is_store(insn: u32) -> bool {
     match insn >> 26 {
         36..=39 | 44 | 45 | 47 | 52..=55 => true,
-        31 => matches!((insn >> 1) & 0x3ff, 150 | 151 | 183 | 215 | 247 | 407 | 439 | 662 | 918 | 1014 | 663 | 695 | 727 | 759 | 983),
+        31 => matches!(
+            (insn >> 1) & 0x3ff,
+            150 | 151
+                | 183
+                | 215
+                | 247
+                | 407
+                | 439
+                | 662
+                | 918
+                | 1014
+                | 663
+                | 695
+                | 727
+                | 759
+                | 983
+        ),
         _ => false,
     }
 }
-
-

@@ -36,10 +36,16 @@ pub extern "C" fn task_main() {
     let n = sys::bootargs(&mut args);
     let args = core::str::from_utf8(&args[..n]).unwrap_or("");
     for a in args.split_ascii_whitespace() {
-        if let Some(v) = a.strip_prefix("checksum.rounds=").and_then(|v| v.parse().ok()) {
+        if let Some(v) = a
+            .strip_prefix("checksum.rounds=")
+            .and_then(|v| v.parse().ok())
+        {
             ROUNDS.store(v, Ordering::Relaxed);
         }
-        if let Some(v) = a.strip_prefix("checksum.sleep_ms=").and_then(|v| v.parse().ok()) {
+        if let Some(v) = a
+            .strip_prefix("checksum.sleep_ms=")
+            .and_then(|v| v.parse().ok())
+        {
             SLEEP_MS.store(v, Ordering::Relaxed);
         }
     }
@@ -98,7 +104,11 @@ extern "C" fn work(_: u32) {
         let _ = ipc::receive(ThreadId::ROOT, Timeout::from_us(sleep_us));
     }
     let main = ThreadId(MAIN.load(Ordering::Relaxed));
-    let _ = ipc::send(main, &Msg::with_words(DONE, &[rounds, total]), Timeout::NEVER);
+    let _ = ipc::send(
+        main,
+        &Msg::with_words(DONE, &[rounds, total]),
+        Timeout::NEVER,
+    );
 }
 
 /// CRC-32 (IEEE 802.3, reflected, as zlib's `crc32`), bit by bit: small and plenty fast.
@@ -107,7 +117,11 @@ fn crc32(data: &[u8]) -> u32 {
     for &b in data {
         c ^= b as u32;
         for _ in 0..8 {
-            c = if c & 1 != 0 { (c >> 1) ^ 0xedb8_8320 } else { c >> 1 };
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0xedb8_8320
+            } else {
+                c >> 1
+            };
         }
     }
     !c

@@ -78,7 +78,13 @@ pub fn name_of(t: ThreadId) -> &'static str {
 /// Starts `t` as the first thread of a new address space, running `f` on an empty
 /// stack at the top of its stack region.
 fn start_player(t: ThreadId, f: extern "C" fn() -> !) -> Result<(), root::Error> {
-    root::spawn_space(t, f as *const () as usize as u32, stack_top(t) - 16, PLAYER_PRIORITY, pager())
+    root::spawn_space(
+        t,
+        f as *const () as usize as u32,
+        stack_top(t) - 16,
+        PLAYER_PRIORITY,
+        pager(),
+    )
 }
 
 #[no_mangle]
@@ -103,16 +109,30 @@ pub extern "C" fn task_main() {
         }
     }
     // The pager lives in our space; the root task pages it (it runs on our image).
-    if let Err(e) = root::spawn(pager(), pager::pager_main, 0, PAGER_PRIORITY, ThreadId::ROOT) {
+    if let Err(e) = root::spawn(
+        pager(),
+        pager::pager_main,
+        0,
+        PAGER_PRIORITY,
+        ThreadId::ROOT,
+    ) {
         println!("demo: cannot start the pager: {e}");
         return;
     }
-    for (t, f) in [(pong(), players::pong_main as extern "C" fn() -> !), (ping(), players::ping_main)] {
+    for (t, f) in [
+        (pong(), players::pong_main as extern "C" fn() -> !),
+        (ping(), players::ping_main),
+    ] {
         if let Err(e) = start_player(t, f) {
             println!("demo: cannot create {}: {e}", name_of(t));
             return;
         }
-        println!("demo: created address space \"{}\" (thread {:?}), stack below {:#010x}", name_of(t), t, stack_top(t));
+        println!(
+            "demo: created address space \"{}\" (thread {:?}), stack below {:#010x}",
+            name_of(t),
+            t,
+            stack_top(t)
+        );
     }
 
     // Ping reports when it is done; 5 s is ample even for a slow emulator.

@@ -56,7 +56,10 @@ impl Pager {
             return self.fault(from, fault);
         }
         if from == main_thread() && msg.label() == STATS {
-            return Some(Msg::with_words(STATS, &[self.served, self.image_pages, self.stack.len() as u32]));
+            return Some(Msg::with_words(
+                STATS,
+                &[self.served, self.image_pages, self.stack.len() as u32],
+            ));
         }
         None
     }
@@ -67,18 +70,31 @@ impl Pager {
             self.image_pages += 1;
             self.announce_image(from, page, page < image().1);
             Some(reply)
-        } else if (stack_top(from) - STACK_SIZE..stack_top(from)).contains(&page) && f.access != Rights::X {
-            self.stack.get_or_alloc(from.0, page, &mut self.frames).map(|frame| {
-                println!("pager: mapped {page:#010x} for {} (fresh stack page)", name_of(from));
-                mem::map_reply(f.addr, frame, Rights::RW)
-            })
+        } else if (stack_top(from) - STACK_SIZE..stack_top(from)).contains(&page)
+            && f.access != Rights::X
+        {
+            self.stack
+                .get_or_alloc(from.0, page, &mut self.frames)
+                .map(|frame| {
+                    println!(
+                        "pager: mapped {page:#010x} for {} (fresh stack page)",
+                        name_of(from)
+                    );
+                    mem::map_reply(f.addr, frame, Rights::RW)
+                })
         } else {
             None
         };
         if reply.is_some() {
             self.served += 1;
         } else {
-            println!("pager: refused {} fault at {:#010x} by {} (ip {:#010x})", access(f.access), f.addr, name_of(from), f.ip);
+            println!(
+                "pager: refused {} fault at {:#010x} by {} (ip {:#010x})",
+                access(f.access),
+                f.addr,
+                name_of(from),
+                f.ip
+            );
         }
         reply
     }
@@ -93,10 +109,17 @@ impl Pager {
             return;
         };
         let shown = &mut self.shown[who];
-        let first = if code { !core::mem::replace(&mut shown.0, true) } else { !core::mem::replace(&mut shown.1, true) };
+        let first = if code {
+            !core::mem::replace(&mut shown.0, true)
+        } else {
+            !core::mem::replace(&mut shown.1, true)
+        };
         if first {
             let what = if code { "code, RX" } else { "data, RW" };
-            println!("pager: mapped {page:#010x} for {} (demo image {what}; more follow silently)", name_of(from));
+            println!(
+                "pager: mapped {page:#010x} for {} (demo image {what}; more follow silently)",
+                name_of(from)
+            );
         }
     }
 }

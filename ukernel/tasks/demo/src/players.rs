@@ -7,7 +7,6 @@ use kestrel_abi::{kinfo, ThreadId, Timeout};
 use kestrel_user::ipc::{self, Msg};
 use kestrel_user::{println, rt, sys};
 
-
 /// Pong's state, folded over every request: a rotate-and-xor checksum.
 fn fold(checksum: u32, value: u32) -> u32 {
     checksum.rotate_left(5) ^ value
@@ -35,7 +34,10 @@ pub extern "C" fn pong_main() -> ! {
 /// `[rounds, pong's request count, total microseconds]` to the demo's main thread and stops.
 pub extern "C" fn ping_main() -> ! {
     let _ = sys::set_name("ping");
-    let hz = sys::kernel_info(kinfo::CLOCK).map(|[hz, ..]| hz as u64).unwrap_or(0).max(1);
+    let hz = sys::kernel_info(kinfo::CLOCK)
+        .map(|[hz, ..]| hz as u64)
+        .unwrap_or(0)
+        .max(1);
     let (mut total_us, mut pong_count, mut done) = (0u64, 0u32, 0u32);
     for round in 1..=ROUNDS {
         let value = round * 1111;
@@ -55,6 +57,10 @@ pub extern "C" fn ping_main() -> ! {
             Err(e) => println!("ping: round {round}: call failed: {:?}", e.error),
         }
     }
-    let _ = ipc::send(main_thread(), &Msg::with_words(DONE, &[done, pong_count, total_us as u32]), Timeout::NEVER);
+    let _ = ipc::send(
+        main_thread(),
+        &Msg::with_words(DONE, &[done, pong_count, total_us as u32]),
+        Timeout::NEVER,
+    );
     rt::exit(0)
 }

@@ -76,7 +76,11 @@ pub extern "C" fn send_tag(tag: u32) {
 /// Sleeps `delay_us`, then sends `[delay_us]` to the root with an infinite timeout.
 pub extern "C" fn late_sender(delay_us: u32) {
     sleep_us(delay_us);
-    let _ = ipc::send(ThreadId::ROOT, &Msg::with_words(lbl::REPORT, &[delay_us]), Timeout::NEVER);
+    let _ = ipc::send(
+        ThreadId::ROOT,
+        &Msg::with_words(lbl::REPORT, &[delay_us]),
+        Timeout::NEVER,
+    );
 }
 
 /// Receives from thread `id` without timeout → reports `[IPC error code]`.
@@ -87,7 +91,11 @@ pub extern "C" fn report_receive_from(id: u32) {
 
 /// Sends to thread `id` without timeout → reports `[IPC error code]`.
 pub extern "C" fn report_send_to(id: u32) {
-    let r = ipc::send(ThreadId(id), &Msg::with_words(lbl::REPORT, &[1]), Timeout::NEVER);
+    let r = ipc::send(
+        ThreadId(id),
+        &Msg::with_words(lbl::REPORT, &[1]),
+        Timeout::NEVER,
+    );
     report(&[ipc_code(&r)]);
 }
 
@@ -234,7 +242,11 @@ pub extern "C" fn uart1_handler(wanted: u32) {
         next = r.map(|()| (from, m));
     };
     uart1_write(uart::IER, 0);
-    let status = if error == 0 { irq_status::DONE } else { irq_status::MISSED };
+    let status = if error == 0 {
+        irq_status::DONE
+    } else {
+        irq_status::MISSED
+    };
     report(&[count, status, error]);
 }
 
@@ -252,7 +264,9 @@ pub extern "C" fn stack_toucher(_: u32) {
         buf[p * 4096] = p as u8 + 1;
     }
     let buf = core::hint::black_box(&buf);
-    let sum: u32 = (0..TOUCH_PAGES as usize).map(|p| buf[p * 4096] as u32).sum();
+    let sum: u32 = (0..TOUCH_PAGES as usize)
+        .map(|p| buf[p * 4096] as u32)
+        .sum();
     report(&[sum]);
 }
 
@@ -269,7 +283,11 @@ pub extern "C" fn wait_then_touch(addr: u32) {
 
 /// Where an exception handler resumes a thread: tells the root, then halts.
 pub extern "C" fn exc_landing() -> ! {
-    let _ = ipc::send(ThreadId::ROOT, &Msg::with_words(lbl::LANDED, &[sys::my_id().0]), WAIT);
+    let _ = ipc::send(
+        ThreadId::ROOT,
+        &Msg::with_words(lbl::LANDED, &[sys::my_id().0]),
+        WAIT,
+    );
     rt::exit(0)
 }
 

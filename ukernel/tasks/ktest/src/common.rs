@@ -53,7 +53,10 @@ pub fn note(args: fmt::Arguments) {
 
 /// Notes a failed IPC and returns `what` as the failure reason.
 pub fn ipc_failed(what: &'static str, e: IpcErr) -> &'static str {
-    note(format_args!("{what}: {:?} in the {:?} phase", e.error, e.phase));
+    note(format_args!(
+        "{what}: {:?} in the {:?} phase",
+        e.error, e.phase
+    ));
     what
 }
 
@@ -73,18 +76,27 @@ pub fn expect_ipc_error<T>(
     match r {
         Err(e) if e.error == error && e.phase == phase => Ok(()),
         Err(e) => {
-            note(format_args!("{what}: expected {error:?}/{phase:?}, got {:?}/{:?}", e.error, e.phase));
+            note(format_args!(
+                "{what}: expected {error:?}/{phase:?}, got {:?}/{:?}",
+                e.error, e.phase
+            ));
             Err(what)
         }
         Ok(_) => {
-            note(format_args!("{what}: expected {error:?}/{phase:?}, but the IPC succeeded"));
+            note(format_args!(
+                "{what}: expected {error:?}/{phase:?}, but the IPC succeeded"
+            ));
             Err(what)
         }
     }
 }
 
 /// Checks that a system call failed with one of `allowed`.
-pub fn expect_kerror<T>(what: &'static str, r: Result<T, KError>, allowed: &[KError]) -> TestResult {
+pub fn expect_kerror<T>(
+    what: &'static str,
+    r: Result<T, KError>,
+    allowed: &[KError],
+) -> TestResult {
     match r {
         Err(e) if allowed.contains(&e) => Ok(()),
         Err(e) => {
@@ -92,7 +104,9 @@ pub fn expect_kerror<T>(what: &'static str, r: Result<T, KError>, allowed: &[KEr
             Err(what)
         }
         Ok(_) => {
-            note(format_args!("{what}: expected {allowed:?}, but the call succeeded"));
+            note(format_args!(
+                "{what}: expected {allowed:?}, but the call succeeded"
+            ));
             Err(what)
         }
     }
@@ -117,7 +131,10 @@ pub fn report_from(from: ThreadId) -> Result<Msg, &'static str> {
     ensure!(
         m.label() == lbl::REPORT,
         "unexpected message instead of a report",
-        "label {:#06x}, MR1 {:#x}, MR3 {:#x}", m.label(), m.mr(1), m.mr(3)
+        "label {:#06x}, MR1 {:#x}, MR3 {:#x}",
+        m.label(),
+        m.mr(1),
+        m.mr(3)
     );
     Ok(m)
 }
@@ -156,8 +173,12 @@ pub fn set_name(name: &str) {
 
 /// Timebase ticks per second (`KernelInfo(CLOCK)`).
 pub fn timebase_hz() -> Result<u64, &'static str> {
-    let [hz, ..] = sys::kernel_info(kinfo::CLOCK).map_err(|e| call_failed("KernelInfo(CLOCK)", e))?;
-    ensure!(hz != 0, "KernelInfo(CLOCK) reports a zero timebase frequency");
+    let [hz, ..] =
+        sys::kernel_info(kinfo::CLOCK).map_err(|e| call_failed("KernelInfo(CLOCK)", e))?;
+    ensure!(
+        hz != 0,
+        "KernelInfo(CLOCK) reports a zero timebase frequency"
+    );
     Ok(hz as u64)
 }
 

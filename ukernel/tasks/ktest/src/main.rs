@@ -44,7 +44,9 @@ pub extern "C" fn task_main() {
     let mut args = [0u8; kestrel_abi::BOOTARGS_LEN];
     let n = kestrel_user::sys::bootargs(&mut args);
     let args = core::str::from_utf8(&args[..n]).unwrap_or("");
-    let filter = args.split(' ').find_map(|a| a.strip_prefix("ktest.filter="));
+    let filter = args
+        .split(' ')
+        .find_map(|a| a.strip_prefix("ktest.filter="));
     if let Some(f) = filter {
         println!("ktest: running only tests matching \"{f}\"");
     }

@@ -69,7 +69,14 @@ pub struct Stats {
 
 impl Stats {
     const fn words(&self) -> [u32; 6] {
-        [self.faults, self.private, self.refused, self.last_addr, self.last_access, self.last_ip]
+        [
+            self.faults,
+            self.private,
+            self.refused,
+            self.last_addr,
+            self.last_access,
+            self.last_ip,
+        ]
     }
     fn from_msg(m: &Msg) -> Stats {
         Stats {
@@ -99,7 +106,11 @@ pub fn start() -> Result<(), KError> {
 fn request(label: u16, words: &[u32]) -> Result<Msg, &'static str> {
     let reply = call_for(PAGER, &Msg::with_words(label, words), WAIT)
         .map_err(|e| ipc_failed("the pager did not answer", e))?;
-    ensure!(reply.label() == lbl::OK, "the pager refused a request", "request {label:#06x}");
+    ensure!(
+        reply.label() == lbl::OK,
+        "the pager refused a request",
+        "request {label:#06x}"
+    );
     Ok(reply)
 }
 
@@ -127,7 +138,9 @@ pub struct Frame {
 
 impl Frame {
     pub fn alloc() -> Result<Frame, &'static str> {
-        Ok(Frame { va: request(req::ALLOC, &[])?.mr(1) })
+        Ok(Frame {
+            va: request(req::ALLOC, &[])?.mr(1),
+        })
     }
 
     /// The frame's address in the root space (the source of map items).
@@ -136,7 +149,10 @@ impl Frame {
     }
 
     fn word(&self, offset: u32) -> *mut u32 {
-        assert!(offset < PAGE_SIZE && offset % 4 == 0, "frame offset out of range");
+        assert!(
+            offset < PAGE_SIZE && offset % 4 == 0,
+            "frame offset out of range"
+        );
         (self.va + offset) as *mut u32
     }
 
@@ -184,7 +200,14 @@ unsafe impl Sync for PagerOnly {}
 
 static TABLES: PagerOnly = PagerOnly(UnsafeCell::new(Tables {
     records: PrivatePages::new(),
-    stats: [Stats { faults: 0, private: 0, refused: 0, last_addr: 0, last_access: 0, last_ip: 0 }; SLOTS],
+    stats: [Stats {
+        faults: 0,
+        private: 0,
+        refused: 0,
+        last_addr: 0,
+        last_access: 0,
+        last_ip: 0,
+    }; SLOTS],
 }));
 
 struct Pager {
@@ -216,7 +239,9 @@ extern "C" fn pager_main(_: u32) {
 
 /// The stats slot of a thread number, if it is one.
 fn slot_of(n: u32) -> Option<usize> {
-    (FIRST_THREAD_NO..MAX_THREAD_NO).contains(&n).then(|| (n - FIRST_THREAD_NO) as usize)
+    (FIRST_THREAD_NO..MAX_THREAD_NO)
+        .contains(&n)
+        .then(|| (n - FIRST_THREAD_NO) as usize)
 }
 
 fn ok(words: &[u32]) -> Msg {
@@ -276,7 +301,9 @@ impl Pager {
 
     /// The frame behind private `page` of thread slot `slot`, allocated on first use.
     fn private_frame(&mut self, slot: usize, page: u32) -> Option<u32> {
-        self.t.records.get_or_alloc(slot as u32 + 1, page, &mut self.frames)
+        self.t
+            .records
+            .get_or_alloc(slot as u32 + 1, page, &mut self.frames)
     }
 
     fn request(&mut self, m: &Msg) -> Result<Msg, ()> {
@@ -327,7 +354,11 @@ impl Pager {
     }
 
     fn forget(&mut self, slot: usize) -> Result<(), ()> {
-        if !self.t.records.forget(slot as u32 + 1, &mut self.frames, revoke) {
+        if !self
+            .t
+            .records
+            .forget(slot as u32 + 1, &mut self.frames, revoke)
+        {
             return Err(());
         }
         self.t.stats[slot] = Stats::default();

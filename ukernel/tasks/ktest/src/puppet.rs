@@ -11,7 +11,9 @@
 //! The first half of this file runs in the child space (only stack, IPC and system
 //! calls; no statics); the second half is the root's side.
 
-use crate::common::{call_for, ipc_code, ipc_failed, kerr_code, lbl, note, set_name, TestResult, QUIET, WAIT};
+use crate::common::{
+    call_for, ipc_code, ipc_failed, kerr_code, lbl, note, set_name, TestResult, QUIET, WAIT,
+};
 use crate::layout::{SHARED_BASE, SHARED_LOG2};
 use kestrel_abi::{
     exc, irqflags, kinfo, label, spacectl, Fpage, IpcError, IpcPhase, MapItem, Rights, ThreadId,
@@ -48,7 +50,8 @@ pub mod op {
 
 /// The window where map items sent to puppets land.
 pub fn window() -> Fpage {
-    Fpage::new(SHARED_BASE, SHARED_LOG2, Rights::RWX).expect("SHARED_BASE is aligned to the window size")
+    Fpage::new(SHARED_BASE, SHARED_LOG2, Rights::RWX)
+        .expect("SHARED_BASE is aligned to the window size")
 }
 
 /// Entry point of a puppet thread (in a child space).
@@ -84,10 +87,19 @@ fn perform(m: &Msg) -> Msg {
         }
         op::TAKE => ok(&[m.tag.typed() as u32]),
         op::MAP_TO => {
-            let (dest, addr, rights, grant) = (ThreadId(m.mr(1)), m.mr(2), Rights(m.mr(3) as u8), m.mr(4) != 0);
+            let (dest, addr, rights, grant) = (
+                ThreadId(m.mr(1)),
+                m.mr(2),
+                Rights(m.mr(3) as u8),
+                m.mr(4) != 0,
+            );
             let page = Fpage::page(addr, rights);
             let mut take = Msg::new(op::TAKE);
-            take.push_item(if grant { MapItem::grant(addr, page) } else { MapItem::map(addr, page) });
+            take.push_item(if grant {
+                MapItem::grant(addr, page)
+            } else {
+                MapItem::map(addr, page)
+            });
             ok(&[ipc_code(&call_for(dest, &take, WAIT))])
         }
         op::UNMAP => {
@@ -103,7 +115,11 @@ fn perform(m: &Msg) -> Msg {
             ok(&words[..n])
         }
         op::RELAY => {
-            let r = call_for(ThreadId(m.mr(1)), &Msg::with_words(op::ECHO, &[m.mr(2)]), WAIT);
+            let r = call_for(
+                ThreadId(m.mr(1)),
+                &Msg::with_words(op::ECHO, &[m.mr(2)]),
+                WAIT,
+            );
             let echoed = r.as_ref().map(|reply| reply.mr(1)).unwrap_or(0);
             ok(&[ipc_code(&r), echoed])
         }
@@ -122,7 +138,13 @@ fn privileged_calls() -> [u32; 8] {
     let nobody = ThreadId::new(MAX_THREAD_NO - 1, 0x3fff);
     [
         // Delete a thread that does not exist.
-        kerr_code(&sys::thread_control(nobody, ThreadId::NIL, 0, ThreadId::NIL, 0)),
+        kerr_code(&sys::thread_control(
+            nobody,
+            ThreadId::NIL,
+            0,
+            ThreadId::NIL,
+            0,
+        )),
         kerr_code(&sys::space_control(me, spacectl::GET_PID, 0)),
         // Detach the highest interrupt line (attached to nobody).
         kerr_code(&sys::interrupt_control(31, ThreadId::NIL, irqflags::EDGE)),
@@ -131,8 +153,19 @@ fn privileged_calls() -> [u32; 8] {
         // Allowed to everyone:
         kerr_code(&sys::kernel_info(kinfo::VERSION)),
         // Only within the own space, or by the root:
-        kerr_code(&sys::exchange_registers(ThreadId::ROOT, 0, 0, 0, ThreadId::NIL, ThreadId::NIL)),
-        kerr_code(&sys::schedule(ThreadId::ROOT, kestrel_abi::ROOT_PRIORITY, 0)),
+        kerr_code(&sys::exchange_registers(
+            ThreadId::ROOT,
+            0,
+            0,
+            0,
+            ThreadId::NIL,
+            ThreadId::NIL,
+        )),
+        kerr_code(&sys::schedule(
+            ThreadId::ROOT,
+            kestrel_abi::ROOT_PRIORITY,
+            0,
+        )),
     ]
 }
 
@@ -150,11 +183,18 @@ fn send_command(p: ThreadId, m: &Msg) -> Result<Msg, &'static str> {
     if reply.label() == label::EXCEPTION {
         note(format_args!(
             "puppet {p:?} took exception class {} at ip {:#x} (dear {:#x})",
-            reply.mr(exc::CLASS), reply.mr(exc::IP), reply.mr(exc::DEAR)
+            reply.mr(exc::CLASS),
+            reply.mr(exc::IP),
+            reply.mr(exc::DEAR)
         ));
         return Err("the puppet took an exception");
     }
-    ensure!(reply.label() == lbl::OK, "the puppet did not understand a command", "label {:#06x}", reply.label());
+    ensure!(
+        reply.label() == lbl::OK,
+        "the puppet did not understand a command",
+        "label {:#06x}",
+        reply.label()
+    );
     Ok(reply)
 }
 
@@ -171,14 +211,28 @@ pub fn give(p: ThreadId, addr: u32, src: u32, rights: Rights) -> TestResult {
     let mut m = Msg::new(op::TAKE);
     m.push_item(MapItem::map(addr, Fpage::page(src, rights)));
     let reply = send_command(p, &m)?;
-    ensure!(reply.mr(1) == 2, "the puppet received no map item", "typed words {}", reply.mr(1));
+    ensure!(
+        reply.mr(1) == 2,
+        "the puppet received no map item",
+        "typed words {}",
+        reply.mr(1)
+    );
     Ok(())
 }
 
 /// Has puppet `p` send its page at `addr` on to puppet `dest`.
 pub fn pass_on(p: ThreadId, dest: ThreadId, addr: u32, rights: Rights, grant: bool) -> TestResult {
-    let code = command(p, op::MAP_TO, &[dest.0, addr, rights.0 as u32, grant as u32])?.mr(1);
-    ensure!(code == 0, "passing a page between puppets failed", "IPC error code {code}");
+    let code = command(
+        p,
+        op::MAP_TO,
+        &[dest.0, addr, rights.0 as u32, grant as u32],
+    )?
+    .mr(1);
+    ensure!(
+        code == 0,
+        "passing a page between puppets failed",
+        "IPC error code {code}"
+    );
     Ok(())
 }
 
@@ -194,7 +248,11 @@ fn expect_stuck(p: ThreadId, m: &Msg, what: &'static str) -> TestResult {
         Err(e) if e.error == IpcError::Timeout && e.phase == IpcPhase::Receive => Ok(()),
         Err(e) => Err(ipc_failed(what, e)),
         Ok(reply) => {
-            note(format_args!("answer label {:#06x}, MR1 {:#x}", reply.label(), reply.mr(1)));
+            note(format_args!(
+                "answer label {:#06x}, MR1 {:#x}",
+                reply.label(),
+                reply.mr(1)
+            ));
             Err(what)
         }
     }
@@ -202,18 +260,31 @@ fn expect_stuck(p: ThreadId, m: &Msg, what: &'static str) -> TestResult {
 
 /// The puppet reading `addr` must block on a page fault.
 pub fn read_blocks(p: ThreadId, addr: u32) -> TestResult {
-    expect_stuck(p, &Msg::with_words(op::READ, &[addr]), "the puppet could still read the page")
+    expect_stuck(
+        p,
+        &Msg::with_words(op::READ, &[addr]),
+        "the puppet could still read the page",
+    )
 }
 
 /// The puppet writing `addr` must block on a page fault.
 pub fn write_blocks(p: ThreadId, addr: u32) -> TestResult {
-    expect_stuck(p, &Msg::with_words(op::WRITE, &[addr, 0xdead]), "the puppet could still write the page")
+    expect_stuck(
+        p,
+        &Msg::with_words(op::WRITE, &[addr, 0xdead]),
+        "the puppet could still write the page",
+    )
 }
 
 /// Has puppet `p` call `dest` with an echo of `x`; returns what came back.
 pub fn relay(p: ThreadId, dest: ThreadId, x: u32) -> Result<u32, &'static str> {
     let reply = command(p, op::RELAY, &[dest.0, x])?;
-    ensure!(reply.mr(1) == 0, "the relayed call failed", "IPC error code {}", reply.mr(1));
+    ensure!(
+        reply.mr(1) == 0,
+        "the relayed call failed",
+        "IPC error code {}",
+        reply.mr(1)
+    );
     Ok(reply.mr(2))
 }
 

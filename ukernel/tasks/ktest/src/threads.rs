@@ -66,9 +66,14 @@ impl Thread {
 
     /// A thread in the root space running `entry(arg)` on its runtime pool stack,
     /// paged by the test pager, without an exception handler.
-    pub fn local(entry: extern "C" fn(u32), arg: u32, priority: u32) -> Result<Thread, &'static str> {
+    pub fn local(
+        entry: extern "C" fn(u32),
+        arg: u32,
+        priority: u32,
+    ) -> Result<Thread, &'static str> {
         let t = Thread::reserve()?;
-        rt::spawn(t.id, entry, arg, priority, PAGER).map_err(|e| call_failed("spawn in the root space", e))?;
+        rt::spawn(t.id, entry, arg, priority, PAGER)
+            .map_err(|e| call_failed("spawn in the root space", e))?;
         Ok(t)
     }
 
@@ -94,8 +99,15 @@ impl Thread {
         sys::thread_control(self.id, space, CHILD_PRIORITY, PAGER, rt::utcb_addr_for(n))
             .map_err(|e| call_failed("ThreadControl (create)", e))?;
         let control = exreg::START | exreg::SET_IP | exreg::SET_SP | exreg::SET_EXC_HANDLER;
-        sys::exchange_registers(self.id, control, sp, rt::thread_entry_stub(), ThreadId::NIL, ThreadId::ROOT)
-            .map_err(|e| call_failed("ExchangeRegisters (start)", e))?;
+        sys::exchange_registers(
+            self.id,
+            control,
+            sp,
+            rt::thread_entry_stub(),
+            ThreadId::NIL,
+            ThreadId::ROOT,
+        )
+        .map_err(|e| call_failed("ExchangeRegisters (start)", e))?;
         Ok(())
     }
 }
@@ -106,12 +118,18 @@ impl Drop for Thread {
             // InvalidThread: never created (a reserved id, or creation failed).
             Ok(()) | Err(kestrel_abi::KError::InvalidThread) => true,
             Err(e) => {
-                note(format_args!("cannot delete thread {:?}: {:?}; its number stays taken", self.id, e));
+                note(format_args!(
+                    "cannot delete thread {:?}: {:?}; its number stays taken",
+                    self.id, e
+                ));
                 false
             }
         };
         if let Err(why) = pager::forget(self.id.number()) {
-            note(format_args!("pager could not forget thread {:?}: {}", self.id, why));
+            note(format_args!(
+                "pager could not forget thread {:?}: {}",
+                self.id, why
+            ));
         }
         if gone {
             release(self.id);
@@ -146,7 +164,9 @@ pub fn wait_for_state(id: ThreadId, mask: u32) -> Result<u32, &'static str> {
         }
         sleep_us(1000);
     }
-    note(format_args!("thread {id:?} never reached state mask {mask:#x}"));
+    note(format_args!(
+        "thread {id:?} never reached state mask {mask:#x}"
+    ));
     Err("thread did not reach the expected state")
 }
 

@@ -80,7 +80,9 @@ pub extern "C" fn task_main() {
         println!("root: cannot read the boot modules (KernelInfo failed)");
         return;
     };
-    let Ok([mphys, msize, _, _]) = sys::kernel_info(kinfo::BOOT_MODULE) else { return };
+    let Ok([mphys, msize, _, _]) = sys::kernel_info(kinfo::BOOT_MODULE) else {
+        return;
+    };
     let Some(ram) = Ram::from_kernel() else {
         println!("root: cannot query physical memory");
         return;
@@ -124,7 +126,9 @@ impl Root {
             return;
         }
         let ram = &mut self.ram;
-        let image = match loader::load(module.data, |bytes| ram.alloc_zeroed(bytes, PAGE_SIZE.trailing_zeros())) {
+        let image = match loader::load(module.data, |bytes| {
+            ram.alloc_zeroed(bytes, PAGE_SIZE.trailing_zeros())
+        }) {
             Ok(l) => l,
             Err(e) => {
                 println!("root: {name}: {e}; not starting it");
@@ -140,9 +144,18 @@ impl Root {
         let entry = image.entry;
         let kib = image.bytes() >> 10;
         // `module.name` lives in the archive, which stays mapped: a 'static name.
-        let _ = self.programs.push(Program { name: module.name, image, main, vcpu_right, running: true });
+        let _ = self.programs.push(Program {
+            name: module.name,
+            image,
+            main,
+            vcpu_right,
+            running: true,
+        });
         if let Err(e) = start_thread(main, entry, module.name) {
-            println!("root: {name}: cannot start its first thread: {}; not starting it", e.as_str());
+            println!(
+                "root: {name}: cannot start its first thread: {}; not starting it",
+                e.as_str()
+            );
             self.programs[index as usize].running = false;
             return;
         }
@@ -155,7 +168,8 @@ impl Root {
     /// `count` consecutive free thread numbers for `owner`.
     fn alloc_threads(&mut self, owner: u8, count: u32) -> Option<u32> {
         let count = count as usize;
-        let start = (0..SLOTS.checked_sub(count)? + 1).find(|&s| self.owner[s..s + count].iter().all(|&o| o == FREE))?;
+        let start = (0..SLOTS.checked_sub(count)? + 1)
+            .find(|&s| self.owner[s..s + count].iter().all(|&o| o == FREE))?;
         self.owner[start..start + count].fill(owner);
         Some(FIRST_THREAD_NO + start as u32)
     }
@@ -180,7 +194,12 @@ impl Root {
         loop {
             let r = match pending.take() {
                 Some((to, reply)) => {
-                    let (from, msg, r) = ipc(to, ThreadId::ANY, kestrel_abi::Timeouts::new(Timeout::ZERO, Timeout::NEVER), &reply);
+                    let (from, msg, r) = ipc(
+                        to,
+                        ThreadId::ANY,
+                        kestrel_abi::Timeouts::new(Timeout::ZERO, Timeout::NEVER),
+                        &reply,
+                    );
                     r.map(|()| (from, msg))
                 }
                 None => receive(ThreadId::ANY, Timeout::NEVER),
@@ -188,7 +207,10 @@ impl Root {
             let Ok((from, msg)) = r else { continue };
             let Some(p) = self.program_of(from) else {
                 if msg.label() >= proto::LABEL && msg.label() <= proto::LABEL + proto::op::EXIT {
-                    pending = Some((from, words_msg(&encode_reply(&Err(RootError::UnknownCaller)))));
+                    pending = Some((
+                        from,
+                        words_msg(&encode_reply(&Err(RootError::UnknownCaller))),
+                    ));
                 }
                 continue;
             };
@@ -241,7 +263,10 @@ impl Root {
     /// is the program's (exit code 1).
     fn thread_killed(&mut self, p: usize, t: ThreadId) {
         if self.programs[p].main == t {
-            println!("root: {}: its first thread is gone; ending the program", self.programs[p].name);
+            println!(
+                "root: {}: its first thread is gone; ending the program",
+                self.programs[p].name
+            );
             self.end_program(p, 1, Some(t));
         }
     }
@@ -305,7 +330,11 @@ impl Root {
     ) -> Result<Reply, RootError> {
         let me = p as u8 + 1;
         match req {
-            Request::Ram { dest, size, align_log2 } => {
+            Request::Ram {
+                dest,
+                size,
+                align_log2,
+            } => {
                 if size == 0 || size > proto::MAX_RAM || size % PAGE_SIZE != 0 || align_log2 > 28 {
                     return Err(RootError::BadRequest);
                 }
@@ -329,11 +358,23 @@ impl Root {
                 if count == 0 || count > proto::MAX_THREADS {
                     return Err(RootError::BadRequest);
                 }
-                let first = self.alloc_threads(me, count).ok_or(RootError::NoResources)?;
+                let first = self
+                    .alloc_threads(me, count)
+                    .ok_or(RootError::NoResources)?;
                 Ok(Reply::Threads { first, count })
             }
-            Request::CreateThread { id, space, pager, priority, ip, sp } => {
-                if !self.owns(p, id) || !self.owns(p, space) || !(self.owns(p, pager) || pager == ThreadId::ROOT) {
+            Request::CreateThread {
+                id,
+                space,
+                pager,
+                priority,
+                ip,
+                sp,
+            } => {
+                if !self.owns(p, id)
+                    || !self.owns(p, space)
+                    || !(self.owns(p, pager) || pager == ThreadId::ROOT)
+                {
                     return Err(RootError::NotOwner);
                 }
                 if priority > PROGRAM_PRIORITY {
@@ -341,15 +382,23 @@ impl Root {
                 }
                 sys::thread_control(id, space, priority, pager, rt::utcb_addr_for(id.number()))
                     .map_err(|_| RootError::Kernel)?;
-                sys::exchange_registers(id, exreg::START | exreg::SET_IP | exreg::SET_SP, sp, ip, ThreadId::NIL, ThreadId::NIL)
-                    .map_err(|_| RootError::Kernel)?;
+                sys::exchange_registers(
+                    id,
+                    exreg::START | exreg::SET_IP | exreg::SET_SP,
+                    sp,
+                    ip,
+                    ThreadId::NIL,
+                    ThreadId::NIL,
+                )
+                .map_err(|_| RootError::Kernel)?;
                 Ok(Reply::Done)
             }
             Request::DeleteThread { id } => {
                 if !self.owns(p, id) {
                     return Err(RootError::NotOwner);
                 }
-                sys::thread_control(id, ThreadId::NIL, 0, ThreadId::NIL, 0).map_err(|_| RootError::Kernel)?;
+                sys::thread_control(id, ThreadId::NIL, 0, ThreadId::NIL, 0)
+                    .map_err(|_| RootError::Kernel)?;
                 Ok(Reply::Done)
             }
             Request::Device { phys } => {
@@ -359,13 +408,23 @@ impl Root {
                 match self.devices.iter().find(|d| d.0 == phys) {
                     Some(d) if d.1 != me => return Err(RootError::Taken),
                     Some(_) => {}
-                    None => self.devices.push((phys, me)).map_err(|_| RootError::NoResources)?,
+                    None => self
+                        .devices
+                        .push((phys, me))
+                        .map_err(|_| RootError::NoResources)?,
                 }
                 // The root's device window maps device page `phys` at `phys`, uncached.
-                let _ = items.push(MapItem::map(phys, kestrel_abi::Fpage::page(phys, Rights::RW)));
+                let _ = items.push(MapItem::map(
+                    phys,
+                    kestrel_abi::Fpage::page(phys, Rights::RW),
+                ));
                 Ok(Reply::Done)
             }
-            Request::Interrupt { line, handler, flags } => {
+            Request::Interrupt {
+                line,
+                handler,
+                flags,
+            } => {
                 if line >= FIRST_THREAD_NO {
                     return Err(RootError::BadRequest);
                 }
@@ -390,7 +449,8 @@ impl Root {
                 if priority > PROGRAM_PRIORITY {
                     return Err(RootError::NoRight);
                 }
-                sys::thread_control_flags(id, id, priority, from, 0, tcflags::VCPU).map_err(|_| RootError::Kernel)?;
+                sys::thread_control_flags(id, id, priority, from, 0, tcflags::VCPU)
+                    .map_err(|_| RootError::Kernel)?;
                 Ok(Reply::Done)
             }
             Request::Archive { dest } => {
@@ -402,14 +462,19 @@ impl Root {
                 let first = phys & !(PAGE_SIZE - 1);
                 let len = (phys + size).next_multiple_of(PAGE_SIZE) - first;
                 // Placed at the archive's offset within a 16 MiB page, so the pieces are large.
-                let at = dest.checked_add(first % LARGE).ok_or(RootError::BadRequest)?;
+                let at = dest
+                    .checked_add(first % LARGE)
+                    .ok_or(RootError::BadRequest)?;
                 let src = self.ram.window() + first;
                 let ps = pieces(src, at, len, 24).ok_or(RootError::BadRequest)?;
                 for piece in ps.as_slice() {
                     let (fp, hot) = piece.fpage(Rights::R).ok_or(RootError::BadRequest)?;
                     let _ = items.push(MapItem::map(hot, fp));
                 }
-                Ok(Reply::Archive { offset: first % LARGE + (phys - first), size })
+                Ok(Reply::Archive {
+                    offset: first % LARGE + (phys - first),
+                    size,
+                })
             }
             // `serve` ends the program instead of answering; nothing reaches here with it.
             Request::Exit { .. } => Err(RootError::BadRequest),
@@ -420,7 +485,13 @@ impl Root {
 /// Creates `t` as the first thread of a new space, paged by the root, with its module
 /// name in r3..r8, and starts it at `entry`.
 fn start_thread(t: ThreadId, entry: u32, name: &str) -> Result<(), kestrel_abi::KError> {
-    sys::thread_control(t, t, PROGRAM_PRIORITY, ThreadId::ROOT, rt::utcb_addr_for(t.number()))?;
+    sys::thread_control(
+        t,
+        t,
+        PROGRAM_PRIORITY,
+        ThreadId::ROOT,
+        rt::utcb_addr_for(t.number()),
+    )?;
     let mut frame = FrameRegs::default();
     frame.gpr[3..3 + proto::NAME_WORDS].copy_from_slice(&proto::name_words(name));
     frame.ip = entry;

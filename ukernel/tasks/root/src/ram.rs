@@ -15,7 +15,10 @@ pub struct Ram {
 impl Ram {
     pub fn from_kernel() -> Option<Ram> {
         let [first, end, window, _] = kernel_info(kinfo::MEMORY).ok()?;
-        Some(Ram { alloc: RamAllocator::new(first.next_multiple_of(PAGE_SIZE), end), window })
+        Some(Ram {
+            alloc: RamAllocator::new(first.next_multiple_of(PAGE_SIZE), end),
+            window,
+        })
     }
 
     pub fn window(&self) -> u32 {

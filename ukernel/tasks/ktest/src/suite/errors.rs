@@ -11,8 +11,8 @@ use crate::puppet::{self, op};
 use crate::threads::{block_forever, wait_for_state, Thread, CHILD_PRIORITY};
 use core::arch::asm;
 use kestrel_abi::{
-    exreg, kdebug, kinfo, IpcError, IpcPhase, KError, MapItem, MsgTag, Fpage, Rights, Syscall, ThreadId,
-    Timeout, Timeouts, ABI_VERSION, MAX_THREAD_NO,
+    exreg, kdebug, kinfo, Fpage, IpcError, IpcPhase, KError, MapItem, MsgTag, Rights, Syscall,
+    ThreadId, Timeout, Timeouts, ABI_VERSION, MAX_THREAD_NO,
 };
 use kestrel_user::ipc::{self, Msg};
 use kestrel_user::{rt, sys};
@@ -25,12 +25,24 @@ fn send_zero(to: ThreadId) -> Result<(), kestrel_user::ipc::IpcErr> {
 /// destination is not an error: it means "no send phase", which plain receives
 /// rely on.)
 pub fn invalid_destinations() -> TestResult {
-    let (_, _, r) = ipc::ipc(ThreadId::NIL, ThreadId::NIL, Timeouts::new(Timeout::ZERO, Timeout::ZERO), &Msg::new(1));
-    ensure!(r.is_ok(), "an IPC with neither send nor receive phase failed");
+    let (_, _, r) = ipc::ipc(
+        ThreadId::NIL,
+        ThreadId::NIL,
+        Timeouts::new(Timeout::ZERO, Timeout::ZERO),
+        &Msg::new(1),
+    );
+    ensure!(
+        r.is_ok(),
+        "an IPC with neither send nor receive phase failed"
+    );
 
-    let no_partner = |what, to| expect_ipc_error(what, send_zero(to), IpcError::NoPartner, IpcPhase::Send);
+    let no_partner =
+        |what, to| expect_ipc_error(what, send_zero(to), IpcError::NoPartner, IpcPhase::Send);
     no_partner("send to 'any'", ThreadId::ANY)?;
-    no_partner("send beyond the last thread number", ThreadId::new(MAX_THREAD_NO + 5, 1))?;
+    no_partner(
+        "send beyond the last thread number",
+        ThreadId::new(MAX_THREAD_NO + 5, 1),
+    )?;
     no_partner("send to an interrupt nobody attached", ThreadId::irq(5))?;
     let unused = Thread::reserve()?;
     no_partner("send to an unused thread number", unused.id())?;
@@ -38,7 +50,12 @@ pub fn invalid_destinations() -> TestResult {
     let stale = ThreadId::new(live.id().number(), live.id().version() + 1);
     no_partner("send to a stale version", stale)?;
     // A long timeout must not turn a missing partner into a wait.
-    expect_ipc_error("send with a timeout", ipc::send(stale, &Msg::new(1), WAIT), IpcError::NoPartner, IpcPhase::Send)
+    expect_ipc_error(
+        "send with a timeout",
+        ipc::send(stale, &Msg::new(1), WAIT),
+        IpcError::NoPartner,
+        IpcPhase::Send,
+    )
 }
 
 /// Typed words must come in pairs, and a message must fit in MR1..MR63.
@@ -50,10 +67,18 @@ pub fn malformed_tags() -> TestResult {
         ("64 words", MsgTag::new(lbl::REPORT, 62, 2)),
         ("63 untyped + 2 typed", MsgTag::new(lbl::REPORT, 63, 2)),
     ] {
-        expect_ipc_error(what, ipc::send(t.id(), &raw_msg(tag), Timeout::ZERO), IpcError::MsgOverflow, IpcPhase::Send)?;
+        expect_ipc_error(
+            what,
+            ipc::send(t.id(), &raw_msg(tag), Timeout::ZERO),
+            IpcError::MsgOverflow,
+            IpcPhase::Send,
+        )?;
     }
     let state = crate::threads::registers(t.id())?.state;
-    ensure!(state & exreg::STATE_RECEIVING != 0, "a malformed message was delivered");
+    ensure!(
+        state & exreg::STATE_RECEIVING != 0,
+        "a malformed message was delivered"
+    );
     Ok(())
 }
 
@@ -64,9 +89,18 @@ pub fn map_without_acceptor() -> TestResult {
     wait_for_state(t.id(), exreg::STATE_RECEIVING)?;
     let mut m = Msg::new(lbl::REPORT);
     m.push_item(MapItem::map(0, Fpage::page(frame.va(), Rights::R)));
-    expect_ipc_error("map to a nil acceptor", ipc::send(t.id(), &m, WAIT), IpcError::MapFailed, IpcPhase::Send)?;
+    expect_ipc_error(
+        "map to a nil acceptor",
+        ipc::send(t.id(), &m, WAIT),
+        IpcError::MapFailed,
+        IpcPhase::Send,
+    )?;
     let code = report_from(t.id())?.mr(1);
-    ensure!(code == IpcError::MapFailed as u32, "the receiver did not see the failed map", "its IPC result {code}");
+    ensure!(
+        code == IpcError::MapFailed as u32,
+        "the receiver did not see the failed map",
+        "its IPC result {code}"
+    );
     Ok(())
 }
 
@@ -90,7 +124,11 @@ fn raw_syscall(nr: u32) -> u32 {
 pub fn unknown_syscall() -> TestResult {
     for nr in [Syscall::TraceControl as u32 + 1, 42, u32::MAX] {
         let r = raw_syscall(nr);
-        ensure!(r == KError::NoSyscall as u32, "an unknown system call did not fail with NoSyscall", "number {nr:#x}: status {r}");
+        ensure!(
+            r == KError::NoSyscall as u32,
+            "an unknown system call did not fail with NoSyscall",
+            "number {nr:#x}: status {r}"
+        );
     }
     Ok(())
 }
@@ -114,7 +152,11 @@ pub fn no_privilege_outside_root() -> TestResult {
     let mut ok = true;
     for (i, name) in names.iter().enumerate() {
         if r.mr(i + 1) != expected[i] {
-            note(format_args!("{name} from a child space: status {}, expected {}", r.mr(i + 1), expected[i]));
+            note(format_args!(
+                "{name} from a child space: status {}, expected {}",
+                r.mr(i + 1),
+                expected[i]
+            ));
             ok = false;
         }
     }
@@ -129,23 +171,55 @@ pub fn thread_control_invalid_ids() -> TestResult {
     };
     let nil = ThreadId::NIL;
     expect_kerror("delete nil", tc(nil, nil, 0, 0), &[KError::InvalidThread])?;
-    expect_kerror("delete an interrupt id", tc(ThreadId::irq(3), nil, 0, 0), &[KError::InvalidThread])?;
+    expect_kerror(
+        "delete an interrupt id",
+        tc(ThreadId::irq(3), nil, 0, 0),
+        &[KError::InvalidThread],
+    )?;
     let far = ThreadId::new(MAX_THREAD_NO + 1, 1);
-    expect_kerror("create beyond the last number", tc(far, far, 100, rt::utcb_addr_for(1)), &[KError::InvalidThread, KError::InvalidParam])?;
+    expect_kerror(
+        "create beyond the last number",
+        tc(far, far, 100, rt::utcb_addr_for(1)),
+        &[KError::InvalidThread, KError::InvalidParam],
+    )?;
     let unused = Thread::reserve()?;
     let other = Thread::reserve()?;
     let (u, o) = (unused.id(), other.id());
     let utcb = rt::utcb_addr_for(u.number());
-    expect_kerror("delete an unused number", tc(u, nil, 0, 0), &[KError::InvalidThread])?;
-    expect_kerror("create in the space of no thread", tc(u, o, 100, utcb), &[KError::InvalidSpace])?;
-    expect_kerror("create with priority 300", tc(u, u, 300, utcb), &[KError::InvalidScheduler])?;
-    expect_kerror("create with a misaligned UTCB", tc(u, u, 100, utcb + 0x800), &[KError::UtcbArea])?;
+    expect_kerror(
+        "delete an unused number",
+        tc(u, nil, 0, 0),
+        &[KError::InvalidThread],
+    )?;
+    expect_kerror(
+        "create in the space of no thread",
+        tc(u, o, 100, utcb),
+        &[KError::InvalidSpace],
+    )?;
+    expect_kerror(
+        "create with priority 300",
+        tc(u, u, 300, utcb),
+        &[KError::InvalidScheduler],
+    )?;
+    expect_kerror(
+        "create with a misaligned UTCB",
+        tc(u, u, 100, utcb + 0x800),
+        &[KError::UtcbArea],
+    )?;
     let live = Thread::local(block_forever, 0, CHILD_PRIORITY)?;
     let stale = ThreadId::new(live.id().number(), live.id().version() + 1);
-    expect_kerror("delete a stale version", tc(stale, nil, 0, 0), &[KError::InvalidThread])?;
+    expect_kerror(
+        "delete a stale version",
+        tc(stale, nil, 0, 0),
+        &[KError::InvalidThread],
+    )?;
     // The failed calls must not have left a thread behind.
     let probe = sys::exchange_registers(u, 0, 0, 0, nil, nil);
-    expect_kerror("ExchangeRegisters on the id of the failed creations", probe, &[KError::InvalidThread])
+    expect_kerror(
+        "ExchangeRegisters on the id of the failed creations",
+        probe,
+        &[KError::InvalidThread],
+    )
 }
 
 /// KDebug output from a buffer that is not mapped, or is kernel memory, fails
@@ -156,33 +230,79 @@ pub fn kdebug_rejects_bad_buffers() -> TestResult {
         ("kernel buffer", KERNEL_ADDR, 8),
         ("buffer wrapping around", 0xffff_fff8, 16),
     ] {
-        expect_kerror(what, sys::kdebug_write_raw(addr, len), &[KError::InvalidBuffer])?;
+        expect_kerror(
+            what,
+            sys::kdebug_write_raw(addr, len),
+            &[KError::InvalidBuffer],
+        )?;
     }
-    let r = sys::syscall(Syscall::KDebug, [kdebug::SET_NAME, KERNEL_ADDR, 4, 0, 0, 0, 0, 0, 0, 0]);
-    expect_kerror("SET_NAME from kernel memory", KError::check(r[0]), &[KError::InvalidBuffer])?;
+    let r = sys::syscall(
+        Syscall::KDebug,
+        [kdebug::SET_NAME, KERNEL_ADDR, 4, 0, 0, 0, 0, 0, 0, 0],
+    );
+    expect_kerror(
+        "SET_NAME from kernel memory",
+        KError::check(r[0]),
+        &[KError::InvalidBuffer],
+    )?;
 
     let p = Thread::space(puppet::entry(), 0)?;
     let code = puppet::command(p.id(), op::KDEBUG, &[SHARED_BASE, 8])?.mr(1);
-    ensure!(code == KError::InvalidBuffer as u32, "a child's unmapped buffer was not rejected", "status {code}");
+    ensure!(
+        code == KError::InvalidBuffer as u32,
+        "a child's unmapped buffer was not rejected",
+        "status {code}"
+    );
     let s = pager::stats(p.id())?;
-    ensure!(s.refused == 0, "validating a KDebug buffer caused a page fault", "fault at {:#x}", s.last_addr);
+    ensure!(
+        s.refused == 0,
+        "validating a KDebug buffer caused a page fault",
+        "fault at {:#x}",
+        s.last_addr
+    );
     Ok(())
 }
 
 /// KernelInfo facts, and the kernel's timebase agreeing with the user-readable one.
 pub fn kernel_info_and_timebase() -> TestResult {
-    let [version, max, ..] = sys::kernel_info(kinfo::VERSION).map_err(|e| call_failed("KernelInfo(VERSION)", e))?;
-    ensure!(version == ABI_VERSION && max == MAX_THREAD_NO, "KernelInfo(VERSION) is wrong", "{version} {max}");
-    let [hz, tick_us, ..] = sys::kernel_info(kinfo::CLOCK).map_err(|e| call_failed("KernelInfo(CLOCK)", e))?;
-    ensure!(hz > 0 && tick_us > 0, "KernelInfo(CLOCK) is wrong", "{hz} Hz, tick {tick_us} us");
-    let [first, end, window, _] = sys::kernel_info(kinfo::MEMORY).map_err(|e| call_failed("KernelInfo(MEMORY)", e))?;
-    ensure!(first < end && window == kestrel_abi::SIGMA0_WINDOW, "KernelInfo(MEMORY) is wrong", "{first:#x}..{end:#x} at {window:#x}");
-    expect_kerror("KernelInfo(99)", sys::kernel_info(99), &[KError::InvalidParam])?;
+    let [version, max, ..] =
+        sys::kernel_info(kinfo::VERSION).map_err(|e| call_failed("KernelInfo(VERSION)", e))?;
+    ensure!(
+        version == ABI_VERSION && max == MAX_THREAD_NO,
+        "KernelInfo(VERSION) is wrong",
+        "{version} {max}"
+    );
+    let [hz, tick_us, ..] =
+        sys::kernel_info(kinfo::CLOCK).map_err(|e| call_failed("KernelInfo(CLOCK)", e))?;
+    ensure!(
+        hz > 0 && tick_us > 0,
+        "KernelInfo(CLOCK) is wrong",
+        "{hz} Hz, tick {tick_us} us"
+    );
+    let [first, end, window, _] =
+        sys::kernel_info(kinfo::MEMORY).map_err(|e| call_failed("KernelInfo(MEMORY)", e))?;
+    ensure!(
+        first < end && window == kestrel_abi::SIGMA0_WINDOW,
+        "KernelInfo(MEMORY) is wrong",
+        "{first:#x}..{end:#x} at {window:#x}"
+    );
+    expect_kerror(
+        "KernelInfo(99)",
+        sys::kernel_info(99),
+        &[KError::InvalidParam],
+    )?;
     let before = sys::timebase();
-    let r = sys::syscall(Syscall::KDebug, [kdebug::TIMEBASE, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    let r = sys::syscall(
+        Syscall::KDebug,
+        [kdebug::TIMEBASE, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    );
     let after = sys::timebase();
     KError::check(r[0]).map_err(|e| call_failed("KDebug(TIMEBASE)", e))?;
     let kernel = ((r[1] as u64) << 32) | r[2] as u64;
-    ensure!(before <= kernel && kernel <= after, "the kernel's timebase disagrees with the user's", "{before} <= {kernel} <= {after}");
+    ensure!(
+        before <= kernel && kernel <= after,
+        "the kernel's timebase disagrees with the user's",
+        "{before} <= {kernel} <= {after}"
+    );
     Ok(())
 }

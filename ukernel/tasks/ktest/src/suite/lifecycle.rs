@@ -1,7 +1,9 @@
 //! Threads: creation and deletion, what deletion does to IPC partners, and
 //! ExchangeRegisters (read, halt/start, frames, aborting IPC).
 
-use crate::children::{frame_target, report_receive_from, report_send_to, send_tag, spin_counter, SPINS};
+use crate::children::{
+    frame_target, report_receive_from, report_send_to, send_tag, spin_counter, SPINS,
+};
 use crate::common::{call_failed, expect_ipc_error, expect_kerror, lbl, report_from, TestResult};
 use crate::layout;
 use crate::pager::PAGER;
@@ -27,19 +29,42 @@ pub fn thread_create_delete() -> TestResult {
     let t = Thread::local(send_tag, 7, CHILD_PRIORITY)?;
     let id = t.id();
     let m = report_from(id)?;
-    ensure!(m.mr(1) == 7 && m.mr(2) == id.0, "the new thread reported wrongly", "tag {}, id {:#x}", m.mr(1), m.mr(2));
+    ensure!(
+        m.mr(1) == 7 && m.mr(2) == id.0,
+        "the new thread reported wrongly",
+        "tag {}, id {:#x}",
+        m.mr(1),
+        m.mr(2)
+    );
     drop(t);
-    expect_kerror("ExchangeRegisters on a deleted thread", sys::exchange_registers(id, 0, 0, 0, ThreadId::NIL, ThreadId::NIL), &[KError::InvalidThread])?;
+    expect_kerror(
+        "ExchangeRegisters on a deleted thread",
+        sys::exchange_registers(id, 0, 0, 0, ThreadId::NIL, ThreadId::NIL),
+        &[KError::InvalidThread],
+    )?;
     let r = ipc::send(id, &Msg::new(lbl::REPORT), Timeout::ZERO);
-    expect_ipc_error("send to a deleted thread", r, IpcError::NoPartner, IpcPhase::Send)?;
+    expect_ipc_error(
+        "send to a deleted thread",
+        r,
+        IpcError::NoPartner,
+        IpcPhase::Send,
+    )?;
     let again = Thread::local(send_tag, 8, CHILD_PRIORITY)?;
     ensure!(
         again.id().number() == id.number() && again.id() != id,
         "the number was not reused with a new version",
-        "{id:?} then {:?}", again.id()
+        "{id:?} then {:?}",
+        again.id()
     );
-    ensure!(report_from(again.id())?.mr(1) == 8, "the successor reported wrongly");
-    expect_kerror("ExchangeRegisters with the old version", sys::exchange_registers(id, 0, 0, 0, ThreadId::NIL, ThreadId::NIL), &[KError::InvalidThread])
+    ensure!(
+        report_from(again.id())?.mr(1) == 8,
+        "the successor reported wrongly"
+    );
+    expect_kerror(
+        "ExchangeRegisters with the old version",
+        sys::exchange_registers(id, 0, 0, 0, ThreadId::NIL, ThreadId::NIL),
+        &[KError::InvalidThread],
+    )
 }
 
 /// Deleting a thread fails the IPC of everyone blocked on it: a receiver waiting
@@ -53,7 +78,11 @@ pub fn delete_cancels_blocked_partners() -> TestResult {
     wait_for_state(sender.id(), exreg::STATE_SENDING)?;
     drop(victim);
     let r = report_from(receiver.id())?.mr(1);
-    ensure!(r == IpcError::Canceled as u32, "the waiting receiver was not canceled", "IPC result {r}");
+    ensure!(
+        r == IpcError::Canceled as u32,
+        "the waiting receiver was not canceled",
+        "IPC result {r}"
+    );
     let s = report_from(sender.id())?.mr(1);
     ensure!(
         s == IpcError::Canceled as u32 || s == IpcError::NoPartner as u32,
@@ -68,17 +97,37 @@ pub fn delete_cancels_blocked_partners() -> TestResult {
 pub fn exreg_reads_blocked_thread() -> TestResult {
     let t = Thread::local(block_forever, 0, CHILD_PRIORITY)?;
     let state = wait_for_state(t.id(), exreg::STATE_RECEIVING)?;
-    ensure!(state & (exreg::STATE_HALTED | exreg::STATE_SENDING) == 0, "a receiving thread has other state bits", "{state:#x}");
+    ensure!(
+        state & (exreg::STATE_HALTED | exreg::STATE_SENDING) == 0,
+        "a receiving thread has other state bits",
+        "{state:#x}"
+    );
     let r = registers(t.id())?;
-    ensure!(layout::is_text(r.ip), "the ip is not in the code", "ip {:#x}", r.ip);
+    ensure!(
+        layout::is_text(r.ip),
+        "the ip is not in the code",
+        "ip {:#x}",
+        r.ip
+    );
     let top = rt::pool_stack_top(t.id().number());
     ensure!(
         r.sp < top && r.sp > top - rt::STACK_SIZE as u32,
         "the sp is not on the thread's stack",
-        "sp {:#x}, stack top {top:#x}", r.sp
+        "sp {:#x}, stack top {top:#x}",
+        r.sp
     );
-    ensure!(r.pager == PAGER && r.exc_handler.is_nil(), "pager or handler read back wrongly", "{:?} {:?}", r.pager, r.exc_handler);
-    expect_kerror("undefined control bits", sys::exchange_registers(t.id(), 1 << 20, 0, 0, ThreadId::NIL, ThreadId::NIL), &[KError::InvalidParam])
+    ensure!(
+        r.pager == PAGER && r.exc_handler.is_nil(),
+        "pager or handler read back wrongly",
+        "{:?} {:?}",
+        r.pager,
+        r.exc_handler
+    );
+    expect_kerror(
+        "undefined control bits",
+        sys::exchange_registers(t.id(), 1 << 20, 0, 0, ThreadId::NIL, ThreadId::NIL),
+        &[KError::InvalidParam],
+    )
 }
 
 /// HALT stops a spinning thread; START lets it go on.
@@ -89,13 +138,23 @@ pub fn exreg_halt_and_resume() -> TestResult {
     ensure!(SPINS.load(Relaxed) > 0, "the spinning thread never ran");
     exregs(t.id(), exreg::HALT)?;
     let state = registers(t.id())?.state;
-    ensure!(state & exreg::STATE_HALTED != 0, "a halted thread does not say so", "state {state:#x}");
+    ensure!(
+        state & exreg::STATE_HALTED != 0,
+        "a halted thread does not say so",
+        "state {state:#x}"
+    );
     let halted = SPINS.load(Relaxed);
     sleep_us(5_000);
-    ensure!(SPINS.load(Relaxed) == halted, "the halted thread kept running");
+    ensure!(
+        SPINS.load(Relaxed) == halted,
+        "the halted thread kept running"
+    );
     exregs(t.id(), exreg::START)?;
     sleep_us(5_000);
-    ensure!(SPINS.load(Relaxed) > halted, "the restarted thread did not run");
+    ensure!(
+        SPINS.load(Relaxed) > halted,
+        "the restarted thread did not run"
+    );
     Ok(())
 }
 
@@ -107,16 +166,37 @@ pub fn exreg_get_and_set_frame() -> TestResult {
     exregs(t.id(), exreg::HALT)?;
     let r = registers(t.id())?;
     let mut frame = sys::get_frame(t.id()).map_err(|e| call_failed("GET_FRAME", e))?;
-    ensure!(frame.ip == r.ip && frame.gpr[1] == r.sp, "the frame disagrees with ip/sp", "frame {:#x}/{:#x}, regs {:#x}/{:#x}", frame.ip, frame.gpr[1], r.ip, r.sp);
-    ensure!(frame.msr & MSR_PR != 0, "the thread's MSR is not user mode", "msr {:#x}", frame.msr);
+    ensure!(
+        frame.ip == r.ip && frame.gpr[1] == r.sp,
+        "the frame disagrees with ip/sp",
+        "frame {:#x}/{:#x}, regs {:#x}/{:#x}",
+        frame.ip,
+        frame.gpr[1],
+        r.ip,
+        r.sp
+    );
+    ensure!(
+        frame.msr & MSR_PR != 0,
+        "the thread's MSR is not user mode",
+        "msr {:#x}",
+        frame.msr
+    );
     frame.ip = frame_target as *const () as usize as u32;
     frame.gpr[3] = 0x5eed_0001;
     frame.gpr[1] = rt::pool_stack_top(t.id().number()) - 256;
     sys::set_frame(t.id(), &frame).map_err(|e| call_failed("SET_FRAME", e))?;
     exregs(t.id(), exreg::START)?;
     let v = report_from(t.id())?.mr(1);
-    ensure!(v == 0x5eed_0001, "the thread did not resume with the new frame", "reported {v:#x}");
-    expect_kerror("GET_FRAME on oneself", sys::get_frame(sys::my_id()), &[KError::Busy])
+    ensure!(
+        v == 0x5eed_0001,
+        "the thread did not resume with the new frame",
+        "reported {v:#x}"
+    );
+    expect_kerror(
+        "GET_FRAME on oneself",
+        sys::get_frame(sys::my_id()),
+        &[KError::Busy],
+    )
 }
 
 /// ABORT_IPC ends a blocked receive and a blocked send with Aborted.
@@ -125,7 +205,11 @@ pub fn exreg_abort_ipc() -> TestResult {
     wait_for_state(receiver.id(), exreg::STATE_RECEIVING)?;
     exregs(receiver.id(), exreg::ABORT_IPC)?;
     let r = report_from(receiver.id())?.mr(1);
-    ensure!(r == IpcError::Aborted as u32, "the aborted receive did not say Aborted", "IPC result {r}");
+    ensure!(
+        r == IpcError::Aborted as u32,
+        "the aborted receive did not say Aborted",
+        "IPC result {r}"
+    );
 
     let busy = Thread::local(block_forever, 0, CHILD_PRIORITY)?;
     wait_for_state(busy.id(), exreg::STATE_RECEIVING)?;
@@ -133,6 +217,10 @@ pub fn exreg_abort_ipc() -> TestResult {
     wait_for_state(sender.id(), exreg::STATE_SENDING)?;
     exregs(sender.id(), exreg::ABORT_IPC)?;
     let s = report_from(sender.id())?.mr(1);
-    ensure!(s == IpcError::Aborted as u32, "the aborted send did not say Aborted", "IPC result {s}");
+    ensure!(
+        s == IpcError::Aborted as u32,
+        "the aborted send did not say Aborted",
+        "IPC result {s}"
+    );
     Ok(())
 }

@@ -22,9 +22,18 @@ fn faulted_at(p: ThreadId, addr: u32, write: bool) -> TestResult {
     ensure!(
         s.refused > 0 && s.last_addr == addr,
         "the pager did not see the expected fault",
-        "thread {p:?}: {} faults, {} refused, last at {:#x} (access {:#x})", s.faults, s.refused, s.last_addr, s.last_access
+        "thread {p:?}: {} faults, {} refused, last at {:#x} (access {:#x})",
+        s.faults,
+        s.refused,
+        s.last_addr,
+        s.last_access
     );
-    ensure!(!write || s.last_was_write(), "the fault was not reported as a write", "access {:#x}", s.last_access);
+    ensure!(
+        !write || s.last_was_write(),
+        "the fault was not reported as a write",
+        "access {:#x}",
+        s.last_access
+    );
     Ok(())
 }
 
@@ -41,8 +50,15 @@ pub fn map_child_reads_page() -> TestResult {
     let f = pattern_frame(0xcafe_0001)?;
     let p = Thread::space(puppet::entry(), 0)?;
     puppet::give(p.id(), SHARED_BASE, f.va(), Rights::R)?;
-    let (first, last) = (puppet::read(p.id(), SHARED_BASE)?, puppet::read(p.id(), SHARED_BASE + 0xffc)?);
-    ensure!(first == 0xcafe_0001 && last == !0xcafe_0001, "the child sees other data", "{first:#x} {last:#x}");
+    let (first, last) = (
+        puppet::read(p.id(), SHARED_BASE)?,
+        puppet::read(p.id(), SHARED_BASE + 0xffc)?,
+    );
+    ensure!(
+        first == 0xcafe_0001 && last == !0xcafe_0001,
+        "the child sees other data",
+        "{first:#x} {last:#x}"
+    );
     Ok(())
 }
 
@@ -52,10 +68,19 @@ pub fn map_shared_writes_both_ways() -> TestResult {
     let p = Thread::space(puppet::entry(), 0)?;
     puppet::give(p.id(), SHARED_BASE, f.va(), Rights::RW)?;
     puppet::write(p.id(), SHARED_BASE + 8, 0x1234_5678)?;
-    ensure!(f.read(8) == 0x1234_5678, "the root does not see the child's write", "{:#x}", f.read(8));
+    ensure!(
+        f.read(8) == 0x1234_5678,
+        "the root does not see the child's write",
+        "{:#x}",
+        f.read(8)
+    );
     f.write(12, 0x8765_4321);
     let v = puppet::read(p.id(), SHARED_BASE + 12)?;
-    ensure!(v == 0x8765_4321, "the child does not see the root's write", "{v:#x}");
+    ensure!(
+        v == 0x8765_4321,
+        "the child does not see the root's write",
+        "{v:#x}"
+    );
     Ok(())
 }
 
@@ -64,10 +89,16 @@ pub fn map_read_only_write_faults() -> TestResult {
     let f = pattern_frame(0x0bad_f00d)?;
     let p = Thread::space(puppet::entry(), 0)?;
     puppet::give(p.id(), SHARED_BASE, f.va(), Rights::R)?;
-    ensure!(puppet::read(p.id(), SHARED_BASE)? == 0x0bad_f00d, "the child cannot read the page");
+    ensure!(
+        puppet::read(p.id(), SHARED_BASE)? == 0x0bad_f00d,
+        "the child cannot read the page"
+    );
     puppet::write_blocks(p.id(), SHARED_BASE)?;
     faulted_at(p.id(), SHARED_BASE, true)?;
-    ensure!(f.read(0) == 0x0bad_f00d, "a write through a read-only mapping got through");
+    ensure!(
+        f.read(0) == 0x0bad_f00d,
+        "a write through a read-only mapping got through"
+    );
     Ok(())
 }
 
@@ -77,11 +108,20 @@ pub fn grant_moves_mapping() -> TestResult {
     let a = Thread::space(puppet::entry(), 0)?;
     let b = Thread::space(puppet::entry(), 0)?;
     puppet::give(a.id(), SHARED_BASE, f.va(), Rights::RW)?;
-    ensure!(puppet::read(a.id(), SHARED_BASE)? == 0x6a6a_0001, "the granter cannot read the page");
+    ensure!(
+        puppet::read(a.id(), SHARED_BASE)? == 0x6a6a_0001,
+        "the granter cannot read the page"
+    );
     puppet::pass_on(a.id(), b.id(), SHARED_BASE, Rights::RW, true)?;
-    ensure!(puppet::read(b.id(), SHARED_BASE)? == 0x6a6a_0001, "the receiver of the grant sees other data");
+    ensure!(
+        puppet::read(b.id(), SHARED_BASE)? == 0x6a6a_0001,
+        "the receiver of the grant sees other data"
+    );
     puppet::write(b.id(), SHARED_BASE + 4, 77)?;
-    ensure!(f.read(4) == 77, "the granted page is no longer the root's frame");
+    ensure!(
+        f.read(4) == 77,
+        "the granted page is no longer the root's frame"
+    );
     puppet::read_blocks(a.id(), SHARED_BASE)?;
     faulted_at(a.id(), SHARED_BASE, false)
 }
@@ -94,8 +134,14 @@ pub fn unmap_revokes_recursively() -> TestResult {
     let c = Thread::space(puppet::entry(), 0)?;
     puppet::give(b.id(), SHARED_BASE, f.va(), Rights::RW)?;
     puppet::pass_on(b.id(), c.id(), SHARED_BASE, Rights::RW, false)?;
-    ensure!(puppet::read(b.id(), SHARED_BASE)? == 0x0dd0_0001, "B cannot read the page before the unmap");
-    ensure!(puppet::read(c.id(), SHARED_BASE)? == 0x0dd0_0001, "C cannot read the page before the unmap");
+    ensure!(
+        puppet::read(b.id(), SHARED_BASE)? == 0x0dd0_0001,
+        "B cannot read the page before the unmap"
+    );
+    ensure!(
+        puppet::read(c.id(), SHARED_BASE)? == 0x0dd0_0001,
+        "C cannot read the page before the unmap"
+    );
     sys::unmap(Fpage::page(f.va(), Rights::RWX), 0).map_err(|e| call_failed("Unmap", e))?;
     ensure!(f.read(0) == 0x0dd0_0001, "the root lost its own page");
     puppet::read_blocks(b.id(), SHARED_BASE)?;
@@ -111,7 +157,10 @@ pub fn unmap_write_downgrades() -> TestResult {
     puppet::give(p.id(), SHARED_BASE, f.va(), Rights::RW)?;
     puppet::write(p.id(), SHARED_BASE, 1)?;
     sys::unmap(Fpage::page(f.va(), Rights::W), 0).map_err(|e| call_failed("Unmap(W)", e))?;
-    ensure!(puppet::read(p.id(), SHARED_BASE)? == 1, "the downgraded page is not readable any more");
+    ensure!(
+        puppet::read(p.id(), SHARED_BASE)? == 1,
+        "the downgraded page is not readable any more"
+    );
     puppet::write_blocks(p.id(), SHARED_BASE)?;
     faulted_at(p.id(), SHARED_BASE, true)?;
     ensure!(f.read(0) == 1, "a write got through the downgraded mapping");
@@ -123,12 +172,18 @@ pub fn unmap_flush_own() -> TestResult {
     let f = pattern_frame(0x0f1e_0001)?;
     let p = Thread::space(puppet::entry(), 0)?;
     puppet::give(p.id(), SHARED_BASE, f.va(), Rights::RW)?;
-    ensure!(puppet::read(p.id(), SHARED_BASE)? == 0x0f1e_0001, "the child cannot read the page");
+    ensure!(
+        puppet::read(p.id(), SHARED_BASE)? == 0x0f1e_0001,
+        "the child cannot read the page"
+    );
     let code = puppet::unmap(p.id(), SHARED_BASE, Rights::RWX, unmapflags::FLUSH_OWN)?;
     ensure!(code == 0, "the child's Unmap failed", "status {code}");
     puppet::read_blocks(p.id(), SHARED_BASE)?;
     faulted_at(p.id(), SHARED_BASE, false)?;
-    ensure!(f.read(0) == 0x0f1e_0001, "the child's flush removed the root's page");
+    ensure!(
+        f.read(0) == 0x0f1e_0001,
+        "the child's flush removed the root's page"
+    );
     Ok(())
 }
 
@@ -137,12 +192,19 @@ pub fn pagefault_stack_pages() -> TestResult {
     let t = Thread::space(entry(stack_toucher), 0)?;
     let sum = report_from(t.id())?.mr(1);
     let expected: u32 = (1..=TOUCH_PAGES).sum();
-    ensure!(sum == expected, "the stack lost data", "sum {sum}, expected {expected}");
+    ensure!(
+        sum == expected,
+        "the stack lost data",
+        "sum {sum}, expected {expected}"
+    );
     let s = pager::stats(t.id())?;
     ensure!(
         s.private >= TOUCH_PAGES && s.refused == 0,
         "the pager did not serve the stack pages",
-        "{} faults, {} private, {} refused", s.faults, s.private, s.refused
+        "{} faults, {} private, {} refused",
+        s.faults,
+        s.private,
+        s.refused
     );
     Ok(())
 }
@@ -151,19 +213,50 @@ pub fn pagefault_stack_pages() -> TestResult {
 pub fn pagefault_message_contents() -> TestResult {
     let p = Thread::space(puppet::entry(), 0)?;
     // Warm up, so that no code or stack page of the puppet faults after the access.
-    ensure!(puppet::read(p.id(), HEAP_BASE)? == 0, "fresh heap memory is not zero");
+    ensure!(
+        puppet::read(p.id(), HEAP_BASE)? == 0,
+        "fresh heap memory is not zero"
+    );
     puppet::write(p.id(), HEAP_BASE + 4, 0)?;
     let addr = HEAP_BASE + 0x1124;
-    ensure!(puppet::read(p.id(), addr)? == 0, "fresh heap memory is not zero");
+    ensure!(
+        puppet::read(p.id(), addr)? == 0,
+        "fresh heap memory is not zero"
+    );
     let s = pager::stats(p.id())?;
-    ensure!(s.last_addr == addr, "the fault address is wrong", "{:#x}, expected {addr:#x}", s.last_addr);
-    ensure!(s.last_access == Rights::R.0 as u32, "a read was not reported as a read", "access {:#x}", s.last_access);
-    ensure!(layout::is_text(s.last_ip), "the fault's ip is not in the code", "ip {:#x}", s.last_ip);
+    ensure!(
+        s.last_addr == addr,
+        "the fault address is wrong",
+        "{:#x}, expected {addr:#x}",
+        s.last_addr
+    );
+    ensure!(
+        s.last_access == Rights::R.0 as u32,
+        "a read was not reported as a read",
+        "access {:#x}",
+        s.last_access
+    );
+    ensure!(
+        layout::is_text(s.last_ip),
+        "the fault's ip is not in the code",
+        "ip {:#x}",
+        s.last_ip
+    );
     let addr = HEAP_BASE + 0x2238;
     puppet::write(p.id(), addr, 7)?;
     let s = pager::stats(p.id())?;
-    ensure!(s.last_addr == addr, "the fault address is wrong", "{:#x}, expected {addr:#x}", s.last_addr);
-    ensure!(s.last_was_write(), "a write was not reported as a write", "access {:#x}", s.last_access);
+    ensure!(
+        s.last_addr == addr,
+        "the fault address is wrong",
+        "{:#x}, expected {addr:#x}",
+        s.last_addr
+    );
+    ensure!(
+        s.last_was_write(),
+        "a write was not reported as a write",
+        "access {:#x}",
+        s.last_access
+    );
     ensure!(puppet::read(p.id(), addr)? == 7, "the written word is gone");
     Ok(())
 }
@@ -172,7 +265,11 @@ pub fn pagefault_message_contents() -> TestResult {
 pub fn pagefault_read_only_region() -> TestResult {
     let p = Thread::space(puppet::entry(), 0)?;
     let v = puppet::read(p.id(), RO_BASE + 8)?;
-    ensure!(v == RO_PATTERN, "the read-only page has other data", "{v:#x}");
+    ensure!(
+        v == RO_PATTERN,
+        "the read-only page has other data",
+        "{v:#x}"
+    );
     puppet::write_blocks(p.id(), RO_BASE + 8)?;
     faulted_at(p.id(), RO_BASE + 8, true)
 }
@@ -182,10 +279,19 @@ pub fn spaces_are_isolated() -> TestResult {
     let a = Thread::space(puppet::entry(), 0)?;
     let b = Thread::space(puppet::entry(), 0)?;
     puppet::write(a.id(), HEAP_BASE, 0xa)?;
-    ensure!(puppet::read(b.id(), HEAP_BASE)? == 0, "a space sees another space's write");
+    ensure!(
+        puppet::read(b.id(), HEAP_BASE)? == 0,
+        "a space sees another space's write"
+    );
     puppet::write(b.id(), HEAP_BASE, 0xb)?;
-    ensure!(puppet::read(a.id(), HEAP_BASE)? == 0xa, "a space's write changed another space");
-    ensure!(puppet::read(b.id(), HEAP_BASE)? == 0xb, "a space lost its own write");
+    ensure!(
+        puppet::read(a.id(), HEAP_BASE)? == 0xa,
+        "a space's write changed another space"
+    );
+    ensure!(
+        puppet::read(b.id(), HEAP_BASE)? == 0xb,
+        "a space lost its own write"
+    );
     Ok(())
 }
 
@@ -195,12 +301,23 @@ pub fn threads_share_their_space() -> TestResult {
     let one = Thread::space(puppet::entry(), 0)?;
     let two = Thread::in_space_of(&one, puppet::entry(), 0)?;
     puppet::give(one.id(), SHARED_BASE, f.va(), Rights::RW)?;
-    ensure!(puppet::read(two.id(), SHARED_BASE)? == 0x5ace_0001, "a mapping given to one thread is not in its space");
+    ensure!(
+        puppet::read(two.id(), SHARED_BASE)? == 0x5ace_0001,
+        "a mapping given to one thread is not in its space"
+    );
     puppet::write(two.id(), HEAP_BASE + 16, 0x22)?;
-    ensure!(puppet::read(one.id(), HEAP_BASE + 16)? == 0x22, "the threads see different memory");
+    ensure!(
+        puppet::read(one.id(), HEAP_BASE + 16)? == 0x22,
+        "the threads see different memory"
+    );
     for t in [&one, &two] {
         let me = puppet::command(t.id(), op::WHOAMI, &[])?.mr(1);
-        ensure!(me == t.id().0, "a thread's UTCB holds another id", "{me:#x} for {:?}", t.id());
+        ensure!(
+            me == t.id().0,
+            "a thread's UTCB holds another id",
+            "{me:#x} for {:?}",
+            t.id()
+        );
     }
     Ok(())
 }
@@ -210,11 +327,35 @@ pub fn spaces_have_distinct_pids() -> TestResult {
     let a = Thread::space(puppet::entry(), 0)?;
     let b = Thread::space(puppet::entry(), 0)?;
     let a2 = Thread::in_space_of(&a, puppet::entry(), 0)?;
-    let pid = |t: ThreadId| sys::space_control(t, spacectl::GET_PID, 0).map_err(|e| call_failed("SpaceControl(GET_PID)", e));
-    let (root, pa, pb, pa2) = (pid(ThreadId::ROOT)?, pid(a.id())?, pid(b.id())?, pid(a2.id())?);
-    ensure!(root != 0 && pa != 0 && pb != 0, "a space has PID 0 (the kernel's)", "root {root}, a {pa}, b {pb}");
-    ensure!(root != pa && root != pb && pa != pb, "two spaces share a PID", "root {root}, a {pa}, b {pb}");
-    ensure!(pa == pa2, "two threads of one space report different PIDs", "{pa} vs {pa2}");
+    let pid = |t: ThreadId| {
+        sys::space_control(t, spacectl::GET_PID, 0)
+            .map_err(|e| call_failed("SpaceControl(GET_PID)", e))
+    };
+    let (root, pa, pb, pa2) = (
+        pid(ThreadId::ROOT)?,
+        pid(a.id())?,
+        pid(b.id())?,
+        pid(a2.id())?,
+    );
+    ensure!(
+        root != 0 && pa != 0 && pb != 0,
+        "a space has PID 0 (the kernel's)",
+        "root {root}, a {pa}, b {pb}"
+    );
+    ensure!(
+        root != pa && root != pb && pa != pb,
+        "two spaces share a PID",
+        "root {root}, a {pa}, b {pb}"
+    );
+    ensure!(
+        pa == pa2,
+        "two threads of one space report different PIDs",
+        "{pa} vs {pa2}"
+    );
     let unused = Thread::reserve()?;
-    crate::common::expect_kerror("GET_PID of no space", sys::space_control(unused.id(), spacectl::GET_PID, 0), &[KError::InvalidSpace])
+    crate::common::expect_kerror(
+        "GET_PID of no space",
+        sys::space_control(unused.id(), spacectl::GET_PID, 0),
+        &[KError::InvalidSpace],
+    )
 }

@@ -35,13 +35,26 @@ pub fn priority_order() -> TestResult {
     ORDER.store(0, Relaxed);
     let low = Thread::local(ticket, 0, LOW - 20)?;
     let high = Thread::local(ticket, 0, LOW - 20)?;
-    sys::schedule(high.id(), LOW - 10, DEFAULT_TIMESLICE_US).map_err(|e| call_failed("Schedule", e))?;
+    sys::schedule(high.id(), LOW - 10, DEFAULT_TIMESLICE_US)
+        .map_err(|e| call_failed("Schedule", e))?;
     let first = report_from(high.id())?.mr(1);
     let second = report_from(low.id())?.mr(1);
-    ensure!(first == 0 && second == 1, "the lower priority ran first", "high got ticket {first}, low {second}");
-    expect_kerror("Schedule beyond the highest priority", sys::schedule(low.id(), MAX_PRIORITY + 1, 0), &[KError::InvalidScheduler])?;
+    ensure!(
+        first == 0 && second == 1,
+        "the lower priority ran first",
+        "high got ticket {first}, low {second}"
+    );
+    expect_kerror(
+        "Schedule beyond the highest priority",
+        sys::schedule(low.id(), MAX_PRIORITY + 1, 0),
+        &[KError::InvalidScheduler],
+    )?;
     let gone = Thread::reserve()?;
-    expect_kerror("Schedule of no thread", sys::schedule(gone.id(), LOW, 0), &[KError::InvalidThread])
+    expect_kerror(
+        "Schedule of no thread",
+        sys::schedule(gone.id(), LOW, 0),
+        &[KError::InvalidThread],
+    )
 }
 
 /// ThreadSwitch(nil) hands the processor to the next thread of the same priority:

@@ -11,17 +11,18 @@
 //! `VirtFault::Halt` message. vCPUs run below the root's priority, so a guest only
 //! runs while the root waits for it, and every wait is bounded.
 
-use crate::common::{
-    call_failed, elapsed_us, expect_ipc_error, expect_kerror, ipc_failed, kerr_code, lbl, note, recv_from, report,
-    report_from, set_name, timebase_hz, TestResult, QUIET, WAIT,
-};
 use crate::children::{echo_once, spin_counter, SPINS};
+use crate::common::{
+    call_failed, elapsed_us, expect_ipc_error, expect_kerror, ipc_failed, kerr_code, lbl, note,
+    recv_from, report, report_from, set_name, timebase_hz, TestResult, QUIET, WAIT,
+};
 use crate::pager::Frame;
 use crate::threads::{entry, registers, Thread, CHILD_PRIORITY};
 use core::sync::atomic::Ordering::Relaxed;
 use kestrel_abi::{
-    exreg, label, tcflags, tracectl, vcpuctl, vfault, xfer, IpcError, IpcPhase, KError, Rights, ThreadId, Timeout,
-    Timeouts, TraceCounter, TracePoint, VcpuState, VirtFault, NUM_TRACEPOINTS, PAGE_SIZE, FaultReply, VirtFaultMsg,
+    exreg, label, tcflags, tracectl, vcpuctl, vfault, xfer, FaultReply, IpcError, IpcPhase, KError,
+    Rights, ThreadId, Timeout, Timeouts, TraceCounter, TracePoint, VcpuState, VirtFault,
+    VirtFaultMsg, NUM_TRACEPOINTS, PAGE_SIZE,
 };
 use kestrel_user::ipc::{self, Msg};
 use kestrel_user::mem::{map_reply, PageFault};
@@ -85,12 +86,24 @@ impl Vm {
         let id = vcpu.id();
         sys::thread_control_flags(id, id, VCPU_PRIORITY, ThreadId::ROOT, 0, tcflags::VCPU)
             .map_err(|e| call_failed("ThreadControl (create vCPU)", e))?;
-        let vm = Vm { vcpu, code: frame, data: None };
+        let vm = Vm {
+            vcpu,
+            code: frame,
+            data: None,
+        };
         vm.load(CODE_GPA, code);
-        set_state(id, &VcpuState { pc: CODE_GPA, msr: 0, ..VcpuState::default() })?;
+        set_state(
+            id,
+            &VcpuState {
+                pc: CODE_GPA,
+                msr: 0,
+                ..VcpuState::default()
+            },
+        )?;
         // Guest TLB entry 0 (PPC440 UM §5.4): word 0 = EPN 0 | V | SIZE 256 MiB (9),
         // TS 0; word 1 = RPN 0; word 2 = SX|SW|SR; TID 0 (matches every PID).
-        set_tlb(id, 0, [ppc::ENTRY0_W0, 0, ppc::ENTRY0_W2], 0).map_err(|e| call_failed("VcpuControl(SET_TLB)", e))?;
+        set_tlb(id, 0, [ppc::ENTRY0_W0, 0, ppc::ENTRY0_W2], 0)
+            .map_err(|e| call_failed("VcpuControl(SET_TLB)", e))?;
         Ok(vm)
     }
 
@@ -124,7 +137,12 @@ impl Vm {
 
     /// Replies to the vCPU's pending fault and waits for its next message.
     fn reply_recv(&self, reply: &Msg) -> Result<Msg, &'static str> {
-        let (_, m, r) = ipc::ipc(self.id(), self.id(), Timeouts::new(Timeout::ZERO, WAIT), reply);
+        let (_, m, r) = ipc::ipc(
+            self.id(),
+            self.id(),
+            Timeouts::new(Timeout::ZERO, WAIT),
+            reply,
+        );
         r.map_err(|e| ipc_failed("reply to the vCPU, then wait for its next exit", e))?;
         Ok(m)
     }
@@ -145,8 +163,12 @@ impl Vm {
     /// arrives; returns it.
     fn serve(&self, mut m: Msg) -> Result<Msg, &'static str> {
         for _ in 0..8 {
-            let Some(pf) = PageFault::parse(&m) else { return Ok(m) };
-            let Some(frame) = self.backing(pf.addr) else { return Ok(m) };
+            let Some(pf) = PageFault::parse(&m) else {
+                return Ok(m);
+            };
+            let Some(frame) = self.backing(pf.addr) else {
+                return Ok(m);
+            };
             m = self.reply_recv(&map_reply(pf.addr, frame, Rights::RWX))?;
         }
         note(format_args!("still faulting at {:#x}", m.mr(1)));
@@ -175,13 +197,15 @@ impl Vm {
 }
 
 fn get_state(id: ThreadId) -> Result<VcpuState, &'static str> {
-    sys::vcpu_control(id, vcpuctl::GET_STATE, 0, 0, 0).map_err(|e| call_failed("VcpuControl(GET_STATE)", e))?;
+    sys::vcpu_control(id, vcpuctl::GET_STATE, 0, 0, 0)
+        .map_err(|e| call_failed("VcpuControl(GET_STATE)", e))?;
     Ok(sys::utcb().vcpu)
 }
 
 fn set_state(id: ThreadId, s: &VcpuState) -> TestResult {
     sys::utcb().vcpu = *s;
-    sys::vcpu_control(id, vcpuctl::SET_STATE, 0, 0, 0).map_err(|e| call_failed("VcpuControl(SET_STATE)", e))
+    sys::vcpu_control(id, vcpuctl::SET_STATE, 0, 0, 0)
+        .map_err(|e| call_failed("VcpuControl(SET_STATE)", e))
 }
 
 /// `VcpuControl(SET_TLB)`: guest TLB entry `index` from MR1..MR3, its TID in MR4.
@@ -206,16 +230,27 @@ fn expect_virt(m: &Msg, class: VirtFault, pc: u32) -> TestResult {
     let want = label::VIRT_FAULT | class as u16;
     if m.label() != want {
         if label::is_pagefault(m.label()) {
-            note(format_args!("page fault at {:#x} (pc {:#x}) instead of {class:?}", m.mr(1), m.mr(2)));
+            note(format_args!(
+                "page fault at {:#x} (pc {:#x}) instead of {class:?}",
+                m.mr(1),
+                m.mr(2)
+            ));
         } else {
-            note(format_args!("label {:#06x}, MR1 {:#x}, MR2 {:#010x}; expected {want:#06x} ({class:?})", m.label(), m.mr(1), m.mr(2)));
+            note(format_args!(
+                "label {:#06x}, MR1 {:#x}, MR2 {:#010x}; expected {want:#06x} ({class:?})",
+                m.label(),
+                m.mr(1),
+                m.mr(2)
+            ));
         }
         return Err("not the expected virtualization fault");
     }
     ensure!(
         m.mr(vfault::PC) == pc,
         "the virtualization fault reports the wrong pc",
-        "{class:?} at pc {:#x} (insn {:#010x}), expected pc {pc:#x}", m.mr(vfault::PC), m.mr(vfault::INSN)
+        "{class:?} at pc {:#x} (insn {:#010x}), expected pc {pc:#x}",
+        m.mr(vfault::PC),
+        m.mr(vfault::INSN)
     );
     Ok(())
 }
@@ -258,7 +293,12 @@ fn regs_of(m: &Msg) -> ([u32; 32], [u32; 4]) {
     for (r, v) in g.iter_mut().enumerate() {
         *v = gpr(m, r);
     }
-    let s = [m.mr(vfault::CR), m.mr(vfault::CR + 1), m.mr(vfault::CR + 2), m.mr(vfault::CR + 3)];
+    let s = [
+        m.mr(vfault::CR),
+        m.mr(vfault::CR + 1),
+        m.mr(vfault::CR + 2),
+        m.mr(vfault::CR + 3),
+    ];
     (g, s)
 }
 
@@ -306,14 +346,25 @@ pub fn create_and_state() -> TestResult {
     sys::thread_control_flags(id, id, VCPU_PRIORITY, ThreadId::ROOT, 0, tcflags::VCPU)
         .map_err(|e| call_failed("ThreadControl (create vCPU)", e))?;
     let r = registers(id)?;
-    ensure!(r.state & exreg::STATE_INACTIVE != 0, "a new vCPU is not inactive", "state {:#x}", r.state);
+    ensure!(
+        r.state & exreg::STATE_INACTIVE != 0,
+        "a new vCPU is not inactive",
+        "state {:#x}",
+        r.state
+    );
     ensure!(
         r.pager == ThreadId::ROOT && r.exc_handler == ThreadId::ROOT,
         "the vCPU's pager and exception handler are not the pager argument",
-        "pager {:?}, exception handler {:?}", r.pager, r.exc_handler
+        "pager {:?}, exception handler {:?}",
+        r.pager,
+        r.exc_handler
     );
     let fresh = get_state(id)?;
-    ensure!(fresh == VcpuState::default(), "a new vCPU's state is not all zero", "{fresh:?}");
+    ensure!(
+        fresh == VcpuState::default(),
+        "a new vCPU's state is not all zero",
+        "{fresh:?}"
+    );
 
     let mut want = VcpuState {
         cr: 0x2400_0048,
@@ -349,30 +400,68 @@ pub fn create_and_state() -> TestResult {
         return Err("GET_STATE does not return what SET_STATE installed");
     }
     let r = registers(id)?;
-    ensure!(r.ip == want.pc, "SET_STATE's pc is not the thread's ip", "ip {:#x}", r.ip);
+    ensure!(
+        r.ip == want.pc,
+        "SET_STATE's pc is not the thread's ip",
+        "ip {:#x}",
+        r.ip
+    );
 
     // Reserved bits: IVPR[16:31], IVOR[0:15] and [28:31], MSR bits Book E does not define.
-    let mut junk = VcpuState { ivpr: want.ivpr | 0x1234, msr: want.msr | 0x8000_0001, ..want };
+    let mut junk = VcpuState {
+        ivpr: want.ivpr | 0x1234,
+        msr: want.msr | 0x8000_0001,
+        ..want
+    };
     junk.ivor[6] |= 0xffff_000f;
     set_state(id, &junk)?;
     let got = get_state(id)?;
-    ensure!(got.ivpr == want.ivpr, "IVPR keeps its reserved low bits", "{:#x}", got.ivpr);
-    ensure!(got.ivor[6] == want.ivor[6], "IVOR6 keeps reserved bits", "{:#x}", got.ivor[6]);
-    ensure!(got.msr == want.msr, "the guest MSR keeps bits Book E does not define", "{:#x}", got.msr);
+    ensure!(
+        got.ivpr == want.ivpr,
+        "IVPR keeps its reserved low bits",
+        "{:#x}",
+        got.ivpr
+    );
+    ensure!(
+        got.ivor[6] == want.ivor[6],
+        "IVOR6 keeps reserved bits",
+        "{:#x}",
+        got.ivor[6]
+    );
+    ensure!(
+        got.msr == want.msr,
+        "the guest MSR keeps bits Book E does not define",
+        "{:#x}",
+        got.msr
+    );
 
     drop(t);
     let r = sys::vcpu_control(id, vcpuctl::GET_STATE, 0, 0, 0);
     expect_kerror("VcpuControl on a deleted vCPU", r, &[KError::InvalidThread])?;
     let r = sys::exchange_registers(id, 0, 0, 0, ThreadId::NIL, ThreadId::NIL);
-    expect_kerror("ExchangeRegisters on a deleted vCPU", r, &[KError::InvalidThread])?;
+    expect_kerror(
+        "ExchangeRegisters on a deleted vCPU",
+        r,
+        &[KError::InvalidThread],
+    )?;
 
     // The next vCPU (most likely in the slot just freed) sees nothing of the old one.
     let vm = Vm::new(&[])?;
     let s = vm.state()?;
-    let clean = VcpuState { pc: CODE_GPA, ..VcpuState::default() };
-    ensure!(s == clean, "a new vCPU inherits state from a deleted one", "{s:?}");
+    let clean = VcpuState {
+        pc: CODE_GPA,
+        ..VcpuState::default()
+    };
+    ensure!(
+        s == clean,
+        "a new vCPU inherits state from a deleted one",
+        "{s:?}"
+    );
     let tr = vm.trace()?;
-    ensure!(tr.iter().all(|c| c.count == 0), "a new vCPU inherits trace counters");
+    ensure!(
+        tr.iter().all(|c| c.count == 0),
+        "a new vCPU inherits trace counters"
+    );
     Ok(())
 }
 
@@ -392,19 +481,43 @@ pub fn runs_guest_code() -> TestResult {
     ])?;
     let m = vm.run()?;
     expect_virt(&m, VirtFault::Instruction, at(4))?;
-    ensure!(m.mr(vfault::INSN) == mfdcr, "MR2 is not the mfdcr word", "{:#010x}", m.mr(vfault::INSN));
-    ensure!(m.mr(vfault::GPA) == 0, "MR3 is not 0 for an instruction fault", "{:#x}", m.mr(vfault::GPA));
-    ensure!(m.mr(vfault::MSR) == 0, "MR4 (guest MSR) is not 0", "{:#x}", m.mr(vfault::MSR));
-    ensure!(m.mr(vfault::MASK) == xfer::DEFAULT, "MR5 is not the default mask", "{:#x}", m.mr(vfault::MASK));
+    ensure!(
+        m.mr(vfault::INSN) == mfdcr,
+        "MR2 is not the mfdcr word",
+        "{:#010x}",
+        m.mr(vfault::INSN)
+    );
+    ensure!(
+        m.mr(vfault::GPA) == 0,
+        "MR3 is not 0 for an instruction fault",
+        "{:#x}",
+        m.mr(vfault::GPA)
+    );
+    ensure!(
+        m.mr(vfault::MSR) == 0,
+        "MR4 (guest MSR) is not 0",
+        "{:#x}",
+        m.mr(vfault::MSR)
+    );
+    ensure!(
+        m.mr(vfault::MASK) == xfer::DEFAULT,
+        "MR5 is not the default mask",
+        "{:#x}",
+        m.mr(vfault::MASK)
+    );
     ensure!(
         m.tag.untyped() == vfault::WORDS as usize,
         "the fault message does not carry the GPRs and cr/lr/ctr/xer",
-        "{} words", m.tag.untyped()
+        "{} words",
+        m.tag.untyped()
     );
     ensure!(
         (gpr(&m, 3), gpr(&m, 4), gpr(&m, 5)) == (42, 42, 0),
         "r3/r4/r5 do not show li, mtspr/mfspr SPRG0 and mfmsr",
-        "r3 {:#x}, r4 {:#x}, r5 {:#x}", gpr(&m, 3), gpr(&m, 4), gpr(&m, 5)
+        "r3 {:#x}, r4 {:#x}, r5 {:#x}",
+        gpr(&m, 3),
+        gpr(&m, 4),
+        gpr(&m, 5)
     );
 
     let (mut g, mut special) = regs_of(&m);
@@ -412,20 +525,59 @@ pub fn runs_guest_code() -> TestResult {
     special[1] = 0x4242; // lr
     let m = vm.resume(&reply_full(at(5), 0, &g, special))?;
     expect_virt(&m, VirtFault::Halt, at(6))?;
-    ensure!(m.mr(vfault::INSN) == ppc::HALT[1], "MR2 is not the mtspr DBCR0 word", "{:#010x}", m.mr(vfault::INSN));
-    ensure!(gpr(&m, 31) == ppc::DBCR0_RST, "r31 is not the reset value", "{:#x}", gpr(&m, 31));
+    ensure!(
+        m.mr(vfault::INSN) == ppc::HALT[1],
+        "MR2 is not the mtspr DBCR0 word",
+        "{:#010x}",
+        m.mr(vfault::INSN)
+    );
+    ensure!(
+        gpr(&m, 31) == ppc::DBCR0_RST,
+        "r31 is not the reset value",
+        "{:#x}",
+        gpr(&m, 31)
+    );
 
     let s = vm.state()?;
-    ensure!(s.gpr[6] == 0x1234, "the reply's r6 was not installed", "r6 {:#x}", s.gpr[6]);
-    ensure!(s.lr == 0x4242, "the reply's lr was not installed", "lr {:#x}", s.lr);
-    ensure!(s.sprg[0] == 42, "the guest's SPRG0 is not 42", "{:#x}", s.sprg[0]);
-    ensure!(s.pc == at(6), "GET_STATE's pc is not the halting instruction", "{:#x}", s.pc);
-    ensure!(s.dbcr0 & ppc::DBCR0_RST == 0, "the reset request stuck in DBCR0", "{:#x}", s.dbcr0);
+    ensure!(
+        s.gpr[6] == 0x1234,
+        "the reply's r6 was not installed",
+        "r6 {:#x}",
+        s.gpr[6]
+    );
+    ensure!(
+        s.lr == 0x4242,
+        "the reply's lr was not installed",
+        "lr {:#x}",
+        s.lr
+    );
+    ensure!(
+        s.sprg[0] == 42,
+        "the guest's SPRG0 is not 42",
+        "{:#x}",
+        s.sprg[0]
+    );
+    ensure!(
+        s.pc == at(6),
+        "GET_STATE's pc is not the halting instruction",
+        "{:#x}",
+        s.pc
+    );
+    ensure!(
+        s.dbcr0 & ppc::DBCR0_RST == 0,
+        "the reset request stuck in DBCR0",
+        "{:#x}",
+        s.dbcr0
+    );
     let t = vm.trace()?;
     ensure!(
-        count(&t, TracePoint::EmulMtspr) >= 1 && count(&t, TracePoint::EmulMfspr) >= 1 && count(&t, TracePoint::EmulMfmsr) == 1,
+        count(&t, TracePoint::EmulMtspr) >= 1
+            && count(&t, TracePoint::EmulMfspr) >= 1
+            && count(&t, TracePoint::EmulMfmsr) == 1,
         "the emulated instructions are not in the trace points",
-        "mtspr {}, mfspr {}, mfmsr {}", count(&t, TracePoint::EmulMtspr), count(&t, TracePoint::EmulMfspr),
+        "mtspr {}, mfspr {}, mfmsr {}",
+        count(&t, TracePoint::EmulMtspr),
+        count(&t, TracePoint::EmulMfspr),
         count(&t, TracePoint::EmulMfmsr)
     );
     Ok(())
@@ -448,30 +600,57 @@ pub fn page_fault_second_stage() -> TestResult {
     ensure!(
         m.label() == label::PAGEFAULT | Rights::X.0 as u16,
         "the first fetch is not an execute page fault",
-        "label {:#06x}, MR1 {:#x}", m.label(), m.mr(1)
+        "label {:#06x}, MR1 {:#x}",
+        m.label(),
+        m.mr(1)
     );
-    ensure!(m.mr(1) == CODE_GPA && m.mr(2) == CODE_GPA, "the fetch fault has the wrong address or ip",
-        "MR1 {:#x}, MR2 {:#x}", m.mr(1), m.mr(2));
+    ensure!(
+        m.mr(1) == CODE_GPA && m.mr(2) == CODE_GPA,
+        "the fetch fault has the wrong address or ip",
+        "MR1 {:#x}, MR2 {:#x}",
+        m.mr(1),
+        m.mr(2)
+    );
     let m = vm.reply_recv(&map_reply(CODE_GPA, vm.code.va(), Rights::RWX))?;
     ensure!(
         m.label() == label::PAGEFAULT | Rights::R.0 as u16,
         "the load is not a read page fault",
-        "label {:#06x}, MR1 {:#x}", m.label(), m.mr(1)
+        "label {:#06x}, MR1 {:#x}",
+        m.label(),
+        m.mr(1)
     );
-    ensure!(m.mr(1) == DATA + 0x10 && m.mr(2) == at(1), "the load fault has the wrong address or ip",
-        "MR1 {:#x}, MR2 {:#x}", m.mr(1), m.mr(2));
+    ensure!(
+        m.mr(1) == DATA + 0x10 && m.mr(2) == at(1),
+        "the load fault has the wrong address or ip",
+        "MR1 {:#x}, MR2 {:#x}",
+        m.mr(1),
+        m.mr(2)
+    );
     let data = vm.back(DATA)?;
     data.write(0x10, 0xcafe_f00d);
     let frame = data.va();
     let m = vm.reply_recv(&map_reply(DATA + 0x10, frame, Rights::RWX))?;
     let m = vm.serve(m)?;
     expect_virt(&m, VirtFault::Halt, at(4))?;
-    ensure!(gpr(&m, 4) == 0xcafe_f00d, "the guest did not read the VMM's frame", "r4 {:#x}", gpr(&m, 4));
+    ensure!(
+        gpr(&m, 4) == 0xcafe_f00d,
+        "the guest did not read the VMM's frame",
+        "r4 {:#x}",
+        gpr(&m, 4)
+    );
     let stored = vm.data.as_ref().map(|(_, f)| f.read(0x14)).unwrap_or(0);
-    ensure!(stored == 0xcafe_f00d, "the guest's store did not reach the VMM's frame", "{stored:#x}");
+    ensure!(
+        stored == 0xcafe_f00d,
+        "the guest's store did not reach the VMM's frame",
+        "{stored:#x}"
+    );
     let t = vm.trace()?;
-    ensure!(count(&t, TracePoint::PageFaultIpc) == 2, "PAGEFAULT_IPC does not count the two faults",
-        "{}", count(&t, TracePoint::PageFaultIpc));
+    ensure!(
+        count(&t, TracePoint::PageFaultIpc) == 2,
+        "PAGEFAULT_IPC does not count the two faults",
+        "{}",
+        count(&t, TracePoint::PageFaultIpc)
+    );
     Ok(())
 }
 
@@ -482,34 +661,68 @@ pub fn trace_points() -> TestResult {
     let mut code = [ppc::mfmsr(3); N + 2];
     code[N..].copy_from_slice(&ppc::HALT);
     let vm = Vm::new(&code)?;
-    sys::trace_control(tracectl::RESET, vm.id()).map_err(|e| call_failed("TraceControl(RESET)", e))?;
+    sys::trace_control(tracectl::RESET, vm.id())
+        .map_err(|e| call_failed("TraceControl(RESET)", e))?;
     let m = vm.run()?;
     expect_virt(&m, VirtFault::Halt, at(N as u32 + 1))?;
     let mine = vm.trace()?;
     let c = mine[TracePoint::EmulMfmsr as usize];
-    ensure!(c.count == N as u32, "EMUL_MFMSR does not count the guest's mfmsr", "count {}, expected {N}", c.count);
+    ensure!(
+        c.count == N as u32,
+        "EMUL_MFMSR does not count the guest's mfmsr",
+        "count {}, expected {N}",
+        c.count
+    );
     for tp in TracePoint::ALL {
         let c = mine[tp as usize];
         let sum = ((c.sum_hi as u64) << 32) | c.sum_lo as u64;
         ensure!(
-            c.count == 0 || (c.min <= c.max && sum >= c.min as u64 * c.count as u64 && sum <= c.max as u64 * c.count as u64),
+            c.count == 0
+                || (c.min <= c.max
+                    && sum >= c.min as u64 * c.count as u64
+                    && sum <= c.max as u64 * c.count as u64),
             "a trace counter's min/max/sum are inconsistent",
-            "{}: count {}, min {}, max {}, sum {sum}", tp.name(), c.count, c.min, c.max
+            "{}: count {}, min {}, max {}, sum {sum}",
+            tp.name(),
+            c.count,
+            c.min,
+            c.max
         );
-        ensure!(c.count != 0 || (c.min, c.max, c.sum_lo, c.sum_hi) == (0, 0, 0, 0),
-            "an unused trace counter is not zero", "{}", tp.name());
+        ensure!(
+            c.count != 0 || (c.min, c.max, c.sum_lo, c.sum_hi) == (0, 0, 0, 0),
+            "an unused trace counter is not zero",
+            "{}",
+            tp.name()
+        );
     }
-    ensure!(count(&mine, TracePoint::PageFaultIpc) == 1, "PAGEFAULT_IPC is not 1",
-        "{}", count(&mine, TracePoint::PageFaultIpc));
-    ensure!(count(&mine, TracePoint::SyscallIpc) >= 1, "the Halt fault IPC is not counted");
+    ensure!(
+        count(&mine, TracePoint::PageFaultIpc) == 1,
+        "PAGEFAULT_IPC is not 1",
+        "{}",
+        count(&mine, TracePoint::PageFaultIpc)
+    );
+    ensure!(
+        count(&mine, TracePoint::SyscallIpc) >= 1,
+        "the Halt fault IPC is not counted"
+    );
     let all = read_trace(ThreadId::NIL)?;
     for tp in TracePoint::ALL {
-        ensure!(count(&all, tp) >= count(&mine, tp), "the all-VMs view counts less than one vCPU",
-            "{}: all {}, vCPU {}", tp.name(), count(&all, tp), count(&mine, tp));
+        ensure!(
+            count(&all, tp) >= count(&mine, tp),
+            "the all-VMs view counts less than one vCPU",
+            "{}: all {}, vCPU {}",
+            tp.name(),
+            count(&all, tp),
+            count(&mine, tp)
+        );
     }
-    sys::trace_control(tracectl::RESET, vm.id()).map_err(|e| call_failed("TraceControl(RESET)", e))?;
+    sys::trace_control(tracectl::RESET, vm.id())
+        .map_err(|e| call_failed("TraceControl(RESET)", e))?;
     let after = vm.trace()?;
-    ensure!(after == [TraceCounter::default(); NUM_TRACEPOINTS], "RESET does not zero the vCPU's counters");
+    ensure!(
+        after == [TraceCounter::default(); NUM_TRACEPOINTS],
+        "RESET does not zero the vCPU's counters"
+    );
 
     // A deleted vCPU's exits stay in the all-VMs view.
     let vm2 = Vm::new(&code)?;
@@ -517,11 +730,18 @@ pub fn trace_points() -> TestResult {
     let before = count(&read_trace(ThreadId::NIL)?, TracePoint::EmulMfmsr);
     drop(vm2);
     let after = count(&read_trace(ThreadId::NIL)?, TracePoint::EmulMfmsr);
-    ensure!(after >= before && before >= N as u32, "deleting a vCPU drops its exits from the all-VMs view",
-        "EMUL_MFMSR before {before}, after {after}");
-    sys::trace_control(tracectl::RESET, ThreadId::NIL).map_err(|e| call_failed("TraceControl(RESET, nil)", e))?;
+    ensure!(
+        after >= before && before >= N as u32,
+        "deleting a vCPU drops its exits from the all-VMs view",
+        "EMUL_MFMSR before {before}, after {after}"
+    );
+    sys::trace_control(tracectl::RESET, ThreadId::NIL)
+        .map_err(|e| call_failed("TraceControl(RESET, nil)", e))?;
     let all = read_trace(ThreadId::NIL)?;
-    ensure!(all.iter().all(|c| c.count == 0), "RESET of all VMs leaves counts");
+    ensure!(
+        all.iter().all(|c| c.count == 0),
+        "RESET of all VMs leaves counts"
+    );
     Ok(())
 }
 
@@ -530,37 +750,110 @@ pub fn trace_points() -> TestResult {
 /// `xfer::TLB` adds the guest TLB context; bad classes and bits are refused.
 pub fn transfer_mask() -> TestResult {
     let mfdcr = ppc::mfdcr(3, ppc::UIC_DCR);
-    let vm = Vm::new(&[ppc::li(6, 7), ppc::li(3, 0x77), mfdcr, ppc::HALT[0], ppc::HALT[1]])?;
-    let set = |class: u32, mask: u32| sys::vcpu_control(vm.id(), vcpuctl::SET_TRANSFER_MASK, class, mask, 0);
-    expect_kerror("SET_TRANSFER_MASK class 7", set(7, xfer::DEFAULT), &[KError::InvalidParam])?;
-    expect_kerror("SET_TRANSFER_MASK class 4", set(4, xfer::DEFAULT), &[KError::InvalidParam])?;
-    expect_kerror("SET_TRANSFER_MASK bit 4", set(VirtFault::Instruction as u32, 1 << 4), &[KError::InvalidParam])?;
-    expect_kerror("SET_TRANSFER_MASK bit 31", set(VirtFault::Instruction as u32, 1 << 31), &[KError::InvalidParam])?;
+    let vm = Vm::new(&[
+        ppc::li(6, 7),
+        ppc::li(3, 0x77),
+        mfdcr,
+        ppc::HALT[0],
+        ppc::HALT[1],
+    ])?;
+    let set = |class: u32, mask: u32| {
+        sys::vcpu_control(vm.id(), vcpuctl::SET_TRANSFER_MASK, class, mask, 0)
+    };
+    expect_kerror(
+        "SET_TRANSFER_MASK class 7",
+        set(7, xfer::DEFAULT),
+        &[KError::InvalidParam],
+    )?;
+    expect_kerror(
+        "SET_TRANSFER_MASK class 4",
+        set(4, xfer::DEFAULT),
+        &[KError::InvalidParam],
+    )?;
+    expect_kerror(
+        "SET_TRANSFER_MASK bit 4",
+        set(VirtFault::Instruction as u32, 1 << 4),
+        &[KError::InvalidParam],
+    )?;
+    expect_kerror(
+        "SET_TRANSFER_MASK bit 31",
+        set(VirtFault::Instruction as u32, 1 << 31),
+        &[KError::InvalidParam],
+    )?;
     set(VirtFault::Mmio as u32, xfer::TLB).map_err(|e| call_failed("SET_TRANSFER_MASK TLB", e))?;
     set(VirtFault::Instruction as u32, 0).map_err(|e| call_failed("SET_TRANSFER_MASK 0", e))?;
-    set(VirtFault::Halt as u32, xfer::DEFAULT | xfer::TLB).map_err(|e| call_failed("SET_TRANSFER_MASK all", e))?;
+    set(VirtFault::Halt as u32, xfer::DEFAULT | xfer::TLB)
+        .map_err(|e| call_failed("SET_TRANSFER_MASK all", e))?;
 
     let m = vm.run()?;
     expect_virt(&m, VirtFault::Instruction, at(2))?;
-    ensure!(m.tag.untyped() < vfault::GPR0, "a mask-0 fault message carries registers", "{} words", m.tag.untyped());
-    ensure!(m.tag.untyped() == vfault::SHORT_WORDS as usize, "a mask-0 fault message is not SHORT_WORDS long",
-        "{} words, SHORT_WORDS = {}", m.tag.untyped(), vfault::SHORT_WORDS);
-    ensure!(m.mr(vfault::MASK) == 0, "MR5 does not show mask 0", "{:#x}", m.mr(vfault::MASK));
-    ensure!(m.mr(vfault::INSN) == mfdcr, "MR2 is not the mfdcr word", "{:#010x}", m.mr(vfault::INSN));
-    ensure!(m.mr(vfault::RS_VALUE) == 0x77, "MR6 is not the value of the instruction's RT register",
-        "{:#x}", m.mr(vfault::RS_VALUE));
+    ensure!(
+        m.tag.untyped() < vfault::GPR0,
+        "a mask-0 fault message carries registers",
+        "{} words",
+        m.tag.untyped()
+    );
+    ensure!(
+        m.tag.untyped() == vfault::SHORT_WORDS as usize,
+        "a mask-0 fault message is not SHORT_WORDS long",
+        "{} words, SHORT_WORDS = {}",
+        m.tag.untyped(),
+        vfault::SHORT_WORDS
+    );
+    ensure!(
+        m.mr(vfault::MASK) == 0,
+        "MR5 does not show mask 0",
+        "{:#x}",
+        m.mr(vfault::MASK)
+    );
+    ensure!(
+        m.mr(vfault::INSN) == mfdcr,
+        "MR2 is not the mfdcr word",
+        "{:#010x}",
+        m.mr(vfault::INSN)
+    );
+    ensure!(
+        m.mr(vfault::RS_VALUE) == 0x77,
+        "MR6 is not the value of the instruction's RT register",
+        "{:#x}",
+        m.mr(vfault::RS_VALUE)
+    );
     // Registers in the reply to a mask-0 fault must not be installed; SET_GPR is.
     let g = [0x5555_5555; 32];
     let reply = reply_full_set(at(3), vfault::REPLY_SET_GPR, [3, 0xabc], &g, [0; 4]);
     let m = vm.resume(&reply)?;
     expect_virt(&m, VirtFault::Halt, at(4))?;
-    ensure!(m.tag.untyped() == vfault::WORDS_TLB as usize, "the Halt message with xfer::TLB is not WORDS_TLB long",
-        "{} words", m.tag.untyped());
-    ensure!(gpr(&m, 6) == 7, "registers of a reply to a mask-0 fault were installed", "r6 {:#x}", gpr(&m, 6));
-    ensure!(gpr(&m, 3) == 0xabc, "REPLY_SET_GPR did not set r3", "r3 {:#x}", gpr(&m, 3));
-    let tlb = (m.mr(vfault::PID), m.mr(vfault::MMUCR), m.mr(vfault::TLB_INDEX));
-    ensure!(tlb == (0, 0, 0), "the TLB context is not PID 0, MMUCR 0, entry 0",
-        "PID {:#x}, MMUCR {:#x}, index {:#x}", tlb.0, tlb.1, tlb.2);
+    ensure!(
+        m.tag.untyped() == vfault::WORDS_TLB as usize,
+        "the Halt message with xfer::TLB is not WORDS_TLB long",
+        "{} words",
+        m.tag.untyped()
+    );
+    ensure!(
+        gpr(&m, 6) == 7,
+        "registers of a reply to a mask-0 fault were installed",
+        "r6 {:#x}",
+        gpr(&m, 6)
+    );
+    ensure!(
+        gpr(&m, 3) == 0xabc,
+        "REPLY_SET_GPR did not set r3",
+        "r3 {:#x}",
+        gpr(&m, 3)
+    );
+    let tlb = (
+        m.mr(vfault::PID),
+        m.mr(vfault::MMUCR),
+        m.mr(vfault::TLB_INDEX),
+    );
+    ensure!(
+        tlb == (0, 0, 0),
+        "the TLB context is not PID 0, MMUCR 0, entry 0",
+        "PID {:#x}, MMUCR {:#x}, index {:#x}",
+        tlb.0,
+        tlb.1,
+        tlb.2
+    );
     Ok(())
 }
 
@@ -573,7 +866,13 @@ extern "C" fn vcpu_prober(vcpu: u32) {
         report(&[
             kerr_code(&sys::vcpu_control(v, vcpuctl::GET_STATE, 0, 0, 0)),
             kerr_code(&sys::vcpu_control(v, vcpuctl::SET_IRQ, 0, 0, 0)),
-            kerr_code(&sys::vcpu_control(v, vcpuctl::SET_TRANSFER_MASK, 0, xfer::DEFAULT, 0)),
+            kerr_code(&sys::vcpu_control(
+                v,
+                vcpuctl::SET_TRANSFER_MASK,
+                0,
+                xfer::DEFAULT,
+                0,
+            )),
         ]);
         if ipc::receive(ThreadId::ROOT, WAIT).is_err() {
             return;
@@ -587,28 +886,101 @@ pub fn control_errors() -> TestResult {
     let vm = Vm::new(&[])?;
     let nobody = Thread::reserve()?;
     let ctl = |id: ThreadId, op: u32| sys::vcpu_control(id, op, 0, 0, 0);
-    expect_kerror("VcpuControl on a native thread", ctl(ThreadId::ROOT, vcpuctl::GET_STATE), &[KError::InvalidThread])?;
-    expect_kerror("VcpuControl on a nonexistent id", ctl(nobody.id(), vcpuctl::GET_STATE), &[KError::InvalidThread])?;
-    expect_kerror("VcpuControl on nil", ctl(ThreadId::NIL, vcpuctl::GET_STATE), &[KError::InvalidThread])?;
-    expect_kerror("VcpuControl unknown op", ctl(vm.id(), 6), &[KError::InvalidParam])?;
-    expect_kerror("VcpuControl op 0xffffffff", ctl(vm.id(), u32::MAX), &[KError::InvalidParam])?;
-    expect_kerror("TraceControl on a native thread", sys::trace_control(tracectl::READ, ThreadId::ROOT), &[KError::InvalidThread])?;
-    expect_kerror("TraceControl on a nonexistent id", sys::trace_control(tracectl::READ, nobody.id()), &[KError::InvalidThread])?;
-    expect_kerror("TraceControl unknown op", sys::trace_control(2, vm.id()), &[KError::InvalidParam])?;
+    expect_kerror(
+        "VcpuControl on a native thread",
+        ctl(ThreadId::ROOT, vcpuctl::GET_STATE),
+        &[KError::InvalidThread],
+    )?;
+    expect_kerror(
+        "VcpuControl on a nonexistent id",
+        ctl(nobody.id(), vcpuctl::GET_STATE),
+        &[KError::InvalidThread],
+    )?;
+    expect_kerror(
+        "VcpuControl on nil",
+        ctl(ThreadId::NIL, vcpuctl::GET_STATE),
+        &[KError::InvalidThread],
+    )?;
+    expect_kerror(
+        "VcpuControl unknown op",
+        ctl(vm.id(), 6),
+        &[KError::InvalidParam],
+    )?;
+    expect_kerror(
+        "VcpuControl op 0xffffffff",
+        ctl(vm.id(), u32::MAX),
+        &[KError::InvalidParam],
+    )?;
+    expect_kerror(
+        "TraceControl on a native thread",
+        sys::trace_control(tracectl::READ, ThreadId::ROOT),
+        &[KError::InvalidThread],
+    )?;
+    expect_kerror(
+        "TraceControl on a nonexistent id",
+        sys::trace_control(tracectl::READ, nobody.id()),
+        &[KError::InvalidThread],
+    )?;
+    expect_kerror(
+        "TraceControl unknown op",
+        sys::trace_control(2, vm.id()),
+        &[KError::InvalidParam],
+    )?;
 
     // ThreadControl: a vCPU needs its own new space; unknown flags are refused. On a
     // wrong success the guard deletes whatever was created.
     let t = Thread::reserve()?;
-    let r = sys::thread_control_flags(t.id(), ThreadId::ROOT, VCPU_PRIORITY, ThreadId::ROOT, 0, tcflags::VCPU);
-    expect_kerror("ThreadControl(VCPU) in the root space", r, &[KError::InvalidSpace])?;
-    let r = sys::thread_control_flags(t.id(), vm.id(), VCPU_PRIORITY, ThreadId::ROOT, 0, tcflags::VCPU);
-    expect_kerror("ThreadControl(VCPU) in a VM space", r, &[KError::InvalidSpace])?;
+    let r = sys::thread_control_flags(
+        t.id(),
+        ThreadId::ROOT,
+        VCPU_PRIORITY,
+        ThreadId::ROOT,
+        0,
+        tcflags::VCPU,
+    );
+    expect_kerror(
+        "ThreadControl(VCPU) in the root space",
+        r,
+        &[KError::InvalidSpace],
+    )?;
+    let r = sys::thread_control_flags(
+        t.id(),
+        vm.id(),
+        VCPU_PRIORITY,
+        ThreadId::ROOT,
+        0,
+        tcflags::VCPU,
+    );
+    expect_kerror(
+        "ThreadControl(VCPU) in a VM space",
+        r,
+        &[KError::InvalidSpace],
+    )?;
     let r = sys::thread_control_flags(t.id(), t.id(), VCPU_PRIORITY, ThreadId::ROOT, 0, 1 << 1);
-    expect_kerror("ThreadControl with unknown flag bit 1", r, &[KError::InvalidParam])?;
-    let r = sys::thread_control_flags(t.id(), t.id(), VCPU_PRIORITY, ThreadId::ROOT, 0, tcflags::VCPU | 1 << 31);
-    expect_kerror("ThreadControl with VCPU and unknown flag bit 31", r, &[KError::InvalidParam])?;
+    expect_kerror(
+        "ThreadControl with unknown flag bit 1",
+        r,
+        &[KError::InvalidParam],
+    )?;
+    let r = sys::thread_control_flags(
+        t.id(),
+        t.id(),
+        VCPU_PRIORITY,
+        ThreadId::ROOT,
+        0,
+        tcflags::VCPU | 1 << 31,
+    );
+    expect_kerror(
+        "ThreadControl with VCPU and unknown flag bit 31",
+        r,
+        &[KError::InvalidParam],
+    )?;
     let r = sys::exchange_registers(t.id(), 0, 0, 0, ThreadId::NIL, ThreadId::NIL);
-    expect_kerror("a refused ThreadControl left a thread", r, &[KError::InvalidThread])?;
+    expect_kerror(
+        "a refused ThreadControl left a thread",
+        r,
+        &[KError::InvalidThread],
+    )?;
 
     // A child space that is not the VMM's may not touch the vCPU; once its thread is
     // the vCPU's exception handler (its VMM), it may.
@@ -618,16 +990,30 @@ pub fn control_errors() -> TestResult {
     ensure!(
         (m.mr(1), m.mr(2), m.mr(3)) == (no, no, no),
         "a thread outside the VMM's space controls a vCPU",
-        "GET_STATE {}, SET_IRQ {}, SET_TRANSFER_MASK {} (NoPrivilege = {no})", m.mr(1), m.mr(2), m.mr(3)
+        "GET_STATE {}, SET_IRQ {}, SET_TRANSFER_MASK {} (NoPrivilege = {no})",
+        m.mr(1),
+        m.mr(2),
+        m.mr(3)
     );
-    sys::exchange_registers(vm.id(), exreg::SET_EXC_HANDLER, 0, 0, ThreadId::NIL, child.id())
-        .map_err(|e| call_failed("ExchangeRegisters (vCPU exception handler)", e))?;
-    ipc::send(child.id(), &Msg::new(lbl::GO), WAIT).map_err(|e| ipc_failed("GO to the prober", e))?;
+    sys::exchange_registers(
+        vm.id(),
+        exreg::SET_EXC_HANDLER,
+        0,
+        0,
+        ThreadId::NIL,
+        child.id(),
+    )
+    .map_err(|e| call_failed("ExchangeRegisters (vCPU exception handler)", e))?;
+    ipc::send(child.id(), &Msg::new(lbl::GO), WAIT)
+        .map_err(|e| ipc_failed("GO to the prober", e))?;
     let m = report_from(child.id())?;
     ensure!(
         (m.mr(1), m.mr(2), m.mr(3)) == (0, 0, 0),
         "the VMM's space cannot control its vCPU",
-        "GET_STATE {}, SET_IRQ {}, SET_TRANSFER_MASK {}", m.mr(1), m.mr(2), m.mr(3)
+        "GET_STATE {}, SET_IRQ {}, SET_TRANSFER_MASK {}",
+        m.mr(1),
+        m.mr(2),
+        m.mr(3)
     );
     Ok(())
 }
@@ -637,47 +1023,109 @@ pub fn control_errors() -> TestResult {
 /// page fault stop only that vCPU, and the rest of the system carries on.
 pub fn guest_kill_isolated() -> TestResult {
     // An illegal instruction at word 2 lands at IVPR | IVOR6 (IVPR is 0).
-    let vm = Vm::new(&[ppc::li(3, HANDLER as i16), ppc::mtspr(ppc::IVOR6, 3), ppc::ILLEGAL, ppc::B_SELF])?;
-    vm.load(HANDLER, &[
-        ppc::mfspr(3, ppc::SRR0),
-        ppc::mfspr(4, ppc::ESR),
-        ppc::mfspr(5, ppc::SRR1),
-        ppc::HALT[0],
-        ppc::HALT[1],
-    ]);
+    let vm = Vm::new(&[
+        ppc::li(3, HANDLER as i16),
+        ppc::mtspr(ppc::IVOR6, 3),
+        ppc::ILLEGAL,
+        ppc::B_SELF,
+    ])?;
+    vm.load(
+        HANDLER,
+        &[
+            ppc::mfspr(3, ppc::SRR0),
+            ppc::mfspr(4, ppc::ESR),
+            ppc::mfspr(5, ppc::SRR1),
+            ppc::HALT[0],
+            ppc::HALT[1],
+        ],
+    );
     let m = vm.run()?;
     expect_virt(&m, VirtFault::Halt, HANDLER + 16)?;
-    ensure!(gpr(&m, 3) == at(2), "SRR0 is not the illegal instruction", "srr0 {:#x}", gpr(&m, 3));
-    ensure!(gpr(&m, 4) & ppc::ESR_PIL != 0, "ESR[PIL] is not set", "esr {:#x}", gpr(&m, 4));
-    ensure!(gpr(&m, 5) == 0, "SRR1 is not the guest's MSR before the exception (0)", "srr1 {:#x}", gpr(&m, 5));
+    ensure!(
+        gpr(&m, 3) == at(2),
+        "SRR0 is not the illegal instruction",
+        "srr0 {:#x}",
+        gpr(&m, 3)
+    );
+    ensure!(
+        gpr(&m, 4) & ppc::ESR_PIL != 0,
+        "ESR[PIL] is not set",
+        "esr {:#x}",
+        gpr(&m, 4)
+    );
+    ensure!(
+        gpr(&m, 5) == 0,
+        "SRR1 is not the guest's MSR before the exception (0)",
+        "srr1 {:#x}",
+        gpr(&m, 5)
+    );
     let s = vm.trace()?;
-    ensure!(count(&s, TracePoint::ExceptReflect) >= 1, "EXCEPT_REFLECT does not count the program exception");
+    ensure!(
+        count(&s, TracePoint::ExceptReflect) >= 1,
+        "EXCEPT_REFLECT does not count the program exception"
+    );
     // REPLY_STOP stops the vCPU.
-    ipc::send(vm.id(), &reply_pc(m.mr(vfault::PC), vfault::REPLY_STOP), WAIT)
-        .map_err(|e| ipc_failed("REPLY_STOP reply", e))?;
+    ipc::send(
+        vm.id(),
+        &reply_pc(m.mr(vfault::PC), vfault::REPLY_STOP),
+        WAIT,
+    )
+    .map_err(|e| ipc_failed("REPLY_STOP reply", e))?;
     let st = registers(vm.id())?.state;
-    ensure!(st & exreg::STATE_DEAD != 0, "REPLY_STOP did not stop the vCPU", "state {st:#x}");
+    ensure!(
+        st & exreg::STATE_DEAD != 0,
+        "REPLY_STOP did not stop the vCPU",
+        "state {st:#x}"
+    );
     drop(vm);
 
     // A load from guest-physical 16 MiB, which the VMM refuses with KILL.
     const UNBACKED: u32 = 0x0100_0000;
-    let vm = Vm::new(&[ppc::lis(3, (UNBACKED >> 16) as u16), ppc::lwz(4, 0, 3), ppc::HALT[0], ppc::HALT[1]])?;
+    let vm = Vm::new(&[
+        ppc::lis(3, (UNBACKED >> 16) as u16),
+        ppc::lwz(4, 0, 3),
+        ppc::HALT[0],
+        ppc::HALT[1],
+    ])?;
     let m = vm.run()?;
     let pf = PageFault::parse(&m).ok_or("the unbacked load is not a page fault")?;
-    ensure!(pf.addr == UNBACKED && pf.ip == at(1), "the page fault names the wrong address or ip",
-        "addr {:#x}, ip {:#x}", pf.addr, pf.ip);
+    ensure!(
+        pf.addr == UNBACKED && pf.ip == at(1),
+        "the page fault names the wrong address or ip",
+        "addr {:#x}, ip {:#x}",
+        pf.addr,
+        pf.ip
+    );
     ipc::send(vm.id(), &Msg::new(label::KILL), WAIT).map_err(|e| ipc_failed("KILL reply", e))?;
     let st = registers(vm.id())?.state;
-    ensure!(st & exreg::STATE_DEAD != 0, "the KILL reply did not stop the vCPU", "state {st:#x}");
-    ensure!(st & (exreg::STATE_SENDING | exreg::STATE_RECEIVING) == 0, "the killed vCPU is still in an IPC",
-        "state {st:#x}");
+    ensure!(
+        st & exreg::STATE_DEAD != 0,
+        "the KILL reply did not stop the vCPU",
+        "state {st:#x}"
+    );
+    ensure!(
+        st & (exreg::STATE_SENDING | exreg::STATE_RECEIVING) == 0,
+        "the killed vCPU is still in an IPC",
+        "state {st:#x}"
+    );
     let r = ipc::send(vm.id(), &Msg::new(0), WAIT);
-    expect_ipc_error("send to the killed vCPU", r, IpcError::NoPartner, IpcPhase::Send)?;
+    expect_ipc_error(
+        "send to the killed vCPU",
+        r,
+        IpcError::NoPartner,
+        IpcPhase::Send,
+    )?;
     // Its VMM and other threads carry on.
     let echo = Thread::local(echo_once, 0, CHILD_PRIORITY)?;
-    ipc::send(echo.id(), &Msg::with_words(lbl::GO, &[41]), WAIT).map_err(|e| ipc_failed("send to the echo", e))?;
+    ipc::send(echo.id(), &Msg::with_words(lbl::GO, &[41]), WAIT)
+        .map_err(|e| ipc_failed("send to the echo", e))?;
     let m = report_from(echo.id())?;
-    ensure!(m.mr(1) == 42, "the IPC round trip after the kill gave the wrong answer", "{:#x}", m.mr(1));
+    ensure!(
+        m.mr(1) == 42,
+        "the IPC round trip after the kill gave the wrong answer",
+        "{:#x}",
+        m.mr(1)
+    );
     Ok(())
 }
 
@@ -705,17 +1153,42 @@ pub fn irq_injection() -> TestResult {
     ];
     let spin_pc = at(7);
     let no_irq_pc = at(9);
-    let handler = [ppc::mfspr(3, ppc::SRR0), ppc::mfmsr(4), ppc::mfspr(5, ppc::SRR1), ppc::HALT[0], ppc::HALT[1]];
+    let handler = [
+        ppc::mfspr(3, ppc::SRR0),
+        ppc::mfmsr(4),
+        ppc::mfspr(5, ppc::SRR1),
+        ppc::HALT[0],
+        ppc::HALT[1],
+    ];
     let halt_pc = HANDLER + 16;
     let took_irq = |m: &Msg| -> TestResult {
-        if m.label() == label::VIRT_FAULT | VirtFault::Halt as u16 && m.mr(vfault::PC) == no_irq_pc {
-            note(format_args!("the guest spun {} iterations with MSR[EE] and the line raised", (SPIN as u32) << 16));
+        if m.label() == label::VIRT_FAULT | VirtFault::Halt as u16 && m.mr(vfault::PC) == no_irq_pc
+        {
+            note(format_args!(
+                "the guest spun {} iterations with MSR[EE] and the line raised",
+                (SPIN as u32) << 16
+            ));
             return Err("the raised interrupt line was never delivered");
         }
         expect_virt(m, VirtFault::Halt, halt_pc)?;
-        ensure!(gpr(m, 3) == spin_pc, "SRR0 is not the spinning instruction", "srr0 {:#x}", gpr(m, 3));
-        ensure!(gpr(m, 4) & ppc::MSR_EE == 0, "MSR[EE] is still set in the handler", "msr {:#x}", gpr(m, 4));
-        ensure!(gpr(m, 5) & ppc::MSR_EE != 0, "SRR1 does not hold the interrupted MSR[EE]", "srr1 {:#x}", gpr(m, 5));
+        ensure!(
+            gpr(m, 3) == spin_pc,
+            "SRR0 is not the spinning instruction",
+            "srr0 {:#x}",
+            gpr(m, 3)
+        );
+        ensure!(
+            gpr(m, 4) & ppc::MSR_EE == 0,
+            "MSR[EE] is still set in the handler",
+            "msr {:#x}",
+            gpr(m, 4)
+        );
+        ensure!(
+            gpr(m, 5) & ppc::MSR_EE != 0,
+            "SRR1 does not hold the interrupted MSR[EE]",
+            "srr1 {:#x}",
+            gpr(m, 5)
+        );
         Ok(())
     };
 
@@ -728,9 +1201,14 @@ pub fn irq_injection() -> TestResult {
             Err(e) if e.error == IpcError::Timeout => Ok(()),
             Err(e) => Err(ipc_failed(why, e)),
             Ok((_, m)) => {
-                if m.label() == label::VIRT_FAULT | VirtFault::Halt as u16 && m.mr(vfault::PC) == no_irq_pc {
-                    note(format_args!("the guest finished {} iterations before the root's {} us timeout",
-                        (SPIN as u32) << 16, QUIET.as_us()));
+                if m.label() == label::VIRT_FAULT | VirtFault::Halt as u16
+                    && m.mr(vfault::PC) == no_irq_pc
+                {
+                    note(format_args!(
+                        "the guest finished {} iterations before the root's {} us timeout",
+                        (SPIN as u32) << 16,
+                        QUIET.as_us()
+                    ));
                     return Err("the root's receive timeout did not expire while a vCPU spun (no kernel tick?)");
                 }
                 note(format_args!("label {:#06x}, MR1 {:#x}", m.label(), m.mr(1)));
@@ -742,28 +1220,49 @@ pub fn irq_injection() -> TestResult {
     let first = vm.recv()?;
     // The code page fault; after the reply the guest spins.
     PageFault::parse(&first).ok_or("the first exit is not the code page fault")?;
-    ipc::send(vm.id(), &map_reply(CODE_GPA, vm.code.va(), Rights::RWX), WAIT)
-        .map_err(|e| ipc_failed("map reply", e))?;
+    ipc::send(
+        vm.id(),
+        &map_reply(CODE_GPA, vm.code.va(), Rights::RWX),
+        WAIT,
+    )
+    .map_err(|e| ipc_failed("map reply", e))?;
     quiet(&vm, "the spinning guest exited before any interrupt")?;
     // A pulse while the guest cannot enter the kernel is never seen.
     let irq = |v: u32| sys::vcpu_control(vm.id(), vcpuctl::SET_IRQ, v, 0, 0);
-    irq(1).and_then(|()| irq(0)).map_err(|e| call_failed("VcpuControl(SET_IRQ) pulse", e))?;
+    irq(1)
+        .and_then(|()| irq(0))
+        .map_err(|e| call_failed("VcpuControl(SET_IRQ) pulse", e))?;
     quiet(&vm, "a lowered interrupt line was delivered")?;
     irq(1).map_err(|e| call_failed("VcpuControl(SET_IRQ, 1)", e))?;
     took_irq(&vm.recv()?)?;
-    ensure!(count(&vm.trace()?, TracePoint::ExceptExternal) == 1, "EXCEPT_EXTERNAL is not 1");
+    ensure!(
+        count(&vm.trace()?, TracePoint::ExceptExternal) == 1,
+        "EXCEPT_EXTERNAL is not 1"
+    );
     irq(0).map_err(|e| call_failed("VcpuControl(SET_IRQ, 0)", e))?;
-    ensure!(vm.state()?.irq_line == 0, "SET_IRQ(0) did not lower the line");
+    ensure!(
+        vm.state()?.irq_line == 0,
+        "SET_IRQ(0) did not lower the line"
+    );
     drop(vm);
 
     // 2. Raised before the guest enables EE: delivered right after `wrteei 1`.
     let vm = Vm::new(&code)?;
     vm.load(HANDLER, &handler);
-    sys::vcpu_control(vm.id(), vcpuctl::SET_IRQ, 1, 0, 0).map_err(|e| call_failed("VcpuControl(SET_IRQ, 1)", e))?;
+    sys::vcpu_control(vm.id(), vcpuctl::SET_IRQ, 1, 0, 0)
+        .map_err(|e| call_failed("VcpuControl(SET_IRQ, 1)", e))?;
     let m = vm.run()?;
     took_irq(&m)?;
-    ensure!(gpr(&m, 3) == spin_pc, "the pending interrupt was not taken right after wrteei 1", "srr0 {:#x}", gpr(&m, 3));
-    ensure!(vm.state()?.irq_line == 1, "delivery lowered the (level) line");
+    ensure!(
+        gpr(&m, 3) == spin_pc,
+        "the pending interrupt was not taken right after wrteei 1",
+        "srr0 {:#x}",
+        gpr(&m, 3)
+    );
+    ensure!(
+        vm.state()?.irq_line == 1,
+        "delivery lowered the (level) line"
+    );
     Ok(())
 }
 
@@ -773,14 +1272,37 @@ pub fn irq_injection() -> TestResult {
 /// access (ESR[ST] for a store) rather than whatever an earlier exception left there.
 pub fn reply_injects_exceptions() -> TestResult {
     let mfdcr = ppc::mfdcr(5, ppc::UIC_DCR);
-    let vm = Vm::new(&[ppc::li(3, HANDLER as i16), ppc::mtspr(ppc::IVOR6, 3), mfdcr, ppc::B_SELF])?;
-    vm.load(HANDLER, &[ppc::mfspr(3, ppc::SRR0), ppc::mfspr(4, ppc::ESR), ppc::HALT[0], ppc::HALT[1]]);
+    let vm = Vm::new(&[
+        ppc::li(3, HANDLER as i16),
+        ppc::mtspr(ppc::IVOR6, 3),
+        mfdcr,
+        ppc::B_SELF,
+    ])?;
+    vm.load(
+        HANDLER,
+        &[
+            ppc::mfspr(3, ppc::SRR0),
+            ppc::mfspr(4, ppc::ESR),
+            ppc::HALT[0],
+            ppc::HALT[1],
+        ],
+    );
     let m = vm.run()?;
     expect_virt(&m, VirtFault::Instruction, at(2))?;
     let m = vm.resume(&reply_pc(at(2), vfault::REPLY_PROGRAM))?;
     expect_virt(&m, VirtFault::Halt, HANDLER + 12)?;
-    ensure!(gpr(&m, 3) == at(2), "SRR0 of the injected program exception is not the reply's pc", "{:#x}", gpr(&m, 3));
-    ensure!(gpr(&m, 4) == ppc::ESR_PIL, "ESR of the injected program exception is not PIL", "{:#x}", gpr(&m, 4));
+    ensure!(
+        gpr(&m, 3) == at(2),
+        "SRR0 of the injected program exception is not the reply's pc",
+        "{:#x}",
+        gpr(&m, 3)
+    );
+    ensure!(
+        gpr(&m, 4) == ppc::ESR_PIL,
+        "ESR of the injected program exception is not PIL",
+        "{:#x}",
+        gpr(&m, 4)
+    );
     drop(vm);
 
     const DEV: u32 = 0x0100_0000;
@@ -793,27 +1315,55 @@ pub fn reply_injects_exceptions() -> TestResult {
         store,
         ppc::B_SELF,
     ])?;
-    vm.load(HANDLER, &[
-        ppc::mfspr(3, ppc::SRR0),
-        ppc::mfspr(4, ppc::ESR),
-        ppc::mfspr(5, ppc::DEAR),
-        ppc::HALT[0],
-        ppc::HALT[1],
-    ]);
+    vm.load(
+        HANDLER,
+        &[
+            ppc::mfspr(3, ppc::SRR0),
+            ppc::mfspr(4, ppc::ESR),
+            ppc::mfspr(5, ppc::DEAR),
+            ppc::HALT[0],
+            ppc::HALT[1],
+        ],
+    );
     // An earlier, unrelated exception left ESR[PIL] set.
-    set_state(vm.id(), &VcpuState { pc: CODE_GPA, esr: ppc::ESR_PIL, ..VcpuState::default() })?;
-    sys::vcpu_control(vm.id(), vcpuctl::DECLARE_MMIO, 1, DEV, PAGE_SIZE).map_err(|e| call_failed("VcpuControl(DECLARE_MMIO)", e))?;
+    set_state(
+        vm.id(),
+        &VcpuState {
+            pc: CODE_GPA,
+            esr: ppc::ESR_PIL,
+            ..VcpuState::default()
+        },
+    )?;
+    sys::vcpu_control(vm.id(), vcpuctl::DECLARE_MMIO, 1, DEV, PAGE_SIZE)
+        .map_err(|e| call_failed("VcpuControl(DECLARE_MMIO)", e))?;
     let m = vm.run()?;
     expect_virt(&m, VirtFault::Mmio, at(4))?;
-    ensure!(m.mr(vfault::RS_VALUE) == 0x55, "MR6 is not the stored register's value", "{:#x}", m.mr(vfault::RS_VALUE));
+    ensure!(
+        m.mr(vfault::RS_VALUE) == 0x55,
+        "MR6 is not the stored register's value",
+        "{:#x}",
+        m.mr(vfault::RS_VALUE)
+    );
     let m = vm.resume(&reply_pc(at(4), vfault::REPLY_DSI))?;
     expect_virt(&m, VirtFault::Halt, HANDLER + 16)?;
-    ensure!(gpr(&m, 3) == at(4), "SRR0 of the injected DSI is not the store", "{:#x}", gpr(&m, 3));
-    ensure!(gpr(&m, 5) == DEV + 4, "DEAR of the injected DSI is not MR3 of the fault", "{:#x}", gpr(&m, 5));
+    ensure!(
+        gpr(&m, 3) == at(4),
+        "SRR0 of the injected DSI is not the store",
+        "{:#x}",
+        gpr(&m, 3)
+    );
+    ensure!(
+        gpr(&m, 5) == DEV + 4,
+        "DEAR of the injected DSI is not MR3 of the fault",
+        "{:#x}",
+        gpr(&m, 5)
+    );
     ensure!(
         gpr(&m, 4) == ppc::ESR_ST,
         "an injected DSI leaves the guest's ESR as an earlier exception set it",
-        "ESR {:#010x} in the DSI handler after a store; expected ST ({:#010x}) only", gpr(&m, 4), ppc::ESR_ST
+        "ESR {:#010x} in the DSI handler after a store; expected ST ({:#010x}) only",
+        gpr(&m, 4),
+        ppc::ESR_ST
     );
     Ok(())
 }
@@ -821,13 +1371,35 @@ pub fn reply_injects_exceptions() -> TestResult {
 /// Guest `sc` is the guest kernel's business: the kernel reflects it to IVPR | IVOR8
 /// with SRR0 after the `sc` (Book E §7.6.10).
 pub fn syscall_reflected() -> TestResult {
-    let vm = Vm::new(&[ppc::li(3, HANDLER as i16), ppc::mtspr(ppc::IVOR8, 3), ppc::li(3, 5), ppc::SC, ppc::B_SELF])?;
-    vm.load(HANDLER, &[ppc::mfspr(4, ppc::SRR0), ppc::HALT[0], ppc::HALT[1]]);
+    let vm = Vm::new(&[
+        ppc::li(3, HANDLER as i16),
+        ppc::mtspr(ppc::IVOR8, 3),
+        ppc::li(3, 5),
+        ppc::SC,
+        ppc::B_SELF,
+    ])?;
+    vm.load(
+        HANDLER,
+        &[ppc::mfspr(4, ppc::SRR0), ppc::HALT[0], ppc::HALT[1]],
+    );
     let m = vm.run()?;
     expect_virt(&m, VirtFault::Halt, HANDLER + 8)?;
-    ensure!(gpr(&m, 4) == at(4), "SRR0 is not the instruction after sc", "srr0 {:#x}", gpr(&m, 4));
-    ensure!(gpr(&m, 3) == 5, "the guest's r3 changed across sc", "r3 {:#x}", gpr(&m, 3));
-    ensure!(count(&vm.trace()?, TracePoint::ExceptSyscall) == 1, "EXCEPT_SYSCALL is not 1");
+    ensure!(
+        gpr(&m, 4) == at(4),
+        "SRR0 is not the instruction after sc",
+        "srr0 {:#x}",
+        gpr(&m, 4)
+    );
+    ensure!(
+        gpr(&m, 3) == 5,
+        "the guest's r3 changed across sc",
+        "r3 {:#x}",
+        gpr(&m, 3)
+    );
+    ensure!(
+        count(&vm.trace()?, TracePoint::ExceptSyscall) == 1,
+        "EXCEPT_SYSCALL is not 1"
+    );
     Ok(())
 }
 
@@ -843,12 +1415,30 @@ pub fn idle_fault() -> TestResult {
     ])?;
     let m = vm.run()?;
     expect_virt(&m, VirtFault::Idle, at(2))?;
-    ensure!(m.mr(vfault::INSN) == ppc::mtmsr(3), "MR2 is not the mtmsr word", "{:#010x}", m.mr(vfault::INSN));
-    ensure!(m.mr(vfault::MSR) & ppc::MSR_WE == 0, "the guest MSR keeps WE", "{:#x}", m.mr(vfault::MSR));
+    ensure!(
+        m.mr(vfault::INSN) == ppc::mtmsr(3),
+        "MR2 is not the mtmsr word",
+        "{:#010x}",
+        m.mr(vfault::INSN)
+    );
+    ensure!(
+        m.mr(vfault::MSR) & ppc::MSR_WE == 0,
+        "the guest MSR keeps WE",
+        "{:#x}",
+        m.mr(vfault::MSR)
+    );
     let m = vm.resume(&reply_pc(m.mr(vfault::PC), 0))?;
     expect_virt(&m, VirtFault::Halt, at(4))?;
-    ensure!(gpr(&m, 5) & ppc::MSR_WE == 0, "mfmsr shows MSR[WE] after the idle exit", "{:#x}", gpr(&m, 5));
-    ensure!(count(&vm.trace()?, TracePoint::GuestIdle) == 1, "GUEST_IDLE is not 1");
+    ensure!(
+        gpr(&m, 5) & ppc::MSR_WE == 0,
+        "mfmsr shows MSR[WE] after the idle exit",
+        "{:#x}",
+        gpr(&m, 5)
+    );
+    ensure!(
+        count(&vm.trace()?, TracePoint::GuestIdle) == 1,
+        "GUEST_IDLE is not 1"
+    );
     Ok(())
 }
 
@@ -858,26 +1448,57 @@ pub fn idle_fault() -> TestResult {
 pub fn mmio_fault() -> TestResult {
     const DEV: u32 = 0x0100_0000;
     let load = ppc::lwz(4, 4, 3);
-    let mut vm = Vm::new(&[ppc::lis(3, (DEV >> 16) as u16), load, ppc::lwz(5, 8, 3), ppc::HALT[0], ppc::HALT[1]])?;
+    let mut vm = Vm::new(&[
+        ppc::lis(3, (DEV >> 16) as u16),
+        load,
+        ppc::lwz(5, 8, 3),
+        ppc::HALT[0],
+        ppc::HALT[1],
+    ])?;
     let mmio = |on: u32| sys::vcpu_control(vm.id(), vcpuctl::DECLARE_MMIO, on, DEV, PAGE_SIZE);
     mmio(1).map_err(|e| call_failed("VcpuControl(DECLARE_MMIO)", e))?;
     let m = vm.run()?;
     expect_virt(&m, VirtFault::Mmio, at(1))?;
     let f = VirtFaultMsg::decode(m.tag, &m.regs).ok_or("the Mmio fault does not decode")?;
-    ensure!(f.gpa == (DEV + 4) as u64, "the fault's gpa is not the device address", "{:#x}", f.gpa);
-    ensure!(m.mr(vfault::GPA) == DEV + 4, "MR3 is not the device address", "{:#x}", m.mr(vfault::GPA));
-    ensure!(m.mr(vfault::INSN) == load, "MR2 is not the load", "{:#010x}", m.mr(vfault::INSN));
+    ensure!(
+        f.gpa == (DEV + 4) as u64,
+        "the fault's gpa is not the device address",
+        "{:#x}",
+        f.gpa
+    );
+    ensure!(
+        m.mr(vfault::GPA) == DEV + 4,
+        "MR3 is not the device address",
+        "{:#x}",
+        m.mr(vfault::GPA)
+    );
+    ensure!(
+        m.mr(vfault::INSN) == load,
+        "MR2 is not the load",
+        "{:#010x}",
+        m.mr(vfault::INSN)
+    );
     mmio(0).map_err(|e| call_failed("VcpuControl(DECLARE_MMIO, undeclare)", e))?;
     let (mut g, special) = regs_of(&m);
     g[4] = 0x5151;
     let m = vm.reply_recv(&reply_full(at(2), 0, &g, special))?;
     let pf = PageFault::parse(&m).ok_or("a load from a cleared MMIO range is not a page fault")?;
-    ensure!(pf.addr == DEV + 8, "the page fault names the wrong address", "{:#x}", pf.addr);
+    ensure!(
+        pf.addr == DEV + 8,
+        "the page fault names the wrong address",
+        "{:#x}",
+        pf.addr
+    );
     vm.back(DEV)?.write(8, 0x7777);
     let m = vm.serve(m)?;
     expect_virt(&m, VirtFault::Halt, at(4))?;
-    ensure!((gpr(&m, 4), gpr(&m, 5)) == (0x5151, 0x7777), "the loads did not get the VMM's values",
-        "r4 {:#x}, r5 {:#x}", gpr(&m, 4), gpr(&m, 5));
+    ensure!(
+        (gpr(&m, 4), gpr(&m, 5)) == (0x5151, 0x7777),
+        "the loads did not get the VMM's values",
+        "r4 {:#x}, r5 {:#x}",
+        gpr(&m, 4),
+        gpr(&m, 5)
+    );
     Ok(())
 }
 
@@ -888,20 +1509,50 @@ pub fn mmio_above_4g() -> TestResult {
     const EA: u32 = 0x3000_0000;
     const GPA: u64 = 0x7_3000_0010;
     let load = ppc::lwz(4, 0x10, 3);
-    let vm = Vm::new(&[ppc::lis(3, (EA >> 16) as u16), load, ppc::HALT[0], ppc::HALT[1]])?;
+    let vm = Vm::new(&[
+        ppc::lis(3, (EA >> 16) as u16),
+        load,
+        ppc::HALT[0],
+        ppc::HALT[1],
+    ])?;
     // Guest TLB entry 1: EPN 0x30000000, V, 4 KiB; RPN 0x30000000 with ERPN 7; SR|SW.
-    set_tlb(vm.id(), 1, [EA | 0x200 | (1 << 4), EA | 7, 0x3], 0).map_err(|e| call_failed("VcpuControl(SET_TLB)", e))?;
-    sys::vcpu_control(vm.id(), vcpuctl::SET_TRANSFER_MASK, VirtFault::Mmio as u32, 0, 0)
-        .map_err(|e| call_failed("SET_TRANSFER_MASK", e))?;
+    set_tlb(vm.id(), 1, [EA | 0x200 | (1 << 4), EA | 7, 0x3], 0)
+        .map_err(|e| call_failed("VcpuControl(SET_TLB)", e))?;
+    sys::vcpu_control(
+        vm.id(),
+        vcpuctl::SET_TRANSFER_MASK,
+        VirtFault::Mmio as u32,
+        0,
+        0,
+    )
+    .map_err(|e| call_failed("SET_TRANSFER_MASK", e))?;
     let m = vm.run()?;
     expect_virt(&m, VirtFault::Mmio, at(1))?;
     let f = VirtFaultMsg::decode(m.tag, &m.regs).ok_or("the Mmio fault does not decode")?;
-    ensure!(f.gpa == GPA, "the fault does not carry the 36-bit address", "gpa {:#x}", f.gpa);
-    ensure!(f.insn == load && f.mask == 0, "wrong instruction or mask", "insn {:#010x} mask {:#x}", f.insn, f.mask);
-    let (tag, regs) = FaultReply::resume(at(2)).set_gpr(4, 0x4242).encode(None, &mut sys::utcb().mr);
+    ensure!(
+        f.gpa == GPA,
+        "the fault does not carry the 36-bit address",
+        "gpa {:#x}",
+        f.gpa
+    );
+    ensure!(
+        f.insn == load && f.mask == 0,
+        "wrong instruction or mask",
+        "insn {:#010x} mask {:#x}",
+        f.insn,
+        f.mask
+    );
+    let (tag, regs) = FaultReply::resume(at(2))
+        .set_gpr(4, 0x4242)
+        .encode(None, &mut sys::utcb().mr);
     let m = vm.reply_recv(&Msg { tag, regs })?;
     expect_virt(&m, VirtFault::Halt, at(3))?;
-    ensure!(gpr(&m, 4) == 0x4242, "the load did not get the VMM's value", "r4 {:#x}", gpr(&m, 4));
+    ensure!(
+        gpr(&m, 4) == 0x4242,
+        "the load did not get the VMM's value",
+        "r4 {:#x}",
+        gpr(&m, 4)
+    );
     Ok(())
 }
 
@@ -919,25 +1570,62 @@ pub fn mmio_fp_transfer() -> TestResult {
         Ok(encode(&Insn::LoadStore(ls)))
     };
     let (lfd, stfd) = (fp(LsOp::Lfd, 0)?, fp(LsOp::Stfd, 8)?);
-    let vm = Vm::new(&[ppc::lis(3, (DEV >> 16) as u16), lfd, stfd, ppc::HALT[0], ppc::HALT[1]])?;
+    let vm = Vm::new(&[
+        ppc::lis(3, (DEV >> 16) as u16),
+        lfd,
+        stfd,
+        ppc::HALT[0],
+        ppc::HALT[1],
+    ])?;
     // The guest has its FPU enabled.
-    set_state(vm.id(), &VcpuState { pc: CODE_GPA, msr: kestrel_ppc440::msr::FP, ..VcpuState::default() })?;
-    sys::vcpu_control(vm.id(), vcpuctl::DECLARE_MMIO, 1, DEV, PAGE_SIZE).map_err(|e| call_failed("DECLARE_MMIO", e))?;
-    sys::vcpu_control(vm.id(), vcpuctl::SET_TRANSFER_MASK, VirtFault::Mmio as u32, 0, 0)
-        .map_err(|e| call_failed("SET_TRANSFER_MASK", e))?;
+    set_state(
+        vm.id(),
+        &VcpuState {
+            pc: CODE_GPA,
+            msr: kestrel_ppc440::msr::FP,
+            ..VcpuState::default()
+        },
+    )?;
+    sys::vcpu_control(vm.id(), vcpuctl::DECLARE_MMIO, 1, DEV, PAGE_SIZE)
+        .map_err(|e| call_failed("DECLARE_MMIO", e))?;
+    sys::vcpu_control(
+        vm.id(),
+        vcpuctl::SET_TRANSFER_MASK,
+        VirtFault::Mmio as u32,
+        0,
+        0,
+    )
+    .map_err(|e| call_failed("SET_TRANSFER_MASK", e))?;
     let m = vm.run()?;
     expect_virt(&m, VirtFault::Mmio, at(1))?;
     let f = VirtFaultMsg::decode(m.tag, &m.regs).ok_or("the Mmio fault does not decode")?;
-    ensure!(f.mask == xfer::FPRS, "the lfd fault does not carry the FP registers alone", "mask {:#x}", f.mask);
+    ensure!(
+        f.mask == xfer::FPRS,
+        "the lfd fault does not carry the FP registers alone",
+        "mask {:#x}",
+        f.mask
+    );
     sys::utcb().fp[1] = VALUE;
-    let (tag, regs) = FaultReply::resume(at(2)).with_fprs().encode(None, &mut sys::utcb().mr);
+    let (tag, regs) = FaultReply::resume(at(2))
+        .with_fprs()
+        .encode(None, &mut sys::utcb().mr);
     sys::utcb().fp[1] = VALUE;
     let m = vm.reply_recv(&Msg { tag, regs })?;
     expect_virt(&m, VirtFault::Mmio, at(2))?;
     let f = VirtFaultMsg::decode(m.tag, &m.regs).ok_or("the Mmio fault does not decode")?;
-    ensure!(f.insn == stfd && f.gpa == (DEV + 8) as u64, "not the stfd", "insn {:#010x} gpa {:#x}", f.insn, f.gpa);
+    ensure!(
+        f.insn == stfd && f.gpa == (DEV + 8) as u64,
+        "not the stfd",
+        "insn {:#010x} gpa {:#x}",
+        f.insn,
+        f.gpa
+    );
     let got = sys::utcb().fp[1];
-    ensure!(got == VALUE, "FPR1 is not what the reply to the lfd installed", "{got:#x}");
+    ensure!(
+        got == VALUE,
+        "FPR1 is not what the reply to the lfd installed",
+        "{got:#x}"
+    );
     let (tag, regs) = FaultReply::resume(at(3)).encode(None, &mut sys::utcb().mr);
     let m = vm.reply_recv(&Msg { tag, regs })?;
     expect_virt(&m, VirtFault::Halt, at(4))?;
@@ -949,14 +1637,27 @@ pub fn mmio_fp_transfer() -> TestResult {
 /// itself just read with `mfspr DEC`.
 pub fn state_running_decrementer() -> TestResult {
     const START: u32 = 0x7fff_0000;
-    let vm = Vm::new(&[ppc::mfspr(3, ppc::DEC), ppc::mfdcr(6, ppc::UIC_DCR), ppc::HALT[0], ppc::HALT[1]])?;
-    let s = VcpuState { pc: CODE_GPA, dec: START, ..VcpuState::default() };
+    let vm = Vm::new(&[
+        ppc::mfspr(3, ppc::DEC),
+        ppc::mfdcr(6, ppc::UIC_DCR),
+        ppc::HALT[0],
+        ppc::HALT[1],
+    ])?;
+    let s = VcpuState {
+        pc: CODE_GPA,
+        dec: START,
+        ..VcpuState::default()
+    };
     set_state(vm.id(), &s)?;
     busy_wait_us(5_000)?;
     let m = vm.run()?;
     expect_virt(&m, VirtFault::Instruction, at(1))?;
     let guest_saw = gpr(&m, 3);
-    ensure!(guest_saw < START, "the guest's decrementer does not count down", "DEC {guest_saw:#x}");
+    ensure!(
+        guest_saw < START,
+        "the guest's decrementer does not count down",
+        "DEC {guest_saw:#x}"
+    );
     let dec = vm.state()?.dec;
     ensure!(
         dec <= guest_saw,
@@ -974,7 +1675,14 @@ pub fn slots_exhausted_and_reused() -> TestResult {
     let mut limit = None;
     for (i, slot) in made.iter_mut().enumerate() {
         let t = Thread::reserve()?;
-        match sys::thread_control_flags(t.id(), t.id(), VCPU_PRIORITY, ThreadId::ROOT, 0, tcflags::VCPU) {
+        match sys::thread_control_flags(
+            t.id(),
+            t.id(),
+            VCPU_PRIORITY,
+            ThreadId::ROOT,
+            0,
+            tcflags::VCPU,
+        ) {
             Ok(()) => *slot = Some(t),
             Err(KError::OutOfMemory) => {
                 let r = sys::exchange_registers(t.id(), 0, 0, 0, ThreadId::NIL, ThreadId::NIL);
@@ -992,8 +1700,15 @@ pub fn slots_exhausted_and_reused() -> TestResult {
     ensure!(limit >= 1, "not even one vCPU can be created");
     made[0] = None;
     let t = Thread::reserve()?;
-    sys::thread_control_flags(t.id(), t.id(), VCPU_PRIORITY, ThreadId::ROOT, 0, tcflags::VCPU)
-        .map_err(|e| call_failed("ThreadControl (vCPU in a freed slot)", e))?;
+    sys::thread_control_flags(
+        t.id(),
+        t.id(),
+        VCPU_PRIORITY,
+        ThreadId::ROOT,
+        0,
+        tcflags::VCPU,
+    )
+    .map_err(|e| call_failed("ThreadControl (vCPU in a freed slot)", e))?;
     let s = get_state(t.id())?;
     ensure!(s == VcpuState::default(), "a reused vCPU slot is not clean");
     Ok(())
