@@ -98,6 +98,26 @@ pub mod xo31 {
     pub const ICBI: u32 = 982;
     pub const ICREAD: u32 = 998;
     pub const DCBZ: u32 = 1014;
+    /// `stwcx.`: a store the decoder does not model as an [`Insn`](super::Insn) (Kestrel's
+    /// VMs never see reservations on device memory), but it writes memory.
+    pub const STWCX: u32 = 150;
+}
+
+/// Whether `word`, when it accesses data memory, writes it: every store form of the
+/// load/store table, `stwcx.` and `dcbz`. A data storage interrupt sets ESR[ST] from this
+/// (Book E §7.6.3), so it must hold for every word, decodable as an [`Insn`] or not.
+pub fn writes_memory(word: u32) -> bool {
+    let primary = word >> 26;
+    let op = if primary == opcd::X {
+        let xo = (word >> 1) & 0x3ff;
+        if xo == xo31::STWCX || xo == xo31::DCBZ {
+            return true;
+        }
+        LsOp::from_x_opcode(xo)
+    } else {
+        LsOp::from_d_opcode(primary)
+    };
+    op.is_some_and(|op| op.kind() == AccessKind::Store)
 }
 
 /// The 440's data cache line size in bytes (PPC440 UM "Instruction and Data Caches"):
@@ -1302,6 +1322,27 @@ impl fmt::Display for Insn {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn writes_memory_matches_the_store_forms() {
+        use super::writes_memory;
+        // Every store form the manual lists (primary opcodes, then X-form extended opcodes).
+        for primary in [36, 37, 38, 39, 44, 45, 47, 52, 53, 54, 55] {
+            assert!(writes_memory(primary << 26), "primary opcode {primary}");
+        }
+        for xo in [
+            150, 151, 183, 215, 247, 407, 439, 662, 663, 695, 727, 759, 918, 983, 1014,
+        ] {
+            assert!(writes_memory(31 << 26 | xo << 1), "extended opcode {xo}");
+        }
+        // Loads, cache and TLB operations do not write memory.
+        for primary in [32, 33, 34, 35, 40, 41, 42, 43, 46, 48, 49, 50, 51] {
+            assert!(!writes_memory(primary << 26), "primary opcode {primary}");
+        }
+        for xo in [23, 55, 87, 119, 279, 534, 535, 599, 790, 86, 470, 978, 946] {
+            assert!(!writes_memory(31 << 26 | xo << 1), "extended opcode {xo}");
+        }
+    }
+
     use super::*;
     use proptest::prelude::*;
     use std::string::ToString;

@@ -642,7 +642,7 @@ pub fn apply_reply(k: &mut Kernel, d: usize, tag: MsgTag, regs: &[u32; 7], sende
             // As the hardware would report it: the effective address, ESR[ST] for stores.
             let v = &mut k.vm.vcpus[vi];
             v.s.dear = v.fault_ea;
-            v.s.esr = if is_store(v.fault_insn) {
+            v.s.esr = if ppc440::decode::writes_memory(v.fault_insn) {
                 crate::arch::esr::ST
             } else {
                 0
@@ -667,32 +667,6 @@ fn is_fp_load_store(insn: u32) -> bool {
         31 => {
             matches!(ppc440::decode::decode(insn), ppc440::decode::Insn::LoadStore(ls) if ls.is_fp())
         }
-        _ => false,
-    }
-}
-
-/// Whether `insn` is a store (Book E primary opcodes 36-39, 44, 45, 47, 53-55 and the
-/// indexed stores of opcode 31), for the ESR of an injected data storage exception.
-fn is_store(insn: u32) -> bool {
-    match insn >> 26 {
-        36..=39 | 44 | 45 | 47 | 52..=55 => true,
-        31 => matches!(
-            (insn >> 1) & 0x3ff,
-            150 | 151
-                | 183
-                | 215
-                | 247
-                | 407
-                | 439
-                | 662
-                | 918
-                | 1014
-                | 663
-                | 695
-                | 727
-                | 759
-                | 983
-        ),
         _ => false,
     }
 }
