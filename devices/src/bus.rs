@@ -167,7 +167,7 @@ mod tests {
     #[test]
     fn uart_port_answers_bytes_only() {
         let mut p = UartPort::new(Level(false.into()), alloc::vec::Vec::new());
-        assert_eq!(p.mmio_write(0, &[b'a']), Ok(()));
+        assert_eq!(p.mmio_write(0, b"a"), Ok(()));
         assert_eq!(p.tx, b"a");
         let mut w = [0u8; 4];
         assert_eq!(p.mmio_read(0, &mut w), Err(Unanswered));

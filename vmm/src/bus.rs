@@ -123,7 +123,7 @@ impl<D: ?Sized> Bus<D> {
     }
 
     /// The device covering all of `[addr, addr + len)`, with the offset of `addr` in it.
-    pub fn find(&self, addr: u64, len: u64) -> Option<(&'static str, &Rc<RefCell<D>>, u64)> {
+    pub fn find(&self, addr: u64, len: u64) -> Option<Routed<'_, D>> {
         let i = self
             .entries
             .partition_point(|e| e.base <= addr)
@@ -138,6 +138,9 @@ impl<D: ?Sized> Bus<D> {
         self.entries.iter().map(|e| (e.base, e.size, e.name))
     }
 }
+
+/// Where an access goes: the device's name, the device and the offset in it.
+pub type Routed<'a, D> = (&'static str, &'a Rc<RefCell<D>>, u64);
 
 /// Devices in guest-physical space.
 pub type MmioBus = Bus<dyn MmioDevice>;
@@ -166,11 +169,7 @@ impl Bus<dyn MmioDevice> {
             .map_err(|Unanswered| BusError::Refused { name, offset })
     }
 
-    fn route(
-        &self,
-        addr: u64,
-        len: usize,
-    ) -> Result<(&'static str, &Rc<RefCell<dyn MmioDevice>>, u64), BusError> {
+    fn route(&self, addr: u64, len: usize) -> Result<Routed<'_, dyn MmioDevice>, BusError> {
         if !is_access_width(len) {
             return Err(BusError::Width(len));
         }

@@ -96,7 +96,7 @@ impl fmt::Display for Unmodelled {
 pub fn handle(
     f: &VirtFaultMsg,
     mut gpr: Option<&mut [u32; 32]>,
-    mut fpr: Option<&mut [u64; 33]>,
+    fpr: Option<&mut [u64; 33]>,
     buses: &Buses,
     log: &mut dyn FnMut(Unmodelled),
 ) -> Outcome {
@@ -119,9 +119,7 @@ pub fn handle(
                     if let Some(raw) = access(&buses.mmio, &ls, f.gpa, data) {
                         let mut reply = FaultReply::resume(next);
                         let mut result = raw.map(|raw| ls.load_result(raw as u32));
-                        if let (Some(raw), Some(fp)) =
-                            (raw.filter(|_| ls.is_fp()), fpr.as_deref_mut())
-                        {
+                        if let (Some(raw), Some(fp)) = (raw.filter(|_| ls.is_fp()), fpr) {
                             fp[r] = ls.fp_load_result(raw);
                             reply = reply.with_fprs();
                             result = None;

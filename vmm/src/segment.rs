@@ -749,7 +749,7 @@ mod tests {
         );
         assert!(ram.read(0x100, &mut [0]).is_err());
         assert!(ram.read(1 << 40, &mut [0]).is_err());
-        drop(ram);
+        // `ram`'s borrow of `host` ends with its last use above.
         assert_eq!(&host[0x10..0x17], b"kestrel");
         assert_eq!(host[0x1f8..0x200], [9; 8]);
         assert_eq!(host[0xfc..0x100], [0; 4]);

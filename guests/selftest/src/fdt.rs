@@ -72,7 +72,7 @@ pub fn bootargs(fdt: u32, buf: &mut [u8; 128]) -> usize {
 }
 
 fn find(fdt: u32, buf: &mut [u8; 128]) -> Option<usize> {
-    if fdt % 4 != 0 || fdt == 0 || fdt >= MAPPED_END - 40 {
+    if !fdt.is_multiple_of(4) || fdt == 0 || fdt >= MAPPED_END - 40 {
         return None;
     }
     let header = Blob {
@@ -83,7 +83,7 @@ fn find(fdt: u32, buf: &mut [u8; 128]) -> Option<usize> {
         return None;
     }
     let size = header.be32(4)?;
-    if size > MAX_SIZE || size < 40 || fdt.checked_add(size)? > MAPPED_END {
+    if !(40..=MAX_SIZE).contains(&size) || fdt.checked_add(size)? > MAPPED_END {
         return None;
     }
     let blob = Blob { base: fdt, size };

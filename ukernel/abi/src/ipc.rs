@@ -43,7 +43,7 @@ impl MsgTag {
     }
     /// Checks that the message fits in MR1..MR63 and typed words come in pairs.
     pub const fn validate(self) -> Result<(), IpcError> {
-        if self.words() >= NUM_MRS || self.typed() % 2 != 0 {
+        if self.words() >= NUM_MRS || !self.typed().is_multiple_of(2) {
             Err(IpcError::MsgOverflow)
         } else {
             Ok(())

@@ -356,7 +356,7 @@ pub fn arg_list<'a>(args: &'a str, key: &str) -> impl Iterator<Item = &'a str> +
     let list = args
         .split_ascii_whitespace()
         .filter_map(|a| a.strip_prefix(key))
-        .last()
+        .next_back()
         .unwrap_or("");
     let key_found = !list.is_empty();
     list.split(',').filter(move |s| key_found && !s.is_empty())

@@ -793,7 +793,7 @@ mod tests {
         fn any_reply_decodes(tag in any::<u32>(), mr in any::<[u32; 6]>(), long in proptest::collection::vec(any::<u32>(), NUM_MRS), mask in any::<u32>()) {
             let long: [u32; NUM_MRS] = long.try_into().unwrap();
             let r = FaultReply::decode(MsgTag(tag), &mr);
-            prop_assert!(r.set_gpr.map_or(true, |(i, _)| i < 32));
+            prop_assert!(r.set_gpr.is_none_or(|(i, _)| i < 32));
             let _ = (XferRegs::decode_gprs(mask, MsgTag(tag).untyped(), &long), XferRegs::decode_special(mask, MsgTag(tag).untyped(), &long));
         }
 

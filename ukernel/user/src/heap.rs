@@ -17,6 +17,7 @@ use crate::sys::{my_id, thread_switch};
 use core::alloc::{GlobalAlloc, Layout};
 use core::cell::UnsafeCell;
 use core::mem::MaybeUninit;
+use core::ops::{Deref, DerefMut};
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kestrel_abi::ThreadId;
@@ -41,8 +42,8 @@ pub struct KestrelHeap {
     heap: UnsafeCell<Heap>,
 }
 
-// SAFETY: `heap` is only touched between `lock` and `unlock`, which admit one
-// thread at a time.
+// SAFETY: `heap` is only reached through a `HeapGuard`, which `lock` hands to one thread
+// at a time (the lock word names it) and whose drop gives the lock back.
 unsafe impl Sync for KestrelHeap {}
 
 #[global_allocator]
@@ -53,8 +54,8 @@ static GLOBAL: KestrelHeap = KestrelHeap {
 
 impl KestrelHeap {
     /// Takes the lock; `None` if the calling thread already holds it (re-entry would
-    /// deadlock, so that allocation fails instead).
-    fn lock(&self) -> Option<&mut Heap> {
+    /// deadlock, so that allocation fails instead). Dropping the guard gives it back.
+    fn lock(&self) -> Option<HeapGuard<'_>> {
         let me = my_id().0;
         loop {
             match self.owner.compare_exchange(
@@ -69,18 +70,41 @@ impl KestrelHeap {
                 Err(holder) => thread_switch(ThreadId(holder)),
             }
         }
-        // SAFETY: we hold the lock, so nobody else has a reference to `heap`.
-        let heap = unsafe { &mut *self.heap.get() };
+        let mut guard = HeapGuard { owner: self };
+        let heap = &mut *guard;
         if heap.size() == 0 {
             // SAFETY: the arena is static, `HEAP_BYTES` long and used by nothing else; it is
             // handed to the heap exactly once (the heap is empty only before), under the lock.
             unsafe { heap.init(ARENA.0.get().cast::<u8>(), HEAP_BYTES) };
         }
-        Some(heap)
+        Some(guard)
     }
+}
 
-    fn unlock(&self) {
-        self.owner.store(ThreadId::NIL.0, Ordering::Release);
+/// The heap lock, held: the only way to reach the [`Heap`]; dropping it unlocks.
+struct HeapGuard<'a> {
+    owner: &'a KestrelHeap,
+}
+
+impl Deref for HeapGuard<'_> {
+    type Target = Heap;
+    fn deref(&self) -> &Heap {
+        // SAFETY: the guard exists only while its thread holds the lock, so no other
+        // reference to the heap exists but the ones borrowed from this guard.
+        unsafe { &*self.owner.heap.get() }
+    }
+}
+
+impl DerefMut for HeapGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Heap {
+        // SAFETY: as in `deref`; `&mut self` makes this borrow the guard's only one.
+        unsafe { &mut *self.owner.heap.get() }
+    }
+}
+
+impl Drop for HeapGuard<'_> {
+    fn drop(&mut self) {
+        self.owner.owner.store(ThreadId::NIL.0, Ordering::Release);
     }
 }
 
@@ -88,34 +112,26 @@ impl KestrelHeap {
 // live blocks and honours the layout's size and alignment; `lock` serialises all access.
 unsafe impl GlobalAlloc for KestrelHeap {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let Some(heap) = self.lock() else {
+        let Some(mut heap) = self.lock() else {
             return ptr::null_mut();
         };
-        let p = heap
-            .allocate_first_fit(layout)
-            .map_or(ptr::null_mut(), NonNull::as_ptr);
-        self.unlock();
-        p
+        heap.allocate_first_fit(layout)
+            .map_or(ptr::null_mut(), NonNull::as_ptr)
     }
 
     unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
         let Some(p) = NonNull::new(p) else { return };
         // Re-entry (impossible short of a bug) leaks the block rather than deadlocking.
-        let Some(heap) = self.lock() else { return };
+        let Some(mut heap) = self.lock() else { return };
         // SAFETY: the caller passes a block `alloc` returned for this same `layout`.
         unsafe { heap.deallocate(p, layout) };
-        self.unlock();
     }
 }
 
 /// `(used, free)` bytes of the arena.
 pub fn usage() -> (usize, usize) {
     match GLOBAL.lock() {
-        Some(heap) => {
-            let r = (heap.used(), heap.free());
-            GLOBAL.unlock();
-            r
-        }
+        Some(heap) => (heap.used(), heap.free()),
         None => (0, HEAP_BYTES),
     }
 }

@@ -19,7 +19,10 @@ use crate::check::TestResult;
 use crate::cpu::tlb;
 use crate::snippets::{USER_DATA_VA, USER_VA};
 
-pub static TESTS: &[(&str, fn() -> TestResult)] = &[
+/// One entry of the suite: the test's name and the test.
+pub type Test = (&'static str, fn() -> TestResult);
+
+pub static TESTS: &[Test] = &[
     ("msr_mtmsr_roundtrip", msr::mtmsr_roundtrip),
     ("msr_wrtee", msr::wrtee),
     ("msr_wrteei", msr::wrteei),

@@ -141,7 +141,7 @@ static mut KERNEL: Kernel = Kernel {
     }; IRQ_LINES],
     kmem: kmem::FramePool::empty(),
     pids: PidAllocator::new(),
-    spaces: [Space::EMPTY; NSPACES],
+    spaces: [const { Space::empty() }; NSPACES],
     vm: hooks::VM_INIT,
     mapdb: MapDb::new(),
 };

@@ -51,15 +51,19 @@ pub struct Space {
 }
 
 impl Space {
-    pub const EMPTY: Space = Space {
-        live: false,
-        pid: 0,
-        nthreads: 0,
-        privileged: false,
-        vm: false,
-        root: [0; ROOT_ENTRIES],
-        linear: [const { Cell::new(LINEAR_UNKNOWN) }; LINEAR_REGIONS],
-    };
+    /// A free slot. A function, not a constant: `linear` is interior-mutable, and each slot
+    /// needs its own cells.
+    pub const fn empty() -> Space {
+        Space {
+            live: false,
+            pid: 0,
+            nthreads: 0,
+            privileged: false,
+            vm: false,
+            root: [0; ROOT_ENTRIES],
+            linear: [const { Cell::new(LINEAR_UNKNOWN) }; LINEAR_REGIONS],
+        }
+    }
 }
 
 /// Size of a [`Space::linear`] region (the 440's 16 MiB page).
@@ -254,7 +258,7 @@ pub fn destroy(k: &mut Kernel, sid: u16) {
         tlb::flush_tid(pid);
         k.pids.free(pid);
     }
-    k.spaces[sid as usize] = Space::EMPTY;
+    k.spaces[sid as usize] = Space::empty();
 }
 
 /// Hardware PID for `sid`, assigning (and possibly stealing) one.
@@ -395,7 +399,7 @@ pub fn refill(k: &mut Kernel, sid: u16, va: u32, access: Rights) -> bool {
     if e & pte::DEVICE != 0 {
         w2 |= flags::I | flags::G;
     }
-    let idx = k.victim.next();
+    let idx = k.victim.next_slot();
     tlb::write(
         idx,
         pid,

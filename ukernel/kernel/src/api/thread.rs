@@ -158,7 +158,7 @@ pub fn id_of(k: &Kernel, i: usize) -> ThreadId {
 #[inline(always)]
 pub fn utcb(k: &Kernel, i: usize) -> &'static mut Utcb {
     let pa = k.threads[i].utcb_pa;
-    debug_assert!(pa != 0 && pa % PAGE_SIZE == 0);
+    debug_assert!(pa != 0 && pa.is_multiple_of(PAGE_SIZE));
     // SAFETY: `utcb_pa` of a thread in use is the page-aligned kernel pool frame that
     // `create` (space::map_utcb) or `create_vcpu` (kmem) gave it, freed only by `delete`;
     // RAM is mapped 1:1 for the kernel, so the address is valid for a `Utcb` (4 KiB). The

@@ -5,6 +5,7 @@
 //!   kernel stack, whose address the scheduler keeps in SPRG1;
 //! - from supervisor mode (the idle loop, or a kernel bug) below the interrupted stack
 //!   pointer, so kernel entry is reentrant.
+//!
 //! It then calls `kestrel_trap(frame, vector)`, which returns the frame to resume
 //! (possibly another thread's) and the exit path restores it and returns with
 //! rfi / rfci / rfmci according to the interrupt class (Book E §7.1): critical-class

@@ -151,13 +151,15 @@ pub fn install_kernel_map(uart_phys_page: u32) {
 }
 
 /// Round-robin victim selection for user refills.
+#[derive(Default)]
 pub struct Victim(u32);
 
 impl Victim {
     pub const fn new() -> Victim {
         Victim(0)
     }
-    pub fn next(&mut self) -> u32 {
+    /// The TLB slot the next user refill overwrites (below `GUEST_FIRST`).
+    pub fn next_slot(&mut self) -> u32 {
         let v = self.0;
         self.0 = if v + 1 >= GUEST_FIRST { 0 } else { v + 1 };
         v

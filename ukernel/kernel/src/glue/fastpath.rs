@@ -28,11 +28,15 @@ extern "C" fn kestrel_syscall(frame: *mut TrapFrame) -> *mut TrapFrame {
             return next;
         }
     }
-    super::trap::dispatch(
-        frame,
-        crate::arch::vector::SYSCALL,
-        crate::virt::Insn::Unknown,
-    )
+    // SAFETY: the entry path passes the frame it has just filled; `fast_ipc` declined and
+    // `f` is not used any more, so nothing else references it.
+    unsafe {
+        super::trap::dispatch(
+            frame,
+            crate::arch::vector::SYSCALL,
+            crate::virt::Insn::Unknown,
+        )
+    }
 }
 
 #[inline(always)]

@@ -18,7 +18,8 @@ use kestrel_abi::{label, ExceptionClass, MsgTag, Rights, USER_BASE, USER_END};
 
 #[no_mangle]
 extern "C" fn kestrel_trap(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame {
-    dispatch(frame, vec, Insn::Unknown)
+    // SAFETY: the entry code passes the frame it has just filled.
+    unsafe { dispatch(frame, vec, Insn::Unknown) }
 }
 
 /// Program interrupts have their own entry: most are a guest kernel's privileged
@@ -26,7 +27,9 @@ extern "C" fn kestrel_trap(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame {
 /// What it fetched goes along to the general path.
 #[no_mangle]
 extern "C" fn kestrel_program(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame {
-    virt::fast::program(frame, |insn| dispatch(frame, vec, insn))
+    // SAFETY: the entry code passes the frame it has just filled; the fast path has not
+    // touched it when it falls back here.
+    virt::fast::program(frame, |insn| unsafe { dispatch(frame, vec, insn) })
 }
 
 /// The general kernel entry: each vector is handled in one place. Host events (the
@@ -34,11 +37,16 @@ extern "C" fn kestrel_program(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame
 /// other vector is a guest exception for a vCPU (`virt`) and a native thread's system
 /// call or fault otherwise. Also the system-call slow path (the IPC fast path's
 /// fallback). Not inlined, so the fast paths' callers stay small.
+///
+/// # Safety
+///
+/// `frame` must point to the [`TrapFrame`] the entry code has just filled for this kernel
+/// entry, valid and not otherwise referenced until the exit path restores it.
 #[inline(never)]
-pub fn dispatch(frame: *mut TrapFrame, vec: u32, insn: Insn) -> *mut TrapFrame {
+pub unsafe fn dispatch(frame: *mut TrapFrame, vec: u32, insn: Insn) -> *mut TrapFrame {
     let k = kernel();
-    // SAFETY: the entry code passes the frame it has just filled; it stays valid until
-    // the exit path restores it.
+    // SAFETY: the caller guarantees (# Safety) that `frame` is this entry's frame, valid
+    // and unreferenced elsewhere until the exit path restores it.
     let f = unsafe { &mut *frame };
     let from_user = f.regs.msr & msr::PR != 0;
     if !from_user {
@@ -195,7 +203,7 @@ fn page_fault(k: &mut Kernel, cur: usize, ea: u32, access: Rights) -> Option<usi
         [tag.0, ea, ip, 0, 0, 0, 0],
     ) {
         Ok(h) => h,
-        Err(()) => {
+        Err(ipc::NoFaultHandler) => {
             let kind = match access {
                 Rights::W => "write",
                 Rights::X => "execute",
@@ -239,7 +247,7 @@ fn exception(
         [tag.0, ip, sp, class as u32, esr, dear, insn],
     ) {
         Ok(h) => h,
-        Err(()) => {
+        Err(ipc::NoFaultHandler) => {
             thread::stop(
                 k,
                 cur,

@@ -22,8 +22,8 @@ impl Uart {
     }
 
     pub fn console() -> Uart {
-        // SAFETY: written once at boot, read-only afterwards.
         Uart {
+            // SAFETY: written once at boot (`init`), read-only afterwards.
             base: unsafe { CONSOLE_BASE },
         }
     }

@@ -345,7 +345,7 @@ pub fn tlb_fault(
                 [tag.0, gpa, pc, 0, 0, 0, 0],
             ) {
                 Ok(h) => return h,
-                Err(()) => {
+                Err(ipc::NoFaultHandler) => {
                     thread::stop(
                         k,
                         cur,

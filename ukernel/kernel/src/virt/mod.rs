@@ -592,7 +592,7 @@ pub fn virt_fault(
     let handler = k.threads[cur].exc_handler;
     match ipc::fault_ipc(k, cur, FaultWait::VirtFault, handler, msg) {
         Ok(h) => h,
-        Err(()) => {
+        Err(ipc::NoFaultHandler) => {
             thread::stop(k, cur, format_args!("vCPU fault ({class:?}, insn {insn:#010x}, pc {pc:#010x}) and no VMM to handle it"));
             None
         }

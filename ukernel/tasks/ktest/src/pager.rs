@@ -150,7 +150,7 @@ impl Frame {
 
     fn word(&self, offset: u32) -> *mut u32 {
         assert!(
-            offset < PAGE_SIZE && offset % 4 == 0,
+            offset < PAGE_SIZE && offset.is_multiple_of(4),
             "frame offset out of range"
         );
         (self.va + offset) as *mut u32
@@ -312,7 +312,7 @@ impl Pager {
             req::FREE => {
                 let va = m.mr(1);
                 let in_window = va >= SIGMA0_WINDOW && va - SIGMA0_WINDOW < SIGMA0_WINDOW_SIZE;
-                if !in_window || va % PAGE_SIZE != 0 {
+                if !in_window || !va.is_multiple_of(PAGE_SIZE) {
                     return Err(());
                 }
                 self.release(va)?;
