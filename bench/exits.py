@@ -47,8 +47,8 @@ def parse(console: str) -> dict[str, float]:
 
 def exit_costs(native: dict[str, float], vm: dict[str, float]) -> dict[str, float]:
     """Per-exit instructions: VM minus native loop cost, plus the instruction itself."""
-    cost = {n: round(vm[n] - native[n] + 1, 1) for n in native}
-    cost["mtmsr"] = round(cost["mtmsr"] - cost["mfmsr"] + 1, 1)
+    cost = {n: round(vm[n] - native[n] + 1, 2) for n in native}
+    cost["mtmsr"] = round(cost["mtmsr"] - cost["mfmsr"] + 1, 2)
     return cost
 
 
