@@ -180,7 +180,21 @@ pub fn spawn_space(
     priority: u32,
     pager: ThreadId,
 ) -> Result<(), KError> {
-    thread_control(id, id, priority, pager, utcb_addr_for(id.number()))?;
+    create_started(id, id, priority, pager, ip, sp)
+}
+
+/// Creates thread `id` in `space` (`id` itself: a new space) with its UTCB in the runtime's
+/// layout and starts it at `ip` with stack pointer `sp`. Root task only (ThreadControl is
+/// privileged): [`spawn_space`] and the root task's `CreateThread` request use it.
+pub fn create_started(
+    id: ThreadId,
+    space: ThreadId,
+    priority: u32,
+    pager: ThreadId,
+    ip: u32,
+    sp: u32,
+) -> Result<(), KError> {
+    thread_control(id, space, priority, pager, utcb_addr_for(id.number()))?;
     exchange_registers(
         id,
         exreg::START | exreg::SET_IP | exreg::SET_SP,

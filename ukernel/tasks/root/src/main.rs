@@ -380,17 +380,8 @@ impl Root {
                 if priority > PROGRAM_PRIORITY {
                     return Err(RootError::NoRight);
                 }
-                sys::thread_control(id, space, priority, pager, rt::utcb_addr_for(id.number()))
+                rt::create_started(id, space, priority, pager, ip, sp)
                     .map_err(|_| RootError::Kernel)?;
-                sys::exchange_registers(
-                    id,
-                    exreg::START | exreg::SET_IP | exreg::SET_SP,
-                    sp,
-                    ip,
-                    ThreadId::NIL,
-                    ThreadId::NIL,
-                )
-                .map_err(|_| RootError::Kernel)?;
                 Ok(Reply::Done)
             }
             Request::DeleteThread { id } => {
