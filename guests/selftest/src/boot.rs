@@ -42,7 +42,10 @@ const RAM_W2: u32 = SX | SW | SR;
 const IO_W0_LOW: u32 = V | tlb::size(S4K);
 const IO_W2: u32 = I | G | SW | SR;
 
-macro_rules! stub {
+/// One 32-byte interrupt vector entry (IVORn = 32 * n): saves r1 in the class's scratch SPRG,
+/// points r1 at the class's frame, saves r3 there, puts the vector number in r3 and branches
+/// to the class's common entry.
+macro_rules! vector_entry {
     ($n:literal, $scratch:literal, $frame:literal, $common:literal) => {
         concat!(
             "    .balign 32\n",
@@ -186,22 +189,22 @@ global_asm!(
     "    .section .text.vectors, \"ax\"",
     "    .global __vectors_start",
     "__vectors_start:",
-    stub!("0", "{sprg2}", "__crit_frame", "__crit_common"),
-    stub!("1", "{sprg1}", "__mc_frame", "__mc_common"),
-    stub!("2", "{sprg0}", "__nc_frame", "__nc_common"),
-    stub!("3", "{sprg0}", "__nc_frame", "__nc_common"),
-    stub!("4", "{sprg0}", "__nc_frame", "__nc_common"),
-    stub!("5", "{sprg0}", "__nc_frame", "__nc_common"),
-    stub!("6", "{sprg0}", "__nc_frame", "__nc_common"),
-    stub!("7", "{sprg0}", "__nc_frame", "__nc_common"),
-    stub!("8", "{sprg0}", "__nc_frame", "__nc_common"),
-    stub!("9", "{sprg0}", "__nc_frame", "__nc_common"),
-    stub!("10", "{sprg0}", "__nc_frame", "__nc_common"),
-    stub!("11", "{sprg0}", "__nc_frame", "__nc_common"),
-    stub!("12", "{sprg2}", "__crit_frame", "__crit_common"),
-    stub!("13", "{sprg0}", "__nc_frame", "__nc_common"),
-    stub!("14", "{sprg0}", "__nc_frame", "__nc_common"),
-    stub!("15", "{sprg2}", "__crit_frame", "__crit_common"),
+    vector_entry!("0", "{sprg2}", "__crit_frame", "__crit_common"),
+    vector_entry!("1", "{sprg1}", "__mc_frame", "__mc_common"),
+    vector_entry!("2", "{sprg0}", "__nc_frame", "__nc_common"),
+    vector_entry!("3", "{sprg0}", "__nc_frame", "__nc_common"),
+    vector_entry!("4", "{sprg0}", "__nc_frame", "__nc_common"),
+    vector_entry!("5", "{sprg0}", "__nc_frame", "__nc_common"),
+    vector_entry!("6", "{sprg0}", "__nc_frame", "__nc_common"),
+    vector_entry!("7", "{sprg0}", "__nc_frame", "__nc_common"),
+    vector_entry!("8", "{sprg0}", "__nc_frame", "__nc_common"),
+    vector_entry!("9", "{sprg0}", "__nc_frame", "__nc_common"),
+    vector_entry!("10", "{sprg0}", "__nc_frame", "__nc_common"),
+    vector_entry!("11", "{sprg0}", "__nc_frame", "__nc_common"),
+    vector_entry!("12", "{sprg2}", "__crit_frame", "__crit_common"),
+    vector_entry!("13", "{sprg0}", "__nc_frame", "__nc_common"),
+    vector_entry!("14", "{sprg0}", "__nc_frame", "__nc_common"),
+    vector_entry!("15", "{sprg2}", "__crit_frame", "__crit_common"),
     "    .balign 32",
     entry!("__nc_common", "{sprg0}", "__nc_frame", "__nc_stack_top", "{srr0}", "{srr1}"),
     exit!("{srr0}", "{srr1}", "rfi"),
