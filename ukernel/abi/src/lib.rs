@@ -164,8 +164,13 @@ impl KError {
 pub mod kdebug {
     /// Print the character in r4.
     pub const PUTC: u32 = 0;
-    /// Print r5 bytes starting at user address r4 (validated; `InvalidBuffer` if unmapped).
+    /// Print r5 bytes starting at user address r4 (validated; `InvalidBuffer` if unmapped,
+    /// `InvalidParam` if r5 exceeds [`WRITE_MAX`]).
     pub const WRITE: u32 = 1;
+    /// Most bytes one `WRITE` prints. The kernel prints them without interruption (a whole
+    /// line at a time, so lines never interleave); the bound keeps that time short, so no
+    /// caller can hold the processor for long with one call.
+    pub const WRITE_MAX: u32 = 256;
     /// Name the calling thread with r5 bytes at r4 (at most [`super::THREAD_NAME_LEN`]).
     pub const SET_NAME: u32 = 2;
     /// Stop the machine (root only). r4 = exit code printed in the closing line.

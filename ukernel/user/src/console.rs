@@ -20,7 +20,7 @@ pub fn set_unprefixed() {
 }
 
 /// Longest piece written in one kernel call; a longer line is continued without prefix.
-pub const LINE: usize = 256;
+pub const LINE: usize = kestrel_abi::kdebug::WRITE_MAX as usize;
 
 /// Formats into a stack buffer and writes it line by line.
 pub struct Console {

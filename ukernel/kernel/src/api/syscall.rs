@@ -215,6 +215,9 @@ fn kdebug(k: &mut Kernel, cur: usize, op: u32, a: u32, b: u32) -> Result<[u32; 2
             Ok([0; 2])
         }
         kdebug::WRITE => {
+            if b > kdebug::WRITE_MAX {
+                return Err(KError::InvalidParam);
+            }
             let mut done = 0;
             while done < b {
                 let n = (b - done).min(128);

@@ -222,8 +222,8 @@ pub fn thread_control_invalid_ids() -> TestResult {
     )
 }
 
-/// KDebug output from a buffer that is not mapped, or is kernel memory, fails
-/// cleanly (no fault), in the root and in a child.
+/// KDebug output from a buffer that is not mapped, or is kernel memory, or longer than
+/// `WRITE_MAX`, fails cleanly (no fault, nothing printed), in the root and in a child.
 pub fn kdebug_rejects_bad_buffers() -> TestResult {
     for (what, addr, len) in [
         ("unmapped buffer", UNMAPPED, 8),
@@ -234,6 +234,17 @@ pub fn kdebug_rejects_bad_buffers() -> TestResult {
             what,
             sys::kdebug_write_raw(addr, len),
             &[KError::InvalidBuffer],
+        )?;
+    }
+    // A valid buffer longer than one write may print is refused before anything is
+    // printed (a huge length used to keep the kernel printing for as long as the caller
+    // had memory mapped).
+    static LONG: [u8; kdebug::WRITE_MAX as usize + 1] = [b'x'; kdebug::WRITE_MAX as usize + 1];
+    for len in [kdebug::WRITE_MAX + 1, u32::MAX] {
+        expect_kerror(
+            "KDebug WRITE longer than WRITE_MAX",
+            sys::kdebug_write_raw(LONG.as_ptr() as u32, len),
+            &[KError::InvalidParam],
         )?;
     }
     let r = sys::syscall(
