@@ -39,7 +39,7 @@ demo: setup
     scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-demo
     scripts/native-run.sh kestrel-demo --timeout 60
 
-# Host unit tests, the QEMU launcher's and bench scripts' tests, the on-target ktest suite, the test guest natively vs in a VM, two-VM isolation, then Linux: native vs VM, two VMs at once, and a VM beside a native program
+# Host unit tests, the QEMU launcher's and bench scripts' tests, the on-target ktest suite, the test guest natively vs in a VM, two-VM isolation, the VMM's diagnostics and guest time (vm_diagnostics.py), then Linux: native vs VM, two VMs at once, and a VM beside a native program
 test: setup
     {{ cargo }} test
     python3 -m unittest discover -s scripts -p 'test_*.py'
@@ -47,6 +47,7 @@ test: setup
     scripts/ontarget-test.sh
     scripts/guest-compare.sh --no-build
     scripts/vm-isolation.sh
+    scripts/vm_diagnostics.py
     guests/linux/build.sh
     scripts/linux-compare.sh --no-build
     scripts/linux-vms-test.py

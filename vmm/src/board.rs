@@ -172,6 +172,21 @@ impl Board {
         (self.device_space.0..self.device_space.1).contains(&gpa)
     }
 
+    /// The devices whose MMIO windows share a page with guest-physical `gpa` (the pages
+    /// [`Board::mmio_declarations`] declares device memory), in board order: for log lines
+    /// about an access no window answers, like an instruction fetch from such a page.
+    pub fn devices_on_page(&self, gpa: u64) -> impl Iterator<Item = &'static Device> {
+        let devices: &'static [Device] = self.devices;
+        devices.iter().filter(move |d| match d.window {
+            Window::Mmio { base, size } => {
+                let start = base & !(PAGE - 1);
+                let end = base.saturating_add(size).next_multiple_of(PAGE);
+                (start..end).contains(&gpa)
+            }
+            Window::Dcr { .. } => false,
+        })
+    }
+
     /// The guest-physical pages to declare device memory: every MMIO window below 4 GiB,
     /// widened to whole pages, adjacent or overlapping pages merged, as `(base, size)`
     /// sorted by base. (Above 4 GiB every access is device memory already.)
@@ -383,6 +398,11 @@ mod tests {
         // Both UARTs share one page: one declaration.
         assert_eq!(BAMBOO.mmio_declarations(), [(0xEF60_0000, PAGE)]);
         assert!(BAMBOO.in_device_space(0xEF60_0300) && !BAMBOO.in_device_space(0xF000_0000));
+        // An instruction fetch from that page names both UARTs (none is at 0x14 itself).
+        let names: Vec<_> = BAMBOO.devices_on_page(0xEF60_0014).map(|d| d.name).collect();
+        assert_eq!(names, ["uart0", "uart1"]);
+        assert_eq!(BAMBOO.devices_on_page(0xEF60_1000).count(), 0);
+        assert_eq!(BAMBOO.devices_on_page(0xEF5F_FFFF).count(), 0);
     }
 
     #[test]

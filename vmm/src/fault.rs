@@ -11,7 +11,8 @@
 //!   a data storage exception.
 //! - `Instruction`: `mfdcr`/`mtdcr` go to the [`DcrBus`]; an unmodelled DCR gets a
 //!   machine check, any other instruction a program exception.
-//! - `Idle` resumes at the reported pc once the VMM lets the guest run again; `Halt`
+//! - `Idle` resumes at the reported pc (the instruction after the one that asked to wait)
+//!   once the VMM lets the guest run again; `Halt`
 //!   stops the VM.
 //!
 //! The caller adds the interrupt-line levels to the reply and sends it (the `kestrel-vmm`
@@ -62,9 +63,14 @@ pub enum Unmodelled {
 }
 
 impl Unmodelled {
-    /// Whether a guest could repeat this often (the log limits such lines per VM).
-    pub const fn is_frequent(&self) -> bool {
-        !matches!(self, Unmodelled::Instruction { .. })
+    /// Its counter in the VMM's log limit (every kind is limited: a guest can repeat any
+    /// of them in a loop).
+    pub const fn kind(&self) -> crate::diag::Kind {
+        match self {
+            Unmodelled::Device { .. } => crate::diag::Kind::Device,
+            Unmodelled::Dcr { .. } => crate::diag::Kind::Dcr,
+            Unmodelled::Instruction { .. } => crate::diag::Kind::Instruction,
+        }
     }
 }
 
@@ -182,7 +188,9 @@ pub fn handle(
                 Outcome::Reply(FaultReply::resume(f.pc).inject(Inject::Program))
             }
         },
-        // Resume at the mtmsr/wrtee: it re-checks for pending interrupts.
+        // The kernel reports the pc after the `mtmsr`/`wrtee` that asked to wait (or the
+        // `rfi` target) and has cleared MSR[WE]: the guest resumes there, and an interrupt
+        // pending by then is delivered with SRR0 = that pc, as after a wait state on the 440.
         VirtFault::Idle => Outcome::Idle(FaultReply::resume(f.pc)),
         VirtFault::Halt => Outcome::Halt,
     }
@@ -377,7 +385,7 @@ mod tests {
                 pc: 0x1000
             }]
         );
-        assert!(seen[0].is_frequent());
+        assert_eq!(seen[0].kind(), crate::diag::Kind::Device);
         assert!(std::format!("{}", seen[0])
             .starts_with("load at unmodelled device address 0x600001010"));
     }
@@ -464,7 +472,7 @@ mod tests {
             out,
             Outcome::Reply(FaultReply::resume(0x1000).inject(Inject::Program))
         );
-        assert!(!seen[0].is_frequent());
+        assert_eq!(seen[0].kind(), crate::diag::Kind::Instruction);
         assert_eq!(
             handle(
                 &fault(VirtFault::Idle, 0, 0, 0),

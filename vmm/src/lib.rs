@@ -16,6 +16,8 @@
 //! - [`bus`]: the MMIO and DCR buses that route an access to a device model;
 //! - [`board`]: the board description, the one list of devices that feeds the buses, the
 //!   guest's device tree and the kernel's MMIO declarations;
+//! - [`diag`]: the one rate limit for what the log says about a guest (first lines in full,
+//!   then counted summaries);
 //! - [`fault`]: the fault loop's decisions: decode the trapped instruction, dispatch it to
 //!   the buses, and build the typed reply.
 //!
@@ -34,6 +36,7 @@ extern crate std;
 
 pub mod board;
 pub mod bus;
+pub mod diag;
 pub mod fault;
 pub mod segment;
 

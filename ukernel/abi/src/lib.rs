@@ -171,7 +171,10 @@ pub mod kdebug {
     /// line at a time, so lines never interleave); the bound keeps that time short, so no
     /// caller can hold the processor for long with one call.
     pub const WRITE_MAX: u32 = 256;
-    /// Name the calling thread with r5 bytes at r4 (at most [`super::THREAD_NAME_LEN`]).
+    /// Name thread r6 (nil: the calling thread) with r5 bytes at r4 (at most
+    /// [`super::THREAD_NAME_LEN`]). Another thread only where ExchangeRegisters may reach
+    /// it: the caller's space, any thread for the root task, a VMM's own vCPUs; else
+    /// `NoPrivilege`.
     pub const SET_NAME: u32 = 2;
     /// Stop the machine (root only). r4 = exit code printed in the closing line.
     pub const SHUTDOWN: u32 = 3;

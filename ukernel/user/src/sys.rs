@@ -222,9 +222,15 @@ pub fn kdebug_write(bytes: &[u8]) -> Result<(), KError> {
     kdebug_write_raw(bytes.as_ptr() as u32, bytes.len() as u32)
 }
 
-/// Names the calling thread (kernel messages use the name). The kernel does not
-/// fault pages in for debug calls, so the name is copied to the (mapped) stack first.
+/// Names the calling thread (kernel messages use the name).
 pub fn set_name(name: &str) -> Result<(), KError> {
+    set_thread_name(ThreadId::NIL, name)
+}
+
+/// Names thread `id` (`ThreadId::NIL`: the caller): one in the caller's space, any for the
+/// root task, or a vCPU the caller is the VMM of. The kernel does not fault pages in for
+/// debug calls, so the name is copied to the (mapped) stack first.
+pub fn set_thread_name(id: ThreadId, name: &str) -> Result<(), KError> {
     let mut buf = [0u8; kestrel_abi::THREAD_NAME_LEN];
     let n = name.len().min(buf.len());
     buf[..n].copy_from_slice(&name.as_bytes()[..n]);
@@ -234,7 +240,7 @@ pub fn set_name(name: &str) -> Result<(), KError> {
             kdebug::SET_NAME,
             buf.as_ptr() as u32,
             n as u32,
-            0,
+            id.0,
             0,
             0,
             0,

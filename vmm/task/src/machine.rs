@@ -11,13 +11,16 @@ use kestrel_devices::bus::{GuestRam, TxSink, UartPort, UicInput};
 use kestrel_devices::Uic;
 use kestrel_user::{println, sys};
 use kestrel_vmm_core::board::{Board, BAMBOO};
+use kestrel_vmm_core::diag::{self, LastInFull, LogLimit, Verdict};
 use kestrel_vmm_core::fault::{self, Buses, Unmodelled};
 use kestrel_vmm_core::segment::{GuestMemory, GuestPhysAddr, HostAddr, Segment, SegmentRam};
 
 /// The board every VM is.
 pub const BOARD: Board = BAMBOO;
-/// Unmodelled accesses logged per VM.
-const UNMODELLED_LOG_LINES: u32 = 8;
+/// Lines logged in full per VM and kind of diagnostic (`kestrel_vmm_core::diag`).
+const LOG_LINES_IN_FULL: u32 = 8;
+/// Least time between two summary lines of one kind, in microseconds.
+const LOG_SUMMARY_US: u64 = 1_000_000;
 /// Alignment of guest RAM in host memory: the 440's 16 MiB page.
 const SEGMENT_ALIGN: u32 = 16 << 20;
 
@@ -98,8 +101,8 @@ pub struct Machine {
     uic: Rc<RefCell<Uic>>,
     /// Index of this VM (for log lines).
     id: usize,
-    /// Unmodelled accesses so far.
-    unmodelled: u32,
+    /// The rate limit of this VM's diagnostics.
+    log: LogLimit,
     input: heapless::Deque<u8, INPUT_QUEUE>,
     /// The reply held back while the guest idles.
     pub held: Option<FaultReply>,
@@ -151,7 +154,10 @@ impl Machine {
             console: board.console,
             uic: board.uic,
             id,
-            unmodelled: 0,
+            log: LogLimit::new(diag::Policy {
+                first: LOG_LINES_IN_FULL,
+                interval: LOG_SUMMARY_US * crate::ticks_per_us(),
+            }),
             input: heapless::Deque::new(),
             held: None,
             regs: None,
@@ -238,9 +244,9 @@ impl Machine {
         // goes back there.
         let fp_area = &mut sys::utcb().fp;
         let fpr = (f.mask & xfer::FPRS != 0).then_some(fp_area);
-        let (id, count) = (self.id, &mut self.unmodelled);
+        let (id, log) = (self.id, &mut self.log);
         let out = fault::handle(f, gpr.as_mut(), fpr, &self.buses, &mut |u| {
-            log_unmodelled(id, count, u)
+            log_unmodelled(id, log, u)
         });
         if !self.input.is_empty() {
             self.feed_input();
@@ -271,9 +277,9 @@ impl Machine {
         let mut st = sys::utcb().vcpu;
         let fp_area = &mut sys::utcb().fp;
         let fpr = (f.mask & xfer::FPRS != 0).then_some(fp_area);
-        let (id, count) = (self.id, &mut self.unmodelled);
+        let (id, log) = (self.id, &mut self.log);
         let out = fault::handle(f, Some(&mut st.gpr), fpr, &self.buses, &mut |u| {
-            log_unmodelled(id, count, u)
+            log_unmodelled(id, log, u)
         });
         let fault::Outcome::Reply(r) = out else {
             return Outcome::GuestReset;
@@ -284,6 +290,15 @@ impl Machine {
             return Outcome::GuestReset;
         }
         Outcome::Reply(self.with_lines(r))
+    }
+
+    /// The VM stops: prints the diagnostics' summaries still owed, so the log accounts for
+    /// every event (`kestrel_vmm_core::diag`).
+    pub fn finish_log(&mut self) {
+        let id = self.id;
+        for s in self.log.finish() {
+            println!("vmm: vm{id}: {s}");
+        }
     }
 
     /// Shows a partial console line (a shell prompt) once the guest waits for input.
@@ -346,19 +361,23 @@ pub fn declare_mmio(vcpu: ThreadId) -> Result<(), kestrel_abi::KError> {
     Ok(())
 }
 
-/// One log line per unmodelled access, naming the VM; after [`UNMODELLED_LOG_LINES`] of
-/// the frequent kinds, one last line says the rest are not logged (a guest could flood
-/// the console otherwise).
-fn log_unmodelled(id: usize, count: &mut u32, u: Unmodelled) {
-    if !u.is_frequent() {
-        println!("vmm: vm{id}: {u}");
-        return;
-    }
-    *count += 1;
-    if *count <= UNMODELLED_LOG_LINES {
-        println!("vmm: vm{id}: {u}");
-    } else if *count == UNMODELLED_LOG_LINES + 1 {
-        println!("vmm: vm{id}: more unmodelled accesses; not logging them");
+/// Logs an unmodelled access of VM `id` under the VM's rate limit: the first lines of each
+/// kind in full, then a counted summary at most once a second (a guest could flood the
+/// console otherwise; every console line is a polled write in the kernel).
+fn log_unmodelled(id: usize, log: &mut LogLimit, u: Unmodelled) {
+    match log.event(u.kind(), sys::timebase()) {
+        Verdict::Log { last } => {
+            println!("vmm: vm{id}: {u}");
+            if last {
+                let note = LastInFull {
+                    kind: u.kind(),
+                    first: LOG_LINES_IN_FULL,
+                };
+                println!("vmm: vm{id}: {note}");
+            }
+        }
+        Verdict::Summary(s) => println!("vmm: vm{id}: {s}"),
+        Verdict::Quiet => {}
     }
 }
 

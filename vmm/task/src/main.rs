@@ -238,7 +238,7 @@ fn create_vm(i: usize, nvms: usize, archive: &[u8], vcpu: ThreadId) -> Result<Vm
         );
         (e, DTB_GPA, INITIAL_SP)
     };
-    start_vcpu(vcpu, entry, r3, r1)?;
+    start_vcpu(i, vcpu, entry, r3, r1)?;
     Ok(Vm {
         vcpu,
         machine: m,
@@ -246,13 +246,25 @@ fn create_vm(i: usize, nvms: usize, archive: &[u8], vcpu: ThreadId) -> Result<Vm
     })
 }
 
-/// Has the root task create the vCPU in a fresh VM space with this thread as its pager
-/// and VMM, and starts it in the ePAPR-like entry state: pc at the image entry, MSR 0,
-/// one TLB entry mapping the first 256 MiB 1:1 for the guest supervisor.
-fn start_vcpu(vcpu: ThreadId, entry: u32, r3: u32, r1: u32) -> Result<(), &'static str> {
+/// Has the root task create the vCPU of VM `vm` in a fresh VM space with this thread as
+/// its pager and VMM, names it `vm<N>.vcpu0` (kernel lines about it say so), and starts it
+/// in the ePAPR-like entry state: pc at the image entry, MSR 0, one TLB entry mapping the
+/// first 256 MiB 1:1 for the guest supervisor.
+fn start_vcpu(
+    vm: usize,
+    vcpu: ThreadId,
+    entry: u32,
+    r3: u32,
+    r1: u32,
+) -> Result<(), &'static str> {
     if let Err(e) = root::vcpu(vcpu, VCPU_PRIORITY) {
         println!("vmm: vCPU {vcpu:?}: {e}");
         return Err("the root task did not create the vCPU");
+    }
+    let mut name = heapless::String::<{ kestrel_abi::THREAD_NAME_LEN }>::new();
+    let _ = core::fmt::write(&mut name, format_args!("vm{vm}.vcpu0"));
+    if let Err(e) = sys::set_thread_name(vcpu, &name) {
+        println!("vmm: vm{vm}: cannot name its vCPU: {}", e.as_str());
     }
     set_up_vcpu(vcpu, entry, r3, r1).map_err(|e| e.as_str())
 }
@@ -371,6 +383,7 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
             if reply.label() == label::KILL {
                 // The kernel stops the vCPU when it delivers this reply.
                 vm.run = Run::Stopped;
+                vm.machine.finish_log();
             }
             pending = Some((from, reply));
             if vms.iter().all(|v| v.run == Run::Stopped) {
@@ -445,6 +458,23 @@ fn page_fault_reply(vi: usize, vcpu: ThreadId, m: &Machine, pf: &PageFault) -> M
             return Msg::new(0);
         }
     }
+    if pf.access.contains(kestrel_abi::Rights::X) {
+        let mut devices = machine::BOARD.devices_on_page(pf.addr as u64).peekable();
+        if devices.peek().is_some() || m.is_device_space(pf.addr) {
+            // Device memory holds no instructions the VMM could give the guest.
+            let mut names = heapless::String::<64>::new();
+            for (i, d) in devices.enumerate() {
+                let _ = names.push_str(if i == 0 { " (page of " } else { ", " });
+                let _ = names.push_str(d.name);
+            }
+            let _ = names.push_str(if names.is_empty() { " (no device there)" } else { ")" });
+            println!(
+                "vmm: vm{vi}: guest fetched an instruction from device memory at guest-physical {:#010x}{names} (pc {:#010x}); stopping it",
+                pf.addr, pf.ip
+            );
+            return Msg::new(label::KILL);
+        }
+    }
     match m.backing_block(pf.addr) {
         Some((host, log2)) => match kestrel_abi::Fpage::new(host, log2, kestrel_abi::Rights::RWX) {
             Some(fp) => {
@@ -467,6 +497,7 @@ fn page_fault_reply(vi: usize, vcpu: ThreadId, m: &Machine, pf: &PageFault) -> M
 fn vm_gone(vms: &mut [Vm], vcpu: ThreadId, why: &str) {
     if let Some(i) = vms.iter().position(|v| v.vcpu == vcpu) {
         if vms[i].run != Run::Stopped {
+            vms[i].machine.finish_log();
             println!("vmm: vm{i}: vCPU {why}; the other VMs carry on");
             vms[i].run = Run::Stopped;
         }
@@ -475,6 +506,7 @@ fn vm_gone(vms: &mut [Vm], vcpu: ThreadId, why: &str) {
 
 fn stop_vm(vms: &mut [Vm], vi: usize, why: &str) {
     let many = vms.len() > 1;
+    vms[vi].machine.finish_log();
     machine::print_trace(vms[vi].vcpu, if many { Some(vi) } else { None });
     println!("vmm: vm{vi}: {why}; stopping it");
     vms[vi].run = Run::Stopped;

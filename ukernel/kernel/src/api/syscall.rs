@@ -53,7 +53,7 @@ pub fn dispatch(k: &mut Kernel, cur: usize) -> Option<usize> {
         Syscall::KernelInfo => kernel_info(k, cur, r[3]).map(|v| out[..4].copy_from_slice(&v)),
         Syscall::VcpuControl => super::hooks::vcpu_control(k, cur, &[r[3], r[4], r[5], r[6], r[7]]),
         Syscall::TraceControl => super::hooks::trace_control(k, cur, r[3], ThreadId(r[4])),
-        Syscall::KDebug => kdebug(k, cur, r[3], r[4], r[5]).map(|v| {
+        Syscall::KDebug => kdebug(k, cur, r[3], r[4], r[5], ThreadId(r[6])).map(|v| {
             out[0] = v[0];
             out[1] = v[1];
         }),
@@ -208,7 +208,14 @@ fn read_user<const N: usize>(
     Ok((buf, len))
 }
 
-fn kdebug(k: &mut Kernel, cur: usize, op: u32, a: u32, b: u32) -> Result<[u32; 2], KError> {
+fn kdebug(
+    k: &mut Kernel,
+    cur: usize,
+    op: u32,
+    a: u32,
+    b: u32,
+    who: ThreadId,
+) -> Result<[u32; 2], KError> {
     match op {
         kdebug::PUTC => {
             crate::platform::uart::Uart::console().putc(a as u8);
@@ -228,10 +235,25 @@ fn kdebug(k: &mut Kernel, cur: usize, op: u32, a: u32, b: u32) -> Result<[u32; 2
             Ok([0; 2])
         }
         kdebug::SET_NAME => {
+            // Whom ExchangeRegisters may reach may be named: the caller's own threads, any
+            // thread for the root task, a VMM's vCPUs (so kernel lines name them).
+            let j = if who == ThreadId::NIL {
+                cur
+            } else {
+                let j = thread::lookup(k, who).ok_or(KError::InvalidThread)?;
+                let cs = k.threads[cur].space;
+                if k.threads[j].space != cs
+                    && !k.spaces[cs as usize].privileged
+                    && !thread::drives_vcpu(k, cs, j)
+                {
+                    return Err(KError::NoPrivilege);
+                }
+                j
+            };
             let (buf, len) =
                 read_user::<THREAD_NAME_LEN>(k, cur, a, b.min(THREAD_NAME_LEN as u32))?;
-            k.threads[cur].name = [0; THREAD_NAME_LEN];
-            k.threads[cur].name[..len].copy_from_slice(&buf[..len]);
+            k.threads[j].name = [0; THREAD_NAME_LEN];
+            k.threads[j].name[..len].copy_from_slice(&buf[..len]);
             Ok([0; 2])
         }
         kdebug::SHUTDOWN => {

@@ -433,7 +433,7 @@ pub fn sys_exchange_registers(
 /// True if thread `j` is a vCPU whose exception handler (its VMM) lives in space `cs`: a
 /// VMM that is not the root task starts, stops and reads its own vCPUs, as `VcpuControl`
 /// already allows it (the root task created the vCPU for it, see `kestrel_abi::root`).
-fn drives_vcpu(k: &Kernel, cs: u16, j: usize) -> bool {
+pub fn drives_vcpu(k: &Kernel, cs: u16, j: usize) -> bool {
     k.threads[j].vcpu != NO_VCPU
         && lookup(k, k.threads[j].exc_handler).is_some_and(|h| k.threads[h].space == cs)
 }

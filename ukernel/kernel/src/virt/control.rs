@@ -37,7 +37,7 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
             // DEC as the guest would read it now (the shadow keeps the last write).
             let d = k.vm.vcpus[vi].dec_deadline;
             if d != 0 {
-                s.dec = d.saturating_sub(crate::arch::spr::timebase()) as u32;
+                s.dec = d.saturating_sub(super::guest_time(k, vi)) as u32;
             }
             caller_utcb(k, cur).vcpu = s;
         }
@@ -54,6 +54,8 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
             f.regs.xer = s.xer;
             f.regs.ip = s.pc;
             f.regs.msr = super::VCPU_MSR;
+            // The DEC deadline is in the vCPU's guest time (the caller runs in host time).
+            let now = super::guest_time(k, vi);
             let v = &mut k.vm.vcpus[vi];
             v.s = s;
             v.s.msr &= super::GUEST_MSR_MASK & !crate::arch::msr::WE;
@@ -64,7 +66,7 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
             v.dec_deadline = if s.dec == 0 {
                 0
             } else {
-                crate::arch::spr::timebase() + s.dec as u64
+                now + s.dec as u64
             };
             if k.vm.shadow_owner as usize == vi {
                 mmu::flush_shadow(k);

@@ -50,7 +50,9 @@ pub fn guest_trap(
     f: &mut TrapFrame,
     insn: Insn,
 ) -> Option<usize> {
-    let t0 = spr::timebase();
+    // From the kernel's clock, not the time base: the guest may write the time base in
+    // this very exit (mtspr TBL/TBU), which must not make the cost absurd.
+    let t0 = super::host_time(k);
     let mut tp = None;
     let hint = match vec {
         vector::SYSCALL => {
@@ -126,7 +128,7 @@ pub fn guest_trap(
         }
     };
     if let Some(tp) = tp {
-        let cost = spr::timebase().saturating_sub(t0).min(u32::MAX as u64) as u32;
+        let cost = super::cost_since(k, t0);
         trace(k, vi, tp, cost);
     }
     hint

@@ -332,6 +332,36 @@ pub fn on_switch(k: &mut Kernel, vi: usize) {
     spr::write::<{ ppc440::spr::USPRG0 }>(s.usprg0);
 }
 
+/// The kernel's clock: host time-base ticks, whichever vCPU's guest time the hardware time
+/// base holds (`VmState::tb_vcpu`). A guest's TBL/TBU write moves the hardware time base
+/// and that vCPU's `tb_offset` by the same amount, so this clock does not jump with it:
+/// exit costs are taken from it (docs/adr/0014-diagnostics-and-time.md). It only loses the
+/// few ticks each `set_timebase` takes, and never goes back.
+#[inline(always)]
+pub fn host_time(k: &Kernel) -> u64 {
+    let tb = spr::timebase();
+    match k.vm.tb_vcpu {
+        NO_VCPU => tb,
+        v => tb.wrapping_sub(k.vm.vcpus[v as usize].tb_offset as u64),
+    }
+}
+
+/// vCPU `vi`'s guest time (what its time base reads now), whatever time is loaded: the
+/// virtual timers' deadlines are in it.
+#[inline(always)]
+pub fn guest_time(k: &Kernel, vi: usize) -> u64 {
+    if k.vm.tb_vcpu == vi as u8 {
+        return spr::timebase();
+    }
+    host_time(k).wrapping_add(k.vm.vcpus[vi].tb_offset as u64)
+}
+
+/// An exit's cost in ticks from its start `t0` ([`host_time`]), for the trace points.
+#[inline(always)]
+pub fn cost_since(k: &Kernel, t0: u64) -> u32 {
+    host_time(k).saturating_sub(t0).min(u32::MAX as u64) as u32
+}
+
 /// Writes the 64-bit timebase (TBL first with 0 so no carry can slip in).
 pub fn set_timebase(v: u64) {
     spr::write::<{ ppc440::spr::TBL_W }>(0);
@@ -464,7 +494,7 @@ pub fn deliver_pending(k: &mut Kernel, vi: usize, f: &mut TrapFrame) -> Option<T
 /// Advances the virtual decrementer to "now": sets TSR[DIS] when it reached zero and
 /// reloads it from DECAR with TCR[ARE].
 pub fn update_dec(k: &mut Kernel, vi: usize) {
-    let now = spr::timebase();
+    let now = guest_time(k, vi);
     update_fit_watchdog(&mut k.vm.vcpus[vi], now);
     let v = &mut k.vm.vcpus[vi];
     let deadline = v.dec_deadline;

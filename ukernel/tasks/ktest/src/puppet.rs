@@ -46,6 +46,8 @@ pub mod op {
     pub const KDEBUG: u16 = 0x0308;
     /// → MR1 = the puppet's id as its UTCB tells it.
     pub const WHOAMI: u16 = 0x0309;
+    /// Name thread MR1 `x` (KDebug SET_NAME) → MR1 = status.
+    pub const NAME: u16 = 0x030A;
 }
 
 /// The window where map items sent to puppets land.
@@ -126,6 +128,7 @@ fn perform(m: &Msg) -> Msg {
         op::PRIV => ok(&privileged_calls()),
         op::KDEBUG => ok(&[kerr_code(&sys::kdebug_write_raw(m.mr(1), m.mr(2)))]),
         op::WHOAMI => ok(&[sys::my_id().0]),
+        op::NAME => ok(&[kerr_code(&sys::set_thread_name(ThreadId(m.mr(1)), "x"))]),
         _ => Msg::new(0),
     }
 }

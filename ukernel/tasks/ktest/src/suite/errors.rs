@@ -274,6 +274,30 @@ pub fn kdebug_rejects_bad_buffers() -> TestResult {
     Ok(())
 }
 
+/// KDebug SET_NAME names another thread only where ExchangeRegisters reaches it: the
+/// root names a child's thread; a child may not name the root; a name for a thread that
+/// does not exist is refused.
+pub fn kdebug_names_only_reachable_threads() -> TestResult {
+    let p = Thread::space(puppet::entry(), 0)?;
+    sys::set_thread_name(p.id(), "puppet")
+        .map_err(|e| call_failed("SET_NAME of a child's thread by the root", e))?;
+    let nobody = ThreadId::new(MAX_THREAD_NO - 1, 0x3fff);
+    expect_kerror(
+        "SET_NAME of a thread that does not exist",
+        sys::set_thread_name(nobody, "x"),
+        &[KError::InvalidThread],
+    )?;
+    let code = puppet::command(p.id(), op::NAME, &[ThreadId::ROOT.0])?.mr(1);
+    ensure!(
+        code == KError::NoPrivilege as u32,
+        "a child named the root task's thread",
+        "status {code}"
+    );
+    let code = puppet::command(p.id(), op::NAME, &[p.id().0])?.mr(1);
+    ensure!(code == 0, "a thread could not name itself by id", "status {code}");
+    Ok(())
+}
+
 /// KernelInfo facts, and the kernel's timebase agreeing with the user-readable one.
 pub fn kernel_info_and_timebase() -> TestResult {
     let [version, max, ..] =

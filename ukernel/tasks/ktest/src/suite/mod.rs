@@ -59,6 +59,10 @@ pub static TESTS: &[Test] = &[
         errors::thread_control_invalid_ids,
     ),
     ("err_kdebug_bad_buffers", errors::kdebug_rejects_bad_buffers),
+    (
+        "err_kdebug_names_only_reachable_threads",
+        errors::kdebug_names_only_reachable_threads,
+    ),
     ("kernel_info_and_timebase", errors::kernel_info_and_timebase),
     // Memory
     ("map_child_reads_page", mem::map_child_reads_page),
