@@ -50,9 +50,10 @@ pub fn guest_trap(
     f: &mut TrapFrame,
     insn: Insn,
 ) -> Option<usize> {
-    // From the kernel's clock, not the time base: the guest may write the time base in
-    // this very exit (mtspr TBL/TBU), which must not make the cost absurd.
-    let t0 = super::host_time(k);
+    // The vCPU's guest time is loaded during the whole exit; should the guest write its
+    // time base in this very exit (mtspr TBL/TBU), the cost leaves out the jump it made
+    // (`Vcpu::tb_jump`), so it is what the kernel's clock (`host_time`) says.
+    let t0 = spr::timebase();
     let mut tp = None;
     let hint = match vec {
         vector::SYSCALL => {
@@ -128,7 +129,11 @@ pub fn guest_trap(
         }
     };
     if let Some(tp) = tp {
-        let cost = super::cost_since(k, t0);
+        let mut end = spr::timebase();
+        if tp == TracePoint::EmulMtspr {
+            end = end.wrapping_sub(core::mem::take(&mut k.vm.vcpus[vi].tb_jump));
+        }
+        let cost = end.saturating_sub(t0).min(u32::MAX as u64) as u32;
         trace(k, vi, tp, cost);
     }
     hint
@@ -524,6 +529,7 @@ fn write_spr(k: &mut Kernel, vi: usize, n: u32, val: u32) -> SprWrite {
             };
             set_timebase(after);
             v.tb_offset = v.tb_offset.wrapping_add(after.wrapping_sub(before) as i64);
+            v.tb_jump = after.wrapping_sub(before);
             // Deadlines of the virtual decrementer are in guest time: shift them along.
             if v.dec_deadline != 0 {
                 v.dec_deadline = v.dec_deadline.wrapping_add(after.wrapping_sub(before));

@@ -148,6 +148,9 @@ pub struct Vcpu {
     pub timer_tb: u64,
     /// Guest timebase minus host timebase (the guest wrote TBL/TBU).
     pub tb_offset: i64,
+    /// How far the guest's TBL/TBU write in the current exit moved its time base: taken
+    /// out of that exit's cost (`emulate::guest_trap`), then 0 again.
+    pub tb_jump: u64,
     /// The guest's floating-point registers and FPSCR while it does not own the FPU.
     pub fpr: [u64; 33],
     /// Mask, effective address and instruction of the pending virtualization fault
@@ -170,6 +173,7 @@ impl Vcpu {
         fetch_host: 0,
         timer_tb: 0,
         tb_offset: 0,
+        tb_jump: 0,
         fpr: [0; 33],
         fault_mask: 0,
         fault_ea: 0,
@@ -334,9 +338,11 @@ pub fn on_switch(k: &mut Kernel, vi: usize) {
 
 /// The kernel's clock: host time-base ticks, whichever vCPU's guest time the hardware time
 /// base holds (`VmState::tb_vcpu`). A guest's TBL/TBU write moves the hardware time base
-/// and that vCPU's `tb_offset` by the same amount, so this clock does not jump with it:
-/// exit costs are taken from it (docs/adr/0014-diagnostics-and-time.md). It only loses the
-/// few ticks each `set_timebase` takes, and never goes back.
+/// and that vCPU's `tb_offset` by the same amount, so this clock does not jump with it
+/// (docs/adr/0014-diagnostics-and-time.md). It only loses the few ticks each
+/// `set_timebase` takes, and never goes back. Exit costs are differences on this clock
+/// (`emulate::guest_trap` takes the guest's own jump out, `Vcpu::tb_jump`, which costs
+/// the common exit nothing).
 #[inline(always)]
 pub fn host_time(k: &Kernel) -> u64 {
     let tb = spr::timebase();
@@ -354,12 +360,6 @@ pub fn guest_time(k: &Kernel, vi: usize) -> u64 {
         return spr::timebase();
     }
     host_time(k).wrapping_add(k.vm.vcpus[vi].tb_offset as u64)
-}
-
-/// An exit's cost in ticks from its start `t0` ([`host_time`]), for the trace points.
-#[inline(always)]
-pub fn cost_since(k: &Kernel, t0: u64) -> u32 {
-    host_time(k).saturating_sub(t0).min(u32::MAX as u64) as u32
 }
 
 /// Writes the 64-bit timebase (TBL first with 0 so no carry can slip in).
