@@ -53,6 +53,10 @@ test: setup
     scripts/linux-vms-test.py
     scripts/vm-with-native.py
 
+# Fuzz the parsers of guest- and user-controlled data with libFuzzer, one process: `just fuzz` runs every target for 20 s each, `just fuzz vtlb 600` one target for 10 minutes (targets: scripts/fuzz.sh --list; docs/adr/0017-fuzzing.md)
+fuzz TARGET="all" SECONDS="20": setup
+    scripts/fuzz.sh {{ quote(TARGET) }} {{ quote(SECONDS) }}
+
 # Formatting (cargo fmt --check) and clippy on every crate, host and PowerPC 440; fails on any warning (`scripts/lint.sh --report` counts them instead)
 lint: setup
     scripts/lint.sh

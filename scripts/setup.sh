@@ -5,7 +5,7 @@
 #
 # Debian packages: Rust 1.96 with the library source (the kernel builds core/alloc itself),
 # rustfmt and clippy, QEMU's PowerPC system emulator, the powerpc cross binutils/gcc (the linker),
-# dtc and python3;
+# dtc and python3, g++ for `just fuzz` (libFuzzer);
 # for the Linux guest (guests/linux) the kernel source, its build tools and the powerpc cross
 # glibc, plus deb-src entries for `apt-get source busybox` when apt has none.
 # Then `just`, which Debian 12 does not package: `cargo install --locked just` puts it in
@@ -21,6 +21,8 @@ packages=(
     binutils-powerpc-linux-gnu gcc-powerpc-linux-gnu
     device-tree-compiler
     python3
+    # `just fuzz` (scripts/fuzz.sh): libfuzzer-sys compiles libFuzzer's C++ sources.
+    g++
     # The Linux guest (guests/linux/build.sh): kernel source, its host tools, the static cross
     # glibc for busybox, dpkg-source and bzip2 for `apt-get source busybox`, gzip for the
     # initramfs.

@@ -205,8 +205,11 @@ fn plan(image: &[u8], user_base: u32, user_end: u32, physical: bool) -> Result<L
         }
         let vaddr = if physical {
             let paddr = narrow(ph.p_paddr)?;
-            if !entry_translated && entry.wrapping_sub(vaddr) < memsz {
-                entry = paddr.wrapping_add(entry - vaddr);
+            // The segment may wrap past 2^32 in virtual space (the physical range is
+            // checked below), so the entry's offset in it is taken modulo 2^32 too.
+            let offset = entry.wrapping_sub(vaddr);
+            if !entry_translated && offset < memsz {
+                entry = paddr.wrapping_add(offset);
                 entry_translated = true;
             }
             paddr
@@ -290,6 +293,23 @@ mod tests {
         // A physical address beyond the given memory is refused.
         img[at..at + 4].copy_from_slice(&0x0400_0000u32.to_be_bytes());
         assert!(load_plan_physical(&img, 0, 64 << 20).is_err());
+    }
+
+    /// Found by the `elf` fuzz target: a segment whose virtual range wraps past 2^32
+    /// around the entry point made the entry translation subtract with overflow (a panic
+    /// with overflow checks, as in host tests). The offset is taken modulo 2^32.
+    #[test]
+    fn physical_plan_with_a_wrapping_virtual_segment_does_not_panic() {
+        let mut img = image(
+            0x100,
+            &[(PT_LOAD, 0x1000, 0xFFFF_F000, 0x10, 0x2000, 7)],
+            0x1010,
+        );
+        let at = EHDR_LEN + 12;
+        img[at..at + 4].copy_from_slice(&0u32.to_be_bytes());
+        let p = load_plan_physical(&img, 0, 64 << 20).unwrap();
+        assert_eq!(p.entry, 0x1100);
+        assert_eq!(p.segments[0].vaddr, 0);
     }
 
     /// `(p_type, p_offset, p_vaddr, p_filesz, p_memsz, p_flags)`

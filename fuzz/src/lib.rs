@@ -1,0 +1,90 @@
+//! Kestrel's fuzz targets, as plain functions over a byte string: one per parser of
+//! guest- or user-controlled data. Each `run` decodes its input into operations on the
+//! code under test and panics when a property breaks (not only on a crash): a round trip
+//! that does not hold, a model that disagrees, an invariant a state machine lost, a
+//! malformed input that was accepted.
+//!
+//! Three users run the same functions:
+//! - the libFuzzer binaries in `fuzz_targets/` (`--features libfuzzer`, built with
+//!   coverage flags by `scripts/fuzz.sh`; `just fuzz [TARGET] [SECONDS]`);
+//! - `tests/replay.rs`, an ordinary `cargo test` that runs every target over its committed
+//!   seeds (`seeds/<target>/`) and regressions (`regressions/<target>/`), so a crash found
+//!   once stays a test;
+//! - `tests/seeds.rs`, the ignored test that writes the seeds from the existing property
+//!   tests' generators and vectors ([`seeds`]).
+//!
+//! See docs/adr/0017-fuzzing.md for the engine and why.
+
+pub mod archive;
+pub mod codec;
+pub mod decode;
+pub mod elf;
+pub mod fdt;
+pub mod input;
+pub mod seeds;
+pub mod uart;
+pub mod uic;
+pub mod vmm;
+pub mod vtlb;
+
+/// One fuzz target: its name (the binary's and the corpus folders') and its check.
+pub struct Target {
+    pub name: &'static str,
+    /// What the input means and what is checked, one line.
+    pub about: &'static str,
+    pub run: fn(&[u8]),
+}
+
+/// Every target, in the order `just fuzz` runs them.
+pub const TARGETS: &[Target] = &[
+    Target {
+        name: "decode",
+        about: "instruction words: decode/encode round trip, load/store semantics",
+        run: decode::run,
+    },
+    Target {
+        name: "vtlb",
+        about: "guest tlbwe/tlbre/tlbsx, fills, PID/mode switches, revocations vs a model",
+        run: vtlb::run,
+    },
+    Target {
+        name: "uart",
+        about: "16550 register traffic and host events: register invariants",
+        run: uart::run,
+    },
+    Target {
+        name: "uic",
+        about: "UIC DCR traffic and input lines vs a per-line reference model",
+        run: uic::run,
+    },
+    Target {
+        name: "vmm",
+        about: "virtualization faults on the bamboo board, memory segments and buses",
+        run: vmm::run,
+    },
+    Target {
+        name: "elf",
+        about: "ELF images: load plans obey their documented invariants",
+        run: elf::run,
+    },
+    Target {
+        name: "archive",
+        about: "boot-module archives: bounds, lookups and re-packing",
+        run: archive::run,
+    },
+    Target {
+        name: "fdt",
+        about: "flattened device trees: the kernel's board-info reader",
+        run: fdt::run,
+    },
+    Target {
+        name: "codec",
+        about: "fault messages and replies, root-task requests, IPC words: round trips",
+        run: codec::run,
+    },
+];
+
+/// The target called `name`.
+pub fn target(name: &str) -> Option<&'static Target> {
+    TARGETS.iter().find(|t| t.name == name)
+}

@@ -1,0 +1,230 @@
+//! The seed corpora, built from the existing property tests and test vectors: the
+//! decoder's binutils vectors (`ppc440/tests/vectors/vectors.txt`), the generators and
+//! reference models of `vtlb/tests/model.rs` and `devices/tests/props.rs`, the fault-path
+//! scenarios of `vmm/src/fault.rs`'s tests (a UART driver's initialisation, UIC DCRs),
+//! the ELF images of `ukernel/kcore/src/elf.rs`'s tests, the archives of
+//! `ukernel/abi/src/bootmod.rs`'s tests, the QEMU bamboo device tree fixture of
+//! `ukernel/kcore`, and the messages of the ABI's round-trip tests.
+//!
+//! `cargo test -p kestrel-fuzz --test seeds -- --ignored` writes them to
+//! `fuzz/seeds/<target>/` (they are committed; `tests/replay.rs` replays them).
+
+use crate::{archive, codec, elf, uart, uic, vmm, vtlb};
+use kestrel_abi::bootmod::Module;
+
+const VECTORS: &str = include_str!("../../ppc440/tests/vectors/vectors.txt");
+const BAMBOO_DTB: &[u8] = include_bytes!("../../ukernel/kcore/tests/fixtures/bamboo-qemu.dtb");
+
+/// The seeds of target `name`, as `(file name, bytes)`.
+pub fn seeds(name: &str) -> Vec<(String, Vec<u8>)> {
+    let named = |v: Vec<Vec<u8>>| -> Vec<(String, Vec<u8>)> {
+        v.into_iter()
+            .enumerate()
+            .map(|(i, b)| (format!("seed-{i:03}"), b))
+            .collect()
+    };
+    match name {
+        "decode" => named(decode()),
+        "vtlb" => named((0..24u8).map(|i| vtlb::seed(1 + i % 12, i)).collect()),
+        "uart" => named(uart_seeds()),
+        "uic" => named(uic_seeds()),
+        "vmm" => named((0..4).map(vmm::seed).collect()),
+        "elf" => named(elf_seeds()),
+        "archive" => named(archive_seeds()),
+        "fdt" => named(vec![BAMBOO_DTB.to_vec()]),
+        "codec" => named((0..16).map(codec::seed).collect()),
+        _ => Vec::new(),
+    }
+}
+
+/// The vectors' words, 64 to a seed, in file order (hand-written words first).
+fn decode() -> Vec<Vec<u8>> {
+    let words: Vec<u32> = VECTORS
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| u32::from_str_radix(l.split('\t').next()?, 16).ok())
+        .collect();
+    words
+        .chunks(64)
+        .map(|c| c.iter().flat_map(|w| w.to_be_bytes()).collect())
+        .collect()
+}
+
+fn uart_seeds() -> Vec<Vec<u8>> {
+    use uart::Op::*;
+    vec![
+        // Linux's 8250 probe and setup: DLAB, divisor, 8N1, FIFOs, modem lines, IER.
+        uart::seed(&[
+            Write(3, 0x80),
+            Write(0, 12),
+            Write(1, 0),
+            Write(3, 0x03),
+            Write(2, 0xC7),
+            Write(4, 0x0B),
+            Write(1, 0x0F),
+            Read(2),
+            Write(0, b'h'),
+            Write(0, b'i'),
+            Push(b'x'),
+            Push(b'y'),
+            Read(2),
+            Read(5),
+            Read(0),
+            Read(0),
+            Read(6),
+        ]),
+        // Loopback, overrun through loopback, break, modem lines.
+        uart::seed(&[
+            Write(4, 0x10),
+            Write(0, 1),
+            Write(0, 2),
+            Read(5),
+            Read(0),
+            Push(3),
+            Break,
+            Read(5),
+            Modem(0xF0),
+            Read(6),
+            Write(1, 0x08),
+            Read(2),
+            Write(7, 0x5A),
+            Read(7),
+        ]),
+        // FIFO trigger levels and character timeout, an offset beyond the registers.
+        uart::seed(&[
+            Write(2, 0x41),
+            Write(1, 0x01),
+            Push(1),
+            Push(2),
+            Push(3),
+            Push(4),
+            Read(2),
+            Write(2, 0x02),
+            Read(0x1000_0005),
+            Write(0xFFFF_FFFF, 0x80),
+            Read(0),
+        ]),
+        // FIFOs off: RBR holds one byte, a refused push.
+        uart::seed(&[
+            Push(b'a'),
+            Push(b'b'),
+            Read(5),
+            Read(0),
+            Push(b'c'),
+            Break,
+            Break,
+            Read(0),
+            Read(0),
+        ]),
+    ]
+}
+
+fn uic_seeds() -> Vec<Vec<u8>> {
+    use uic::Op::*;
+    let linux = |polarity| {
+        uic::seed(
+            polarity,
+            &[
+                Write(5, 0),
+                Write(4, 0xFFFF_FFFF),
+                Write(3, 0),
+                Write(2, 0xC000_0000),
+                Write(0, 0xFFFF_FFFF),
+                Input(0, true),
+                Read(6),
+                Input(0, false),
+                Write(0, 0x8000_0000),
+                Input(1, true),
+                Read(0),
+            ],
+        )
+    };
+    vec![
+        linux(true),
+        linux(false),
+        // Edge lines, critical lines, vectors with and without PRO.
+        uic::seed(
+            true,
+            &[
+                Write(5, 0x0000_0003),
+                Write(4, 0x0000_0003),
+                Write(3, 0x0000_0001),
+                Write(2, 0x0000_0003),
+                Write(8, 0x1000_0003),
+                Input(31, true),
+                Input(30, true),
+                Read(7),
+                Write(8, 0x1000_0002),
+                Read(7),
+                Write(1, 0x0000_0100),
+                Read(6),
+                Input(40, true),
+                Read(0x1_0000),
+            ],
+        ),
+    ]
+}
+
+fn elf_seeds() -> Vec<Vec<u8>> {
+    const PT_LOAD: u32 = 1;
+    // (type, offset, vaddr, paddr, filesz, memsz, flags): text and data as in elf.rs.
+    let text = (PT_LOAD, 0x1000, 0x1000_0000, 0x1000_0000, 0x800, 0x800, 5);
+    let data = (PT_LOAD, 0x2000, 0x1001_0000, 0x1001_0000, 0x100, 0x3000, 6);
+    let with = |sel: u8, img: Vec<u8>| {
+        let mut v = vec![sel];
+        v.extend(img);
+        v
+    };
+    let linux = (PT_LOAD, 0x1000, 0xC000_0000, 0, 0x2000, 0x3000, 7);
+    let note = (4, 0x100, 0, 0, 0x20, 0x20, 4);
+    let bss_only = (PT_LOAD, 0, 0x1002_0000, 0x1002_0000, 0, 0x1000, 6);
+    vec![
+        with(2, elf::image(0x1000_0000, &[text, data], 0x2100)),
+        with(
+            0,
+            elf::image(0x1000_0010, &[text, note, data, bss_only], 0x2100),
+        ),
+        with(0x81, elf::image(0xC000_0010, &[linux], 0x3000)),
+        with(2, elf::image(0x1000_0000, &[text; 2], 0x2100)),
+        with(
+            2,
+            elf::image(
+                0x1000_0000,
+                &[(3, 0x100, 0, 0, 0x10, 0x10, 4), text],
+                0x2100,
+            ),
+        ),
+        with(2, elf::image(0x1001_0000, &[text, data], 0x2100)),
+        with(2, elf::image(0x1000_0000, &[text; 9], 0x2100)),
+        with(0x7F, {
+            let mut v = vec![0, 0, 0x10, 0, 0x20, 0, 0, 0];
+            v.extend(elf::image(0x1000_0000, &[text], 0x1800));
+            v
+        }),
+    ]
+}
+
+fn archive_seeds() -> Vec<Vec<u8>> {
+    let root_elf = elf::image(
+        0x1000_0000,
+        &[(1, 0x1000, 0x1000_0000, 0x1000_0000, 0x10, 0x10, 5)],
+        0x1010,
+    );
+    let m = |name, data| Module { name, data };
+    vec![
+        archive::pack(&[m("root", b"\x7fELFroot"), m("guest", b"guest-image")]),
+        archive::pack(&[
+            m("kestrel-root", &root_elf),
+            m("kestrel-vmm", b"vmm"),
+            m("vmlinux", b""),
+            m("vmm", b"x"),
+        ]),
+        archive::pack(&[
+            m("a", b"1"),
+            m("a", b"2"),
+            m("exactly-24-bytes-long-nm", b"3"),
+        ]),
+        archive::pack(&[]),
+        b"\x7fELF\x01\x02\x01".to_vec(),
+    ]
+}

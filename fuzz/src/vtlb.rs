@@ -1,0 +1,763 @@
+//! Target `vtlb`: the virtual TLB (`kestrel_vtlb`) driven the way the kernel drives it,
+//! against the reference model of `vtlb/tests/model.rs` (QEMU's `helper_440_tlbwe`,
+//! `tlbre` and `ppcemb_tlb_check` in hex constants, host memory as a map of aligned
+//! pages).
+//!
+//! Input: a host map (up to eight aligned host pages, optionally one 256 MiB RWX page at
+//! guest-physical 0), then operations: `tlbwe` of one word or of a whole entry (each word
+//! followed by `ShadowTlb::invalidate_guest_write`, as the kernel's emulator does),
+//! `tlbre`, `tlbsx`, TLB misses (`shadow_fill`, then `ShadowTlb::insert` on a hit), guest
+//! PID, `MSR[PR]` and `MSR[IS/DS]` switches, host mappings added and revoked.
+//!
+//! Checked: `tlbwe`/`tlbre`/`tlbsx` agree with the model (and reject word 3); every fill's
+//! kind agrees with the model, and a hit is exactly guest ∩ VMM rights with Fig. 5's TID,
+//! its page inside the guest's first match and one host page, as large as allowed;
+//! `insert` reports only slots that were occupied; and after every operation every
+//! occupied shadow slot is still correct for the current guest PID, mode and TLB (the
+//! invariant the kernel relies on: a hardware entry never grants more than the guest TLB
+//! and the VMM allow), with no two slots overlapping under a common hardware PID.
+//!
+//! Guest fetches and data run in one translation space here (`MSR[IS]` = `MSR[DS]`); the
+//! kernel's split-space handling is outside this target.
+
+use crate::input::{Input, SeedWriter};
+use kestrel_abi::Rights;
+use kestrel_vtlb::{
+    fig5_tid, hw_pid, needs_flush, shadow_fill, Access, Event, FillResult, GuestPhysMap, GuestTlb,
+    HostPage, HwEntry, PageSize, Perms, ShadowTlb, Wimge, TID_KERNEL, TID_SHARED, TID_USER,
+};
+use std::collections::HashMap;
+
+/// Shadow slots: few, so that fills evict each other.
+const SLOTS: usize = 8;
+
+// ---------------------------------------------------------------------------------------
+// Reference model (from vtlb/tests/model.rs)
+
+#[derive(Clone, Copy, Debug, Default)]
+struct RefEntry {
+    epn: u32,
+    /// Bytes, computed in 32 bits like QEMU: 0 for SIZE codes 0xB..=0xF.
+    size: u32,
+    ts: bool,
+    valid: bool,
+    tid: u8,
+    rpn: u32,
+    w2: u32,
+}
+
+impl RefEntry {
+    fn mask(&self) -> u32 {
+        !self.size.wrapping_sub(1)
+    }
+
+    fn matches(&self, ea: u32, pid: u8, ts: bool) -> bool {
+        self.valid
+            && (self.tid == 0 || self.tid == pid)
+            && self.ts == ts
+            && ea & self.mask() == self.epn
+    }
+
+    fn translate(&self, ea: u32) -> u64 {
+        let low = (self.rpn & self.mask()) | (ea & !self.mask());
+        u64::from(low) | (u64::from(self.rpn & 0xF) << 32)
+    }
+
+    fn block(&self) -> Option<(u64, u64)> {
+        if !self.valid || self.epn & !self.mask() != 0 {
+            return None;
+        }
+        let len = if self.size == 0 {
+            1u64 << 32
+        } else {
+            u64::from(self.size)
+        };
+        Some((u64::from(self.epn), u64::from(self.epn) + len))
+    }
+
+    fn user(&self) -> Rights {
+        Rights(
+            ((self.w2 & 0x08 != 0) as u8) * 4
+                + ((self.w2 & 0x10 != 0) as u8) * 2
+                + (self.w2 & 0x20 != 0) as u8,
+        )
+    }
+
+    fn supervisor(&self) -> Rights {
+        Rights(
+            ((self.w2 & 0x01 != 0) as u8) * 4
+                + ((self.w2 & 0x02 != 0) as u8) * 2
+                + (self.w2 & 0x04 != 0) as u8,
+        )
+    }
+
+    fn rights(&self, pr: bool) -> Rights {
+        if pr {
+            self.user()
+        } else {
+            self.supervisor()
+        }
+    }
+
+    fn wimge(&self) -> u8 {
+        ((self.w2 >> 7) & 0x1F) as u8
+    }
+}
+
+/// QEMU's `booke_page_size_to_tlb`, with `tlbre`'s fallback to 1 for unknown sizes.
+fn size_code_of(size: u32) -> u32 {
+    match size {
+        0x400 => 0,
+        0x1000 => 1,
+        0x4000 => 2,
+        0x1_0000 => 3,
+        0x4_0000 => 4,
+        0x10_0000 => 5,
+        0x40_0000 => 6,
+        0x100_0000 => 7,
+        0x400_0000 => 8,
+        0x1000_0000 => 9,
+        0x4000_0000 => 0xA,
+        _ => 1,
+    }
+}
+
+struct RefTlb {
+    e: Vec<RefEntry>,
+}
+
+impl RefTlb {
+    fn new() -> RefTlb {
+        // Reset entries hold word 0 = 0: SIZE code 0, 1 KiB.
+        let reset = RefEntry {
+            size: 1024,
+            ..RefEntry::default()
+        };
+        RefTlb { e: vec![reset; 64] }
+    }
+
+    fn tlbwe(&mut self, index: u32, word: u32, value: u32, mmucr: u32) -> bool {
+        if word > 2 {
+            return false;
+        }
+        let e = &mut self.e[(index & 0x3F) as usize];
+        match word {
+            0 => {
+                e.epn = value & 0xFFFF_FC00;
+                e.size = 1024u32 << (2 * ((value >> 4) & 0xF));
+                e.ts = value & 0x100 != 0;
+                e.valid = value & 0x200 != 0;
+                e.tid = (mmucr & 0xFF) as u8;
+            }
+            1 => e.rpn = value & 0xFFFF_FC0F,
+            _ => e.w2 = value & (0xFF00 | 0x80 | 0x3F),
+        }
+        true
+    }
+
+    fn tlbre(&self, index: u32, word: u32, mmucr: u32) -> Option<(u32, Option<u32>)> {
+        let e = &self.e[(index & 0x3F) as usize];
+        match word {
+            0 => {
+                let v = e.epn
+                    | (size_code_of(e.size) << 4)
+                    | if e.ts { 0x100 } else { 0 }
+                    | if e.valid { 0x200 } else { 0 };
+                Some((v, Some((mmucr & !0xFF) | u32::from(e.tid))))
+            }
+            1 => Some((e.rpn, None)),
+            2 => Some((e.w2, None)),
+            _ => None,
+        }
+    }
+
+    fn first_match(&self, ea: u32, pid: u8, ts: bool) -> Option<usize> {
+        self.e.iter().position(|e| e.matches(ea, pid, ts))
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Region {
+    gpa: u64,
+    size: u32,
+    host: u32,
+    rights: Rights,
+    device: bool,
+}
+
+impl Region {
+    fn end(&self) -> u64 {
+        self.gpa + u64::from(self.size)
+    }
+}
+
+#[derive(Default)]
+struct HostMap {
+    pages: HashMap<(u32, u64), Region>,
+}
+
+impl HostMap {
+    /// Adds `r` unless it overlaps a page already there.
+    fn insert(&mut self, r: Region) {
+        if self
+            .pages
+            .values()
+            .all(|o| r.end() <= o.gpa || o.end() <= r.gpa)
+        {
+            self.pages.insert((r.size.trailing_zeros(), r.gpa), r);
+        }
+    }
+
+    fn region_of(&self, gpa: u64) -> Option<Region> {
+        self.pages
+            .values()
+            .copied()
+            .find(|r| gpa >= r.gpa && gpa < r.end())
+    }
+}
+
+impl GuestPhysMap for HostMap {
+    fn translate(&self, gpa: u64) -> Option<HostPage> {
+        (12..32)
+            .find_map(|log| self.pages.get(&(log, gpa & !((1u64 << log) - 1))))
+            .map(|r| {
+                HostPage::new(r.host, r.size, r.rights, r.device).expect("regions are aligned")
+            })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Input decoding
+
+const EA_ANCHORS: [u32; 5] = [
+    0x0000_0000,
+    0x0040_0000,
+    0x1000_0000,
+    0xC000_0000,
+    0xFFC0_0000,
+];
+const GPA_ANCHORS: [u32; 4] = [0x0000_0000, 0x0080_0000, 0x0400_0000, 0x1000_0000];
+const OFFSETS: [u32; 8] = [
+    0, 0x400, 0x1000, 0x3000, 0x1_0000, 0x10_0000, 0x12_3400, 0x100_0000,
+];
+const SIZE_CODES: [u32; 11] = [0, 1, 2, 3, 4, 5, 7, 9, 0xA, 6, 8];
+
+/// An offset: one of the shared values most of the time (so entries nest), else any.
+fn offset(input: &mut Input) -> u32 {
+    let b = input.u8();
+    if b < 0xC0 {
+        OFFSETS[usize::from(b) % OFFSETS.len()]
+    } else {
+        input.u32()
+    }
+}
+
+/// The three words and MMUCR that write one entry (the generator of `model.rs`).
+fn entry_write(input: &mut Input) -> (u32, [u32; 3], u32) {
+    let index = input.u8();
+    let index = if index & 0x80 != 0 {
+        input.u32()
+    } else {
+        u32::from(index % 20)
+    };
+    let anchor = input.pick(&EA_ANCHORS);
+    let off = offset(input);
+    let c = input.u8();
+    let code = if c < 0xF0 {
+        SIZE_CODES[usize::from(c) % SIZE_CODES.len()]
+    } else {
+        u32::from(c & 0xF)
+    };
+    let flags = input.u8();
+    let (aligned, valid, ts) = (flags & 0x0F != 0, flags & 0x70 != 0, flags & 0x80 != 0);
+    let tid = input.pick(&[0u8, 0, 1, 2, 3]);
+    let ganchor = input.pick(&GPA_ANCHORS);
+    let goff = input.u32() % (64 << 20);
+    let erpn = input.u8();
+    let perms = input.u8();
+    let perms = match perms >> 6 {
+        0 | 1 => u32::from(perms & 0x3F),
+        2 => (u32::from(perms & 7) << 3) | u32::from(perms & 7),
+        _ => 0x3F,
+    };
+    let attr = input.u32();
+    let junk = input.u32();
+    let mmucr_other = input.u32();
+
+    let size = 1u64 << (10 + 2 * code.min(11));
+    let raw = anchor.wrapping_add(off % (16 << 20)) & 0xFFFF_FC00;
+    let epn = if aligned {
+        (u64::from(raw) & !(size - 1)) as u32
+    } else {
+        raw
+    };
+    let w0 = epn
+        | (code << 4)
+        | if valid { 0x200 } else { 0 }
+        | if ts { 0x100 } else { 0 }
+        | (junk & 0xF);
+    let rpn = ganchor.wrapping_add(goff) & 0xFFFF_FC00;
+    let ext = if erpn >= 0xE0 {
+        u32::from(erpn & 0xF)
+    } else {
+        0
+    };
+    let w1 = rpn | ext | (junk & 0x3F0);
+    let w2 = perms | (attr & 0xFF80) | (junk & 0xFFFF_0040);
+    (index, [w0, w1, w2], (mmucr_other & !0xFF) | u32::from(tid))
+}
+
+fn region(input: &mut Input) -> Region {
+    let anchor = input.pick(&GPA_ANCHORS);
+    let off = input.u32() % (64 << 20);
+    let l = input.u8();
+    let log = match l % 7 {
+        0..=3 => 12 + u32::from(l >> 3) % 5,
+        4 | 5 => 17 + u32::from(l >> 3) % 8,
+        _ => 25 + u32::from(l >> 3) % 4,
+    };
+    let host = input.u32();
+    let flags = input.u8();
+    let size = 1u32 << log;
+    let gpa = u64::from(anchor.wrapping_add(off) & !(size - 1))
+        | if flags & 0x80 != 0 { 1 << 32 } else { 0 };
+    Region {
+        gpa,
+        size,
+        host: host & !(size - 1),
+        rights: Rights(flags & 7),
+        device: flags & 0x38 == 0x38,
+    }
+}
+
+/// A guest access: near a valid entry (taking its TID and TS), or at a raw address.
+fn query(input: &mut Input, model: &RefTlb, pid: u8, ts: bool) -> (u32, u8, bool) {
+    let how = input.u8();
+    let pick = input.u8();
+    let off = offset(input);
+    let raw = input.u32();
+    let valid: Vec<&RefEntry> = model.e.iter().filter(|e| e.valid).collect();
+    if how < 0xD0 && !valid.is_empty() {
+        let e = valid[usize::from(pick) % valid.len()];
+        let len = if e.size == 0 {
+            1u64 << 32
+        } else {
+            u64::from(e.size)
+        };
+        let ea = e.epn.wrapping_add((u64::from(off) % len) as u32);
+        if how & 1 == 0 {
+            return (ea, if e.tid == 0 { pid } else { e.tid }, e.ts);
+        }
+        return (ea, pid, ts);
+    }
+    (raw, pid, ts)
+}
+
+// ---------------------------------------------------------------------------------------
+// The target
+
+/// Operation selectors, for [`seed`].
+pub mod op {
+    pub const TLBWE: u8 = 0;
+    pub const WRITE_ENTRY: u8 = 1;
+    pub const TLBRE: u8 = 2;
+    pub const TLBSX: u8 = 3;
+    pub const FILL: u8 = 4;
+    pub const PID: u8 = 5;
+    pub const PR: u8 = 6;
+    pub const TS: u8 = 7;
+    pub const REVOKE: u8 = 8;
+    pub const MAP: u8 = 9;
+    pub const COUNT: u8 = 10;
+}
+
+struct State {
+    guest: GuestTlb,
+    model: RefTlb,
+    shadow: ShadowTlb<SLOTS>,
+    host: HostMap,
+    pid: u8,
+    pr: bool,
+    ts: bool,
+}
+
+impl State {
+    fn tlbwe(&mut self, index: u32, word: u32, value: u32, mmucr: u32) {
+        let ok = self.guest.tlbwe(index, word, value, mmucr).is_ok();
+        assert_eq!(
+            ok,
+            self.model.tlbwe(index, word, value, mmucr),
+            "tlbwe word {word}"
+        );
+        if ok {
+            let _ = needs_flush(Event::GuestTlbWrite { index });
+            self.shadow.invalidate_guest_write(&self.guest, index);
+        }
+    }
+}
+
+pub fn run(data: &[u8]) {
+    let mut input = Input::new(data);
+    let mut host = HostMap::default();
+    let flags = input.u8();
+    if flags & 1 != 0 {
+        host.insert(Region {
+            gpa: 0,
+            size: 1 << 28,
+            host: 0x4000_0000,
+            rights: Rights::RWX,
+            device: false,
+        });
+    }
+    for _ in 0..(flags >> 1) % 9 {
+        let r = region(&mut input);
+        host.insert(r);
+    }
+    let mut s = State {
+        guest: GuestTlb::new(),
+        model: RefTlb::new(),
+        shadow: ShadowTlb::new(),
+        host,
+        pid: 0,
+        pr: false,
+        ts: false,
+    };
+    while !input.is_empty() {
+        match input.u8() % op::COUNT {
+            op::TLBWE => {
+                let (index, words, mmucr) = entry_write(&mut input);
+                let word = u32::from(input.u8() % 4);
+                let value = words.get(word as usize).copied().unwrap_or(words[0]);
+                s.tlbwe(index, word, value, mmucr);
+            }
+            op::WRITE_ENTRY => {
+                let (index, words, mmucr) = entry_write(&mut input);
+                for (word, value) in words.into_iter().enumerate() {
+                    s.tlbwe(index, word as u32, value, mmucr);
+                }
+            }
+            op::TLBRE => {
+                let index = u32::from(input.u8());
+                let word = u32::from(input.u8() % 4);
+                let mmucr = input.u32();
+                let got = s.guest.tlbre(index, word, mmucr).ok();
+                assert_eq!(
+                    got,
+                    s.model.tlbre(index, word, mmucr),
+                    "tlbre {index} word {word}"
+                );
+            }
+            op::TLBSX => {
+                let (ea, pid, ts) = query(&mut input, &s.model, s.pid, s.ts);
+                let other = input.u32() & !0x1_00FF;
+                let mmucr = other | u32::from(pid) | if ts { 0x1_0000 } else { 0 };
+                let want = s.model.first_match(ea, pid, ts).map(|i| i as u32);
+                assert_eq!(s.guest.tlbsx(ea, mmucr), want, "tlbsx {ea:#x}");
+                assert_eq!(
+                    s.guest.lookup(ea, pid, ts).map(|(i, _)| i),
+                    want,
+                    "lookup {ea:#x}"
+                );
+            }
+            op::FILL => {
+                let (ea, _, _) = query(&mut input, &s.model, s.pid, s.ts);
+                let access = input.pick(&[Access::Read, Access::Write, Access::Execute]);
+                fill(&mut s, ea, access);
+            }
+            op::PID => {
+                let pid = input.pick(&[0u8, 1, 2, 3, 0xFF]);
+                assert!(needs_flush(Event::GuestAddressSpaceSwitch));
+                // The kernel keeps global entries that stay first matches instead of
+                // flushing (`guest_pid_switch`); the invariant check below judges that.
+                s.shadow.guest_pid_switch(&s.guest, pid);
+                s.pid = pid;
+            }
+            op::PR => {
+                assert!(!needs_flush(Event::GuestUserKernelSwitch));
+                s.pr = !s.pr;
+            }
+            op::TS => {
+                assert!(needs_flush(Event::GuestTranslationSpaceSwitch));
+                s.shadow.flush_all();
+                s.ts = !s.ts;
+            }
+            op::REVOKE => {
+                let pick = usize::from(input.u8());
+                let mut keys: Vec<(u32, u64)> = s.host.pages.keys().copied().collect();
+                keys.sort_unstable();
+                if let Some(&k) = keys.get(pick % keys.len().max(1)) {
+                    let r = s.host.pages.remove(&k).expect("listed");
+                    assert!(!needs_flush(Event::HostMappingRevoked));
+                    s.shadow.invalidate_host_range(r.host, u64::from(r.size));
+                }
+            }
+            _ => {
+                let r = region(&mut input);
+                s.host.insert(r);
+            }
+        }
+        check_slots(&s);
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Kind {
+    Hit(usize),
+    GuestMiss,
+    GuestProtection,
+    PhysMiss(u64),
+}
+
+fn fill(s: &mut State, ea: u32, access: Access) {
+    let (model, map) = (&s.model, &s.host);
+    let got = shadow_fill(&s.guest, map, ea, s.pid, s.pr, access, s.ts);
+    let want = match model.first_match(ea, s.pid, s.ts) {
+        None => Kind::GuestMiss,
+        Some(i) if !model.e[i].rights(s.pr).contains(access.right()) => Kind::GuestProtection,
+        Some(i) => {
+            let gpa = model.e[i].translate(ea);
+            match map.region_of(gpa) {
+                Some(r) if r.rights.contains(access.right()) => Kind::Hit(i),
+                _ => Kind::PhysMiss(gpa),
+            }
+        }
+    };
+    let kind = match got {
+        FillResult::Hit { guest_index, .. } => Kind::Hit(guest_index as usize),
+        FillResult::GuestMiss => Kind::GuestMiss,
+        FillResult::GuestProtection => Kind::GuestProtection,
+        FillResult::PhysMiss { gpa } => Kind::PhysMiss(gpa),
+    };
+    assert_eq!(
+        kind, want,
+        "fill {ea:#x} {access:?} pid {} pr {} ts {}",
+        s.pid, s.pr, s.ts
+    );
+    let FillResult::Hit { hw, guest_index } = got else {
+        return;
+    };
+    let gi = guest_index as usize;
+    let e = &model.e[gi];
+    let tid = if e.user() == e.supervisor() {
+        TID_SHARED
+    } else if s.pr {
+        TID_USER
+    } else {
+        TID_KERNEL
+    };
+    assert_eq!(hw.tid, tid, "Fig. 5 TID");
+    let perms = Perms {
+        user: e.user(),
+        supervisor: e.supervisor(),
+    };
+    assert_eq!(fig5_tid(perms, s.pr).0, tid);
+    assert!(
+        hw.visible_with_pid(hw_pid(s.pr)),
+        "usable in the current mode"
+    );
+    assert!(hw.contains(ea), "covers the faulting address");
+    let r = map
+        .region_of(e.translate(ea))
+        .expect("a hit has a host page");
+    assert_eq!(hw.perms, e.rights(s.pr).intersect(r.rights), "guest ∩ VMM");
+    assert!(
+        hw.perms.contains(access.right()),
+        "allows the faulting access"
+    );
+    let wimge = if r.device {
+        e.wimge() | 0b01010
+    } else {
+        e.wimge()
+    };
+    assert_eq!(hw.wimge, Wimge(wimge));
+    check_entry(model, map, &hw, gi, s.pid, s.ts).unwrap_or_else(|m| panic!("fill {ea:#x}: {m}"));
+    // As large as allowed: the next architected size breaks a rule.
+    if let Some(bigger) = PageSize::ALL.iter().find(|p| p.bytes() > hw.bytes()) {
+        let b = u64::from(bigger.bytes());
+        let base = u64::from(ea) & !(b - 1);
+        let guest_size = e.block().map(|(s, t)| t - s).expect("matched");
+        assert!(
+            b > guest_size
+                || b > u64::from(r.size)
+                || shadowed_by_earlier(model, gi, (base, base + b), s.pid, s.ts),
+            "fill {ea:#x}: {bigger:?} would have fit"
+        );
+    }
+    let before = s.shadow.occupied();
+    let placement = s.shadow.insert(hw, guest_index);
+    assert!(placement.slot < SLOTS);
+    assert_eq!(
+        placement.invalidate.0 & !before.0,
+        0,
+        "invalidates only occupied slots"
+    );
+    assert!(!placement.invalidate.contains(placement.slot));
+    let slot = s
+        .shadow
+        .slot(placement.slot)
+        .expect("the new slot is occupied");
+    assert_eq!((slot.hw, slot.guest_index), (hw, guest_index & 63));
+    assert!(s.shadow.derived_from(guest_index).contains(placement.slot));
+}
+
+fn shadowed_by_earlier(model: &RefTlb, gi: usize, range: (u64, u64), pid: u8, ts: bool) -> bool {
+    model.e[..gi].iter().any(|e| {
+        (e.tid == 0 || e.tid == pid)
+            && e.ts == ts
+            && e.block().is_some_and(|b| range.0 < b.1 && b.0 < range.1)
+    })
+}
+
+/// The rules a hardware entry derived from guest entry `gi` obeys while the guest runs
+/// with `pid` and `ts` (`check_subset` of model.rs).
+fn check_entry(
+    model: &RefTlb,
+    map: &HostMap,
+    hw: &HwEntry,
+    gi: usize,
+    pid: u8,
+    ts: bool,
+) -> Result<(), String> {
+    let e = &model.e[gi];
+    let range = (u64::from(hw.epn), u64::from(hw.epn) + u64::from(hw.bytes()));
+    let fail = |what: &str| {
+        Err(format!(
+            "{what}: {hw:x?} from entry {gi} {e:x?} (pid {pid}, ts {ts})"
+        ))
+    };
+    if !PageSize::ALL.contains(&hw.size)
+        || hw.epn & (hw.bytes() - 1) != 0
+        || hw.rpn_base & (hw.bytes() - 1) != 0
+    {
+        return fail("size or alignment");
+    }
+    if !(e.valid && (e.tid == 0 || e.tid == pid) && e.ts == ts) {
+        return fail("source entry not in context");
+    }
+    let Some(block) = e.block() else {
+        return fail("source entry has no block");
+    };
+    if !(block.0 <= range.0 && range.1 <= block.1) {
+        return fail("outside the guest page");
+    }
+    if shadowed_by_earlier(model, gi, range, pid, ts) {
+        return fail("an earlier guest entry wins inside the page");
+    }
+    let gpa0 = e.translate(hw.epn);
+    if e.translate((range.1 - 1) as u32) != gpa0 + u64::from(hw.bytes()) - 1 {
+        return fail("guest translation not linear");
+    }
+    let Some(r) = map.region_of(gpa0) else {
+        return fail("no host page");
+    };
+    if gpa0 + u64::from(hw.bytes()) > r.end() {
+        return fail("more than one host page");
+    }
+    if u64::from(hw.rpn_base) != u64::from(r.host) + (gpa0 - r.gpa) {
+        return fail("not the two-stage translation");
+    }
+    if !r.rights.contains(hw.perms) {
+        return fail("more than the VMM's rights");
+    }
+    if r.device && !Wimge(hw.wimge.0).contains(Wimge::I.union(Wimge::G)) {
+        return fail("device page without I and G");
+    }
+    for pr in [false, true] {
+        if hw.visible_with_pid(hw_pid(pr)) && !e.rights(pr).contains(hw.perms) {
+            return fail(if pr {
+                "more than the guest's user rights"
+            } else {
+                "more than the guest's supervisor rights"
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Every occupied slot is right for the current context; no two overlap under a common
+/// hardware PID.
+fn check_slots(s: &State) {
+    let occupied: Vec<usize> = s.shadow.occupied().collect();
+    for &i in &occupied {
+        let slot = s.shadow.slot(i).expect("occupied");
+        assert!(
+            s.shadow.derived_from(slot.guest_index).contains(i),
+            "slot {i} filed under its guest index"
+        );
+        check_entry(
+            &s.model,
+            &s.host,
+            &slot.hw,
+            slot.guest_index as usize,
+            s.pid,
+            s.ts,
+        )
+        .unwrap_or_else(|m| panic!("stale shadow slot {i}: {m}"));
+        for &j in occupied.iter().filter(|&&j| j > i) {
+            let other = s.shadow.slot(j).expect("occupied").hw;
+            let common =
+                slot.hw.tid == other.tid || slot.hw.tid == TID_SHARED || other.tid == TID_SHARED;
+            assert!(
+                !(common && slot.hw.overlaps(other.epn, u64::from(other.bytes()))),
+                "slots {i} and {j} overlap: {:x?} {:x?}",
+                slot.hw,
+                other
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Seeds
+
+/// A seed: the identity host page, then `n` whole-entry writes at the anchors, a fill per
+/// entry in both modes, a PID switch, a `tlbsx`, a `tlbre` and a revocation.
+pub fn seed(n: u8, variant: u8) -> Vec<u8> {
+    let mut w = SeedWriter::default();
+    w.u8(1 | (2 << 1));
+    for k in 0..2u8 {
+        // region(): anchor, offset, log, host, flags
+        w.u8(k)
+            .u32(u32::from(k) << 20)
+            .u8(k * 8)
+            .u32(0x2000_0000)
+            .u8(7);
+    }
+    for i in 0..n {
+        w.u8(op::WRITE_ENTRY);
+        // entry_write(): index, anchor, offset, code, flags, tid, ganchor, goff, erpn,
+        // perms, attr, junk, mmucr
+        w.u8(i)
+            .u8(i.wrapping_add(variant))
+            .u8(i)
+            .u8(i.wrapping_mul(3).wrapping_add(variant));
+        w.u8(0x7F)
+            .u8(variant % 5)
+            .u8(0)
+            .u32(u32::from(i) << 12)
+            .u8(0);
+        w.u8(if variant.is_multiple_of(2) {
+            0x3F
+        } else {
+            0x80 | 5
+        })
+        .u32(0)
+        .u32(0)
+        .u32(0);
+    }
+    for pr in 0..2 {
+        for i in 0..n {
+            w.u8(op::FILL).u8(0).u8(i).u8(i).u32(0).u8(i % 3);
+        }
+        if pr == 0 {
+            w.u8(op::PR);
+        }
+    }
+    w.u8(op::PID).u8(variant % 5);
+    w.u8(op::TLBSX).u8(0).u8(0).u8(0).u32(0).u32(0);
+    w.u8(op::TLBRE).u8(0).u8(0).u32(0xFF);
+    w.u8(op::FILL).u8(0).u8(1).u8(2).u32(0).u8(0);
+    w.u8(op::REVOKE).u8(variant);
+    w.u8(op::TS).u8(op::FILL).u8(0).u8(0).u8(0).u32(0).u8(1);
+    w.bytes
+}
