@@ -98,6 +98,10 @@ pub mod xo31 {
     pub const ICBI: u32 = 982;
     pub const ICREAD: u32 = 998;
     pub const DCBZ: u32 = 1014;
+    /// `dcbst`, `dcbf`: cache block operations the decoder does not model as an
+    /// [`Insn`](super::Insn); the 440 translates their address like a load's.
+    pub const DCBST: u32 = 54;
+    pub const DCBF: u32 = 86;
     /// `stwcx.`: a store the decoder does not model as an [`Insn`](super::Insn) (Kestrel's
     /// VMs never see reservations on device memory), but it writes memory.
     pub const STWCX: u32 = 150;

@@ -21,6 +21,7 @@ pub mod shadow;
 
 pub use guest::{GuestEntry, GuestTlb, PageSize, Perms, TlbError, Wimge};
 pub use shadow::{
-    fig5_tid, hw_pid, needs_flush, shadow_fill, Access, Event, FillResult, GuestPhysMap, HostPage,
-    HwEntry, Placement, ShadowTlb, Slot, SlotMask, TID_KERNEL, TID_SHARED, TID_USER,
+    fig5_tid, hw_pid, needs_flush, shadow_fill, split_fill, Access, Event, FillResult,
+    GuestPhysMap, HostPage, HwEntry, Placement, ShadowTlb, Slot, SlotMask, SplitFill, SPLIT_PAGE,
+    TID_KERNEL, TID_SHARED, TID_USER,
 };

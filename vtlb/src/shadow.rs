@@ -24,9 +24,16 @@
 //!
 //! Because shadow entries carry no guest PID, a guest PID change flushes them all, as
 //! does a world switch; guest system calls and VMM traps do not (§3.2, last paragraph).
-//! A hardware entry serves fetches and data alike: while a guest runs with `MSR[IS]` !=
-//! `MSR[DS]` (Linux only does so for a few boot instructions), the kernel must narrow each
-//! fill to its access class with [`HwEntry::restricted_to`].
+//! A hardware entry serves fetches and data alike, in the one hardware translation space
+//! and under the one hardware PID. While a guest runs with `MSR[IS]` != `MSR[DS]` ("split":
+//! its fetches use guest TS = IS, its data accesses TS = DS), the same effective address
+//! may translate differently for the two, so the kernel fills through [`split_fill`]
+//! instead: every entry is narrowed to its access class ([`HwEntry::restricted_to`]) and
+//! to at most [`SPLIT_PAGE`], so that a fetch page and a data page coexist whenever they
+//! are different 4 KiB pages; when the data page of an access is the page its own
+//! instruction is fetched from, no pair of entries can serve both, and [`split_fill`]
+//! answers [`SplitFill::Emulate`]: the kernel performs that one access in software
+//! (docs/adr/0012-split-translation-spaces.md).
 
 use crate::guest::{word0, word1, word2, GuestTlb, PageSize, Perms, Wimge};
 use crate::index::{pop_lowest, BlockIndex};
@@ -180,6 +187,21 @@ impl HwEntry {
         }
     }
 
+    /// The entry cut down to the aligned page of `size` around `ea` (which it must
+    /// contain), with the host page moved along; unchanged if it is no larger than `size`.
+    pub const fn narrowed(self, ea: u32, size: PageSize) -> HwEntry {
+        if self.size.bytes() <= size.bytes() {
+            return self;
+        }
+        let epn = ea & !(size.bytes() - 1);
+        HwEntry {
+            epn,
+            size,
+            rpn_base: self.rpn_base.wrapping_add(epn.wrapping_sub(self.epn)),
+            ..self
+        }
+    }
+
     /// The three `tlbwe` words (word 0 with V and TS = 1); the TID goes through
     /// `MMUCR[STID]` and is [`HwEntry::tid`].
     pub fn words(&self) -> (u32, u32, u32) {
@@ -279,6 +301,69 @@ pub fn shadow_fill<M: GuestPhysMap + ?Sized>(
         hw,
         guest_index: index,
     }
+}
+
+/// The largest page a shadow entry has while the guest runs split (`MSR[IS]` !=
+/// `MSR[DS]`): small enough that the page an instruction is fetched from and the pages it
+/// reads or writes are separate entries unless they are the same 4 KiB page, large
+/// enough that 4 KiB guest pages (Linux's) still fill with one entry each.
+pub const SPLIT_PAGE: PageSize = PageSize::K4;
+
+/// What the kernel does with a guest TLB miss or storage fault while the guest runs split
+/// (`MSR[IS]` != `MSR[DS]`); see [`split_fill`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SplitFill {
+    /// What [`shadow_fill`] would do, with a [`FillResult::Hit`] already narrowed to
+    /// [`SPLIT_PAGE`] and restricted to the access class.
+    Fill(FillResult),
+    /// The data access at the fault address is allowed (a hit for its translation space),
+    /// but its page overlaps the page the faulting instruction itself is fetched from,
+    /// whose fetch translation differs or whose entry would be evicted: no hardware entry
+    /// can serve both, so the kernel performs this one access in software.
+    Emulate,
+}
+
+/// Handles a hardware TLB miss or storage fault at `ea` for `access` while the guest runs
+/// with `MSR[IS]` = `is` != `MSR[DS]` = `ds`; `pc` is the address of the faulting
+/// instruction (for a fetch, `ea` itself).
+///
+/// The fill is [`shadow_fill`]'s for the access's translation space (`is` for fetches,
+/// `ds` for data), narrowed to [`SPLIT_PAGE`] and restricted to the access class, so an
+/// entry never lets a fetch use a data translation or the reverse. A fetch is always
+/// filled. A data fill whose page overlaps the fetch page of `pc` (the fill a fetch of
+/// `pc` gets) would evict that entry, and the retried instruction would miss on its
+/// fetch again: that fill is [`SplitFill::Emulate`] instead. Every instruction therefore
+/// completes after at most one fetch fill per data fill, or has its access emulated: no
+/// guest TLB contents can make two fills evict each other forever.
+#[allow(clippy::too_many_arguments)]
+pub fn split_fill<M: GuestPhysMap + ?Sized>(
+    guest: &GuestTlb,
+    gmap: &M,
+    ea: u32,
+    guest_pid: u8,
+    guest_msr_pr: bool,
+    access: Access,
+    is: bool,
+    ds: bool,
+    pc: u32,
+) -> SplitFill {
+    let fetch = access == Access::Execute;
+    let ts = if fetch { is } else { ds };
+    let res = shadow_fill(guest, gmap, ea, guest_pid, guest_msr_pr, access, ts);
+    let FillResult::Hit { hw, guest_index } = res else {
+        return SplitFill::Fill(res);
+    };
+    let hw = hw.narrowed(ea, SPLIT_PAGE).restricted_to(access);
+    if !fetch {
+        let f = shadow_fill(guest, gmap, pc, guest_pid, guest_msr_pr, Access::Execute, is);
+        if let FillResult::Hit { hw: f, .. } = f {
+            let f = f.narrowed(pc, SPLIT_PAGE);
+            if blocks_overlap(f.epn, !(f.bytes() - 1), hw.epn, !(hw.bytes() - 1)) {
+                return SplitFill::Emulate;
+            }
+        }
+    }
+    SplitFill::Fill(FillResult::Hit { hw, guest_index })
 }
 
 /// The largest 440 page size of at most `limit` bytes whose aligned page around `ea`
@@ -1479,5 +1564,99 @@ mod tests {
                 prop_assert_eq!(fast.derived, derived);
             }
         }
+    }
+
+    /// Issue 9's reproducer: TS0 maps EA 0..16 MiB to guest-physical 0..16 MiB, TS1 maps
+    /// the same EAs to 16..32 MiB (32 MiB of RAM at host 0x1000_0000 in one 16 MiB-aligned
+    /// linear region per half, so unified fills would be 16 MiB pages).
+    fn split_reproducer() -> (GuestTlb, Map) {
+        const SIZE_16M: u32 = 0x70;
+        let t = tlb(&[
+            (0, [V | SIZE_16M, 0, KERNEL_ONLY], 0),
+            (1, [V | TS | SIZE_16M, 0x0100_0000, KERNEL_ONLY], 0),
+        ]);
+        let map = Map(&[
+            (0, 16 << 20, 0x1000_0000, Rights::RWX, false),
+            (16 << 20, 16 << 20, 0x1100_0000, Rights::RWX, false),
+        ]);
+        (t, map)
+    }
+
+    fn split_hit(r: SplitFill) -> HwEntry {
+        match r {
+            SplitFill::Fill(FillResult::Hit { hw, .. }) => hw,
+            other => panic!("expected a hit, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn narrowing_moves_the_host_page_along_and_keeps_small_pages() {
+        let hw = HwEntry {
+            epn: 0x0100_0000,
+            size: PageSize::M16,
+            rpn_base: 0x2000_0000,
+            tid: TID_KERNEL,
+            perms: Rights::RWX,
+            wimge: Wimge(0),
+        };
+        let n = hw.narrowed(0x0123_4567, PageSize::K4);
+        assert_eq!((n.epn, n.size, n.rpn_base), (0x0123_4000, PageSize::K4, 0x2023_4000));
+        let k1 = HwEntry {
+            epn: 0x400,
+            size: PageSize::K1,
+            ..hw
+        };
+        assert_eq!(k1.narrowed(0x500, PageSize::K4), k1);
+    }
+
+    #[test]
+    fn split_load_in_the_code_page_is_emulated_and_elsewhere_filled_small() {
+        let (t, map) = split_reproducer();
+        let pc = 0x0040_1230;
+        // IS = 0, DS = 1 (the reproducer's `mtmsr(DS|ME)`): the fetch uses entry 0.
+        let f = split_hit(split_fill(&t, &map, pc, 0, false, Access::Execute, false, true, pc));
+        assert_eq!((f.epn, f.size, f.rpn_base), (0x0040_1000, PageSize::K4, 0x1040_1000));
+        assert_eq!(f.perms, Rights::X);
+        for access in [Access::Read, Access::Write] {
+            assert_eq!(
+                split_fill(&t, &map, pc + 0x10, 0, false, access, false, true, pc),
+                SplitFill::Emulate,
+                "{access:?} in the instruction's own page"
+            );
+            let d = split_hit(split_fill(&t, &map, 0x0040_5008, 0, false, access, false, true, pc));
+            assert_eq!((d.epn, d.size, d.rpn_base), (0x0040_5000, PageSize::K4, 0x1140_5000));
+            assert_eq!(d.perms, Rights::RW);
+            // The two entries coexist in the shadow TLB.
+            let mut shadow = ShadowTlb::<8>::new();
+            let a = shadow.insert(f, 0);
+            let b = shadow.insert(d, 1);
+            assert!(b.invalidate.is_empty() && a.slot != b.slot);
+            assert_eq!(shadow.lookup(pc, TID_KERNEL).map(|(i, _)| i), Some(a.slot));
+            assert_eq!(shadow.lookup(0x0040_5008, TID_KERNEL).map(|(i, _)| i), Some(b.slot));
+        }
+        // IS = 1, DS = 0: fetches through entry 1, data through entry 0.
+        let f = split_hit(split_fill(&t, &map, pc, 0, false, Access::Execute, true, false, pc));
+        assert_eq!((f.rpn_base, f.perms), (0x1140_1000, Rights::X));
+        assert_eq!(
+            split_fill(&t, &map, pc - 0x200, 0, false, Access::Read, true, false, pc),
+            SplitFill::Emulate
+        );
+        let d = split_hit(split_fill(&t, &map, 0x0080_0000, 0, false, Access::Read, true, false, pc));
+        assert_eq!((d.rpn_base, d.perms), (0x1080_0000, Rights::RW));
+    }
+
+    #[test]
+    fn split_faults_that_are_not_hits_pass_through() {
+        let (t, map) = split_reproducer();
+        // No TS1 entry above 16 MiB: a data TLB miss for the guest, never an emulation.
+        assert_eq!(
+            split_fill(&t, &map, 0x0100_0000, 0, false, Access::Read, false, true, 0x0100_0000),
+            SplitFill::Fill(FillResult::GuestMiss)
+        );
+        // Supervisor-only pages in guest user mode: protection, even in the code page.
+        assert_eq!(
+            split_fill(&t, &map, 0x10, 0, true, Access::Read, false, true, 0x14),
+            SplitFill::Fill(FillResult::GuestProtection)
+        );
     }
 }

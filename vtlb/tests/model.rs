@@ -15,8 +15,9 @@
 use kestrel_abi::Rights;
 use kestrel_ppc440::mmucr;
 use kestrel_vtlb::{
-    fig5_tid, hw_pid, needs_flush, shadow_fill, Access, Event, FillResult, GuestPhysMap, GuestTlb,
-    HostPage, HwEntry, PageSize, ShadowTlb, Wimge, TID_KERNEL, TID_SHARED, TID_USER,
+    fig5_tid, hw_pid, needs_flush, shadow_fill, split_fill, Access, Event, FillResult, GuestPhysMap,
+    GuestTlb, HostPage, HwEntry, PageSize, ShadowTlb, SplitFill, Wimge, SPLIT_PAGE, TID_KERNEL,
+    TID_SHARED, TID_USER,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -877,6 +878,149 @@ proptest! {
                 }
             }
             check_shadow(&shadow, &model, &map, pid, ts)?;
+        }
+    }
+}
+
+/// Whether slot entry `hw` lets the hardware perform `access` at `ea` under the hardware
+/// PID of guest mode `pr`.
+fn hw_allows(hw: &HwEntry, ea: u32, pr: bool, access: Access) -> bool {
+    hw.contains(ea) && hw.visible_with_pid(hw_pid(pr)) && hw.perms.contains(access.right())
+}
+
+/// The host address the model's two-stage translation gives `ea` in space `ts`.
+fn model_host(model: &RefTlb, map: &HostMap, ea: u32, pid: u8, ts: bool) -> Option<u64> {
+    let e = &model.e[model.first_match(ea, pid, ts)?];
+    let gpa = e.translate(ea);
+    let r = map.region_of(gpa)?;
+    Some(u64::from(r.host) + (gpa - r.gpa))
+}
+
+/// One split-mode instruction as the hardware runs it against `shadow`: the fetch of
+/// `pc` (space `is`), then one data access at `ea` (space `ds`), each retried after the
+/// kernel's fill, until it completes, raises a guest exception or is emulated. Returns
+/// the number of fills, failing on any fill that breaks the subset rules, on a hardware
+/// hit that translates differently from the model, and after 8 fills (a livelock).
+#[allow(clippy::too_many_arguments)]
+fn run_split_instruction<const N: usize>(
+    shadow: &mut ShadowTlb<N>,
+    guest: &GuestTlb,
+    model: &RefTlb,
+    map: &HostMap,
+    (pid, pr, is): (u8, bool, bool),
+    pc: u32,
+    ea: u32,
+    access: Access,
+) -> Result<u32, TestCaseError> {
+    let ds = !is;
+    let mut fills = 0;
+    loop {
+        prop_assert!(fills <= 8, "livelock: pc {:#x} ea {:#x}", pc, ea);
+        // Instruction fetch.
+        let fetched = shadow.lookup(pc, hw_pid(pr)).map(|(_, s)| *s);
+        match fetched {
+            Some(s) if hw_allows(&s.hw, pc, pr, Access::Execute) => {
+                prop_assert_eq!(
+                    Some(u64::from(s.hw.rpn_base + (pc - s.hw.epn))),
+                    model_host(model, map, pc, pid, is),
+                    "fetch uses the IS translation"
+                );
+            }
+            _ => {
+                let r = split_fill(guest, map, pc, pid, pr, Access::Execute, is, ds, pc);
+                match r {
+                    SplitFill::Fill(FillResult::Hit { hw, guest_index }) => {
+                        prop_assert!(hw.contains(pc) && hw.bytes() <= SPLIT_PAGE.bytes());
+                        prop_assert_eq!(hw.perms, hw.perms.intersect(Rights::X));
+                        check_subset(model, map, &hw, guest_index as usize, pid, is)?;
+                        shadow.insert(hw, guest_index);
+                        fills += 1;
+                        continue;
+                    }
+                    SplitFill::Fill(_) => return Ok(fills),
+                    SplitFill::Emulate => {
+                        prop_assert!(false, "a fetch is never emulated");
+                    }
+                }
+            }
+        }
+        // Data access.
+        let used = shadow.lookup(ea, hw_pid(pr)).map(|(_, s)| *s);
+        match used {
+            Some(s) if hw_allows(&s.hw, ea, pr, access) => {
+                prop_assert_eq!(
+                    Some(u64::from(s.hw.rpn_base + (ea - s.hw.epn))),
+                    model_host(model, map, ea, pid, ds),
+                    "data uses the DS translation"
+                );
+                return Ok(fills);
+            }
+            _ => match split_fill(guest, map, ea, pid, pr, access, is, ds, pc) {
+                SplitFill::Fill(FillResult::Hit { hw, guest_index }) => {
+                    prop_assert!(hw.contains(ea) && hw.bytes() <= SPLIT_PAGE.bytes());
+                    prop_assert_eq!(hw.perms, hw.perms.intersect(Rights::RW));
+                    check_subset(model, map, &hw, guest_index as usize, pid, ds)?;
+                    shadow.insert(hw, guest_index);
+                    fills += 1;
+                }
+                SplitFill::Fill(_) => return Ok(fills),
+                SplitFill::Emulate => {
+                    // Only when the data page is the instruction's own 4 KiB page and the
+                    // access itself is allowed.
+                    prop_assert_eq!((ea ^ pc) & !0xFFF, 0, "emulated only in the code page");
+                    prop_assert_eq!(
+                        reference_kind(model, map, ea, pid, pr, access, ds),
+                        Kind::Hit(model.first_match(ea, pid, ds).expect("hit"))
+                    );
+                    return Ok(fills);
+                }
+            },
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// MSR[IS] != MSR[DS] (issue 9, finding 1): for any guest TLB and host memory, and
+    /// any sequence of instructions (fetch at one address, data access at another, often
+    /// the same page), every instruction completes, faults into the guest or is emulated
+    /// after a bounded number of fills; every fill is small, restricted to its access class
+    /// and a subset of the guest's translation for that class; and no two shadow entries
+    /// ever hit at once.
+    #[test]
+    fn split_translation_spaces_never_livelock(
+        initial in prop::collection::vec(entry_write(), 1..16),
+        backings in prop::collection::vec(backing(), 1..12),
+        insns in prop::collection::vec((query(), query(), 0u32..4, access()), 1..24),
+        is in any::<bool>(),
+        pid in prop::sample::select(vec![0u8, 1, 2, 3]),
+        pr in any::<bool>(),
+    ) {
+        let (guest, model) = build(&initial);
+        let map = build_host(&model, &backings, &[]);
+        let mut shadow = ShadowTlb::<6>::new();
+        for (fetch_q, data_q, near, access) in &insns {
+            let access = if *access == Access::Execute { Access::Read } else { *access };
+            let (pc, _, _) = fetch_q.resolve(&model);
+            let pc = pc & !3;
+            // Half the time the data address is in the code's own page.
+            let ea = match near {
+                0 | 1 => (pc & !0xFFF) | (data_q.raw_ea & 0xFFF),
+                _ => data_q.resolve(&model).0,
+            };
+            run_split_instruction(&mut shadow, &guest, &model, &map, (pid, pr, is), pc, ea, access)?;
+            let slots: Vec<_> = shadow.occupied().map(|i| *shadow.slot(i).expect("occupied")).collect();
+            for (i, s) in slots.iter().enumerate() {
+                for t in &slots[i + 1..] {
+                    let same_pid =
+                        s.hw.tid == t.hw.tid || s.hw.tid == TID_SHARED || t.hw.tid == TID_SHARED;
+                    prop_assert!(
+                        !(same_pid && overlaps(hw_range(&s.hw), hw_range(&t.hw))),
+                        "multi-hit: {:?} {:?}", s, t
+                    );
+                }
+            }
         }
     }
 }

@@ -105,6 +105,100 @@ global_asm!(
     "    mtmsr 5",
     "    isync",
     "    blr",
+    // Split translation spaces (MSR[IS] != MSR[DS]). Each routine is 64-byte aligned and
+    // shorter than 64 bytes, so it lies in one 4 KiB page together with its data word.
+    // Store r4 to *(r3) with MSR[DS] = 1.
+    "    .balign 64",
+    "    .global st_store_ds, st_store_ds_insn",
+    "st_store_ds:",
+    "    mfmsr 5",
+    "    ori 6, 5, {msr_ds}",
+    "    mtmsr 6",
+    "    isync",
+    "st_store_ds_insn:",
+    "    stw 4, 0(3)",
+    "    mtmsr 5",
+    "    isync",
+    "    blr",
+    // Load r3 = *(r3) with MSR[IS] = 1: every instruction from the isync on is fetched in
+    // translation space 1; the load itself is a data access in space 0. The word at
+    // st_is_load_data is in the same page.
+    "    .balign 64",
+    "    .global st_is_load, st_is_load_start, st_is_load_insn, st_is_load_data, st_is_load_end",
+    "st_is_load:",
+    "st_is_load_start:",
+    "    mfmsr 5",
+    "    ori 6, 5, {msr_is}",
+    "    mtmsr 6",
+    "    isync",
+    "st_is_load_insn:",
+    "    lwz 3, 0(3)",
+    "    mtmsr 5",
+    "    isync",
+    "    blr",
+    "st_is_load_data:",
+    "    .long 0x15D5A7A0",
+    "st_is_load_end:",
+    // Store r4 to *(r3) with MSR[IS] = 1 (data in space 0).
+    "    .balign 64",
+    "    .global st_is_store, st_is_store_start, st_is_store_data, st_is_store_end",
+    "st_is_store:",
+    "st_is_store_start:",
+    "    mfmsr 5",
+    "    ori 6, 5, {msr_is}",
+    "    mtmsr 6",
+    "    isync",
+    "    stw 4, 0(3)",
+    "    mtmsr 5",
+    "    isync",
+    "    blr",
+    "st_is_store_data:",
+    "    .long 0",
+    "st_is_store_end:",
+    // Load/store forms with MSR[DS] = 1 on a data block in the routine's own page (r3 =
+    // the block's EA, r4 = a 48-byte output area in space 0, where r28-r31 are saved too).
+    // The 512-byte alignment keeps routine and block in one 4 KiB page.
+    "    .balign 512",
+    "    .global st_ds_forms, st_ds_forms_data",
+    "st_ds_forms:",
+    "    stw 28, 32(4)",
+    "    stw 29, 36(4)",
+    "    stw 30, 40(4)",
+    "    stw 31, 44(4)",
+    "    addi 10, 3, 32",
+    "    mr 11, 3",
+    "    mfmsr 5",
+    "    ori 6, 5, {msr_ds}",
+    "    mtmsr 6",
+    "    isync",
+    "    lbz 7, 1(3)",
+    "    lha 8, 2(3)",
+    "    lwbrx 9, 0, 3",
+    "    stb 7, 16(3)",
+    "    sth 8, 18(3)",
+    "    stwu 9, 20(3)",
+    "    lmw 28, -20(3)",
+    "    dcbz 0, 10",
+    "    stmw 30, 64(10)",
+    "    mtmsr 5",
+    "    isync",
+    "    stw 7, 0(4)",
+    "    stw 8, 4(4)",
+    "    stw 9, 8(4)",
+    "    subf 3, 11, 3",
+    "    stw 3, 12(4)",
+    "    stw 28, 16(4)",
+    "    stw 29, 20(4)",
+    "    stw 30, 24(4)",
+    "    stw 31, 28(4)",
+    "    lwz 28, 32(4)",
+    "    lwz 29, 36(4)",
+    "    lwz 30, 40(4)",
+    "    lwz 31, 44(4)",
+    "    blr",
+    "    .balign 32",
+    "st_ds_forms_data:",
+    "    .space 128",
     // Call the function at r3 (returns its r3).
     "    .global st_call",
     "st_call:",
@@ -394,6 +488,10 @@ extern "C" {
     fn st_lwarx(addr: u32) -> u32;
     fn st_stwcx(addr: u32, value: u32);
     fn st_load_ds(addr: u32) -> u32;
+    fn st_store_ds(addr: u32, value: u32);
+    fn st_is_load(addr: u32) -> u32;
+    fn st_is_store(addr: u32, value: u32);
+    fn st_ds_forms(data: u32, out: u32);
     fn st_call(f: u32) -> u32;
     fn st_call_is(f: u32) -> u32;
     fn st_rfi_to(msr: u32) -> u32;
@@ -441,6 +539,14 @@ wrap!(/// `stwcx.`.
     stwcx(addr: u32, value: u32) = st_stwcx);
 wrap!(/// A load with MSR[DS] = 1.
     load_ds(addr: u32) -> u32 = st_load_ds);
+wrap!(/// A store with MSR[DS] = 1.
+    store_ds(addr: u32, value: u32) = st_store_ds);
+wrap!(/// A load with MSR[IS] = 1 (the routine must be mapped in space 1, see `st_is_load`).
+    is_load(addr: u32) -> u32 = st_is_load);
+wrap!(/// A store with MSR[IS] = 1 (the routine must be mapped in space 1).
+    is_store(addr: u32, value: u32) = st_is_store);
+wrap!(/// Load/store forms with MSR[DS] = 1 on `data` (see `st_ds_forms`); results to `out`.
+    ds_forms(data: u32, out: u32) = st_ds_forms);
 wrap!(/// Calls the code at `f` (which must `blr` with a result in r3).
     call(f: u32) -> u32 = st_call);
 wrap!(/// Calls the code at `f` with MSR[IS] = 1.

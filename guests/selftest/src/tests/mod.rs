@@ -11,6 +11,7 @@ mod exceptions;
 mod interrupts;
 mod msr;
 mod rfi;
+mod split;
 mod spr;
 mod timer;
 mod tlbtests;
@@ -62,6 +63,10 @@ pub static TESTS: &[Test] = &[
     ("tlb_invalidate", tlbtests::invalidate),
     ("tlb_execute_alias", tlbtests::execute_alias),
     ("cache_and_sync_ops", tlbtests::cache_and_sync_ops),
+    ("split_ds1_load", split::ds_load),
+    ("split_ds1_store", split::ds_store),
+    ("split_ds1_forms", split::ds_forms),
+    ("split_is1_fetch_ds0_data", split::is_fetch_ds0_data),
     ("rfi_supervisor", rfi::rfi_supervisor),
     ("rfi_user_sc", rfi::rfi_user_sc),
     ("rfci_return", rfi::rfci_return),

@@ -35,6 +35,50 @@ pub fn system_reset() -> ! {
     }
 }
 
+/// Whether `[phys, phys + len)` lies inside RAM (below `ram_end`).
+fn in_ram(phys: u32, len: usize, ram_end: u32) -> bool {
+    (phys as u64) + (len as u64) <= ram_end as u64
+}
+
+/// Copies `buf.len()` bytes from physical `phys` through the kernel's 1:1 RAM mapping.
+/// Returns false (and reads nothing) unless the whole range is RAM.
+pub fn read_phys_bytes(phys: u32, buf: &mut [u8], ram_end: u32) -> bool {
+    if !in_ram(phys, buf.len(), ram_end) {
+        return false;
+    }
+    for (i, b) in buf.iter_mut().enumerate() {
+        // SAFETY: the range is RAM below `ram_end`, mapped 1:1 for the kernel
+        // (tlb::install_kernel_map); byte reads have no alignment requirement.
+        *b = unsafe { ((phys as usize + i) as *const u8).read_volatile() };
+    }
+    true
+}
+
+/// Copies `buf` to physical `phys` through the kernel's 1:1 RAM mapping, then writes the
+/// touched data cache blocks back and invalidates them in the instruction cache (the
+/// bytes may be code the guest runs next). Returns false (and writes nothing) unless the
+/// whole range is RAM.
+pub fn write_phys_bytes(phys: u32, buf: &[u8], ram_end: u32) -> bool {
+    if !in_ram(phys, buf.len(), ram_end) {
+        return false;
+    }
+    for (i, b) in buf.iter().enumerate() {
+        // SAFETY: as in `read_phys_bytes`; the caller checked that the guest and the VMM
+        // allow this store to this RAM, which belongs to the guest's VM.
+        unsafe { ((phys as usize + i) as *mut u8).write_volatile(*b) };
+    }
+    let line = ppc440::decode::DCACHE_LINE;
+    let mut a = phys & !(line - 1);
+    while (a as u64) < phys as u64 + buf.len() as u64 {
+        // SAFETY: cache block operations on RAM the kernel maps; they change no data.
+        unsafe { core::arch::asm!("dcbst 0, {a}", "msync", "icbi 0, {a}", a = in(reg) a) };
+        a += line;
+    }
+    // SAFETY: a context synchronization, no memory effect.
+    unsafe { core::arch::asm!("isync") };
+    true
+}
+
 /// Reads an instruction or data word at a physical address through the kernel's 1:1
 /// RAM mapping. Returns `None` outside RAM.
 pub fn read_phys_u32(phys: u32, ram_end: u32) -> Option<u32> {

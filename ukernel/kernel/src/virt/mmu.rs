@@ -7,7 +7,8 @@ use crate::api::{frame_of, ipc, space, thread, thread::FaultWait};
 use crate::arch::{msr, tlb, vector, TrapFrame};
 use kestrel_abi::{label, MsgTag, Rights, TracePoint, VirtFault, PAGE_SIZE};
 use kestrel_vtlb::{
-    shadow_fill, Access, FillResult, GuestPhysMap, HostPage, HwEntry, ShadowTlb, SlotMask, TlbError,
+    shadow_fill, split_fill, Access, FillResult, GuestPhysMap, HostPage, HwEntry, ShadowTlb,
+    SlotMask, SplitFill, TlbError,
 };
 
 /// Hardware TLB slots used for the running VM.
@@ -122,14 +123,22 @@ pub fn guest_tlbwe(
     Ok(())
 }
 
+/// Whether a guest MSR has `MSR[IS]` != `MSR[DS]`: fetches and data accesses then use
+/// different guest translation spaces, and fills go through [`split_fill`].
+#[inline(always)]
+pub fn is_split(guest_msr: u32) -> bool {
+    (guest_msr & msr::IS != 0) != (guest_msr & msr::DS != 0)
+}
+
 /// The guest has just completed entry `index` (word 2 is the last word its TLB-miss
 /// handler writes, Linux's included): if the entry covers the address of the miss the
 /// guest is handling (DEAR for data, else SRR0 for a fetch), fill the hardware entry now,
 /// exactly as the miss that the guest's retry would take after `rfi` would fill it. That
 /// saves the retry's exit. The fill is computed for the guest's current PID and
-/// translation space (so the shadow invariant holds whatever the guest does next) and
+/// translation spaces (so the shadow invariant holds whatever the guest does next) and
 /// its mode after `rfi` (SRR1[PR]); nothing is filled when the `rfi` would switch the
-/// translation space (that flushes the shadow) or when the fill would not be a plain hit.
+/// translation space (that flushes the shadow) or when the fill would not be a plain hit
+/// (in split mode, as [`split_fill`] says for the retried instruction at SRR0).
 fn prefill(k: &mut Kernel, vi: usize, index: u32) {
     if k.vm.shadow_owner != vi as u8 {
         return;
@@ -150,16 +159,19 @@ fn prefill(k: &mut Kernel, vi: usize, index: u32) {
         return;
     }
     let (ts, pr, pid) = (s.msr & ts_bit != 0, s.srr1 & msr::PR != 0, s.pid as u8);
-    let split = (s.msr & msr::IS != 0) != (s.msr & msr::DS != 0);
     let sid = k.threads[v.thread].space;
-    if let FillResult::Hit { hw, guest_index } =
-        shadow_fill(&v.tlb, &VmSpace { k, sid }, ea, pid, pr, access, ts)
-    {
-        install(
-            k,
-            if split { hw.restricted_to(access) } else { hw },
-            guest_index,
-        );
+    let gmap = VmSpace { k, sid };
+    let res = if is_split(s.msr) {
+        let (is, ds) = (s.msr & msr::IS != 0, s.msr & msr::DS != 0);
+        match split_fill(&v.tlb, &gmap, ea, pid, pr, access, is, ds, s.srr0) {
+            SplitFill::Fill(r) => r,
+            SplitFill::Emulate => return,
+        }
+    } else {
+        shadow_fill(&v.tlb, &gmap, ea, pid, pr, access, ts)
+    };
+    if let FillResult::Hit { hw, guest_index } = res {
+        install(k, hw, guest_index);
     }
 }
 
@@ -221,6 +233,24 @@ pub fn guest_read_u32(k: &Kernel, vi: usize, ea: u32, fetch: bool) -> Option<u32
     crate::arch::read_phys_u32(hpa, k.mem.ram_end)
 }
 
+/// The data fill for `ea` and `access` in the guest's current mode, PID and data
+/// translation space (`MSR[DS]`), at the VM's full page size: what the kernel's software
+/// translation of a guest data access checks (`split::emulate`).
+pub fn data_fill(k: &Kernel, vi: usize, ea: u32, access: Access) -> FillResult {
+    let v = &k.vm.vcpus[vi];
+    let s = &v.s;
+    let sid = k.threads[v.thread].space;
+    shadow_fill(
+        &v.tlb,
+        &VmSpace { k, sid },
+        ea,
+        s.pid as u8,
+        s.msr & msr::PR != 0,
+        access,
+        s.msr & msr::DS != 0,
+    )
+}
+
 /// A hardware TLB miss or storage exception of the running vCPU.
 pub fn tlb_fault(
     k: &mut Kernel,
@@ -231,28 +261,32 @@ pub fn tlb_fault(
     access: Access,
     esr: u32,
 ) -> Option<usize> {
-    let (ts, pr, pid) = {
+    let (guest_msr, pr, pid) = {
         let s = &k.vm.vcpus[vi].s;
-        let ts = s.msr
-            & if access == Access::Execute {
-                msr::IS
-            } else {
-                msr::DS
-            }
-            != 0;
-        (ts, s.msr & msr::PR != 0, s.pid as u8)
+        (s.msr, s.msr & msr::PR != 0, s.pid as u8)
     };
-    let sid = k.threads[cur].space;
-    let res = shadow_fill(
-        &k.vm.vcpus[vi].tlb,
-        &VmSpace { k, sid },
-        ea,
-        pid,
-        pr,
-        access,
-        ts,
-    );
+    let (is, ds) = (guest_msr & msr::IS != 0, guest_msr & msr::DS != 0);
     let is_fetch = access == Access::Execute;
+    let sid = k.threads[cur].space;
+    let gmap = VmSpace { k, sid };
+    let tlb = &k.vm.vcpus[vi].tlb;
+    let res = if is_split(guest_msr) {
+        // Fetches and data accesses translate through different guest spaces.
+        match split_fill(tlb, &gmap, ea, pid, pr, access, is, ds, f.regs.ip) {
+            SplitFill::Fill(r) => Some(r),
+            SplitFill::Emulate => None,
+        }
+    } else {
+        Some(shadow_fill(
+            tlb,
+            &gmap,
+            ea,
+            pid,
+            pr,
+            access,
+            if is_fetch { is } else { ds },
+        ))
+    };
     let tp = if is_fetch {
         TracePoint::ItlbMiss
     } else {
@@ -260,102 +294,19 @@ pub fn tlb_fault(
     };
     let t0 = crate::arch::spr::timebase();
     let out = match res {
-        FillResult::Hit { hw, guest_index } => {
-            let hw = if k.vm.vcpus[vi].s.msr & msr::IS != 0 && k.vm.vcpus[vi].s.msr & msr::DS == 0
-                || k.vm.vcpus[vi].s.msr & msr::IS == 0 && k.vm.vcpus[vi].s.msr & msr::DS != 0
-            {
-                hw.restricted_to(access)
-            } else {
-                hw
-            };
+        None => {
+            // The data page is the instruction's own page under another translation:
+            // perform the access in software (counted as a data TLB miss).
+            super::split::emulate(k, cur, vi, f)
+        }
+        Some(FillResult::Hit { hw, guest_index }) => {
             install(k, hw, guest_index);
             None
         }
-        FillResult::GuestMiss => {
-            let s = &mut k.vm.vcpus[vi].s;
-            if !is_fetch {
-                s.dear = ea;
-                s.esr = esr & crate::arch::esr::ST;
-            }
-            let pc = f.regs.ip;
-            inject(
-                k,
-                vi,
-                f,
-                if is_fetch {
-                    vector::ITLB_MISS
-                } else {
-                    vector::DTLB_MISS
-                },
-                pc,
-            );
+        Some(FillResult::PhysMiss { gpa }) => return phys_miss(k, cur, vi, f, gpa, access),
+        Some(other) => {
+            guest_fault(k, vi, f, ea, access, esr, other);
             None
-        }
-        FillResult::GuestProtection => {
-            let s = &mut k.vm.vcpus[vi].s;
-            if !is_fetch {
-                s.dear = ea;
-                s.esr = esr & crate::arch::esr::ST;
-            } else {
-                s.esr = 0;
-            }
-            let pc = f.regs.ip;
-            inject(
-                k,
-                vi,
-                f,
-                if is_fetch { vector::ISI } else { vector::DSI },
-                pc,
-            );
-            trace(k, vi, TracePoint::ExceptReflect, 0);
-            None
-        }
-        FillResult::PhysMiss { gpa } => {
-            // Device memory: pages the VMM declared (a device pte without a frame in the
-            // VM space) and everything above 4 GiB, which a VM space cannot map.
-            let device = gpa > u32::MAX as u64 || space::is_declared_device(k, sid, gpa as u32);
-            if device && !is_fetch {
-                let pc = f.regs.ip;
-                let insn = guest_read_u32(k, vi, pc, true).unwrap_or(0);
-                trace(k, vi, TracePoint::SyscallIpc, 0);
-                return virt_fault(k, cur, vi, VirtFault::Mmio, insn, gpa);
-            }
-            if gpa > u32::MAX as u64 {
-                // An instruction fetch from device memory above 4 GiB: nothing to run.
-                let pc = f.regs.ip;
-                k.vm.vcpus[vi].s.mcsr = 0;
-                inject(k, vi, f, vector::MACHINE_CHECK, pc);
-                return None;
-            }
-            let gpa = gpa as u32;
-            let right = match access {
-                Access::Read => Rights::R,
-                Access::Write => Rights::W,
-                Access::Execute => Rights::X,
-            };
-            let tag = MsgTag::new(label::PAGEFAULT | right.0 as u16, kestrel_abi::pf::WORDS, 0);
-            let pager = k.threads[cur].pager;
-            let pc = f.regs.ip;
-            trace(k, vi, TracePoint::PageFaultIpc, 0);
-            match ipc::fault_ipc(
-                k,
-                cur,
-                FaultWait::PageFault,
-                pager,
-                [tag.0, gpa, pc, 0, 0, 0, 0],
-            ) {
-                Ok(h) => return h,
-                Err(ipc::NoFaultHandler) => {
-                    thread::stop(
-                        k,
-                        cur,
-                        format_args!(
-                            "guest-physical fault at {gpa:#010x} (pc {pc:#010x}) and no VMM pager"
-                        ),
-                    );
-                    return None;
-                }
-            }
         }
     };
     let cost = crate::arch::spr::timebase()
@@ -364,4 +315,100 @@ pub fn tlb_fault(
     trace(k, vi, tp, cost);
     let _ = frame_of;
     out
+}
+
+/// Reflects a [`FillResult::GuestMiss`] (TLB miss) or [`FillResult::GuestProtection`]
+/// (storage interrupt) of `access` at `ea` into the guest, with DEAR and ESR[ST] (from
+/// `esr`) for data accesses, as the hardware would.
+pub fn guest_fault(
+    k: &mut Kernel,
+    vi: usize,
+    f: &mut TrapFrame,
+    ea: u32,
+    access: Access,
+    esr: u32,
+    res: FillResult,
+) {
+    let is_fetch = access == Access::Execute;
+    let s = &mut k.vm.vcpus[vi].s;
+    if !is_fetch {
+        s.dear = ea;
+        s.esr = esr & crate::arch::esr::ST;
+    }
+    let pc = f.regs.ip;
+    if res == FillResult::GuestMiss {
+        let vector = if is_fetch {
+            vector::ITLB_MISS
+        } else {
+            vector::DTLB_MISS
+        };
+        inject(k, vi, f, vector, pc);
+    } else {
+        if is_fetch {
+            s.esr = 0;
+        }
+        inject(
+            k,
+            vi,
+            f,
+            if is_fetch { vector::ISI } else { vector::DSI },
+            pc,
+        );
+        trace(k, vi, TracePoint::ExceptReflect, 0);
+    }
+}
+
+/// The guest allows `access` to guest-physical `gpa` but the VM space has no frame there
+/// with the right: device memory becomes an MMIO virtualization fault to the VMM, an
+/// instruction fetch above 4 GiB a machine check, anything else a page-fault IPC to the
+/// vCPU's pager (the VMM), after whose reply the guest retries the instruction.
+pub fn phys_miss(
+    k: &mut Kernel,
+    cur: usize,
+    vi: usize,
+    f: &mut TrapFrame,
+    gpa: u64,
+    access: Access,
+) -> Option<usize> {
+    let is_fetch = access == Access::Execute;
+    let sid = k.threads[cur].space;
+    // Device memory: pages the VMM declared (a device pte without a frame in the VM
+    // space) and everything above 4 GiB, which a VM space cannot map.
+    let device = gpa > u32::MAX as u64 || space::is_declared_device(k, sid, gpa as u32);
+    if device && !is_fetch {
+        let pc = f.regs.ip;
+        let insn = guest_read_u32(k, vi, pc, true).unwrap_or(0);
+        trace(k, vi, TracePoint::SyscallIpc, 0);
+        return virt_fault(k, cur, vi, VirtFault::Mmio, insn, gpa);
+    }
+    if gpa > u32::MAX as u64 {
+        // An instruction fetch from device memory above 4 GiB: nothing to run.
+        let pc = f.regs.ip;
+        k.vm.vcpus[vi].s.mcsr = 0;
+        inject(k, vi, f, vector::MACHINE_CHECK, pc);
+        return None;
+    }
+    let gpa = gpa as u32;
+    let right = access.right();
+    let tag = MsgTag::new(label::PAGEFAULT | right.0 as u16, kestrel_abi::pf::WORDS, 0);
+    let pager = k.threads[cur].pager;
+    let pc = f.regs.ip;
+    trace(k, vi, TracePoint::PageFaultIpc, 0);
+    match ipc::fault_ipc(
+        k,
+        cur,
+        FaultWait::PageFault,
+        pager,
+        [tag.0, gpa, pc, 0, 0, 0, 0],
+    ) {
+        Ok(h) => h,
+        Err(ipc::NoFaultHandler) => {
+            thread::stop(
+                k,
+                cur,
+                format_args!("guest-physical fault at {gpa:#010x} (pc {pc:#010x}) and no VMM pager"),
+            );
+            None
+        }
+    }
 }

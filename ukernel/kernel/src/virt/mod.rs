@@ -18,6 +18,7 @@ pub mod control;
 pub mod emulate;
 pub mod fast;
 pub mod mmu;
+pub mod split;
 
 use crate::api::{frame_of, hooks::Virtualization, ipc, thread, thread::FaultWait, Kernel};
 use crate::arch::{msr, spr, tcr, tsr, vector, TrapFrame};
