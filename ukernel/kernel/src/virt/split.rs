@@ -14,9 +14,10 @@
 //! the VM space (the VMM's rights); a guest miss or protection fault is reflected with
 //! DEAR and ESR[ST] as the hardware would, device memory goes to the VMM as an MMIO
 //! fault and unmapped RAM to the pager as usual, and a store writes nothing unless every
-//! piece may be written. Anything else (`lwarx`/`stwcx.`, whose reservation the kernel
-//! cannot hand to the hardware, and the string instructions) stops the vCPU with one line
-//! naming the instruction: never a silent retry.
+//! piece may be written. An invalid load/store form gets the illegal-instruction program
+//! interrupt QEMU's 440 raises for it. Anything else (`lwarx`/`stwcx.`, whose reservation
+//! the kernel cannot hand to the hardware, and the string instructions) stops the vCPU
+//! with one line naming the instruction: never a silent retry.
 
 use super::{mmu, Kernel};
 use crate::api::thread;
@@ -76,6 +77,14 @@ pub fn emulate(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> Opti
             let base = if ra == 0 { 0 } else { gpr[ra] };
             let ea = base.wrapping_add(gpr[decode::RB.get(w) as usize]);
             (Op::Touch, ea, 1, Access::Read)
+        }
+        Insn::Invalid(_) => {
+            // An invalid load/store form (update with RA = 0 or RA = RT, `lmw` loading
+            // RA): QEMU's 440 raises an illegal-instruction program interrupt for these
+            // before any access, so the guest gets the same.
+            k.vm.vcpus[vi].s.esr = esr::PIL;
+            super::inject(k, vi, f, crate::arch::vector::PROGRAM, pc);
+            return None;
         }
         _ => return unable(k, cur, pc, word, "not a load, store or cache operation it emulates"),
     };
