@@ -40,13 +40,16 @@ pub use vcpu::*;
 pub enum Syscall {
     /// `Ipc(to, from_spec, timeouts, tag, MR1..)`: send and/or receive (L4 X.2 Ipc).
     Ipc = 0,
-    /// `ThreadControl(dest, space_spec, priority, pager, utcb)`: create/delete (root only).
+    /// `ThreadControl(dest, space_spec, priority, pager, utcb, flags, scheduler, ceiling)`:
+    /// create/modify/delete (root only). `scheduler` (r9) nil = the caller; `ceiling` (r10)
+    /// counts only with [`tcflags::CEILING`]. See `docs/adr/0013-priorities.md`.
     ThreadControl = 1,
     /// `ExchangeRegisters(dest, control, sp, ip, pager, exc_handler)`.
     ExchangeRegisters = 2,
     /// `ThreadSwitch(dest)`: yield, optionally donating the rest of the slice to `dest`.
     ThreadSwitch = 3,
-    /// `Schedule(dest, priority, timeslice_us)`.
+    /// `Schedule(dest, priority, timeslice_us)`: by `dest`'s scheduler (a thread in its
+    /// scheduler's space) or the root space only, up to `dest`'s space's ceiling.
     Schedule = 4,
     /// `Unmap(fpage, flags)`: revoke rights on mappings derived from the caller's.
     Unmap = 5,
@@ -112,6 +115,13 @@ pub enum KError {
     Busy = 10,
     /// No such system call number.
     NoSyscall = 11,
+    /// `Schedule` by a thread that is not the destination's scheduler (nor in its
+    /// scheduler's address space, nor in the root space).
+    NotScheduler = 12,
+    /// The priority is above the ceiling of the destination's address space (or, for a
+    /// scheduler outside the root space, above the ceiling of its own), or a new space's
+    /// ceiling is above the ceiling of its scheduler's space.
+    AboveCeiling = 13,
 }
 
 impl KError {
@@ -128,6 +138,8 @@ impl KError {
             9 => Self::InvalidIrq,
             10 => Self::Busy,
             11 => Self::NoSyscall,
+            12 => Self::NotScheduler,
+            13 => Self::AboveCeiling,
             _ => return None,
         })
     }
@@ -156,6 +168,8 @@ impl KError {
             Self::InvalidIrq => "no such interrupt line or already attached",
             Self::Busy => "object exists or is busy",
             Self::NoSyscall => "no such system call",
+            Self::NotScheduler => "the caller is not the thread's scheduler",
+            Self::AboveCeiling => "priority above the address space's ceiling",
         }
     }
 }

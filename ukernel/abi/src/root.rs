@@ -21,6 +21,13 @@
 //! | [`Request::Archive`] | dest | size, offset | read-only maps of the archive at dest |
 //! | [`Request::Exit`] | code | (none: the program is deleted) | |
 //!
+//! Priorities (`docs/adr/0013-priorities.md`): a program's first space has a ceiling,
+//! [`VMM_CEILING`] for programs with the vCPU right and [`PROGRAM_CEILING`] for the
+//! others, and its first thread runs at that ceiling with the root task as its scheduler.
+//! A thread or vCPU the root creates on request gets the requesting thread as its
+//! scheduler (which may then `Schedule` it) and, in a new space, the ceiling of the
+//! requester's space; no priority above the ceiling is accepted.
+//!
 //! Requests that hand out memory need the caller's receive window (UTCB acceptor) to
 //! cover `dest`. A program's first thread starts with its module name in r3..r8
 //! ([`name_words`]); the runtime prefixes console lines with it.
@@ -44,6 +51,15 @@ pub const MAX_RAM: u32 = 256 << 20;
 pub const MAX_THREADS: u32 = 32;
 /// Longest program (module) name, as in the boot-module archive.
 pub const NAME_WORDS: usize = 6;
+/// The priority a VMM gives its vCPUs, and the ceiling of every program without the vCPU
+/// right: a native program's threads share the processor round robin with the vCPUs (in
+/// slices of at most `MAX_DELEGATED_TIMESLICE_US`) and can never preempt them.
+pub const VCPU_PRIORITY: u32 = 90;
+/// Ceiling of a program without the vCPU right (its first thread runs at it).
+pub const PROGRAM_CEILING: u32 = VCPU_PRIORITY;
+/// Ceiling of a program with the vCPU right (a VMM; its first thread runs at it): above
+/// its vCPUs, so it answers their faults at once, and below the root task.
+pub const VMM_CEILING: u32 = crate::thread::ROOT_PRIORITY - 1;
 
 /// Request ops (label − [`LABEL`]).
 pub mod op {
@@ -73,8 +89,10 @@ pub enum Request {
     /// `count` unused thread numbers for the caller's program.
     Threads { count: u32 },
     /// Create thread `id` (one of the program's numbers) in the space of `space` (a
-    /// thread of the program), or in a new space if `space == id`, with `pager` (a thread
-    /// of the program), and start it at `ip` with stack pointer `sp`. Its UTCB is at
+    /// thread of the program), or in a new space if `space == id` (with the ceiling of the
+    /// caller's space), with `pager` (a thread of the program), the caller as its
+    /// scheduler, at `priority` (at most the program's and the space's ceiling), and start
+    /// it at `ip` with stack pointer `sp`. Its UTCB is at
     /// `kestrel_user::rt::utcb_addr_for(number)`.
     CreateThread {
         id: ThreadId,
@@ -97,7 +115,8 @@ pub enum Request {
         flags: u32,
     },
     /// Create vCPU `id` (one of the program's numbers) in a new VM space with the caller
-    /// as its pager and VMM. Needs the vCPU right (`root.vcpu=`; `kestrel-vmm` by default).
+    /// as its pager, VMM and scheduler, at `priority` (at most the caller's ceiling). Needs
+    /// the vCPU right (`root.vcpu=`; `kestrel-vmm` by default).
     Vcpu { id: ThreadId, priority: u32 },
     /// Map the whole boot-module archive read-only at `dest` (page aligned); the reply
     /// says where in the first page it starts and how long it is.

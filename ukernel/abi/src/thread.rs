@@ -122,6 +122,12 @@ pub const MAX_PRIORITY: u32 = 255;
 pub const ROOT_PRIORITY: u32 = 100;
 /// Default timeslice given to new threads, in microseconds.
 pub const DEFAULT_TIMESLICE_US: u32 = 10_000;
+/// Longest timeslice `Schedule` accepts from the root space, in microseconds.
+pub const MAX_TIMESLICE_US: u32 = 10_000_000;
+/// Longest timeslice `Schedule` accepts from a scheduler outside the root space (a
+/// delegated scheduler such as a VMM): no longer than the default, so a thread at the same
+/// priority as another program's never holds the processor longer than one default slice.
+pub const MAX_DELEGATED_TIMESLICE_US: u32 = DEFAULT_TIMESLICE_US;
 
 /// `InterruptControl` flags (r5).
 pub mod irqflags {

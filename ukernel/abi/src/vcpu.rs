@@ -11,6 +11,13 @@
 pub mod tcflags {
     /// The new thread is a vCPU (requires a new space: `space_spec == dest`).
     pub const VCPU: u32 = 1 << 0;
+    /// r10 holds a priority ceiling: for a new space, its ceiling (at most the ceiling of
+    /// the space of the new thread's scheduler; without the flag it inherits that ceiling);
+    /// for an existing thread, the new ceiling of its space (threads above it are lowered
+    /// to it). See `docs/adr/0013-priorities.md`.
+    pub const CEILING: u32 = 1 << 1;
+    /// Every defined bit.
+    pub const ALL: u32 = VCPU | CEILING;
 }
 
 /// `VcpuControl(dest, op, a, b)` operations (r4).

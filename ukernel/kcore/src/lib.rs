@@ -6,6 +6,7 @@
 //!
 //! - [`mapdb`]: the L4 mapping database (who derived which page from whom; revocation);
 //! - [`readyq`]: the scheduler's 256 priority run queues with O(1) highest-priority lookup;
+//! - [`prio`]: who may set a thread's priority, and how high (schedulers and ceilings);
 //! - [`pid`]: the allocator for the PPC440's 8-bit TLB PIDs (TIDs) with stealing;
 //! - [`bootinfo`]: board facts (RAM, clocks, UART, UIC, initrd) from QEMU's device tree;
 //! - [`elf`]: the validated load plan for the root task's ELF image (and, through
@@ -25,6 +26,7 @@ pub mod bootinfo;
 pub mod elf;
 pub mod mapdb;
 pub mod pid;
+pub mod prio;
 pub mod ramalloc;
 pub mod readyq;
 

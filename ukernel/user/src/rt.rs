@@ -1,6 +1,6 @@
 //! Start-up code, thread spawning, program exit and the panic handler for native tasks.
 
-use crate::sys::{exchange_registers, my_id, shutdown, thread_control};
+use crate::sys::{exchange_registers, my_id, shutdown, thread_control, thread_control_all};
 use core::arch::global_asm;
 use core::sync::atomic::{AtomicU32, Ordering};
 use kestrel_abi::{exreg, root, KError, ThreadId, MAX_THREAD_NO};
@@ -180,21 +180,25 @@ pub fn spawn_space(
     priority: u32,
     pager: ThreadId,
 ) -> Result<(), KError> {
-    create_started(id, id, priority, pager, ip, sp)
+    create_started(id, id, priority, pager, ThreadId::NIL, ip, sp)
 }
 
 /// Creates thread `id` in `space` (`id` itself: a new space) with its UTCB in the runtime's
-/// layout and starts it at `ip` with stack pointer `sp`. Root task only (ThreadControl is
-/// privileged): [`spawn_space`] and the root task's `CreateThread` request use it.
+/// layout, scheduled by `scheduler` (nil: the caller; a new space inherits the ceiling of
+/// the scheduler's space), and starts it at `ip` with stack pointer `sp`. Root task only
+/// (ThreadControl is privileged): [`spawn_space`] and the root task's `CreateThread`
+/// request use it.
 pub fn create_started(
     id: ThreadId,
     space: ThreadId,
     priority: u32,
     pager: ThreadId,
+    scheduler: ThreadId,
     ip: u32,
     sp: u32,
 ) -> Result<(), KError> {
-    thread_control(id, space, priority, pager, utcb_addr_for(id.number()))?;
+    let utcb = utcb_addr_for(id.number());
+    thread_control_all(id, space, priority, pager, utcb, 0, scheduler, 0)?;
     exchange_registers(
         id,
         exreg::START | exreg::SET_IP | exreg::SET_SP,

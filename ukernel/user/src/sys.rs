@@ -78,6 +78,37 @@ pub fn thread_control_flags(
     KError::check(r[0])
 }
 
+/// `ThreadControl` with every argument: `flags` (r8), `scheduler` (r9, nil = the caller)
+/// and `ceiling` (r10, read with `tcflags::CEILING`); see `docs/adr/0013-priorities.md`.
+#[allow(clippy::too_many_arguments)]
+pub fn thread_control_all(
+    dest: ThreadId,
+    space: ThreadId,
+    priority: u32,
+    pager: ThreadId,
+    utcb_addr: u32,
+    flags: u32,
+    scheduler: ThreadId,
+    ceiling: u32,
+) -> Result<(), KError> {
+    let r = syscall(
+        Syscall::ThreadControl,
+        [
+            dest.0,
+            space.0,
+            priority,
+            pager.0,
+            utcb_addr,
+            flags,
+            scheduler.0,
+            ceiling,
+            0,
+            0,
+        ],
+    );
+    KError::check(r[0])
+}
+
 /// `VcpuControl(dest, op, a, b, c)`.
 pub fn vcpu_control(dest: ThreadId, op: u32, a: u32, b: u32, c: u32) -> Result<(), KError> {
     let r = syscall(Syscall::VcpuControl, [dest.0, op, a, b, c, 0, 0, 0, 0, 0]);

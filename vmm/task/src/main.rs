@@ -41,7 +41,8 @@ use machine::{Machine, Outcome};
 
 /// Most VMs one VMM runs (guest RAM and kernel thread slots bound it in practice).
 const MAX_VMS: usize = 4;
-const VCPU_PRIORITY: u32 = 90;
+/// The vCPUs' priority: the one the root task's ceilings are built around.
+const VCPU_PRIORITY: u32 = kestrel_abi::root::VCPU_PRIORITY;
 /// Where the VMM sees the boot-module archive (16 MiB aligned, read-only, from the root).
 const ARCHIVE_VA: u32 = 0x6000_0000;
 /// Where VM i's guest RAM lives in the VMM's space: `GUEST_RAM_VA + i * GUEST_RAM_STRIDE`.

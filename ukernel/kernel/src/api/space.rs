@@ -43,6 +43,9 @@ pub struct Space {
     pub privileged: bool,
     /// A VM's guest-physical space: every address is the guest's.
     pub vm: bool,
+    /// Highest priority any thread of the space may be given (`kcore::prio`); the root
+    /// space's is `MAX_PRIORITY`, every other space's is set when its first thread is made.
+    pub ceiling: u8,
     pub root: [u32; ROOT_ENTRIES],
     /// Per 16 MiB region of the first 256 MiB: whether the region is mapped as one
     /// host-contiguous block (see [`linear_region`]). Filled on demand, cleared by every
@@ -60,6 +63,7 @@ impl Space {
             nthreads: 0,
             privileged: false,
             vm: false,
+            ceiling: 0,
             root: [0; ROOT_ENTRIES],
             linear: [const { Cell::new(LINEAR_UNKNOWN) }; LINEAR_REGIONS],
         }
@@ -224,6 +228,12 @@ pub fn create(k: &mut Kernel, privileged: bool) -> Option<u16> {
     s.nthreads = 0;
     s.privileged = privileged;
     s.vm = false;
+    // The creator of an unprivileged space sets its ceiling (thread::sys_thread_control).
+    s.ceiling = if privileged {
+        kestrel_abi::MAX_PRIORITY as u8
+    } else {
+        0
+    };
     s.root = [0; ROOT_ENTRIES];
     for c in s.linear.iter() {
         c.set(LINEAR_UNKNOWN);

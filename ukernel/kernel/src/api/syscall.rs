@@ -25,7 +25,7 @@ pub fn dispatch(k: &mut Kernel, cur: usize) -> Option<usize> {
     let res: Result<(), KError> = match nr {
         Syscall::Ipc => unreachable!("handled above"),
         Syscall::ThreadControl => {
-            thread::sys_thread_control(k, cur, &[r[3], r[4], r[5], r[6], r[7], r[8]])
+            thread::sys_thread_control(k, cur, &[r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10]])
         }
         Syscall::ExchangeRegisters => {
             thread::sys_exchange_registers(k, cur, &[r[3], r[4], r[5], r[6], r[7], r[8]]).map(|o| {

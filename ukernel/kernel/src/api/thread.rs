@@ -7,9 +7,10 @@
 use super::{frame_of, frame_slot, hooks, ipc, sched, space, Kernel, IDLE, NTHREADS};
 use crate::arch::{msr, TrapFrame};
 use kestrel_abi::{
-    exreg, KError, ThreadId, Utcb, DEFAULT_TIMESLICE_US, FIRST_THREAD_NO, MAX_PRIORITY, PAGE_SIZE,
-    THREAD_NAME_LEN,
+    exreg, tcflags, KError, ThreadId, Utcb, DEFAULT_TIMESLICE_US, FIRST_THREAD_NO, MAX_PRIORITY,
+    PAGE_SIZE, THREAD_NAME_LEN,
 };
+use kestrel_kcore::prio;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(u8)]
@@ -55,6 +56,9 @@ pub struct Tcb {
     pub remaining_ticks: u32,
     pub pager: ThreadId,
     pub exc_handler: ThreadId,
+    /// The thread whose space may `Schedule` this thread (L4 X.2's scheduler); named by
+    /// `ThreadControl` (default: its caller). NIL: only the root space may.
+    pub scheduler: ThreadId,
     pub utcb_va: u32,
     pub utcb_pa: u32,
     /// Saved frame (for user threads: always the frame at the top of the stack).
@@ -97,6 +101,7 @@ impl Tcb {
         remaining_ticks: 10,
         pager: ThreadId::NIL,
         exc_handler: ThreadId::NIL,
+        scheduler: ThreadId::NIL,
         utcb_va: 0,
         utcb_pa: 0,
         frame: 0,
@@ -279,8 +284,12 @@ pub fn stop(k: &mut Kernel, i: usize, cause: core::fmt::Arguments) {
     }
 }
 
-/// `ThreadControl(dest, space_spec, priority, pager, utcb)`.
-pub fn sys_thread_control(k: &mut Kernel, cur: usize, r: &[u32; 6]) -> Result<(), KError> {
+/// `ThreadControl(dest, space_spec, priority, pager, utcb, flags, scheduler, ceiling)`.
+///
+/// `scheduler` nil names the caller. A new space gets the ceiling in `ceiling` with
+/// `tcflags::CEILING`, else its scheduler's space's ceiling, and never more than that
+/// (`kcore::prio::new_space_ceiling`); a thread's priority never exceeds its space's ceiling.
+pub fn sys_thread_control(k: &mut Kernel, cur: usize, r: &[u32; 8]) -> Result<(), KError> {
     if !k.spaces[k.threads[cur].space as usize].privileged {
         return Err(KError::NoPrivilege);
     }
@@ -290,7 +299,9 @@ pub fn sys_thread_control(k: &mut Kernel, cur: usize, r: &[u32; 6]) -> Result<()
     let pager = ThreadId(r[3]);
     let utcb = r[4];
     let flags = r[5];
-    if flags & !kestrel_abi::tcflags::VCPU != 0 {
+    let named_scheduler = ThreadId(r[6]);
+    let ceiling = (flags & tcflags::CEILING != 0).then_some(r[7]);
+    if flags & !tcflags::ALL != 0 {
         return Err(KError::InvalidParam);
     }
     if !dest.is_thread() {
@@ -309,35 +320,89 @@ pub fn sys_thread_control(k: &mut Kernel, cur: usize, r: &[u32; 6]) -> Result<()
     if prio > MAX_PRIORITY {
         return Err(KError::InvalidScheduler);
     }
+    // The scheduler: nil = the caller; otherwise a live thread.
+    let scheduler = if named_scheduler.is_nil() {
+        id_of(k, cur)
+    } else {
+        lookup(k, named_scheduler).ok_or(KError::InvalidThread)?;
+        named_scheduler
+    };
     if k.threads[i].state != State::Free {
-        if flags & kestrel_abi::tcflags::VCPU != 0 {
+        if flags & tcflags::VCPU != 0 {
             return Err(KError::Busy);
         }
-        // Modify an existing thread: only pager and priority.
+        // Modify an existing thread: pager, scheduler, priority, its space's ceiling.
         let j = lookup(k, dest).ok_or(KError::Busy)?;
+        let sid = k.threads[j].space as usize;
+        if k.spaces[sid].privileged && ceiling.is_some() {
+            // The root space's ceiling is the highest priority and stays so.
+            return Err(KError::InvalidSpace);
+        }
+        let new_ceiling = match ceiling {
+            Some(c) => prio::fits_ceiling(c, MAX_PRIORITY as u8)?,
+            None => k.spaces[sid].ceiling,
+        };
+        let prio = prio::fits_ceiling(prio, new_ceiling)?;
         k.threads[j].pager = pager;
-        sched::set_priority(k, j, prio as u8);
+        if !named_scheduler.is_nil() {
+            k.threads[j].scheduler = scheduler;
+        }
+        if ceiling.is_some() {
+            set_space_ceiling(k, sid as u16, new_ceiling);
+        }
+        sched::set_priority(k, j, prio);
         return Ok(());
     }
-    if flags & kestrel_abi::tcflags::VCPU != 0 {
+    // The ceiling of the space of the new thread's scheduler bounds a new space's.
+    let sched_ceiling = lookup(k, scheduler)
+        .map(|s| k.spaces[k.threads[s].space as usize].ceiling)
+        .ok_or(KError::InvalidThread)?;
+    if flags & tcflags::VCPU != 0 {
         if space_spec != dest {
             return Err(KError::InvalidSpace);
         }
-        return create_vcpu(k, i, dest.version(), prio as u8, pager);
+        let c = prio::new_space_ceiling(ceiling, sched_ceiling, prio)?;
+        create_vcpu(k, i, dest.version(), prio as u8, pager)?;
+        k.spaces[k.threads[i].space as usize].ceiling = c;
+        k.threads[i].scheduler = scheduler;
+        return Ok(());
     }
-    let sid = if space_spec == dest {
-        space::create(k, false).ok_or(KError::OutOfMemory)?
+    let (sid, new_space) = if space_spec == dest {
+        let c = prio::new_space_ceiling(ceiling, sched_ceiling, prio)?;
+        let sid = space::create(k, false).ok_or(KError::OutOfMemory)?;
+        k.spaces[sid as usize].ceiling = c;
+        (sid, true)
     } else {
+        if ceiling.is_some() {
+            // A ceiling belongs to a new space; an existing one is changed on its threads.
+            return Err(KError::InvalidParam);
+        }
         let j = lookup(k, space_spec).ok_or(KError::InvalidSpace)?;
-        k.threads[j].space
+        let sid = k.threads[j].space;
+        prio::fits_ceiling(prio, k.spaces[sid as usize].ceiling)?;
+        (sid, false)
     };
     match create(k, i, dest.version(), sid, prio as u8, pager, utcb) {
-        Ok(()) => Ok(()),
+        Ok(()) => {
+            k.threads[i].scheduler = scheduler;
+            Ok(())
+        }
         Err(e) => {
-            if k.spaces[sid as usize].nthreads == 0 {
+            if new_space && k.spaces[sid as usize].nthreads == 0 {
                 space::destroy(k, sid);
             }
             Err(e)
+        }
+    }
+}
+
+/// Sets the ceiling of space `sid` and lowers every thread of it that is above it.
+fn set_space_ceiling(k: &mut Kernel, sid: u16, ceiling: u8) {
+    k.spaces[sid as usize].ceiling = ceiling;
+    for j in 0..NTHREADS {
+        let t = &k.threads[j];
+        if j != IDLE && t.state != State::Free && t.space == sid && t.prio > ceiling {
+            sched::set_priority(k, j, ceiling);
         }
     }
 }
@@ -438,22 +503,26 @@ pub fn drives_vcpu(k: &Kernel, cs: u16, j: usize) -> bool {
         && lookup(k, k.threads[j].exc_handler).is_some_and(|h| k.threads[h].space == cs)
 }
 
-/// `Schedule(dest, priority, timeslice_us)`.
+/// `Schedule(dest, priority, timeslice_us)`: only by `dest`'s scheduler (a thread of its
+/// scheduler's space) or the root space, within the ceilings (`kcore::prio::schedule`).
 pub fn sys_schedule(k: &mut Kernel, cur: usize, r: &[u32; 3]) -> Result<(), KError> {
     let j = lookup(k, ThreadId(r[0])).ok_or(KError::InvalidThread)?;
     let cs = k.threads[cur].space;
-    if k.threads[j].space != cs && !k.spaces[cs as usize].privileged {
-        return Err(KError::NoPrivilege);
-    }
-    if r[1] > MAX_PRIORITY || r[2] > 10_000_000 {
-        return Err(KError::InvalidScheduler);
-    }
+    let is_scheduler =
+        lookup(k, k.threads[j].scheduler).is_some_and(|s| k.threads[s].space == cs);
+    let caller = prio::Caller {
+        privileged: k.spaces[cs as usize].privileged,
+        is_scheduler,
+        ceiling: k.spaces[cs as usize].ceiling,
+    };
+    let target_ceiling = k.spaces[k.threads[j].space as usize].ceiling;
+    let prio = prio::schedule(caller, target_ceiling, r[1], r[2])?;
     if r[2] != 0 {
         let ticks = ticks_for_us(k, r[2]);
         k.threads[j].timeslice_ticks = ticks;
         k.threads[j].remaining_ticks = ticks;
     }
-    sched::set_priority(k, j, r[1] as u8);
+    sched::set_priority(k, j, prio);
     Ok(())
 }
 

@@ -107,6 +107,7 @@ extern "C" fn kestrel_boot(fdt: *const u8) -> ! {
         halt_with("cannot create the root thread");
     }
     k.threads[root].name[..4].copy_from_slice(b"root");
+    k.threads[root].scheduler = ThreadId::ROOT;
     // SAFETY: the boot module lies in RAM (QEMU placed it), mapped 1:1, and nothing
     // writes it while we read it.
     let module = unsafe {

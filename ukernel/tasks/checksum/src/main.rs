@@ -13,7 +13,8 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 use core::sync::atomic::{AtomicU32, Ordering};
-use kestrel_abi::{ThreadId, Timeout, ROOT_PRIORITY};
+use kestrel_abi::root::PROGRAM_CEILING;
+use kestrel_abi::{ThreadId, Timeout};
 use kestrel_user::ipc::{self, Msg};
 use kestrel_user::{println, root, sys};
 
@@ -65,11 +66,12 @@ pub extern "C" fn task_main() {
     // vCPUs, and no say over another program's threads (here the root's own).
     println!(
         "rights: vcpu {:?}, delete root {:?}",
-        root::vcpu(worker, 90),
+        root::vcpu(worker, kestrel_abi::root::VCPU_PRIORITY),
         root::delete_thread(ThreadId::ROOT)
     );
-    // The root task pages the worker (it runs in our image); below us, above the vCPUs.
-    if let Err(e) = root::spawn(worker, work, 0, ROOT_PRIORITY - 2, ThreadId::ROOT) {
+    // The root task pages the worker (it runs in our image). It runs at our ceiling, the
+    // vCPUs' priority: the two share the processor round robin.
+    if let Err(e) = root::spawn(worker, work, 0, PROGRAM_CEILING, ThreadId::ROOT) {
         println!("cannot start the worker: {e}");
         return;
     }

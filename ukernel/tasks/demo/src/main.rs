@@ -46,10 +46,10 @@ pub const ROUNDS: u32 = 5;
 pub const REQUEST: u16 = 0x0001;
 pub const DONE: u16 = 0x0002;
 
-/// The pager runs above the players, so their faults are served at once; both stay below
-/// the root task (which allows programs at most `ROOT_PRIORITY - 1`).
-const PAGER_PRIORITY: u32 = kestrel_abi::ROOT_PRIORITY - 1;
-const PLAYER_PRIORITY: u32 = kestrel_abi::ROOT_PRIORITY - 2;
+/// The pager runs above the players, so their faults are served at once; both stay within
+/// the ceiling the root task gives a program without the vCPU right.
+const PAGER_PRIORITY: u32 = kestrel_abi::root::PROGRAM_CEILING;
+const PLAYER_PRIORITY: u32 = kestrel_abi::root::PROGRAM_CEILING - 1;
 
 /// Each player's stack: the 64 KiB below `stack_top`, in its own space.
 pub const STACK_SIZE: u32 = 0x1_0000;

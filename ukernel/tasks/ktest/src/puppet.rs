@@ -48,6 +48,9 @@ pub mod op {
     pub const WHOAMI: u16 = 0x0309;
     /// Name thread MR1 `x` (KDebug SET_NAME) → MR1 = status.
     pub const NAME: u16 = 0x030A;
+    /// MR1 = destination thread, MR2 = priority, MR3 = timeslice (µs):
+    /// `Schedule` → MR1 = KError code.
+    pub const SCHEDULE: u16 = 0x030B;
 }
 
 /// The window where map items sent to puppets land.
@@ -129,7 +132,23 @@ fn perform(m: &Msg) -> Msg {
         op::KDEBUG => ok(&[kerr_code(&sys::kdebug_write_raw(m.mr(1), m.mr(2)))]),
         op::WHOAMI => ok(&[sys::my_id().0]),
         op::NAME => ok(&[kerr_code(&sys::set_thread_name(ThreadId(m.mr(1)), "x"))]),
+        op::SCHEDULE => ok(&[kerr_code(&sys::schedule(
+            ThreadId(m.mr(1)),
+            m.mr(2),
+            m.mr(3),
+        ))]),
         _ => Msg::new(0),
+    }
+}
+
+/// Entry point of a greedy thread (in a child space): tries to raise itself to the highest
+/// priority, reports `[KError code]` to the root, then spins forever.
+pub extern "C" fn greedy_main(_: u32) {
+    let me = sys::my_id();
+    let code = kerr_code(&sys::schedule(me, kestrel_abi::MAX_PRIORITY, 0));
+    crate::common::report(&[code]);
+    loop {
+        core::hint::spin_loop();
     }
 }
 
@@ -155,7 +174,8 @@ fn privileged_calls() -> [u32; 8] {
         sys::shutdown(99) as u32,
         // Allowed to everyone:
         kerr_code(&sys::kernel_info(kinfo::VERSION)),
-        // Only within the own space, or by the root:
+        // Only within the own space, or by the root (ExchangeRegisters); only by the
+        // thread's scheduler, or by the root (Schedule):
         kerr_code(&sys::exchange_registers(
             ThreadId::ROOT,
             0,
@@ -294,4 +314,9 @@ pub fn relay(p: ThreadId, dest: ThreadId, x: u32) -> Result<u32, &'static str> {
 /// Entry address of a puppet, for `Thread::space`.
 pub fn entry() -> u32 {
     crate::threads::entry(puppet_main)
+}
+
+/// Has puppet `p` call `Schedule(dest, prio, timeslice_us)`; returns the KError code.
+pub fn schedule(p: ThreadId, dest: ThreadId, prio: u32, timeslice_us: u32) -> Result<u32, &'static str> {
+    Ok(command(p, op::SCHEDULE, &[dest.0, prio, timeslice_us])?.mr(1))
 }

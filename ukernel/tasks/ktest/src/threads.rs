@@ -9,7 +9,9 @@
 use crate::common::{call_failed, note, WAIT};
 use crate::pager::{self, PAGER};
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
-use kestrel_abi::{exreg, ThreadId, Timeout, FIRST_THREAD_NO, MAX_THREAD_NO, ROOT_PRIORITY};
+use kestrel_abi::{
+    exreg, tcflags, KError, ThreadId, Timeout, FIRST_THREAD_NO, MAX_THREAD_NO, ROOT_PRIORITY,
+};
 use kestrel_user::sys::{self, ExRegs};
 use kestrel_user::{ipc, rt};
 
@@ -93,11 +95,42 @@ impl Thread {
         Ok(t)
     }
 
+    /// The first thread of a new address space like [`Thread::space`], at `priority`,
+    /// scheduled by `scheduler` (nil: the root), with the space's priority ceiling
+    /// `ceiling` (`None`: the ceiling of the scheduler's space). The kernel's refusal comes
+    /// back as it is.
+    pub fn space_with(
+        entry: u32,
+        arg: u32,
+        priority: u32,
+        scheduler: ThreadId,
+        ceiling: Option<u32>,
+    ) -> Result<Thread, Result<KError, &'static str>> {
+        let t = Thread::reserve().map_err(Err)?;
+        let n = t.id.number();
+        let sp = pager::prepare_stack(n, entry, arg).map_err(Err)?;
+        let (flags, c) = match ceiling {
+            Some(c) => (tcflags::CEILING, c),
+            None => (0, 0),
+        };
+        let utcb = rt::utcb_addr_for(n);
+        sys::thread_control_all(t.id, t.id, priority, PAGER, utcb, flags, scheduler, c)
+            .map_err(Ok)?;
+        t.start(sp).map_err(Err)?;
+        Ok(t)
+    }
+
     fn start_in(&self, space: ThreadId, entry: u32, arg: u32) -> Result<(), &'static str> {
         let n = self.id.number();
         let sp = pager::prepare_stack(n, entry, arg)?;
         sys::thread_control(self.id, space, CHILD_PRIORITY, PAGER, rt::utcb_addr_for(n))
             .map_err(|e| call_failed("ThreadControl (create)", e))?;
+        self.start(sp)
+    }
+
+    /// Starts the created thread at the runtime's entry stub with stack `sp`, the root as
+    /// its exception handler.
+    fn start(&self, sp: u32) -> Result<(), &'static str> {
         let control = exreg::START | exreg::SET_IP | exreg::SET_SP | exreg::SET_EXC_HANDLER;
         sys::exchange_registers(
             self.id,

@@ -14,7 +14,9 @@
 //!
 //! Rights: device pages and interrupt lines go to the first program that asks for them
 //! (exclusively); the vCPU right to the programs named by `root.vcpu=NAME,...` (default
-//! `kestrel-vmm`). See `docs/adr/0009-root-task.md`.
+//! `kestrel-vmm`), and with it the higher priority ceiling `VMM_CEILING` (the others get
+//! `PROGRAM_CEILING`, the vCPUs' priority). See `docs/adr/0009-root-task.md` and
+//! `docs/adr/0013-priorities.md`.
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
@@ -25,7 +27,6 @@ use kestrel_abi::root::{self as proto, encode_reply, pieces, Reply, Request, Roo
 use kestrel_abi::{
     bootmod, exreg, fault::exc, kinfo, label, tcflags, FrameRegs, MapItem, Rights, ThreadId,
     Timeout, DEVICE_WINDOW, DEVICE_WINDOW_END, FIRST_THREAD_NO, MAX_THREAD_NO, PAGE_SIZE,
-    ROOT_PRIORITY,
 };
 use kestrel_user::ipc::{ipc, receive, Msg};
 use kestrel_user::loader::{self, Loaded};
@@ -35,9 +36,6 @@ use ram::Ram;
 
 /// Most programs the root task runs.
 const MAX_PROGRAMS: usize = 8;
-/// Priority of a program's first thread, and the highest a program may give its
-/// threads: below the root task, so the root's answers are never held up by a program.
-const PROGRAM_PRIORITY: u32 = ROOT_PRIORITY - 1;
 /// Programs that get the vCPU right when `root.vcpu=` is not given.
 const DEFAULT_VCPU: &str = "kestrel-vmm";
 /// `owner` entry of a thread number nobody has.
@@ -52,6 +50,19 @@ struct Program {
     main: ThreadId,
     vcpu_right: bool,
     running: bool,
+}
+
+impl Program {
+    /// The ceiling of the program's first space and the priority of its first thread
+    /// (`kestrel_abi::root`): below the root task, so the root's answers are never held
+    /// up by a program, and for programs that are no VMM at most their vCPUs' priority.
+    fn ceiling(&self) -> u32 {
+        if self.vcpu_right {
+            proto::VMM_CEILING
+        } else {
+            proto::PROGRAM_CEILING
+        }
+    }
 }
 
 struct Root {
@@ -151,7 +162,8 @@ impl Root {
             vcpu_right,
             running: true,
         });
-        if let Err(e) = start_thread(main, entry, module.name) {
+        let ceiling = self.programs[index as usize].ceiling();
+        if let Err(e) = start_thread(main, entry, module.name, ceiling) {
             println!(
                 "root: {name}: cannot start its first thread: {}; not starting it",
                 e.as_str()
@@ -377,11 +389,12 @@ impl Root {
                 {
                     return Err(RootError::NotOwner);
                 }
-                if priority > PROGRAM_PRIORITY {
+                if priority > self.programs[p].ceiling() {
                     return Err(RootError::NoRight);
                 }
-                rt::create_started(id, space, priority, pager, ip, sp)
-                    .map_err(|_| RootError::Kernel)?;
+                // The caller becomes the scheduler; a new space gets its space's ceiling.
+                rt::create_started(id, space, priority, pager, from, ip, sp)
+                    .map_err(kernel_refusal)?;
                 Ok(Reply::Done)
             }
             Request::DeleteThread { id } => {
@@ -437,11 +450,12 @@ impl Root {
                 if !self.owns(p, id) {
                     return Err(RootError::NotOwner);
                 }
-                if priority > PROGRAM_PRIORITY {
+                if priority > self.programs[p].ceiling() {
                     return Err(RootError::NoRight);
                 }
-                sys::thread_control_flags(id, id, priority, from, 0, tcflags::VCPU)
-                    .map_err(|_| RootError::Kernel)?;
+                // The VMM is the vCPU's pager and scheduler; the VM space gets its ceiling.
+                sys::thread_control_all(id, id, priority, from, 0, tcflags::VCPU, from, 0)
+                    .map_err(kernel_refusal)?;
                 Ok(Reply::Done)
             }
             Request::Archive { dest } => {
@@ -473,15 +487,33 @@ impl Root {
     }
 }
 
-/// Creates `t` as the first thread of a new space, paged by the root, with its module
-/// name in r3..r8, and starts it at `entry`.
-fn start_thread(t: ThreadId, entry: u32, name: &str) -> Result<(), kestrel_abi::KError> {
-    sys::thread_control(
+/// The root's answer when the kernel refused a request's system call: a priority above
+/// a ceiling is a missing right, anything else the kernel's refusal.
+fn kernel_refusal(e: kestrel_abi::KError) -> RootError {
+    match e {
+        kestrel_abi::KError::AboveCeiling => RootError::NoRight,
+        _ => RootError::Kernel,
+    }
+}
+
+/// Creates `t` as the first thread of a new space with priority ceiling `ceiling`, at that
+/// priority, paged and scheduled by the root, with its module name in r3..r8, and starts
+/// it at `entry`.
+fn start_thread(
+    t: ThreadId,
+    entry: u32,
+    name: &str,
+    ceiling: u32,
+) -> Result<(), kestrel_abi::KError> {
+    sys::thread_control_all(
         t,
         t,
-        PROGRAM_PRIORITY,
+        ceiling,
         ThreadId::ROOT,
         rt::utcb_addr_for(t.number()),
+        tcflags::CEILING,
+        ThreadId::ROOT,
+        ceiling,
     )?;
     let mut frame = FrameRegs::default();
     frame.gpr[3..3 + proto::NAME_WORDS].copy_from_slice(&proto::name_words(name));

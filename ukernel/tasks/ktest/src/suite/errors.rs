@@ -148,7 +148,7 @@ pub fn no_privilege_outside_root() -> TestResult {
         "Schedule of the root",
     ];
     let no = KError::NoPrivilege as u32;
-    let expected = [no, no, no, no, no, 0, no, no];
+    let expected = [no, no, no, no, no, 0, no, KError::NotScheduler as u32];
     let mut ok = true;
     for (i, name) in names.iter().enumerate() {
         if r.mr(i + 1) != expected[i] {

@@ -6,6 +6,7 @@ mod ipc;
 mod irq;
 mod lifecycle;
 mod mem;
+mod prio;
 mod sched;
 mod virt;
 
@@ -116,6 +117,11 @@ pub static TESTS: &[Test] = &[
         "sched_thread_switch_alternates",
         sched::thread_switch_alternates,
     ),
+    // Priorities: schedulers and ceilings (issue 9, finding 2)
+    ("prio_child_cannot_raise_itself", prio::child_cannot_raise_itself),
+    ("prio_ceiling_bounds_the_scheduler", prio::ceiling_bounds_the_scheduler),
+    ("prio_delegation", prio::delegation),
+    ("prio_spinner_starves_nobody", prio::spinner_starves_nobody),
     // Interrupts
     ("irq_uart1_thre", irq::uart1_interrupts),
     // Faults

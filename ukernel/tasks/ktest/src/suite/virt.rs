@@ -956,9 +956,9 @@ pub fn control_errors() -> TestResult {
         r,
         &[KError::InvalidSpace],
     )?;
-    let r = sys::thread_control_flags(t.id(), t.id(), VCPU_PRIORITY, ThreadId::ROOT, 0, 1 << 1);
+    let r = sys::thread_control_flags(t.id(), t.id(), VCPU_PRIORITY, ThreadId::ROOT, 0, 1 << 2);
     expect_kerror(
-        "ThreadControl with unknown flag bit 1",
+        "ThreadControl with unknown flag bit 2",
         r,
         &[KError::InvalidParam],
     )?;
