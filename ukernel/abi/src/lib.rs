@@ -219,3 +219,28 @@ pub const BOOTARGS_LEN: usize = 128;
 
 /// Longest thread name kept by the kernel, in bytes.
 pub const THREAD_NAME_LEN: usize = 16;
+
+#[cfg(test)]
+mod tests {
+    use super::KError;
+
+    /// Every code decodes to the error that encodes to it, with a message; 0 and codes past
+    /// the last are no error.
+    #[test]
+    fn kerror_codes_roundtrip() {
+        let (mut n, mut last) = (0, 0);
+        for raw in 0..256 {
+            if let Some(e) = KError::from_raw(raw) {
+                assert_eq!(e as u32, raw);
+                assert!(!e.as_str().is_empty());
+                assert_eq!(KError::check(raw), Err(e));
+                n += 1;
+                last = raw;
+            }
+        }
+        assert_eq!(n, last, "codes are 1..=the last, without gaps");
+        assert!(last >= KError::AboveCeiling as u32);
+        assert_eq!(KError::check(0), Ok(()));
+        assert_eq!(KError::from_raw(0), None);
+    }
+}

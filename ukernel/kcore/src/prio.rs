@@ -151,11 +151,23 @@ mod tests {
     fn new_spaces_inherit_or_lower_the_ceiling() {
         assert_eq!(new_space_ceiling(None, 99, 90), Ok(99));
         assert_eq!(new_space_ceiling(Some(80), 99, 80), Ok(80));
-        assert_eq!(new_space_ceiling(Some(80), 99, 81), Err(KError::AboveCeiling));
-        assert_eq!(new_space_ceiling(Some(100), 99, 90), Err(KError::AboveCeiling));
+        assert_eq!(
+            new_space_ceiling(Some(80), 99, 81),
+            Err(KError::AboveCeiling)
+        );
+        assert_eq!(
+            new_space_ceiling(Some(100), 99, 90),
+            Err(KError::AboveCeiling)
+        );
         assert_eq!(new_space_ceiling(None, 90, 99), Err(KError::AboveCeiling));
-        assert_eq!(new_space_ceiling(Some(256), 255, 1), Err(KError::InvalidScheduler));
-        assert_eq!(new_space_ceiling(None, 255, 300), Err(KError::InvalidScheduler));
+        assert_eq!(
+            new_space_ceiling(Some(256), 255, 1),
+            Err(KError::InvalidScheduler)
+        );
+        assert_eq!(
+            new_space_ceiling(None, 255, 300),
+            Err(KError::InvalidScheduler)
+        );
         assert_eq!(fits_ceiling(90, 90), Ok(90));
         assert_eq!(fits_ceiling(91, 90), Err(KError::AboveCeiling));
         assert_eq!(fits_ceiling(256, 255), Err(KError::InvalidScheduler));

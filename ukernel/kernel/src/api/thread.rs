@@ -508,8 +508,7 @@ pub fn drives_vcpu(k: &Kernel, cs: u16, j: usize) -> bool {
 pub fn sys_schedule(k: &mut Kernel, cur: usize, r: &[u32; 3]) -> Result<(), KError> {
     let j = lookup(k, ThreadId(r[0])).ok_or(KError::InvalidThread)?;
     let cs = k.threads[cur].space;
-    let is_scheduler =
-        lookup(k, k.threads[j].scheduler).is_some_and(|s| k.threads[s].space == cs);
+    let is_scheduler = lookup(k, k.threads[j].scheduler).is_some_and(|s| k.threads[s].space == cs);
     let caller = prio::Caller {
         privileged: k.spaces[cs as usize].privileged,
         is_scheduler,

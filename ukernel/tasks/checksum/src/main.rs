@@ -4,8 +4,10 @@
 //! big-endian) once per round, prints the buffer's CRC-32 (IEEE, as zlib's `crc32`), and
 //! sleeps a little so the VMs run too; at the end it prints the fold of all rounds
 //! (`total = total.rotate_left(1) ^ crc`). Anyone can recompute every line. Before it starts
-//! it asks the root task for two things it has no right to (a vCPU, deleting the root's own
-//! thread) and prints the refusals.
+//! it asks the root task for things it has no right to (a vCPU, deleting the root's own
+//! thread, a thread above its priority ceiling) and the kernel to raise its own priority to
+//! 255 (its scheduler is the root task: `docs/adr/0013-priorities.md`), and prints the
+//! refusals.
 //!
 //! Kernel command line: `checksum.rounds=N` (default 40), `checksum.sleep_ms=M` (default 100).
 #![no_std]
@@ -63,11 +65,14 @@ pub extern "C" fn task_main() {
         }
     };
     // The root task's rights checks, as a program without special rights sees them: no
-    // vCPUs, and no say over another program's threads (here the root's own).
+    // vCPUs, no say over another program's threads (here the root's own), no thread above
+    // its ceiling; and the kernel's: no raising itself above the vCPUs (issue 9, finding 2).
     println!(
-        "rights: vcpu {:?}, delete root {:?}",
+        "rights: vcpu {:?}, delete root {:?}, thread above ceiling {:?}, schedule self 255 {:?}",
         root::vcpu(worker, kestrel_abi::root::VCPU_PRIORITY),
-        root::delete_thread(ThreadId::ROOT)
+        root::delete_thread(ThreadId::ROOT),
+        root::spawn(worker, work, 0, PROGRAM_CEILING + 1, ThreadId::ROOT),
+        sys::schedule(sys::my_id(), kestrel_abi::MAX_PRIORITY, 0)
     );
     // The root task pages the worker (it runs in our image). It runs at our ceiling, the
     // vCPUs' priority: the two share the processor round robin.

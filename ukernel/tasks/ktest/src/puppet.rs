@@ -317,6 +317,11 @@ pub fn entry() -> u32 {
 }
 
 /// Has puppet `p` call `Schedule(dest, prio, timeslice_us)`; returns the KError code.
-pub fn schedule(p: ThreadId, dest: ThreadId, prio: u32, timeslice_us: u32) -> Result<u32, &'static str> {
+pub fn schedule(
+    p: ThreadId,
+    dest: ThreadId,
+    prio: u32,
+    timeslice_us: u32,
+) -> Result<u32, &'static str> {
     Ok(command(p, op::SCHEDULE, &[dest.0, prio, timeslice_us])?.mr(1))
 }

@@ -118,8 +118,14 @@ pub static TESTS: &[Test] = &[
         sched::thread_switch_alternates,
     ),
     // Priorities: schedulers and ceilings (issue 9, finding 2)
-    ("prio_child_cannot_raise_itself", prio::child_cannot_raise_itself),
-    ("prio_ceiling_bounds_the_scheduler", prio::ceiling_bounds_the_scheduler),
+    (
+        "prio_child_cannot_raise_itself",
+        prio::child_cannot_raise_itself,
+    ),
+    (
+        "prio_ceiling_bounds_the_scheduler",
+        prio::ceiling_bounds_the_scheduler,
+    ),
     ("prio_delegation", prio::delegation),
     ("prio_spinner_starves_nobody", prio::spinner_starves_nobody),
     // Interrupts

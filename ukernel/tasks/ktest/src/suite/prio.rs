@@ -36,7 +36,9 @@ fn create_result(prio: u32, scheduler: ThreadId, ceiling: Option<u32>) -> Result
         Ok(_) => Ok(()),
         Err(Ok(e)) => Err(e),
         Err(Err(why)) => {
-            note(format_args!("creating the thread failed outside the kernel: {why}"));
+            note(format_args!(
+                "creating the thread failed outside the kernel: {why}"
+            ));
             Err(KError::InvalidParam)
         }
     }
@@ -130,7 +132,11 @@ pub fn delegation() -> TestResult {
     let code = puppet::schedule(a.id(), b.id(), own, 0)?;
     expect_code("the delegated scheduler up to the ceiling", code, None)?;
     let code = puppet::schedule(a.id(), b.id(), own + 1, 0)?;
-    expect_code("the delegated scheduler above the ceiling", code, Some(KError::AboveCeiling))?;
+    expect_code(
+        "the delegated scheduler above the ceiling",
+        code,
+        Some(KError::AboveCeiling),
+    )?;
     let code = puppet::schedule(a.id(), b.id(), 30, MAX_DELEGATED_TIMESLICE_US + 1)?;
     expect_code(
         "the delegated scheduler with a long timeslice",
@@ -138,29 +144,64 @@ pub fn delegation() -> TestResult {
         Some(KError::InvalidScheduler),
     )?;
     let code = puppet::schedule(a.id(), b.id(), 30, DEFAULT_TIMESLICE_US)?;
-    expect_code("the delegated scheduler with the default timeslice", code, None)?;
+    expect_code(
+        "the delegated scheduler with the default timeslice",
+        code,
+        None,
+    )?;
     // Neither the scheduled thread itself nor a stranger may.
     let stranger = Thread::space(puppet::entry(), 0)?;
     let code = puppet::schedule(stranger.id(), b.id(), 30, 0)?;
-    expect_code("a stranger schedules a delegated thread", code, Some(KError::NotScheduler))?;
+    expect_code(
+        "a stranger schedules a delegated thread",
+        code,
+        Some(KError::NotScheduler),
+    )?;
     let code = puppet::schedule(b.id(), b.id(), 30, 0)?;
-    expect_code("a delegated thread schedules itself", code, Some(KError::NotScheduler))?;
+    expect_code(
+        "a delegated thread schedules itself",
+        code,
+        Some(KError::NotScheduler),
+    )?;
     // The root raises b's ceiling above a's: a is still bound by its own ceiling.
     let raised = CHILD_PRIORITY + 20;
-    sys::thread_control_all(b.id(), b.id(), 40, PAGER, 0, tcflags::CEILING, ThreadId::NIL, raised)
-        .map_err(|e| call_failed("ThreadControl raising a space's ceiling", e))?;
+    sys::thread_control_all(
+        b.id(),
+        b.id(),
+        40,
+        PAGER,
+        0,
+        tcflags::CEILING,
+        ThreadId::NIL,
+        raised,
+    )
+    .map_err(|e| call_failed("ThreadControl raising a space's ceiling", e))?;
     let code = puppet::schedule(a.id(), b.id(), own + 1, 0)?;
     expect_code(
         "the delegated scheduler above its own ceiling",
         code,
         Some(KError::AboveCeiling),
     )?;
-    sys::schedule(b.id(), raised, 0).map_err(|e| call_failed("the root up to a raised ceiling", e))?;
+    sys::schedule(b.id(), raised, 0)
+        .map_err(|e| call_failed("the root up to a raised ceiling", e))?;
     // Lowered again (b is lowered with it), and still scheduled by a.
-    sys::thread_control_all(b.id(), b.id(), 20, PAGER, 0, tcflags::CEILING, ThreadId::NIL, 20)
-        .map_err(|e| call_failed("ThreadControl lowering a space's ceiling", e))?;
+    sys::thread_control_all(
+        b.id(),
+        b.id(),
+        20,
+        PAGER,
+        0,
+        tcflags::CEILING,
+        ThreadId::NIL,
+        20,
+    )
+    .map_err(|e| call_failed("ThreadControl lowering a space's ceiling", e))?;
     let code = puppet::schedule(a.id(), b.id(), 21, 0)?;
-    expect_code("the delegated scheduler above a lowered ceiling", code, Some(KError::AboveCeiling))?;
+    expect_code(
+        "the delegated scheduler above a lowered ceiling",
+        code,
+        Some(KError::AboveCeiling),
+    )?;
     let code = puppet::schedule(a.id(), b.id(), 20, 0)?;
     expect_code("the delegated scheduler at a lowered ceiling", code, None)
 }
@@ -171,16 +212,27 @@ pub fn delegation() -> TestResult {
 pub fn spinner_starves_nobody() -> TestResult {
     let g = space(entry(greedy_main), CEILING, ThreadId::NIL, Some(CEILING))?;
     let code = report_from(g.id())?.mr(1);
-    expect_code("the spinner's Schedule(self, 255)", code, Some(KError::NotScheduler))?;
+    expect_code(
+        "the spinner's Schedule(self, 255)",
+        code,
+        Some(KError::NotScheduler),
+    )?;
     // It spins now. A new space above it: the pager (200) serves its code and stack.
     let p = Thread::space(puppet::entry(), 0)?;
     let echoed = puppet::command(p.id(), op::ECHO, &[41])?.mr(1);
-    ensure!(echoed == 42, "the higher-priority puppet answered wrongly", "MR1 {echoed}");
+    ensure!(
+        echoed == 42,
+        "the higher-priority puppet answered wrongly",
+        "MR1 {echoed}"
+    );
     // A sibling at the spinner's priority shares the processor round robin.
     let window_us = 40_000u64;
     let deadline = sys::timebase() + timebase_hz()? * window_us / 1_000_000;
     let s = Thread::local(fair_spinner, deadline as u32, CEILING)?;
     let count = report_from(s.id())?.mr(1);
-    ensure!(count > 0, "a thread at the spinner's priority never ran beside it");
+    ensure!(
+        count > 0,
+        "a thread at the spinner's priority never ran beside it"
+    );
     Ok(())
 }
