@@ -399,7 +399,10 @@ mod tests {
         assert_eq!(BAMBOO.mmio_declarations(), [(0xEF60_0000, PAGE)]);
         assert!(BAMBOO.in_device_space(0xEF60_0300) && !BAMBOO.in_device_space(0xF000_0000));
         // An instruction fetch from that page names both UARTs (none is at 0x14 itself).
-        let names: Vec<_> = BAMBOO.devices_on_page(0xEF60_0014).map(|d| d.name).collect();
+        let names: Vec<_> = BAMBOO
+            .devices_on_page(0xEF60_0014)
+            .map(|d| d.name)
+            .collect();
         assert_eq!(names, ["uart0", "uart1"]);
         assert_eq!(BAMBOO.devices_on_page(0xEF60_1000).count(), 0);
         assert_eq!(BAMBOO.devices_on_page(0xEF5F_FFFF).count(), 0);

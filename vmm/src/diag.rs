@@ -221,10 +221,7 @@ mod tests {
         }
         assert_eq!(l.event(Kind::Device, 3), Verdict::Quiet);
         assert_eq!(l.event(Kind::Dcr, 4), Verdict::Log { last: false });
-        assert_eq!(
-            l.event(Kind::Instruction, 5),
-            Verdict::Log { last: false }
-        );
+        assert_eq!(l.event(Kind::Instruction, 5), Verdict::Log { last: false });
     }
 
     #[test]

@@ -251,13 +251,7 @@ fn create_vm(i: usize, nvms: usize, archive: &[u8], vcpu: ThreadId) -> Result<Vm
 /// its pager and VMM, names it `vm<N>.vcpu0` (kernel lines about it say so), and starts it
 /// in the ePAPR-like entry state: pc at the image entry, MSR 0, one TLB entry mapping the
 /// first 256 MiB 1:1 for the guest supervisor.
-fn start_vcpu(
-    vm: usize,
-    vcpu: ThreadId,
-    entry: u32,
-    r3: u32,
-    r1: u32,
-) -> Result<(), &'static str> {
+fn start_vcpu(vm: usize, vcpu: ThreadId, entry: u32, r3: u32, r1: u32) -> Result<(), &'static str> {
     if let Err(e) = root::vcpu(vcpu, VCPU_PRIORITY) {
         println!("vmm: vCPU {vcpu:?}: {e}");
         return Err("the root task did not create the vCPU");
@@ -468,7 +462,11 @@ fn page_fault_reply(vi: usize, vcpu: ThreadId, m: &Machine, pf: &PageFault) -> M
                 let _ = names.push_str(if i == 0 { " (page of " } else { ", " });
                 let _ = names.push_str(d.name);
             }
-            let _ = names.push_str(if names.is_empty() { " (no device there)" } else { ")" });
+            let _ = names.push_str(if names.is_empty() {
+                " (no device there)"
+            } else {
+                ")"
+            });
             println!(
                 "vmm: vm{vi}: guest fetched an instruction from device memory at guest-physical {:#010x}{names} (pc {:#010x}); stopping it",
                 pf.addr, pf.ip

@@ -63,11 +63,7 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
             for ivor in v.s.ivor.iter_mut() {
                 *ivor &= ppc440::ivor::OFFSET.mask();
             }
-            v.dec_deadline = if s.dec == 0 {
-                0
-            } else {
-                now + s.dec as u64
-            };
+            v.dec_deadline = if s.dec == 0 { 0 } else { now + s.dec as u64 };
             if k.vm.shadow_owner as usize == vi {
                 mmu::flush_shadow(k);
             }

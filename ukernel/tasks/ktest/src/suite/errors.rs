@@ -294,7 +294,11 @@ pub fn kdebug_names_only_reachable_threads() -> TestResult {
         "status {code}"
     );
     let code = puppet::command(p.id(), op::NAME, &[p.id().0])?.mr(1);
-    ensure!(code == 0, "a thread could not name itself by id", "status {code}");
+    ensure!(
+        code == 0,
+        "a thread could not name itself by id",
+        "status {code}"
+    );
     Ok(())
 }
 
