@@ -17,6 +17,11 @@
 //!   exits when every VM has stopped (and the root task stops the machine once every
 //!   program it started has ended).
 //!
+//! What the log says about a guest that it could repeat in a loop (unhandled instructions,
+//! unmodelled device and DCR accesses) goes through one rate limit per VM and kind
+//! (`kestrel_vmm_core::diag`): the first lines in full, then counted summaries, the last when
+//! the VM stops. vCPU threads are named `vm<N>.vcpu0` for the kernel's lines.
+//!
 //! A VM that dies (the kernel kills a vCPU that misbehaves, or it powers off) leaves the
 //! others running. Console: each VM's UART0 output goes to the real console, prefixed
 //! `[vmN] ` when more than one VM runs; console input goes to one VM at a time (see
