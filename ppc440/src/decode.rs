@@ -102,19 +102,28 @@ pub mod xo31 {
     /// [`Insn`](super::Insn); the 440 translates their address like a load's.
     pub const DCBST: u32 = 54;
     pub const DCBF: u32 = 86;
+    /// `lwarx`, the load that takes a reservation (not modelled as an [`Insn`](super::Insn)).
+    pub const LWARX: u32 = 20;
+    /// The string instructions (not modelled as an [`Insn`](super::Insn)): `lswx`/`stswx`
+    /// move XER[57:63] bytes, `lswi`/`stswi` NB (the RB field; 0 means 32) bytes, between
+    /// memory and consecutive registers from RT/RS on, wrapping from r31 to r0.
+    pub const LSWX: u32 = 533;
+    pub const LSWI: u32 = 597;
+    pub const STSWX: u32 = 661;
+    pub const STSWI: u32 = 725;
     /// `stwcx.`: a store the decoder does not model as an [`Insn`](super::Insn) (Kestrel's
     /// VMs never see reservations on device memory), but it writes memory.
     pub const STWCX: u32 = 150;
 }
 
 /// Whether `word`, when it accesses data memory, writes it: every store form of the
-/// load/store table, `stwcx.` and `dcbz`. A data storage interrupt sets ESR[ST] from this
+/// load/store table, `stwcx.`, `stswx`, `stswi` and `dcbz`. A data storage interrupt sets ESR[ST] from this
 /// (Book E §7.6.3), so it must hold for every word, decodable as an [`Insn`] or not.
 pub fn writes_memory(word: u32) -> bool {
     let primary = word >> 26;
     let op = if primary == opcd::X {
         let xo = (word >> 1) & 0x3ff;
-        if xo == xo31::STWCX || xo == xo31::DCBZ {
+        if matches!(xo, xo31::STWCX | xo31::DCBZ | xo31::STSWX | xo31::STSWI) {
             return true;
         }
         LsOp::from_x_opcode(xo)
@@ -1334,7 +1343,8 @@ mod tests {
             assert!(writes_memory(primary << 26), "primary opcode {primary}");
         }
         for xo in [
-            150, 151, 183, 215, 247, 407, 439, 662, 663, 695, 727, 759, 918, 983, 1014,
+            150, 151, 183, 215, 247, 407, 439, 661, 662, 663, 695, 725, 727, 759, 918, 983,
+            1014,
         ] {
             assert!(writes_memory(31 << 26 | xo << 1), "extended opcode {xo}");
         }
@@ -1342,7 +1352,7 @@ mod tests {
         for primary in [32, 33, 34, 35, 40, 41, 42, 43, 46, 48, 49, 50, 51] {
             assert!(!writes_memory(primary << 26), "primary opcode {primary}");
         }
-        for xo in [23, 55, 87, 119, 279, 534, 535, 599, 790, 86, 470, 978, 946] {
+        for xo in [20, 23, 55, 87, 119, 279, 533, 534, 535, 597, 599, 790, 86, 470, 978, 946] {
             assert!(!writes_memory(31 << 26 | xo << 1), "extended opcode {xo}");
         }
     }

@@ -199,6 +199,45 @@ global_asm!(
     "    .balign 32",
     "st_ds_forms_data:",
     "    .space 128",
+    // String and cache block instructions with MSR[DS] = 1 on a data block in the routine's
+    // own page (r3 = the block's EA, r4 = a 40-byte output area in space 0).
+    "    .balign 512",
+    "    .global st_ds_strings, st_ds_strings_data",
+    "st_ds_strings:",
+    "    stw 28, 24(4)",
+    "    stw 29, 28(4)",
+    "    stw 30, 32(4)",
+    "    mfmsr 5",
+    "    ori 6, 5, {msr_ds}",
+    "    mtmsr 6",
+    "    isync",
+    "    lwz 7, 0(3)",
+    "    addi 7, 7, 1",
+    "    stw 7, 0(3)",
+    "    lswi 28, 3, 10",
+    "    addi 10, 3, 32",
+    "    stswi 28, 10, 10",
+    "    li 11, 6",
+    "    mtxer 11",
+    "    addi 12, 3, 48",
+    // stswx 29, 0, 12 (LLVM does not know the mnemonic).
+    "    .long (31 << 26) | (29 << 21) | (0 << 16) | (12 << 11) | (661 << 1)",
+    "    dcbst 0, 3",
+    "    dcbf 0, 3",
+    "    icbi 0, 3",
+    "    mtmsr 5",
+    "    isync",
+    "    stw 7, 0(4)",
+    "    stw 28, 12(4)",
+    "    stw 29, 16(4)",
+    "    stw 30, 20(4)",
+    "    lwz 28, 24(4)",
+    "    lwz 29, 28(4)",
+    "    lwz 30, 32(4)",
+    "    blr",
+    "    .balign 32",
+    "st_ds_strings_data:",
+    "    .space 64",
     // Call the function at r3 (returns its r3).
     "    .global st_call",
     "st_call:",
@@ -492,6 +531,7 @@ extern "C" {
     fn st_is_load(addr: u32) -> u32;
     fn st_is_store(addr: u32, value: u32);
     fn st_ds_forms(data: u32, out: u32);
+    fn st_ds_strings(data: u32, out: u32);
     fn st_call(f: u32) -> u32;
     fn st_call_is(f: u32) -> u32;
     fn st_rfi_to(msr: u32) -> u32;
@@ -547,6 +587,8 @@ wrap!(/// A store with MSR[IS] = 1 (the routine must be mapped in space 1).
     is_store(addr: u32, value: u32) = st_is_store);
 wrap!(/// Load/store forms with MSR[DS] = 1 on `data` (see `st_ds_forms`); results to `out`.
     ds_forms(data: u32, out: u32) = st_ds_forms);
+wrap!(/// String and cache operations with MSR[DS] = 1 (see `st_ds_strings`).
+    ds_strings(data: u32, out: u32) = st_ds_strings);
 wrap!(/// Calls the code at `f` (which must `blr` with a result in r3).
     call(f: u32) -> u32 = st_call);
 wrap!(/// Calls the code at `f` with MSR[IS] = 1.

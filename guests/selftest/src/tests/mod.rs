@@ -66,6 +66,7 @@ pub static TESTS: &[Test] = &[
     ("split_ds1_load", split::ds_load),
     ("split_ds1_store", split::ds_store),
     ("split_ds1_forms", split::ds_forms),
+    ("split_ds1_strings", split::ds_strings),
     ("split_is1_fetch_ds0_data", split::is_fetch_ds0_data),
     ("rfi_supervisor", rfi::rfi_supervisor),
     ("rfi_user_sc", rfi::rfi_user_sc),

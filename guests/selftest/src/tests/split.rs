@@ -150,5 +150,35 @@ pub fn ds_forms() -> TestResult {
     Ok(())
 }
 
-/// Scratch page for `ds_forms`' output.
+/// Scratch page for `ds_forms`' and `ds_strings`' output.
 const FORMS_OUT_PAGE: u32 = 6;
+
+/// IS = 0, DS = 1: a load/add/store, lswi/stswi/stswx and dcbst/dcbf/icbi on a block in
+/// the routine's own page.
+pub fn ds_strings() -> TestResult {
+    map_ts1();
+    let data = label!(st_ds_strings_data);
+    let twin = data + TWIN;
+    for i in 0..16 {
+        poke(twin + 4 * i, 0xEEEE_EEEE);
+    }
+    for (i, w) in [0x0102_0304, 0x0506_0708, 0x090A_0B0C].into_iter().enumerate() {
+        poke(twin + 4 * i as u32, w);
+    }
+    let out = scratch(FORMS_OUT_PAGE);
+    snippets::ds_strings(data, out);
+    eq("loaded word + 1", peek(out), 0x0102_0305)?;
+    eq("the word stored back", peek(twin), 0x0102_0305)?;
+    eq("lswi r28", peek(out + 12), 0x0102_0305)?;
+    eq("lswi r29", peek(out + 16), 0x0506_0708)?;
+    eq("lswi r30 (two bytes, zero-filled)", peek(out + 20), 0x090A_0000)?;
+    eq("stswi word 0", peek(twin + 32), 0x0102_0305)?;
+    eq("stswi word 1", peek(twin + 36), 0x0506_0708)?;
+    eq("stswi word 2 (two bytes)", peek(twin + 40), 0x090A_EEEE)?;
+    eq("stswx word 0", peek(twin + 48), 0x0506_0708)?;
+    eq("stswx word 1 (two bytes)", peek(twin + 52), 0x090A_EEEE)?;
+    for i in 0..16 {
+        eq("the space-0 block stays zero", peek(data + 4 * i), 0)?;
+    }
+    Ok(())
+}

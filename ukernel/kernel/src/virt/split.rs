@@ -7,17 +7,22 @@
 //!
 //! Emulated: every integer and floating-point load and store of the decoder's table
 //! (byte, half, word, double, algebraic, byte-reversed, with update, indexed,
-//! `lmw`/`stmw`), `dcbz`, and the cache block operations that translate like a load
-//! (`dcbst`, `dcbf`, `icbi`: translated and checked, otherwise no-ops, since the
-//! kernel's own accesses are coherent). Each piece of the access is translated by the
-//! guest TLB (first match in `MSR[DS]`, the guest's permissions in its current mode) and
-//! the VM space (the VMM's rights); a guest miss or protection fault is reflected with
-//! DEAR and ESR[ST] as the hardware would, device memory goes to the VMM as an MMIO
-//! fault and unmapped RAM to the pager as usual, and a store writes nothing unless every
-//! piece may be written. An invalid load/store form gets the illegal-instruction program
-//! interrupt QEMU's 440 raises for it. Anything else (`lwarx`/`stwcx.`, whose reservation
-//! the kernel cannot hand to the hardware, and the string instructions) stops the vCPU
-//! with one line naming the instruction: never a silent retry.
+//! `lmw`/`stmw`), the string instructions (`lswi`, `lswx`, `stswi`, `stswx`), `dcbz`, and
+//! the cache block operations that translate like a load (`dcbst`, `dcbf`, `icbi`:
+//! translated and checked, otherwise no-ops, since the kernel's own accesses are
+//! coherent). Each piece of the access is translated by the guest TLB (first match in
+//! `MSR[DS]`, the guest's permissions in its current mode) and the VM space (the VMM's
+//! rights); a guest miss or protection fault is reflected with DEAR and ESR[ST] as the
+//! hardware would, device memory goes to the VMM as an MMIO fault and unmapped RAM to the
+//! pager as usual, and a store writes nothing unless every piece may be written. Invalid
+//! forms get the illegal-instruction program interrupt QEMU's 440 raises for them.
+//!
+//! Not emulated: `lwarx`/`stwcx.`. The reservation lives in the hardware, keyed by the
+//! guest's effective address, and QEMU's `stwcx.` without a matching reservation fails
+//! without accessing memory, so it never reaches the kernel: a kernel-held reservation
+//! would make the guest's retry loop spin for ever. Such an instruction (and anything
+//! else that could fault on data, nothing on the 440 as QEMU models it) stops the vCPU
+//! with one line naming the instruction and the cause: never a silent retry.
 
 use super::{mmu, Kernel};
 use crate::api::thread;
@@ -25,7 +30,9 @@ use crate::arch::{self, esr, TrapFrame};
 use kestrel_vtlb::{Access, FillResult};
 use ppc440::decode::{self, opcd, xo31, AccessKind, DataReg, Insn, LoadStore, DCACHE_LINE};
 
-/// Longest access: `lmw`/`stmw` of 32 registers.
+/// XER[57:63] (the low seven bits): the byte count of `lswx`/`stswx`.
+const STRING_COUNT: u32 = 0x7F;
+/// Longest access: `lmw`/`stmw` of 32 registers, `lswx`/`stswx` of 127 bytes.
 const MAX_BYTES: usize = 128;
 /// Pieces an access can span: guest pages are at least 1 KiB, and no access is longer
 /// than [`MAX_BYTES`], so two; one more for safety of the bound below.
@@ -39,6 +46,20 @@ enum Op {
     Zero,
     /// `dcbst`, `dcbf`, `icbi`: translated like a one-byte load, nothing transferred.
     Touch,
+    /// `lswi`/`lswx`: bytes into registers from `rt` on.
+    StringLoad { rt: usize },
+    /// `stswi`/`stswx`: bytes from registers from `rs` on.
+    StringStore { rs: usize },
+}
+
+/// QEMU's rule for string loads (`lsw_reg_in_range`): whether register `r` is among the
+/// `n` registers from `start` on, wrapping from r31 to r0.
+fn in_string_range(start: usize, n: usize, r: usize) -> bool {
+    if start + n <= 32 {
+        r >= start && r < start + n
+    } else {
+        r >= start || r < start + n - 32
+    }
 }
 
 /// Emulates the data access of the instruction at the frame's pc of the running vCPU
@@ -51,6 +72,15 @@ pub fn emulate(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> Opti
         return unable(k, cur, pc, 0, "cannot read the instruction");
     };
     let gpr = &f.regs.gpr;
+    // (RA|0) + (RB) of the X-form operations the decoder leaves as `Other`.
+    let x_ea = || {
+        let ra = decode::RA.get(word) as usize;
+        let base = if ra == 0 { 0 } else { gpr[ra] };
+        base.wrapping_add(gpr[decode::RB.get(word) as usize])
+    };
+    let rt = decode::RT.get(word) as usize;
+    let xo = decode::XO.get(word);
+    let is_x = decode::OPCD.get(word) == opcd::X;
     let (op, ea, len, access) = match decode::decode(word) {
         Insn::LoadStore(ls) => {
             let access = match ls.kind() {
@@ -69,14 +99,45 @@ pub fn emulate(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> Opti
             (Op::Zero, ea, DCACHE_LINE, Access::Write)
         }
         i @ Insn::Icbi { .. } => (Op::Touch, i.effective_address(gpr).unwrap_or(0), 1, Access::Read),
-        Insn::Other(w)
-            if decode::OPCD.get(w) == opcd::X
-                && matches!(decode::XO.get(w), xo31::DCBST | xo31::DCBF) =>
-        {
-            let ra = decode::RA.get(w) as usize;
-            let base = if ra == 0 { 0 } else { gpr[ra] };
-            let ea = base.wrapping_add(gpr[decode::RB.get(w) as usize]);
-            (Op::Touch, ea, 1, Access::Read)
+        Insn::Other(_) if is_x && matches!(xo, xo31::DCBST | xo31::DCBF) => {
+            (Op::Touch, x_ea(), 1, Access::Read)
+        }
+        Insn::Other(_) if is_x && matches!(xo, xo31::LWARX | xo31::STWCX) => {
+            // The reservation lives in the hardware, keyed by the guest's address, and a
+            // `stwcx.` without it fails without any access (QEMU's 440), so the kernel
+            // cannot perform either half for the guest.
+            return unable(k, cur, pc, word, "lwarx/stwcx. need a reservation the kernel cannot give");
+        }
+        Insn::Other(_) if is_x && matches!(xo, xo31::LSWI | xo31::LSWX | xo31::STSWI | xo31::STSWX) => {
+            let ra = decode::RA.get(word) as usize;
+            let immediate = matches!(xo, xo31::LSWI | xo31::STSWI);
+            let (ea, n) = if immediate {
+                let nb = decode::RB.get(word);
+                (if ra == 0 { 0 } else { gpr[ra] }, if nb == 0 { 32 } else { nb })
+            } else {
+                (x_ea(), f.regs.xer & STRING_COUNT)
+            };
+            if n == 0 {
+                f.regs.ip = pc.wrapping_add(4);
+                return None;
+            }
+            let load = matches!(xo, xo31::LSWI | xo31::LSWX);
+            let regs = n.div_ceil(4) as usize;
+            let rb = decode::RB.get(word) as usize;
+            if load
+                && ((ra != 0 || immediate) && in_string_range(rt, regs, ra)
+                    || !immediate && in_string_range(rt, regs, rb))
+            {
+                // The invalid forms QEMU's 440 rejects with an illegal-instruction interrupt.
+                k.vm.vcpus[vi].s.esr = esr::PIL;
+                super::inject(k, vi, f, crate::arch::vector::PROGRAM, pc);
+                return None;
+            }
+            if load {
+                (Op::StringLoad { rt }, ea, n, Access::Read)
+            } else {
+                (Op::StringStore { rs: rt }, ea, n, Access::Write)
+            }
         }
         Insn::Invalid(_) => {
             // An invalid load/store form (update with RA = 0 or RA = RT, `lmw` loading
@@ -86,7 +147,7 @@ pub fn emulate(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> Opti
             super::inject(k, vi, f, crate::arch::vector::PROGRAM, pc);
             return None;
         }
-        _ => return unable(k, cur, pc, word, "not a load, store or cache operation it emulates"),
+        _ => return unable(k, cur, pc, word, "not a load, store or cache operation"),
     };
 
     // Translate every piece before touching memory.
@@ -122,6 +183,30 @@ pub fn emulate(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> Opti
     match op {
         Op::Touch => {}
         Op::Zero => {
+            if !write(pieces, bytes, ram_end) {
+                return unable(k, cur, pc, word, "its data is not in RAM");
+            }
+        }
+        Op::StringLoad { rt } => {
+            if !read(pieces, bytes, ram_end) {
+                return unable(k, cur, pc, word, "its data is not in RAM");
+            }
+            // Four bytes per register, big-endian; the last one zero-filled on the right.
+            for (i, chunk) in bytes.chunks(4).enumerate() {
+                let v = chunk
+                    .iter()
+                    .enumerate()
+                    .fold(0u32, |v, (j, &b)| v | (b as u32) << (24 - 8 * j));
+                f.regs.gpr[(rt + i) % 32] = v;
+            }
+        }
+        Op::StringStore { rs } => {
+            for (i, chunk) in bytes.chunks_mut(4).enumerate() {
+                let v = f.regs.gpr[(rs + i) % 32];
+                for (j, b) in chunk.iter_mut().enumerate() {
+                    *b = (v >> (24 - 8 * j)) as u8;
+                }
+            }
             if !write(pieces, bytes, ram_end) {
                 return unable(k, cur, pc, word, "its data is not in RAM");
             }
