@@ -39,7 +39,7 @@ demo: setup
     scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-demo
     scripts/native-run.sh kestrel-demo --timeout 60
 
-# Host unit tests, the QEMU launcher's and bench scripts' tests, the on-target ktest suite, the test guest natively vs in a VM, two-VM isolation, the VMM's diagnostics and guest time (vm_diagnostics.py), then Linux: native vs VM, two VMs at once, and a VM beside a native program
+# Host unit tests, the QEMU launcher's and bench scripts' tests, the on-target ktest suite, the test guest natively vs in a VM, two-VM isolation, the VMM's diagnostics and guest time (vm_diagnostics.py), the hostile guest (short, seed 1), then Linux: native vs VM, two VMs at once, and a VM beside a native program
 test: setup
     {{ cargo }} test
     python3 -m unittest discover -s scripts -p 'test_*.py'
@@ -48,6 +48,7 @@ test: setup
     scripts/guest-compare.sh --no-build
     scripts/vm-isolation.sh
     scripts/vm_diagnostics.py
+    scripts/attack-guest.py --seed 1 --instructions 100000
     guests/linux/build.sh
     scripts/linux-compare.sh --no-build
     scripts/linux-vms-test.py
@@ -56,6 +57,11 @@ test: setup
 # Fuzz the parsers of guest- and user-controlled data with libFuzzer, one process: `just fuzz` runs every target for 20 s each, `just fuzz vtlb 600` one target for 10 minutes (targets: scripts/fuzz.sh --list; docs/adr/0017-fuzzing.md)
 fuzz TARGET="all" SECONDS="20": setup
     scripts/fuzz.sh {{ quote(TARGET) }} {{ quote(SECONDS) }}
+
+# Long adversarial runs (issue 9): the hostile guest beside a checksumming neighbour VM for at least 10^6 guest instructions; SEED is random (and printed) unless given, `just soak SEED` reproduces a run
+soak SEED="": setup
+    scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-vmm -p kestrel-hostile
+    scripts/attack-guest.py --instructions 1000000 --timeout 3600 {{ if SEED == "" { "" } else { "--seed " + SEED } }}
 
 # Formatting (cargo fmt --check) and clippy on every crate, host and PowerPC 440; fails on any warning (`scripts/lint.sh --report` counts them instead)
 lint: setup

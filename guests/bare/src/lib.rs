@@ -1,4 +1,5 @@
-//! Shared pieces of the small bare-metal guests (`guests/exitbench`, `guests/isolation`):
+//! Shared pieces of the small bare-metal guests (`guests/exitbench`, `guests/isolation`,
+//! `guests/hostile`):
 //! the entry point `_start` (which calls the guest's `bare_main(r3)`), the polled UART0
 //! console, its TLB entry and the reset request. The guests run in supervisor mode on
 //! bamboo, natively or as a `kestrel-vmm` guest, with the VMM's (or QEMU's) first TLB
@@ -47,16 +48,21 @@ impl core::fmt::Write for Uart {
 /// Guest TLB entry 1: the UART page 1:1, uncached and guarded, supervisor read/write.
 /// (Natively this replaces QEMU's second 2 GiB boot entry, which nothing else needs.)
 pub fn map_uart() {
+    map_uart_at(1);
+}
+
+/// The UART page 1:1 (as [`map_uart`]) in guest TLB entry `index` (below 64).
+pub fn map_uart_at(index: u32) {
     const PAGE: u32 = UART0 as u32 & word0::EPN.mask();
     let w0 = PAGE | word0::V.mask() | PageSize::K4.word0();
     let w2 = word2::I.mask() | word2::G.mask() | word2::SW.mask() | word2::SR.mask();
-    // SAFETY: writes TLB entry 1 only (MMUCR = 0: TID 0); tlbwe r4,r3,0 / r5,r3,1 / r6,r3,2
+    // SAFETY: writes TLB entry `index` only (MMUCR = 0: TID 0); tlbwe r4,r3,0 / r5,r3,1 / r6,r3,2
     // as `.long` words (LLVM assembles the word-1/2 forms wrongly).
     unsafe {
         asm!("mtspr {mmucr}, {z}", ".long {a}", ".long {b}", ".long {c}", "isync",
              mmucr = const spr::MMUCR, a = const encode::tlbwe(4, 3, 0),
              b = const encode::tlbwe(5, 3, 1), c = const encode::tlbwe(6, 3, 2),
-             z = in(reg) 0u32, in("r3") 1u32, in("r4") w0, in("r5") PAGE, in("r6") w2);
+             z = in(reg) 0u32, in("r3") index & 63, in("r4") w0, in("r5") PAGE, in("r6") w2);
     }
 }
 

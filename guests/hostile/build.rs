@@ -1,0 +1,6 @@
+//! Links the guest with its own linker script.
+fn main() {
+    let dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    println!("cargo:rustc-link-arg=-T{dir}/link.ld");
+    println!("cargo:rerun-if-changed={dir}/link.ld");
+}

@@ -1,0 +1,643 @@
+//! The hostile guest of issue 9 (supervisor-mode bare metal, PPC440), run as two VMs of
+//! `kestrel-vmm` by `scripts/attack-guest.py`. One binary; the role comes from r3, which
+//! the VMM sets to the VM's index:
+//!
+//! - VM 0, the attacker: runs seeded pseudo-random blocks of instructions
+//!   (`kestrel_hostile_gen`) until it has run its instruction budget. Each block starts
+//!   through `rfi` with random registers and a random MSR and ends at its last word (a
+//!   branch to the end stub) or at the first interrupt it provokes. All 64 KiB behind
+//!   IVPR are 16-byte vector stubs (`li r3,slot; b hostile_common`), so any IVOR value a
+//!   block writes still lands on one; `hostile_common` sets a known MSR, records the slot
+//!   and the save/restore registers, and returns into Rust as if `hostile_run` returned.
+//!   After each block the guest restores what the block may have changed (IVPR/IVORs,
+//!   timers, debug registers, PID/MMUCR, CCR0/1; the generator says which), and every
+//!   [`VERIFY_EVERY`] blocks it reads back its own TLB entries: a change there, which no
+//!   block can make, is a finding and printed as `hostile: FINDING ...`. It prints a
+//!   progress line every `progress` blocks and a summary at the end, then requests a
+//!   reset (the VMM stops the VM).
+//! - VM 1 and up, the neighbour: fills its RAM outside its image with a pseudo-random
+//!   pattern, takes a checksum and recomputes it forever, printing each round; a change
+//!   prints `neighbour: FAIL ...` and resets.
+//!
+//! The seed, the budget and the progress interval are in [`HOSTILE_ARGS`], which the
+//! driver script patches in a copy of this ELF (found by its magic), so a run needs no
+//! rebuild.
+#![no_std]
+#![no_main]
+
+use core::arch::{asm, global_asm};
+use core::fmt::Write;
+use kestrel_guest_bare::{map_uart_at, reset, Uart};
+use kestrel_hostile_gen::{self as gen, touched, Block, Layout, Regs, Rng, CLASSES, CLASS_NAMES};
+use kestrel_ppc440::tlb::{word0, word2, PageSize};
+use kestrel_ppc440::{dcr, encode, ivor, msr, spr};
+
+/// End of the guest RAM the VMM gives a bare-metal guest (it starts at 0).
+const RAM_END: u32 = 32 << 20;
+/// The guest's own area (this image, the stubs, the stack) and the scratch area.
+const OWN_END: u32 = 16 << 20;
+/// The MSR the guest's own code runs with.
+const NORMAL_MSR: u32 = msr::ME;
+/// Vector stubs: one per 16-byte slot behind IVPR.
+const SLOTS: u32 = 0x1_0000 / 16;
+/// The slot number the end stub reports.
+const END_SLOT: u32 = SLOTS;
+/// Own TLB entries are read back every this many blocks.
+const VERIFY_EVERY: u64 = 256;
+/// Own TLB entry indices.
+const TLB_CODE_TS0: u32 = 0;
+const TLB_CODE_TS1: u32 = 1;
+const TLB_SCRATCH: u32 = 2;
+const TLB_UART: u32 = 3;
+
+/// The run's parameters; `scripts/attack-guest.py` patches them in a copy of the ELF.
+#[repr(C)]
+pub struct Args {
+    magic: [u8; 16],
+    seed: u64,
+    instructions: u64,
+    progress: u64,
+}
+
+/// Found by the driver through its magic; defaults for a run without the driver.
+#[no_mangle]
+#[used]
+#[link_section = ".rodata.hostile_args"]
+pub static HOSTILE_ARGS: Args = Args {
+    magic: *b"KESTREL-HOSTILE\0",
+    seed: 1,
+    instructions: 100_000,
+    progress: 4096,
+};
+
+/// What `hostile_run` saves and `hostile_common` records (offsets used by the assembly).
+#[repr(C)]
+pub struct Save {
+    r1: u32,
+    lr: u32,
+    cr: u32,
+    r2: u32,
+    r13: [u32; 19],
+    slot: u32,
+    srr0: u32,
+    srr1: u32,
+    csrr0: u32,
+    csrr1: u32,
+    mcsrr0: u32,
+    esr: u32,
+    dear: u32,
+}
+
+#[no_mangle]
+static mut HOSTILE_SAVE: Save = Save {
+    r1: 0,
+    lr: 0,
+    cr: 0,
+    r2: 0,
+    r13: [0; 19],
+    slot: 0,
+    srr0: 0,
+    srr1: 0,
+    csrr0: 0,
+    csrr1: 0,
+    mcsrr0: 0,
+    esr: 0,
+    dear: 0,
+};
+
+/// The block buffer: executed through the guest's own entry (0..16 MiB, supervisor and
+/// user execute), written through the same mapping, flushed before each run.
+#[repr(C, align(32))]
+struct Buffer([u32; gen::MAX_WORDS]);
+static mut BLOCK: Buffer = Buffer([0; gen::MAX_WORDS]);
+
+// hostile_run(regs): save the Rust context, load the block's registers, enter it by rfi.
+// hostile_end: the end stub. hostile_common: every stub's target (r3 = slot): set the
+// guest's MSR (in problem state this mtmsr itself traps, and the program interrupt's stub
+// comes back here in supervisor state), record the slot and the save/restore registers,
+// restore the Rust context and return from hostile_run.
+global_asm!(
+    ".section .text.hostile, \"ax\"",
+    ".global hostile_run",
+    "hostile_run:",
+    "    lis 4, {save}@ha",
+    "    addi 4, 4, {save}@l",
+    "    stw 1, {o_r1}(4)",
+    "    mflr 0",
+    "    stw 0, {o_lr}(4)",
+    "    mfcr 0",
+    "    stw 0, {o_cr}(4)",
+    "    stw 2, {o_r2}(4)",
+    "    stmw 13, {o_r13}(4)",
+    "    lwz 0, 128(3)",
+    "    mtcr 0",
+    "    lwz 0, 132(3)",
+    "    mtspr {xer}, 0",
+    "    lwz 0, 136(3)",
+    "    mtspr {ctr}, 0",
+    "    lwz 0, 140(3)",
+    "    mtspr {lr}, 0",
+    "    lwz 0, 144(3)",
+    "    mtspr {srr1}, 0",
+    "    lwz 0, 148(3)",
+    "    mtspr {srr0}, 0",
+    "    lwz 0, 0(3)",
+    "    lwz 1, 4(3)",
+    "    lwz 2, 8(3)",
+    "    lmw 4, 16(3)",
+    "    lwz 3, 12(3)",
+    "    rfi",
+    ".global hostile_end",
+    "hostile_end:",
+    "    li 3, {end_slot}",
+    ".global hostile_common",
+    "hostile_common:",
+    "    lis 4, {msr}@h",
+    "    ori 4, 4, {msr}@l",
+    ".global hostile_common_mtmsr",
+    "hostile_common_mtmsr:",
+    "    mtmsr 4",
+    "    isync",
+    "    lis 4, {save}@ha",
+    "    addi 4, 4, {save}@l",
+    "    stw 3, {o_slot}(4)",
+    "    mfspr 5, {srr0}",
+    "    stw 5, {o_srr0}(4)",
+    "    mfspr 5, {srr1}",
+    "    stw 5, {o_srr1}(4)",
+    "    mfspr 5, {csrr0}",
+    "    stw 5, {o_csrr0}(4)",
+    "    mfspr 5, {csrr1}",
+    "    stw 5, {o_csrr1}(4)",
+    "    mfspr 5, {mcsrr0}",
+    "    stw 5, {o_mcsrr0}(4)",
+    "    mfspr 5, {esr}",
+    "    stw 5, {o_esr}(4)",
+    "    mfspr 5, {dear}",
+    "    stw 5, {o_dear}(4)",
+    "    lwz 1, {o_r1}(4)",
+    "    lwz 0, {o_lr}(4)",
+    "    mtlr 0",
+    "    lwz 0, {o_cr}(4)",
+    "    mtcr 0",
+    "    lwz 2, {o_r2}(4)",
+    "    lmw 13, {o_r13}(4)",
+    "    blr",
+    save = sym HOSTILE_SAVE,
+    o_r1 = const core::mem::offset_of!(Save, r1),
+    o_lr = const core::mem::offset_of!(Save, lr),
+    o_cr = const core::mem::offset_of!(Save, cr),
+    o_r2 = const core::mem::offset_of!(Save, r2),
+    o_r13 = const core::mem::offset_of!(Save, r13),
+    o_slot = const core::mem::offset_of!(Save, slot),
+    o_srr0 = const core::mem::offset_of!(Save, srr0),
+    o_srr1 = const core::mem::offset_of!(Save, srr1),
+    o_csrr0 = const core::mem::offset_of!(Save, csrr0),
+    o_csrr1 = const core::mem::offset_of!(Save, csrr1),
+    o_mcsrr0 = const core::mem::offset_of!(Save, mcsrr0),
+    o_esr = const core::mem::offset_of!(Save, esr),
+    o_dear = const core::mem::offset_of!(Save, dear),
+    xer = const spr::XER,
+    ctr = const spr::CTR,
+    lr = const spr::LR,
+    srr0 = const spr::SRR0,
+    srr1 = const spr::SRR1,
+    csrr0 = const spr::CSRR0,
+    csrr1 = const spr::CSRR1,
+    mcsrr0 = const spr::MCSRR0,
+    esr = const spr::ESR,
+    dear = const spr::DEAR,
+    end_slot = const END_SLOT,
+    msr = const NORMAL_MSR,
+);
+
+// The assembly above reads Regs at fixed offsets.
+const _: () = {
+    assert!(core::mem::offset_of!(Regs, cr) == 128);
+    assert!(core::mem::offset_of!(Regs, msr) == 144);
+    assert!(core::mem::offset_of!(Regs, pc) == 148);
+};
+
+extern "C" {
+    fn hostile_run(regs: *const Regs);
+    static hostile_end: u8;
+    static hostile_common: u8;
+    static hostile_common_mtmsr: u8;
+    static __vectors: u8;
+    static __image_start: u8;
+    static __image_end: u8;
+}
+
+fn addr_of_sym(s: &u8) -> u32 {
+    s as *const u8 as u32
+}
+
+/// Entered from `kestrel_guest_bare`'s `_start` with r3 = the VM index from the VMM.
+#[no_mangle]
+extern "C" fn bare_main(vm: u32) -> ! {
+    if vm == 0 {
+        attacker()
+    } else {
+        neighbour(vm)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Privileged register access (the guest runs in supervisor state between blocks).
+
+macro_rules! mtspr {
+    ($n:expr, $v:expr) => {
+        // SAFETY: the guest's own SPR writes between blocks, at supervisor state; each
+        // restores a value the guest chose.
+        unsafe { asm!("mtspr {n}, {v}", n = const $n, v = in(reg) $v, options(nostack)) }
+    };
+}
+
+macro_rules! mtdcr {
+    ($n:expr, $v:expr) => {
+        // SAFETY: the guest's own DCR writes between blocks, restoring the UIC's reset state.
+        unsafe { asm!("mtdcr {n}, {v}", n = const $n, v = in(reg) $v, options(nostack)) }
+    };
+}
+
+macro_rules! mfspr {
+    ($n:expr) => {{
+        let v: u32;
+        // SAFETY: reading an SPR has no side effect on these registers.
+        unsafe { asm!("mfspr {v}, {n}", n = const $n, v = out(reg) v, options(nostack)) };
+        v
+    }};
+}
+
+/// Writes TLB entry `index` (MMUCR = 0: TID 0).
+fn tlb_write(index: u32, w0: u32, w1: u32, w2: u32) {
+    // SAFETY: the guest's own entries, which map what they mapped before or (at boot)
+    // replace the VMM's first entry with one that maps this code 1:1 too.
+    unsafe {
+        asm!("mtspr {mmucr}, {z}", ".long {a}", ".long {b}", ".long {c}", "isync",
+             mmucr = const spr::MMUCR, a = const encode::tlbwe(4, 3, 0),
+             b = const encode::tlbwe(5, 3, 1), c = const encode::tlbwe(6, 3, 2),
+             z = in(reg) 0u32, in("r3") index, in("r4") w0, in("r5") w1, in("r6") w2,
+             options(nostack));
+    }
+}
+
+/// Reads TLB entry `index`'s three words.
+fn tlb_read(index: u32) -> (u32, u32, u32) {
+    let (a, b, c): (u32, u32, u32);
+    // SAFETY: tlbre only reads the entry (and sets MMUCR[STID], which nothing relies on).
+    unsafe {
+        asm!(".long {x}", ".long {y}", ".long {z}",
+             x = const encode::tlbre(4, 3, 0), y = const encode::tlbre(5, 3, 1),
+             z = const encode::tlbre(6, 3, 2),
+             in("r3") index, out("r4") a, out("r5") b, out("r6") c, options(nostack));
+    }
+    (a, b, c)
+}
+
+/// The guest's own entries: (index, word 0, word 1, word 2).
+fn own_entries() -> [(u32, u32, u32, u32); 4] {
+    use word2::{SR, SW, SX, UR, UW, UX};
+    let m16 = word0::V.mask() | PageSize::M16.word0();
+    let code = SX.mask() | SW.mask() | SR.mask() | UX.mask() | UR.mask();
+    let scratch = SW.mask() | SR.mask() | UW.mask() | UR.mask();
+    let uart_page = kestrel_guest_bare::UART0 as u32 & word0::EPN.mask();
+    let uart = word2::I.mask() | word2::G.mask() | SW.mask() | SR.mask();
+    [
+        (TLB_CODE_TS0, m16, 0, code),
+        (TLB_CODE_TS1, m16 | word0::TS.mask(), 0, code),
+        (TLB_SCRATCH, OWN_END | m16, OWN_END, scratch),
+        (
+            TLB_UART,
+            uart_page | word0::V.mask() | PageSize::K4.word0(),
+            uart_page,
+            uart,
+        ),
+    ]
+}
+
+fn set_ivors() {
+    macro_rules! ivors {
+        ($($n:literal => $spr:ident),*) => {
+            $(mtspr!(spr::$spr, $n * 16u32);)*
+        };
+    }
+    // SAFETY (inside mtspr!): IVPR points at the stubs, every IVOR at stub `n`.
+    mtspr!(spr::IVPR, addr_of_sym(unsafe_ref(&raw const __vectors)));
+    ivors!(0 => IVOR0, 1 => IVOR1, 2 => IVOR2, 3 => IVOR3, 4 => IVOR4, 5 => IVOR5,
+           6 => IVOR6, 7 => IVOR7, 8 => IVOR8, 9 => IVOR9, 10 => IVOR10, 11 => IVOR11,
+           12 => IVOR12, 13 => IVOR13, 14 => IVOR14, 15 => IVOR15);
+}
+
+/// A linker symbol as a reference (only its address is used).
+fn unsafe_ref(p: *const u8) -> &'static u8 {
+    // SAFETY: linker symbols are valid addresses inside the image; only the address of
+    // the reference is taken, never its contents.
+    unsafe { &*p }
+}
+
+/// Makes `[start, start + bytes)` coherent for instruction fetch after data writes.
+fn sync_icache(start: u32, bytes: u32) {
+    let mut a = start & !31;
+    while a < start + bytes {
+        // SAFETY: cache maintenance on the guest's own, mapped memory.
+        unsafe { asm!("dcbst 0, {a}", "msync", "icbi 0, {a}", a = in(reg) a, options(nostack)) };
+        a += 32;
+    }
+    // SAFETY: context synchronisation only.
+    unsafe { asm!("msync", "isync", options(nostack)) };
+}
+
+// ---------------------------------------------------------------------------------------
+// The attacker.
+
+/// Short names of the 16 vectors, in IVOR order, for the summary lines.
+const VECTOR_SHORT: [&str; 16] = [
+    "CI", "MC", "DSI", "ISI", "EXT", "ALIGN", "PROG", "FPU", "SC", "APU", "DEC", "FIT", "WDT",
+    "DTLB", "ITLB", "DEBUG",
+];
+
+/// Exceptions by slot: 0-15 the standard vectors, 16 a slot a block's own IVOR chose,
+/// 17 a normal end.
+const COUNTS: usize = 18;
+
+struct Stats {
+    blocks: u64,
+    generated: u64,
+    run: u64,
+    by_slot: [u64; COUNTS],
+    ops: [u64; CLASSES],
+    findings: u64,
+}
+
+fn attacker() -> ! {
+    // Own entries first (the UART needs its entry before the first line).
+    for (i, w0, w1, w2) in own_entries() {
+        tlb_write(i, w0, w1, w2);
+    }
+    let vectors = addr_of_sym(unsafe_ref(&raw const __vectors));
+    let common = addr_of_sym(unsafe_ref(&raw const hostile_common));
+    for k in 0..SLOTS {
+        let at = vectors + 16 * k;
+        let words = [
+            encode::li(3, k as i16),
+            encode::b(common.wrapping_sub(at + 4) as i32, false),
+            encode::ILLEGAL,
+            encode::ILLEGAL,
+        ];
+        for (j, w) in words.iter().enumerate() {
+            // SAFETY: the stub area is this image's NOLOAD `.vectors` section.
+            unsafe { ((at + 4 * j as u32) as *mut u32).write_volatile(*w) };
+        }
+    }
+    sync_icache(vectors, SLOTS * 16);
+    set_ivors();
+    let ccr0 = mfspr!(spr::CCR0);
+    let ccr1 = mfspr!(spr::CCR1);
+
+    // SAFETY: HOSTILE_ARGS is a plain static; volatile so the patched value is read.
+    let args = unsafe { core::ptr::read_volatile(&raw const HOSTILE_ARGS) };
+    let mut out = Uart;
+    let (seed, budget, progress) = (args.seed, args.instructions, args.progress.max(1));
+    let _ = writeln!(
+        out,
+        "hostile: vm0 attacker: seed {seed} budget {budget} instructions, progress every {progress} blocks"
+    );
+    let layout = Layout {
+        scratch_start: OWN_END,
+        scratch_end: RAM_END,
+        ivpr: vectors,
+        end_stub: addr_of_sym(unsafe_ref(&raw const hostile_end)),
+    };
+    let common_mtmsr = addr_of_sym(unsafe_ref(&raw const hostile_common_mtmsr));
+    // SAFETY: the block buffer is only touched here and by the block itself.
+    let buf = unsafe { &raw mut BLOCK.0 } as *mut u32;
+    let base = buf as u32;
+    let mut rng = Rng::new(seed);
+    let mut block = Block::default();
+    let mut st = Stats {
+        blocks: 0,
+        generated: 0,
+        run: 0,
+        by_slot: [0; COUNTS],
+        ops: [0; CLASSES],
+        findings: 0,
+    };
+    while st.run < budget {
+        gen::generate(&mut rng, &layout, base, &mut block);
+        for (i, w) in block.words[..block.len].iter().enumerate() {
+            // SAFETY: inside the block buffer (len <= MAX_WORDS).
+            unsafe { buf.add(i).write_volatile(*w) };
+        }
+        sync_icache(base, 4 * block.len as u32);
+        let regs = gen::initial_regs(&mut rng, &layout, base);
+        // SAFETY: hostile_run saves the callee-saved registers and returns through
+        // hostile_common with them restored; the block can only reach its own buffer, the
+        // end stub and the vector stubs (the generator's invariants).
+        unsafe { hostile_run(&regs) };
+        // SAFETY: written by hostile_common just now; nothing else runs.
+        let s = unsafe { &*(&raw const HOSTILE_SAVE) };
+        let end = s.slot == END_SLOT || s.srr0 == common_mtmsr;
+        let exit_pc = match s.slot {
+            _ if end => None,
+            ivor::CRITICAL | ivor::WATCHDOG | ivor::DEBUG => Some(s.csrr0),
+            ivor::MACHINE_CHECK => Some(s.mcsrr0),
+            _ => Some(s.srr0),
+        };
+        let words = match exit_pc {
+            Some(pc) if pc >= base && pc < base + 4 * block.len as u32 => (pc - base) / 4,
+            _ => block.len as u32,
+        };
+        st.blocks += 1;
+        st.generated += block.len as u64;
+        st.run += words as u64;
+        let slot = if end {
+            17
+        } else if s.slot < 16 {
+            s.slot as usize
+        } else {
+            16
+        };
+        st.by_slot[slot] += 1;
+        for (o, n) in st.ops.iter_mut().zip(block.ops) {
+            *o += n as u64;
+        }
+        restore(block.touched, ccr0, ccr1);
+        if st.blocks % VERIFY_EVERY == 0 {
+            verify(&mut out, &mut st);
+        }
+        if st.blocks % progress == 0 {
+            let _ = writeln!(
+                out,
+                "hostile: progress blocks {} instructions {} exceptions {} ends {}",
+                st.blocks,
+                st.run,
+                st.blocks - st.by_slot[17],
+                st.by_slot[17]
+            );
+        }
+    }
+    verify(&mut out, &mut st);
+    // Console lines stay below the VMM's 128-byte line buffer (longer ones are split and
+    // can interleave with the neighbour's); the `done` line comes last.
+    let _ = writeln!(
+        out,
+        "hostile: counts blocks {} instructions {} generated {} exceptions {} ends {}",
+        st.blocks,
+        st.run,
+        st.generated,
+        st.blocks - st.by_slot[17],
+        st.by_slot[17]
+    );
+    for half in [0..8, 8..16] {
+        let _ = write!(out, "hostile: vectors");
+        for v in half {
+            let _ = write!(out, " {}={}", VECTOR_SHORT[v], st.by_slot[v]);
+        }
+        let _ = writeln!(out);
+    }
+    let _ = writeln!(out, "hostile: vectors other={}", st.by_slot[16]);
+    for half in [0..7, 7..CLASSES] {
+        let _ = write!(out, "hostile: ops");
+        for c in half {
+            let _ = write!(out, " {}={}", CLASS_NAMES[c], st.ops[c]);
+        }
+        let _ = writeln!(out);
+    }
+    let _ = writeln!(out, "hostile: done seed {seed} findings {}", st.findings);
+    reset()
+}
+
+/// Puts back what a block may have changed (`touched` from the generator).
+fn restore(t: u32, ccr0: u32, ccr1: u32) {
+    if t & touched::VECTORS != 0 {
+        set_ivors();
+    }
+    if t & touched::TIMERS != 0 {
+        mtspr!(spr::TCR, 0u32);
+        mtspr!(spr::DEC, 0u32);
+        mtspr!(spr::DECAR, 0u32);
+        mtspr!(spr::TSR, u32::MAX);
+    }
+    if t & touched::DEBUG != 0 {
+        mtspr!(spr::DBCR0, 0u32);
+        mtspr!(spr::DBCR1, 0u32);
+        mtspr!(spr::DBCR2, 0u32);
+        mtspr!(spr::DBSR, u32::MAX);
+    }
+    if t & touched::MMU != 0 {
+        mtspr!(spr::PID, 0u32);
+        mtspr!(spr::MMUCR, 0u32);
+    }
+    if t & touched::UIC != 0 {
+        // Every source disabled and routed non-critical, every status bit cleared.
+        mtdcr!(dcr::UIC0_BASE + dcr::uic::ER, 0u32);
+        mtdcr!(dcr::UIC0_BASE + dcr::uic::CR, 0u32);
+        mtdcr!(dcr::UIC0_BASE + dcr::uic::SR, u32::MAX);
+    }
+    if t & touched::CACHE_CFG != 0 {
+        mtspr!(spr::CCR0, ccr0);
+        mtspr!(spr::CCR1, ccr1);
+    }
+}
+
+/// Reads back the guest's own TLB entries; a difference is a finding (no block writes
+/// them), printed, counted and repaired.
+fn verify(out: &mut Uart, st: &mut Stats) {
+    for (i, w0, w1, w2) in own_entries() {
+        let (r0, r1, r2) = tlb_read(i);
+        // TPAR/PAR bits read back as the hardware (or emulation) computes them.
+        let m0 = !word0::TPAR.mask();
+        let m1 = kestrel_ppc440::tlb::word1::RPN.mask() | kestrel_ppc440::tlb::word1::ERPN.mask();
+        let m2 = !word2::PAR2.mask();
+        if r0 & m0 != w0 & m0 || r1 & m1 != w1 & m1 || r2 & m2 != w2 & m2 {
+            st.findings += 1;
+            let _ = writeln!(
+                out,
+                "hostile: FINDING own TLB entry {i} reads {r0:#010x} {r1:#010x} {r2:#010x}, wrote {w0:#010x} {w1:#010x} {w2:#010x} (block {})",
+                st.blocks
+            );
+            tlb_write(i, w0, w1, w2);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The neighbour.
+
+/// The RAM the neighbour checksums: below its image, and from its end to `RAM_END`.
+fn regions() -> [(u32, u32); 2] {
+    let start = addr_of_sym(unsafe_ref(&raw const __image_start));
+    let end = addr_of_sym(unsafe_ref(&raw const __image_end));
+    [(0, start), (end, RAM_END)]
+}
+
+#[inline(always)]
+fn store(addr: u32, v: u32) {
+    // SAFETY: word-aligned guest-physical addresses outside this image (mapped 1:1 by the
+    // VMM's first TLB entry, which the neighbour keeps).
+    unsafe {
+        asm!("stw {v}, 0({a})", v = in(reg) v, a = in(reg_nonzero) addr, options(nostack, preserves_flags))
+    };
+}
+
+#[inline(always)]
+fn load(addr: u32) -> u32 {
+    let v: u32;
+    // SAFETY: a word-aligned guest RAM address below `RAM_END`, mapped 1:1.
+    unsafe {
+        asm!("lwz {v}, 0({a})", v = out(reg) v, a = in(reg_nonzero) addr, options(nostack, readonly, preserves_flags))
+    };
+    v
+}
+
+fn checksum() -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for (lo, hi) in regions() {
+        for a in (lo..hi).step_by(4) {
+            h ^= load(a) as u64;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
+}
+
+fn neighbour(vm: u32) -> ! {
+    map_uart_at(1);
+    let mut out = Uart;
+    let mut x = 0x9E37_79B9 ^ vm;
+    let mut kib = 0;
+    for (lo, hi) in regions() {
+        kib += (hi - lo) >> 10;
+        for a in (lo..hi).step_by(4) {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            store(a, x);
+        }
+    }
+    let expect = checksum();
+    let _ = writeln!(
+        out,
+        "neighbour: vm{vm} filled {kib} KiB, checksum {expect:#018x}; rechecking forever"
+    );
+    let mut round: u64 = 0;
+    loop {
+        round += 1;
+        let sum = checksum();
+        if sum != expect {
+            let _ = writeln!(
+                out,
+                "neighbour: FAIL round {round}: checksum {sum:#018x}, expected {expect:#018x}"
+            );
+            reset();
+        }
+        let _ = writeln!(out, "neighbour: round {round} checksum {sum:#018x} unchanged");
+    }
+}
+
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    let _ = writeln!(Uart, "hostile: FAIL panic");
+    reset()
+}
