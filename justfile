@@ -39,7 +39,7 @@ demo: setup
     scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-demo
     scripts/native-run.sh kestrel-demo --timeout 60
 
-# Host unit tests, the QEMU launcher's and bench scripts' tests, the on-target ktest suite, the test guest natively vs in a VM, two-VM isolation, the VMM's diagnostics and guest time (vm_diagnostics.py), the hostile guest (short, seed 1), then Linux: native vs VM, two VMs at once, and a VM beside a native program
+# Host unit tests, the QEMU launcher's and bench scripts' tests, the on-target ktest suite, the test guest natively vs in a VM, two-VM isolation, the VMM's diagnostics and guest time (vm_diagnostics.py), the hostile guest and the native syscall fuzzer (short, seed 1), then Linux: native vs VM, two VMs at once, and a VM beside a native program
 test: setup
     {{ cargo }} test
     python3 -m unittest discover -s scripts -p 'test_*.py'
@@ -49,6 +49,7 @@ test: setup
     scripts/vm-isolation.sh
     scripts/vm_diagnostics.py
     scripts/attack-guest.py --seed 1 --instructions 100000
+    scripts/sysfuzz.py --seed 1 --calls 5000 --mode both
     guests/linux/build.sh
     scripts/linux-compare.sh --no-build
     scripts/linux-vms-test.py
@@ -58,10 +59,11 @@ test: setup
 fuzz TARGET="all" SECONDS="20": setup
     scripts/fuzz.sh {{ quote(TARGET) }} {{ quote(SECONDS) }}
 
-# Long adversarial runs (issue 9): the hostile guest beside a checksumming neighbour VM for at least 10^6 guest instructions; SEED is random (and printed) unless given, `just soak SEED` reproduces a run
+# Long adversarial runs (issue 9): the hostile guest beside a checksumming neighbour VM for at least 10^6 guest instructions, then the native syscall fuzzer (10^5 calls unprivileged and 10^5 privileged, beside a counting sibling, capacity probed before and after); SEED is random (and printed) unless given, `just soak SEED` reproduces a run
 soak SEED="": setup
-    scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-vmm -p kestrel-hostile
+    scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-vmm -p kestrel-hostile -p kestrel-sysfuzz
     scripts/attack-guest.py --instructions 1000000 --timeout 3600 {{ if SEED == "" { "" } else { "--seed " + SEED } }}
+    scripts/sysfuzz.py --calls 100000 --mode both --timeout 3600 --seed {{ if SEED == "" { "random" } else { SEED } }}
 
 # Formatting (cargo fmt --check) and clippy on every crate, host and PowerPC 440; fails on any warning (`scripts/lint.sh --report` counts them instead)
 lint: setup

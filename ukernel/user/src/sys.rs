@@ -10,6 +10,13 @@ pub type Regs = [u32; 10];
 /// Issues `sc` with r0 = `nr` and r3..r12 = `a`; returns r3..r12.
 #[inline(always)]
 pub fn syscall(nr: Syscall, a: Regs) -> Regs {
+    syscall_raw(nr as u32, a)
+}
+
+/// [`syscall`] with any number in r0, also numbers the kernel does not have (the kernel
+/// answers those with `KError::NoSyscall`); the syscall fuzzer uses it.
+#[inline(always)]
+pub fn syscall_raw(nr: u32, a: Regs) -> Regs {
     let mut r = a;
     // SAFETY: `sc` enters the kernel, which validates every argument and only writes
     // r3..r12 back (and r0, declared clobbered); no memory is touched behind Rust's back
@@ -17,7 +24,7 @@ pub fn syscall(nr: Syscall, a: Regs) -> Regs {
     unsafe {
         asm!(
             "sc",
-            inout("r0") nr as u32 => _,
+            inout("r0") nr => _,
             inout("r3") r[0], inout("r4") r[1], inout("r5") r[2], inout("r6") r[3],
             inout("r7") r[4], inout("r8") r[5], inout("r9") r[6], inout("r10") r[7],
             inout("r11") r[8], inout("r12") r[9],

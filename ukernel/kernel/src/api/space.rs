@@ -387,13 +387,28 @@ pub fn lookup_or_sigma0(k: &mut Kernel, sid: u16, va: u32) -> Option<(u32, NodeI
     }
 }
 
+/// What the thread can do with the page of pte `e`: its rights, plus read where it may
+/// write (the 440 has no write-only pages: [`refill`] gives `UR` with `UW`). `Unmap` may
+/// take only the read right from a page and leave it writable; the refill and the kernel's
+/// own accesses to user buffers (`translate`) must agree with the TLB entry, or a read
+/// works or faults depending on whether the entry happens to be in the TLB. (Mappings keep
+/// the raw rights: the mapping database gives a child no right its parent lacks.)
+fn effective_rights(e: u32) -> Rights {
+    let r = Rights((e & pte::RIGHTS) as u8);
+    if r.contains(Rights::W) {
+        Rights(r.0 | Rights::R.0)
+    } else {
+        r
+    }
+}
+
 /// Software TLB refill: installs `va` of the current space if its pte grants
 /// `access`. Returns false if the access must become a page fault.
 pub fn refill(k: &mut Kernel, sid: u16, va: u32, access: Rights) -> bool {
     let Some((e, _)) = lookup_or_sigma0(k, sid, va) else {
         return false;
     };
-    if !Rights((e & pte::RIGHTS) as u8).contains(access) {
+    if !effective_rights(e).contains(access) {
         return false;
     }
     let pid = ensure_pid(k, sid);
@@ -424,7 +439,7 @@ pub fn refill(k: &mut Kernel, sid: u16, va: u32, access: Rights) -> bool {
 /// Physical address of user byte `va` in `sid` if mapped with `access`.
 pub fn translate(k: &Kernel, sid: u16, va: u32, access: Rights) -> Option<u32> {
     let (e, _) = lookup(k, sid, va)?;
-    if e & pte::DEVICE != 0 || !Rights((e & pte::RIGHTS) as u8).contains(access) {
+    if e & pte::DEVICE != 0 || !effective_rights(e).contains(access) {
         return None;
     }
     Some((e & !(PAGE_SIZE - 1)) | (va & (PAGE_SIZE - 1)))

@@ -11,8 +11,8 @@ use crate::puppet::{self, op};
 use crate::threads::{block_forever, wait_for_state, Thread, CHILD_PRIORITY};
 use core::arch::asm;
 use kestrel_abi::{
-    exreg, kdebug, kinfo, Fpage, IpcError, IpcPhase, KError, MapItem, MsgTag, Rights, Syscall,
-    ThreadId, Timeout, Timeouts, ABI_VERSION, MAX_THREAD_NO,
+    exreg, kdebug, kinfo, unmapflags, Fpage, IpcError, IpcPhase, KError, MapItem, MsgTag, Rights,
+    Syscall, ThreadId, Timeout, Timeouts, ABI_VERSION, MAX_THREAD_NO,
 };
 use kestrel_user::ipc::{self, Msg};
 use kestrel_user::{rt, sys};
@@ -220,6 +220,35 @@ pub fn thread_control_invalid_ids() -> TestResult {
         probe,
         &[KError::InvalidThread],
     )
+}
+
+/// A page its owner may write but gave up the read right of (`Unmap` of `R` alone, with
+/// `FLUSH_OWN`) is still readable: the 440 has no write-only pages, the TLB gets `UR` with
+/// `UW`. The TLB refill and the kernel's own reads of user buffers agree: the thread reads
+/// it without a fault (with no pager, a fault would stop it), and KDebug prints from it.
+/// (Found by the syscall fuzzer: KDebug refused such a buffer with `InvalidBuffer`, so a
+/// program that had done this to its stack lost every console line it printed from there,
+/// and a read faulted or not depending on whether the TLB still held the entry.)
+pub fn kdebug_reads_write_only_page() -> TestResult {
+    const TEXT: &[u8; 32] = b"ktest:   (from a W-only page)  \n";
+    let f = Frame::alloc()?;
+    for (i, w) in TEXT.chunks_exact(4).enumerate() {
+        f.write(4 * i as u32, u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+    }
+    let page = |r| Fpage::page(f.va(), r);
+    sys::unmap(page(Rights::R), unmapflags::FLUSH_OWN).map_err(|_| "Unmap of R failed")?;
+    let printed = sys::kdebug_write_raw(f.va(), TEXT.len() as u32);
+    // Still writable, and readable by the thread itself (the unmap flushed the TLB entry).
+    let first = f.read(0);
+    f.write(0, first);
+    // Give the page back whole: the next touch maps it again through the sigma0 window.
+    sys::unmap(page(Rights::RWX), unmapflags::FLUSH_OWN).map_err(|_| "Unmap of RWX failed")?;
+    ensure!(
+        printed.is_ok(),
+        "KDebug refused a buffer its caller can read",
+        "KDebug WRITE from a writable page without R: {printed:?}"
+    );
+    Ok(())
 }
 
 /// KDebug output from a buffer that is not mapped, or is kernel memory, or longer than

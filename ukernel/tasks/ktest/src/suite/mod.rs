@@ -64,6 +64,10 @@ pub static TESTS: &[Test] = &[
         "err_kdebug_names_only_reachable_threads",
         errors::kdebug_names_only_reachable_threads,
     ),
+    (
+        "kdebug_reads_write_only_page",
+        errors::kdebug_reads_write_only_page,
+    ),
     ("kernel_info_and_timebase", errors::kernel_info_and_timebase),
     // Memory
     ("map_child_reads_page", mem::map_child_reads_page),
