@@ -9,7 +9,8 @@ kestrel-checksum`), and at the same time the same guest script natively on QEMU'
 - the VM's job output (from the guest's banner to KESTREL-SCRIPT-DONE, timing lines aside)
   equals the native run's, and the script exited with status 0;
 - the root task refused kestrel-checksum what it has no right to (a vCPU, deleting another
-  program's thread, a thread above its priority ceiling), and the kernel refused it
+  program's thread, a thread above its priority ceiling, a device page, an interrupt line),
+  and the kernel refused it
   `Schedule(self, 255)` (its scheduler is the root task; issue 9, finding 2);
 - kestrel-checksum printed every round's CRC-32 and the final checksum as recomputed here
   (ukernel/tasks/checksum says how), each on a line of its own that starts with its
@@ -86,7 +87,8 @@ def check_checksum(lines, rounds):
     # The rights checks come first: no vCPU right, not the owner of the root thread, no thread
     # above the ceiling (root task); not its own scheduler (kernel).
     want = [f"{PREFIX}rights: vcpu Err(Refused(NoRight)), delete root Err(Refused(NotOwner)), "
-            f"thread above ceiling Err(Refused(NoRight)), schedule self 255 Err(NotScheduler)"]
+            f"thread above ceiling Err(Refused(NoRight)), schedule self 255 Err(NotScheduler)",
+            f"{PREFIX}devices: page Err(Refused(NoRight)), interrupt Err(Refused(NoRight))"]
     want += [f"{PREFIX}round {i + 1}/{rounds}: crc {c:#010x}" for i, c in enumerate(crcs)]
     want.append(f"{PREFIX}checksum {total:#010x} after {rounds} rounds")
     for i, line in enumerate(lines):

@@ -235,20 +235,12 @@ fn kdebug(
             Ok([0; 2])
         }
         kdebug::SET_NAME => {
-            // Whom ExchangeRegisters may reach may be named: the caller's own threads, any
-            // thread for the root task, a VMM's vCPUs (so kernel lines name them).
+            // Whom ExchangeRegisters may reach may be named (so kernel lines name a VMM's
+            // vCPUs); nil names the caller.
             let j = if who == ThreadId::NIL {
                 cur
             } else {
-                let j = thread::lookup(k, who).ok_or(KError::InvalidThread)?;
-                let cs = k.threads[cur].space;
-                if k.threads[j].space != cs
-                    && !k.spaces[cs as usize].privileged
-                    && !thread::drives_vcpu(k, cs, j)
-                {
-                    return Err(KError::NoPrivilege);
-                }
-                j
+                thread::reachable(k, cur, who)?
             };
             let (buf, len) =
                 read_user::<THREAD_NAME_LEN>(k, cur, a, b.min(THREAD_NAME_LEN as u32))?;

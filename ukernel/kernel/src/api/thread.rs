@@ -418,11 +418,7 @@ pub fn sys_exchange_registers(
     if control & !exreg::ALL != 0 {
         return Err(KError::InvalidParam);
     }
-    let j = lookup(k, dest).ok_or(KError::InvalidThread)?;
-    let cs = k.threads[cur].space;
-    if k.threads[j].space != cs && !k.spaces[cs as usize].privileged && !drives_vcpu(k, cs, j) {
-        return Err(KError::NoPrivilege);
-    }
+    let j = reachable(k, cur, dest)?;
     let t = k.threads[j];
     let mut state = 0;
     if t.halted {
@@ -495,10 +491,22 @@ pub fn sys_exchange_registers(
     Ok(old)
 }
 
+/// The thread `dest` names, if `cur` may control it: a thread of the caller's own space,
+/// any thread for the privileged (root) space, or a vCPU the caller's space drives. This
+/// is who `ExchangeRegisters` and `KDebug(SET_NAME)` reach (docs/SECURITY.md).
+pub fn reachable(k: &Kernel, cur: usize, dest: ThreadId) -> Result<usize, KError> {
+    let j = lookup(k, dest).ok_or(KError::InvalidThread)?;
+    let cs = k.threads[cur].space;
+    if k.threads[j].space != cs && !k.spaces[cs as usize].privileged && !drives_vcpu(k, cs, j) {
+        return Err(KError::NoPrivilege);
+    }
+    Ok(j)
+}
+
 /// True if thread `j` is a vCPU whose exception handler (its VMM) lives in space `cs`: a
 /// VMM that is not the root task starts, stops and reads its own vCPUs, as `VcpuControl`
 /// already allows it (the root task created the vCPU for it, see `kestrel_abi::root`).
-pub fn drives_vcpu(k: &Kernel, cs: u16, j: usize) -> bool {
+fn drives_vcpu(k: &Kernel, cs: u16, j: usize) -> bool {
     k.threads[j].vcpu != NO_VCPU
         && lookup(k, k.threads[j].exc_handler).is_some_and(|h| k.threads[h].space == cs)
 }

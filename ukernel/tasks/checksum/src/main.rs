@@ -5,7 +5,7 @@
 //! sleeps a little so the VMs run too; at the end it prints the fold of all rounds
 //! (`total = total.rotate_left(1) ^ crc`). Anyone can recompute every line. Before it starts
 //! it asks the root task for things it has no right to (a vCPU, deleting the root's own
-//! thread, a thread above its priority ceiling) and the kernel to raise its own priority to
+//! thread, a thread above its priority ceiling, a device page, an interrupt line) and the kernel to raise its own priority to
 //! 255 (its scheduler is the root task: `docs/adr/0013-priorities.md`), and prints the
 //! refusals.
 //!
@@ -73,6 +73,13 @@ pub extern "C" fn task_main() {
         root::delete_thread(ThreadId::ROOT),
         root::spawn(worker, work, 0, PROGRAM_CEILING + 1, ThreadId::ROOT),
         sys::schedule(sys::my_id(), kestrel_abi::MAX_PRIORITY, 0)
+    );
+    // Nor device registers or interrupt lines: only programs with the device right (the
+    // VMM) get them, since a device can reach memory (docs/SECURITY.md).
+    println!(
+        "devices: page {:?}, interrupt {:?}",
+        root::device(kestrel_abi::DEVICE_WINDOW),
+        root::interrupt(0, worker, 0)
     );
     // The root task pages the worker (it runs in our image). It runs at our ceiling, the
     // vCPUs' priority: the two share the processor round robin.

@@ -12,8 +12,10 @@
 //!   performing the privileged system calls on its behalf;
 //! - stops the machine when every program it started has exited.
 //!
-//! Rights: device pages and interrupt lines go to the first program that asks for them
-//! (exclusively); the vCPU right to the programs named by `root.vcpu=NAME,...` (default
+//! Rights: device pages and interrupt lines go only to the programs named by
+//! `root.devices=NAME,...` (default `kestrel-vmm`), each page and line to the first of them
+//! that asks (exclusively): a device's registers can reach memory (DMA), so holding one is
+//! a privilege, not a resource (docs/SECURITY.md); the vCPU right to the programs named by `root.vcpu=NAME,...` (default
 //! `kestrel-vmm`), and with it the higher priority ceiling `VMM_CEILING` (the others get
 //! `PROGRAM_CEILING`, the vCPUs' priority). See `docs/adr/0009-root-task.md` and
 //! `docs/adr/0013-priorities.md`.
@@ -36,8 +38,9 @@ use ram::Ram;
 
 /// Most programs the root task runs.
 const MAX_PROGRAMS: usize = 8;
-/// Programs that get the vCPU right when `root.vcpu=` is not given.
-const DEFAULT_VCPU: &str = "kestrel-vmm";
+/// The program that gets the vCPU and device rights when `root.vcpu=` and
+/// `root.devices=` are not given.
+const DEFAULT_VMM: &str = "kestrel-vmm";
 /// `owner` entry of a thread number nobody has.
 const FREE: u8 = 0;
 /// `owner` entry of the root's own number.
@@ -49,6 +52,8 @@ struct Program {
     image: Loaded,
     main: ThreadId,
     vcpu_right: bool,
+    /// May own device pages and interrupt lines (`root.devices=`).
+    device_right: bool,
     running: bool,
 }
 
@@ -109,14 +114,18 @@ pub extern "C" fn task_main() {
         code: 0,
     };
     root.owner[0] = ROOT_OWNER;
-    let vcpu_names = || {
-        let mut list = proto::arg_list(args, "root.vcpu=").peekable();
+    // A right goes to the programs its key names, or to the VMM when the key is absent.
+    let has_right = |key: &str, name: &str| {
+        let mut list = proto::arg_list(args, key).peekable();
         let default = list.peek().is_none();
-        list.chain(default.then_some(DEFAULT_VCPU))
+        list.chain(default.then_some(DEFAULT_VMM)).any(|v| v == name)
     };
     for name in proto::arg_list(args, "root.start=") {
-        let vcpu = vcpu_names().any(|v| v == name);
-        root.start(name, vcpu);
+        root.start(
+            name,
+            has_right("root.vcpu=", name),
+            has_right("root.devices=", name),
+        );
     }
     if !root.programs.iter().any(|p| p.running) {
         println!("root: no program running (name them with root.start=NAME,... on the kernel command line)");
@@ -127,7 +136,7 @@ pub extern "C" fn task_main() {
 
 impl Root {
     /// Loads and starts module `name`; one line and nothing else on failure.
-    fn start(&mut self, name: &str, vcpu_right: bool) {
+    fn start(&mut self, name: &str, vcpu_right: bool, device_right: bool) {
         let Some(module) = bootmod::find(self.archive, name) else {
             println!("root: no module \"{name}\" in the boot-module archive; not starting it");
             return;
@@ -160,6 +169,7 @@ impl Root {
             image,
             main,
             vcpu_right,
+            device_right,
             running: true,
         });
         let ceiling = self.programs[index as usize].ceiling();
@@ -172,8 +182,9 @@ impl Root {
             return;
         }
         println!(
-            "root: started {name} (thread {main:?}, {kib} KiB image{})",
-            if vcpu_right { ", may create vCPUs" } else { "" }
+            "root: started {name} (thread {main:?}, {kib} KiB image{}{})",
+            if vcpu_right { ", may create vCPUs" } else { "" },
+            if device_right { ", may own devices" } else { "" }
         );
     }
 
@@ -404,6 +415,11 @@ impl Root {
                 sys::thread_control(id, ThreadId::NIL, 0, ThreadId::NIL, 0)
                     .map_err(|_| RootError::Kernel)?;
                 Ok(Reply::Done)
+            }
+            Request::Device { .. } | Request::Interrupt { .. }
+                if !self.programs[p].device_right =>
+            {
+                Err(RootError::NoRight)
             }
             Request::Device { phys } => {
                 if phys % PAGE_SIZE != 0 || !(DEVICE_WINDOW..DEVICE_WINDOW_END).contains(&phys) {
