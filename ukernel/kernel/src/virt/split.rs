@@ -21,12 +21,14 @@
 //! guest's effective address, and QEMU's `stwcx.` without a matching reservation fails
 //! without accessing memory, so it never reaches the kernel: a kernel-held reservation
 //! would make the guest's retry loop spin for ever. Such an instruction (and anything
-//! else that could fault on data, nothing on the 440 as QEMU models it) stops the vCPU
-//! with one line naming the instruction and the cause: never a silent retry.
+//! else that could fault on data, nothing on the 440 as QEMU models it) is reported in one
+//! kernel line naming the instruction and the cause, and the VMM gets a `Halt` fault, on
+//! which it stops the VM: never a silent retry.
 
 use super::{mmu, Kernel};
 use crate::api::thread;
 use crate::arch::{self, esr, TrapFrame};
+use kestrel_abi::VirtFault;
 use kestrel_vtlb::{Access, FillResult};
 use ppc440::decode::{self, opcd, xo31, AccessKind, DataReg, Insn, LoadStore, DCACHE_LINE};
 
@@ -305,15 +307,17 @@ fn write(pieces: &[(u32, u32)], buf: &[u8], ram_end: u32) -> bool {
     true
 }
 
-/// Stops vCPU thread `cur`: the kernel cannot complete the instruction `word` at `pc`.
+/// The kernel cannot complete the instruction `word` at `pc` of vCPU thread `cur`: says
+/// why on the console, then hands the VMM a `Halt` fault, which stops the VM (and, with
+/// no VMM, the thread stops with virt_fault's own line).
 fn unable(k: &mut Kernel, cur: usize, pc: u32, word: u32, why: &str) -> Option<usize> {
-    thread::stop(
-        k,
-        cur,
-        format_args!(
-            "guest MSR[IS] != MSR[DS] and the data access of insn {word:#010x} at pc {pc:#010x} \
-             is in its own code page under another translation; cannot emulate it: {why}"
-        ),
+    crate::kprintln!(
+        "kestrel: thread {:?} ({}) halted: guest MSR[IS] != MSR[DS] and the data access of insn \
+         {word:#010x} at pc {pc:#010x} is in its own code page under another translation; \
+         cannot emulate it: {why}",
+        thread::id_of(k, cur),
+        k.threads[cur].name(),
     );
-    None
+    let vi = k.threads[cur].vcpu as usize;
+    super::virt_fault(k, cur, vi, VirtFault::Halt, word, 0)
 }
