@@ -12,7 +12,10 @@
 //!   After each block the guest restores what the block may have changed (IVPR/IVORs,
 //!   timers, debug registers, PID/MMUCR, CCR0/1; the generator says which), and every
 //!   [`VERIFY_EVERY`] blocks it reads back its own TLB entries: a change there, which no
-//!   block can make, is a finding and printed as `hostile: FINDING ...`. It prints a
+//!   block can make, is a finding and printed as `hostile: FINDING ...`. In some blocks
+//!   its own TS 1 entry is absent (fetches and data in TS 1 then use what the blocks
+//!   wrote), and r8 points into the running block (loads from the code page, under another
+//!   translation when MSR[IS] != MSR[DS]). It prints a
 //!   progress line every `progress` blocks and a summary at the end, then requests a
 //!   reset (the VMM stops the VM).
 //! - VM 1 and up, the neighbour: fills its RAM outside its image with a pseudo-random
@@ -357,8 +360,8 @@ const VECTOR_SHORT: [&str; 16] = [
     "DTLB", "ITLB", "DEBUG",
 ];
 
-/// Exceptions by slot: 0-15 the standard vectors, 16 a slot a block's own IVOR chose,
-/// 17 a normal end.
+/// Exceptions by slot: 0-15 the standard vectors, 16 an exception of a block that wrote
+/// an IVOR (any interrupt may have gone to any stub), 17 a normal end.
 const COUNTS: usize = 18;
 
 struct Stats {
@@ -368,6 +371,22 @@ struct Stats {
     by_slot: [u64; COUNTS],
     ops: [u64; CLASSES],
     findings: u64,
+    notes: u32,
+}
+
+/// At most this many `hostile: note` lines (unexpected exits, with their block) per run.
+const MAX_NOTES: u32 = 8;
+
+/// Prints a block's words and its MSR on entry, a few words per line (for a reproducer).
+fn note_block(out: &mut Uart, block: &Block, regs: &Regs) {
+    let _ = writeln!(out, "hostile: note block at {:#010x} msr {:#010x}", regs.pc, regs.msr);
+    for chunk in block.words[..block.len].chunks(8) {
+        let _ = write!(out, "hostile: note words");
+        for w in chunk {
+            let _ = write!(out, " {w:08x}");
+        }
+        let _ = writeln!(out);
+    }
 }
 
 fn attacker() -> ! {
@@ -422,6 +441,7 @@ fn attacker() -> ! {
         by_slot: [0; COUNTS],
         ops: [0; CLASSES],
         findings: 0,
+        notes: 0,
     };
     while st.run < budget {
         gen::generate(&mut rng, &layout, base, &mut block);
@@ -431,13 +451,26 @@ fn attacker() -> ! {
         }
         sync_icache(base, 4 * block.len as u32);
         let regs = gen::initial_regs(&mut rng, &layout, base);
+        // Sometimes without the guest's own TS 1 entry: fetches and data in TS 1 then go
+        // through the entries the blocks wrote (or miss).
+        let no_ts1 = rng.chance(15);
+        if no_ts1 {
+            tlb_write(TLB_CODE_TS1, 0, 0, 0);
+        }
         // SAFETY: hostile_run saves the callee-saved registers and returns through
         // hostile_common with them restored; the block can only reach its own buffer, the
         // end stub and the vector stubs (the generator's invariants).
         unsafe { hostile_run(&regs) };
         // SAFETY: written by hostile_common just now; nothing else runs.
         let s = unsafe { &*(&raw const HOSTILE_SAVE) };
-        let end = s.slot == END_SLOT || s.srr0 == common_mtmsr;
+        if no_ts1 {
+            let (_, w0, w1, w2) = own_entries()[TLB_CODE_TS1 as usize];
+            tlb_write(TLB_CODE_TS1, w0, w1, w2);
+        }
+        // The end: the end stub reached, or (in problem state, or in TS 1 without the own
+        // entry) an interrupt on the way through the end stub and hostile_common.
+        let end = s.slot == END_SLOT
+            || [layout.end_stub, common, common + 4, common_mtmsr].contains(&(s.srr0 & !3));
         let exit_pc = match s.slot {
             _ if end => None,
             ivor::CRITICAL | ivor::WATCHDOG | ivor::DEBUG => Some(s.csrr0),
@@ -451,14 +484,35 @@ fn attacker() -> ! {
         st.blocks += 1;
         st.generated += block.len as u64;
         st.run += words as u64;
+        // A block that wrote an IVOR may have sent any interrupt to any stub: its slot
+        // does not name the vector then.
         let slot = if end {
             17
-        } else if s.slot < 16 {
+        } else if s.slot < 16 && block.touched & touched::VECTORS == 0 {
             s.slot as usize
         } else {
             16
         };
         st.by_slot[slot] += 1;
+        if (slot == ivor::ISI as usize || slot == ivor::ITLB_MISS as usize)
+            && !no_ts1
+            && st.notes < MAX_NOTES
+        {
+            // The generator keeps every fetch inside the guest's own entries 0 and 1
+            // (supervisor and user execute, TS 0 and 1): an instruction storage interrupt or
+            // ITLB miss means a fetch was translated by another entry.
+            st.notes += 1;
+            let _ = writeln!(
+                out,
+                "hostile: note {} at block {}: srr0 {:#010x} srr1 {:#010x} esr {:#010x}",
+                VECTOR_SHORT[slot],
+                st.blocks,
+                s.srr0,
+                s.srr1,
+                s.esr
+            );
+            note_block(&mut out, &block, &regs);
+        }
         for (o, n) in st.ops.iter_mut().zip(block.ops) {
             *o += n as u64;
         }

@@ -16,7 +16,9 @@
 //!   most one displacement. The VMM stops a VM that touches guest-physical memory beyond
 //!   its RAM, so a wild address would end the run, not test anything.
 //! - **TLB entries the guest writes map into scratch RAM or above 4 GiB.** Entries 0-3
-//!   are the guest's own ([`OWN_TLB_ENTRIES`]) and are never written by a block. Other
+//!   are the guest's own ([`OWN_TLB_ENTRIES`]) and are never written by a block. Some
+//!   TS 1 entries cover the guest's own pages, but map them to scratch RAM and are never
+//!   executable. Other
 //!   entries get every size code (architected or not), TS, TID, parity and attribute bit,
 //!   but their real page lies in scratch RAM (sizes up to 16 MiB), at 0 (larger sizes and
 //!   undefined codes: then the effective page starts at 0 or beyond the guest's RAM, so
@@ -68,8 +70,12 @@ pub const OWN_TLB_ENTRIES: u32 = 4;
 pub const BASE_REGS: [u32; 4] = [2, 3, 4, 5];
 /// Registers that hold small offsets: the index of every X-form memory access.
 pub const INDEX_REGS: [u32; 2] = [6, 7];
-/// r8 to r31 (and r0, r1) hold anything; generated instructions write only these.
-pub const FIRST_DATA_REG: u32 = 8;
+/// The register that points into the block itself: the base of loads and cache touches
+/// only (never a store), so that a block reads the page it runs from, under whatever
+/// translation its MSR[DS] selects (the split-translation case of issue 9, finding 1).
+pub const CODE_BASE_REG: u32 = 8;
+/// r9 to r31 (and r0, r1) hold anything; generated instructions write only these.
+pub const FIRST_DATA_REG: u32 = 9;
 /// Base registers start at least this far inside the scratch area, which bounds the
 /// drift of update forms (at most [`MAX_OPS`] displacements of [`DISP_RANGE`] or
 /// [`INDEX_RANGE`] bytes, plus 128 bytes of a multiple or string access).
@@ -297,6 +303,7 @@ pub fn initial_regs(rng: &mut Rng, layout: &Layout, pc: u32) -> Regs {
     for &i in INDEX_REGS.iter() {
         r.gpr[i as usize] = rng.signed(INDEX_RANGE) as u32;
     }
+    r.gpr[CODE_BASE_REG as usize] = pc + rng.below(4 * MAX_WORDS as u32);
     r.cr = rng.u32();
     r.xer = rng.u32();
     r.ctr = interesting(rng, layout);
@@ -587,6 +594,9 @@ impl Gen<'_> {
     }
 
     fn load_store(&mut self) {
+        if self.rng.chance(25) {
+            return self.code_load();
+        }
         match self.rng.below(10) {
             0 => {
                 let (rt, ra, rb) = (self.data(), self.base(), self.index());
@@ -616,6 +626,48 @@ impl Gen<'_> {
                     self.any()
                 };
                 let ra = self.base();
+                if let Some(w) = e::load_store(op, rt, ra, addr) {
+                    self.push(w);
+                    break;
+                }
+            },
+        }
+    }
+
+    /// A load or cache touch based on [`CODE_BASE_REG`]: non-update loads of every width,
+    /// integer and FP, `lswi`, and the cache operations that translate like a load. Not
+    /// `lwarx`: with MSR[IS] != MSR[DS] the kernel emulates a data access to the code page
+    /// in software and cannot hold a reservation, so it stops the vCPU on `lwarx` there
+    /// (docs/adr/0015-hostile-guest.md, finding H1); that would end the run.
+    fn code_load(&mut self) {
+        let ra = CODE_BASE_REG;
+        let rb = self.index();
+        match self.rng.below(8) {
+            0 => {
+                let i = [1usize, 2, 4][self.rng.below(3) as usize]; // dcbst, dcbf, dcbt
+                self.push(e::x_cache(i, ra, rb));
+            }
+            1 => self.push(e::icbi(ra, rb)),
+            2 => {
+                let rt = self.data();
+                let most = 4 * (32 - rt);
+                let nb = 1 + self.rng.below(most.min(32));
+                self.push(e::string_imm(false, rt, ra, nb & 31));
+            }
+            _ => loop {
+                let op = self.rng.pick(&LsOp::ALL);
+                let load = matches!(op.kind(), kestrel_ppc440::decode::AccessKind::Load);
+                if !load || op.update() {
+                    continue;
+                }
+                let addr = if op.is_indexed() {
+                    AddrMode::X { rb: gpr(rb) }
+                } else {
+                    AddrMode::D {
+                        d: self.rng.signed(DISP_RANGE) as i16,
+                    }
+                };
+                let rt = if op.is_fp() { self.any() } else { self.data() };
                 if let Some(w) = e::load_store(op, rt, ra, addr) {
                     self.push(w);
                     break;
@@ -794,6 +846,16 @@ pub fn tlb_entry(rng: &mut Rng, layout: &Layout) -> (u32, u32, u32) {
             let size = 1024u32 << (2 * code);
             let scratch = layout.scratch_end - layout.scratch_start;
             let rpn = layout.scratch_start + rng.below(scratch / size) * size;
+            if rng.chance(15) {
+                // TS 1 over the guest's own pages, into scratch RAM, never executable: data
+                // in TS 1 then reads other bytes than fetches in TS 0 from the same page
+                // (issue 9 finding 1's shape) whenever the guest's own TS 1 entry is absent.
+                let epn = rng.below(layout.scratch_start / size) * size;
+                let w0 = epn | v | word0::TS.mask() | word0::SIZE.put(code) | (rng.u32() & 0xf);
+                let w1 = rpn | word1::ERPN.put(erpn) | (rng.u32() & 0x3f0);
+                let w2 = rng.u32() & !(word2::PAR2.mask() | word2::SX.mask() | word2::UX.mask());
+                return (w0, w1, w2);
+            }
             let epn = if rng.chance(70) {
                 layout.scratch_start + rng.below(scratch / size) * size
             } else {
@@ -896,6 +958,13 @@ pub fn generate(rng: &mut Rng, layout: &Layout, base: u32, block: &mut Block) {
             }
             PatchKind::LisOri => {
                 let r = (w >> 21) & 31;
+                // The low two bits of an rfi/bclr/bcctr target are ignored by the processor;
+                // set them sometimes, so that an emulation that does not ignore them shows.
+                let target = if g.rng.chance(20) {
+                    target | (1 + g.rng.below(3))
+                } else {
+                    target
+                };
                 g.block.words[p.at] = e::lis(r, (target >> 16) as u16);
                 g.block.words[p.at + 1] = e::ori(r, r, target as u16);
             }

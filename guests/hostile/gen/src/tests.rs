@@ -50,6 +50,13 @@ fn check(seed: u64, blocks: usize) {
             let pc = BASE + 4 * i as u32;
             assert!(!EXCLUDED_OPCODES.contains(&opcd(w)), "word {w:#010x}");
             match decode(w) {
+                Insn::LoadStore(ls) if ls.ra().number() as u32 == CODE_BASE_REG => {
+                    assert!(
+                        matches!(ls.kind(), kestrel_ppc440::decode::AccessKind::Load)
+                            && !ls.update(),
+                        "{w:#010x}: only plain loads from the code base"
+                    );
+                }
                 Insn::LoadStore(ls) => {
                     assert!(BASE_REGS.contains(&(ls.ra().number() as u32)), "{w:#010x}");
                     if let AddrMode::X { rb } = ls.addr() {
@@ -84,7 +91,7 @@ fn check(seed: u64, blocks: usize) {
                     let Insn::Mtspr { rs: rt, .. } = decode(b.words[i - 4]) else {
                         panic!("target mtspr")
                     };
-                    let t = loaded(&b, i - 4, rt.number() as u32).expect("target loaded");
+                    let t = loaded(&b, i - 4, rt.number() as u32).expect("target loaded") & !3;
                     assert!(bounds.contains(&t) && t > pc || t == LAYOUT.end_stub, "{t:#x}");
                 }
                 _ => {}
@@ -107,15 +114,18 @@ fn check(seed: u64, blocks: usize) {
                     };
                     let want = if (w >> 1) & 0x3ff == 16 { spr::LR } else { spr::CTR };
                     assert_eq!(s.number() as u32, want);
-                    let t = loaded(&b, i - 1, rs.number() as u32).expect("target loaded");
+                    let t = loaded(&b, i - 1, rs.number() as u32).expect("target loaded") & !3;
                     assert!(bounds.contains(&t) && (t > pc || t == LAYOUT.end_stub));
                 }
                 _ => {}
             }
+            if writes_memory_or_cache(w) {
+                assert_ne!((w >> 16) & 31, CODE_BASE_REG, "{w:#010x} stores through the code base");
+            }
             // Nothing writes a base or index register except update forms.
             if let Some(rt) = writes_gpr(w) {
                 assert!(
-                    !(BASE_REGS.contains(&rt) || INDEX_REGS.contains(&rt)),
+                    !(BASE_REGS.contains(&rt) || INDEX_REGS.contains(&rt) || rt == CODE_BASE_REG),
                     "{w:#010x} writes r{rt}"
                 );
             }
@@ -153,6 +163,13 @@ fn writes_gpr(w: u32) -> Option<u32> {
     }
 }
 
+/// Stores, `dcbz`, `dcbi`, `dccci`, `stwcx.`, string stores: what may not use the code base.
+fn writes_memory_or_cache(w: u32) -> bool {
+    let xo = (w >> 1) & 0x3ff;
+    kestrel_ppc440::decode::writes_memory(w)
+        || (opcd(w) == 31 && matches!(xo, 470 | 454 | 725 | 661 | 150 | 1014))
+}
+
 #[test]
 fn fixed_seeds() {
     for seed in [0, 1, 42, 0xdead_beef] {
@@ -172,10 +189,10 @@ fn same_seed_same_blocks() {
 }
 
 #[test]
-fn tlb_entries_stay_in_scratch_or_identity_or_high() {
+fn tlb_entries_stay_in_scratch_or_identity_or_high_or_never_executable() {
     let mut rng = Rng::new(3);
     for _ in 0..100_000 {
-        let (w0, w1, _) = tlb_entry(&mut rng, &LAYOUT);
+        let (w0, w1, w2) = tlb_entry(&mut rng, &LAYOUT);
         let code = word0::SIZE.get(w0);
         let epn = w0 & word0::EPN.mask();
         let rpn = w1 & word1::RPN.mask();
@@ -186,7 +203,9 @@ fn tlb_entries_stay_in_scratch_or_identity_or_high() {
             0..=5 | 7 => {
                 let size = 1024u32 << (2 * code);
                 assert!(rpn >= LAYOUT.scratch_start && rpn + size <= LAYOUT.scratch_end);
-                assert!(epn >= LAYOUT.scratch_start, "{epn:#x}");
+                if epn < LAYOUT.scratch_start {
+                    assert!(word0::TS.get(w0) == 1 && w2 & (word2::SX.mask() | word2::UX.mask()) == 0);
+                }
                 assert_eq!(epn % size, 0);
             }
             _ => {
