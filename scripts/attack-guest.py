@@ -11,7 +11,7 @@ Builds nothing (scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kes
 HOSTILE_ARGS block, found by its magic), so the same seed reproduces the same blocks. Prints the
 seed first and the counts last. Exits 0 only if VM 0 printed its `hostile: done` summary with no
 finding and the neighbour finished a round after that; exits 1 on: a kernel panic or register
-dump, a kernel line stopping a thread, the VMM stopping VM 1 or VM 0 before it was done (or
+dump, a kernel line stopping or halting a thread, the VMM stopping VM 1 or VM 0 before it was done (or
 crashing), QEMU exiting or aborting, no progress line from VM 0 for --hang seconds (a hang or
 livelock), the neighbour's checksum changing or no neighbour round for --starve seconds
 (starvation), a `hostile: FINDING` line, or --timeout. The console log is
@@ -79,7 +79,7 @@ class Watch:
             self.fail(f"kernel panic or register dump: {line}")
         elif line.startswith(("qemu: fatal", "qemu-system-ppc: ")) and "terminating on signal" not in line:
             self.fail(f"QEMU: {line}")
-        elif re.match(r"^kestrel: thread .* stopped", line):
+        elif re.match(r"^kestrel: thread .* (stopped|halted)", line):
             self.fail(f"the kernel stopped a thread: {line}")
         elif line.startswith("[vm1] neighbour: FAIL") or line.startswith("[vm0] hostile: FAIL"):
             self.fail(line)

@@ -46,6 +46,7 @@ class WatchTest(unittest.TestCase):
     def test_failures(self):
         for line in ("KERNEL PANIC: oops", "  ip 0x00000000 msr 0x0",
                      "kestrel: thread 70.1 (vcpu) stopped: bad",
+                     "kestrel: thread 66.1 (vm0.vcpu0) halted: cannot emulate it",
                      "[vm1] neighbour: FAIL round 3: checksum 0x2, expected 0x1",
                      "vmm: vm1: guest touched unbacked guest-physical 0x2000000; stopping it",
                      "vmm: vm0: guest touched unbacked guest-physical 0x2000000; stopping it",

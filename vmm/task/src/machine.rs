@@ -29,6 +29,18 @@ pub enum Outcome {
     /// The guest idles: send this reply when its timers may have fired or input came.
     Idle(FaultReply),
     GuestReset,
+    /// The kernel halted the vCPU for a reason of its own (it printed a line saying why):
+    /// stop the VM, without calling it a reset request.
+    Halted,
+}
+
+/// Whether a Halt fault's instruction is the guest's reset request (`mtspr DBCR0`), as
+/// opposed to the kernel halting a vCPU it cannot continue.
+fn is_reset_request(insn: u32) -> bool {
+    matches!(
+        kestrel_ppc440::decode::decode(insn),
+        kestrel_ppc440::decode::Insn::Mtspr { spr, .. } if spr.number() as u32 == kestrel_ppc440::spr::DBCR0
+    )
 }
 
 /// Console bytes waiting for room in the virtual UART's receive FIFO.
@@ -264,7 +276,8 @@ impl Machine {
             },
             fault::Outcome::NeedRegisters => self.handle_with_state(vcpu, f),
             fault::Outcome::Idle(r) => Outcome::Idle(self.with_lines(r)),
-            fault::Outcome::Halt => Outcome::GuestReset,
+            fault::Outcome::Halt if is_reset_request(f.insn) => Outcome::GuestReset,
+            fault::Outcome::Halt => Outcome::Halted,
         }
     }
 

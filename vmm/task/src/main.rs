@@ -417,6 +417,9 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
             Outcome::GuestReset => {
                 stop_vm(vms, vi, "guest requested a reset");
             }
+            Outcome::Halted => {
+                stop_vm(vms, vi, "the kernel halted its vCPU (see the kernel's line)");
+            }
         }
         if vms.iter().all(|v| v.run == Run::Stopped) {
             println!("vmm: every VM has stopped; shutting down");
