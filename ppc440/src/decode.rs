@@ -1343,8 +1343,7 @@ mod tests {
             assert!(writes_memory(primary << 26), "primary opcode {primary}");
         }
         for xo in [
-            150, 151, 183, 215, 247, 407, 439, 661, 662, 663, 695, 725, 727, 759, 918, 983,
-            1014,
+            150, 151, 183, 215, 247, 407, 439, 661, 662, 663, 695, 725, 727, 759, 918, 983, 1014,
         ] {
             assert!(writes_memory(31 << 26 | xo << 1), "extended opcode {xo}");
         }
@@ -1352,7 +1351,9 @@ mod tests {
         for primary in [32, 33, 34, 35, 40, 41, 42, 43, 46, 48, 49, 50, 51] {
             assert!(!writes_memory(primary << 26), "primary opcode {primary}");
         }
-        for xo in [20, 23, 55, 87, 119, 279, 533, 534, 535, 597, 599, 790, 86, 470, 978, 946] {
+        for xo in [
+            20, 23, 55, 87, 119, 279, 533, 534, 535, 597, 599, 790, 86, 470, 978, 946,
+        ] {
             assert!(!writes_memory(31 << 26 | xo << 1), "extended opcode {xo}");
         }
     }

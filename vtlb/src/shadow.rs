@@ -355,7 +355,15 @@ pub fn split_fill<M: GuestPhysMap + ?Sized>(
     };
     let hw = hw.narrowed(ea, SPLIT_PAGE).restricted_to(access);
     if !fetch {
-        let f = shadow_fill(guest, gmap, pc, guest_pid, guest_msr_pr, Access::Execute, is);
+        let f = shadow_fill(
+            guest,
+            gmap,
+            pc,
+            guest_pid,
+            guest_msr_pr,
+            Access::Execute,
+            is,
+        );
         if let FillResult::Hit { hw: f, .. } = f {
             let f = f.narrowed(pc, SPLIT_PAGE);
             if blocks_overlap(f.epn, !(f.bytes() - 1), hw.epn, !(hw.bytes() - 1)) {
@@ -1600,7 +1608,10 @@ mod tests {
             wimge: Wimge(0),
         };
         let n = hw.narrowed(0x0123_4567, PageSize::K4);
-        assert_eq!((n.epn, n.size, n.rpn_base), (0x0123_4000, PageSize::K4, 0x2023_4000));
+        assert_eq!(
+            (n.epn, n.size, n.rpn_base),
+            (0x0123_4000, PageSize::K4, 0x2023_4000)
+        );
         let k1 = HwEntry {
             epn: 0x400,
             size: PageSize::K1,
@@ -1614,8 +1625,21 @@ mod tests {
         let (t, map) = split_reproducer();
         let pc = 0x0040_1230;
         // IS = 0, DS = 1 (the reproducer's `mtmsr(DS|ME)`): the fetch uses entry 0.
-        let f = split_hit(split_fill(&t, &map, pc, 0, false, Access::Execute, false, true, pc));
-        assert_eq!((f.epn, f.size, f.rpn_base), (0x0040_1000, PageSize::K4, 0x1040_1000));
+        let f = split_hit(split_fill(
+            &t,
+            &map,
+            pc,
+            0,
+            false,
+            Access::Execute,
+            false,
+            true,
+            pc,
+        ));
+        assert_eq!(
+            (f.epn, f.size, f.rpn_base),
+            (0x0040_1000, PageSize::K4, 0x1040_1000)
+        );
         assert_eq!(f.perms, Rights::X);
         for access in [Access::Read, Access::Write] {
             assert_eq!(
@@ -1623,8 +1647,21 @@ mod tests {
                 SplitFill::Emulate,
                 "{access:?} in the instruction's own page"
             );
-            let d = split_hit(split_fill(&t, &map, 0x0040_5008, 0, false, access, false, true, pc));
-            assert_eq!((d.epn, d.size, d.rpn_base), (0x0040_5000, PageSize::K4, 0x1140_5000));
+            let d = split_hit(split_fill(
+                &t,
+                &map,
+                0x0040_5008,
+                0,
+                false,
+                access,
+                false,
+                true,
+                pc,
+            ));
+            assert_eq!(
+                (d.epn, d.size, d.rpn_base),
+                (0x0040_5000, PageSize::K4, 0x1140_5000)
+            );
             assert_eq!(d.perms, Rights::RW);
             // The two entries coexist in the shadow TLB.
             let mut shadow = ShadowTlb::<8>::new();
@@ -1632,16 +1669,49 @@ mod tests {
             let b = shadow.insert(d, 1);
             assert!(b.invalidate.is_empty() && a.slot != b.slot);
             assert_eq!(shadow.lookup(pc, TID_KERNEL).map(|(i, _)| i), Some(a.slot));
-            assert_eq!(shadow.lookup(0x0040_5008, TID_KERNEL).map(|(i, _)| i), Some(b.slot));
+            assert_eq!(
+                shadow.lookup(0x0040_5008, TID_KERNEL).map(|(i, _)| i),
+                Some(b.slot)
+            );
         }
         // IS = 1, DS = 0: fetches through entry 1, data through entry 0.
-        let f = split_hit(split_fill(&t, &map, pc, 0, false, Access::Execute, true, false, pc));
+        let f = split_hit(split_fill(
+            &t,
+            &map,
+            pc,
+            0,
+            false,
+            Access::Execute,
+            true,
+            false,
+            pc,
+        ));
         assert_eq!((f.rpn_base, f.perms), (0x1140_1000, Rights::X));
         assert_eq!(
-            split_fill(&t, &map, pc - 0x200, 0, false, Access::Read, true, false, pc),
+            split_fill(
+                &t,
+                &map,
+                pc - 0x200,
+                0,
+                false,
+                Access::Read,
+                true,
+                false,
+                pc
+            ),
             SplitFill::Emulate
         );
-        let d = split_hit(split_fill(&t, &map, 0x0080_0000, 0, false, Access::Read, true, false, pc));
+        let d = split_hit(split_fill(
+            &t,
+            &map,
+            0x0080_0000,
+            0,
+            false,
+            Access::Read,
+            true,
+            false,
+            pc,
+        ));
         assert_eq!((d.rpn_base, d.perms), (0x1080_0000, Rights::RW));
     }
 
@@ -1650,7 +1720,17 @@ mod tests {
         let (t, map) = split_reproducer();
         // No TS1 entry above 16 MiB: a data TLB miss for the guest, never an emulation.
         assert_eq!(
-            split_fill(&t, &map, 0x0100_0000, 0, false, Access::Read, false, true, 0x0100_0000),
+            split_fill(
+                &t,
+                &map,
+                0x0100_0000,
+                0,
+                false,
+                Access::Read,
+                false,
+                true,
+                0x0100_0000
+            ),
             SplitFill::Fill(FillResult::GuestMiss)
         );
         // Supervisor-only pages in guest user mode: protection, even in the code page.

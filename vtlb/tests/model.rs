@@ -15,9 +15,9 @@
 use kestrel_abi::Rights;
 use kestrel_ppc440::mmucr;
 use kestrel_vtlb::{
-    fig5_tid, hw_pid, needs_flush, shadow_fill, split_fill, Access, Event, FillResult, GuestPhysMap,
-    GuestTlb, HostPage, HwEntry, PageSize, ShadowTlb, SplitFill, Wimge, SPLIT_PAGE, TID_KERNEL,
-    TID_SHARED, TID_USER,
+    fig5_tid, hw_pid, needs_flush, shadow_fill, split_fill, Access, Event, FillResult,
+    GuestPhysMap, GuestTlb, HostPage, HwEntry, PageSize, ShadowTlb, SplitFill, Wimge, SPLIT_PAGE,
+    TID_KERNEL, TID_SHARED, TID_USER,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;

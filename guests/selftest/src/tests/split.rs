@@ -78,13 +78,25 @@ pub fn ds_store() -> TestResult {
     let insn = peek(code);
     poke(code + TWIN, 0);
     snippets::store_ds(code, 0x5EC0_0003);
-    eq("space-1 twin of the code page after the store", peek(code + TWIN), 0x5EC0_0003)?;
+    eq(
+        "space-1 twin of the code page after the store",
+        peek(code + TWIN),
+        0x5EC0_0003,
+    )?;
     eq("the store instruction itself (space 0)", peek(code), insn)?;
     let other = scratch(PAGE_A) + 0x80;
     poke(other + TWIN, 0);
     snippets::store_ds(other, 0x5EC0_0004);
-    eq("space-1 twin of another page after the store", peek(other + TWIN), 0x5EC0_0004)?;
-    eq("space-0 word of that page", peek(other), marker(PAGE_A, 0x80))
+    eq(
+        "space-1 twin of another page after the store",
+        peek(other + TWIN),
+        0x5EC0_0004,
+    )?;
+    eq(
+        "space-0 word of that page",
+        peek(other),
+        marker(PAGE_A, 0x80),
+    )
 }
 
 /// IS = 1, DS = 0: code fetched from the space-1 twin loads and stores space-0 data, in
@@ -112,7 +124,11 @@ pub fn is_fetch_ds0_data() -> TestResult {
     poke(word, 0);
     poke(word + TWIN, 0x7317_0000);
     snippets::is_store(word, 0x5EC0_0005);
-    eq("space-0 word after the store with MSR[IS] = 1", peek(word), 0x5EC0_0005)?;
+    eq(
+        "space-0 word after the store with MSR[IS] = 1",
+        peek(word),
+        0x5EC0_0005,
+    )?;
     eq("its space-1 twin", peek(word + TWIN), 0x7317_0000)
 }
 
@@ -123,9 +139,15 @@ pub fn ds_forms() -> TestResult {
     let data = label!(st_ds_forms_data);
     let twin = data + TWIN;
     for i in 0..32 {
-        poke(twin + 4 * i, if (8..16).contains(&i) { 0xFFFF_FFFF } else { 0 });
+        poke(
+            twin + 4 * i,
+            if (8..16).contains(&i) { 0xFFFF_FFFF } else { 0 },
+        );
     }
-    for (i, w) in [0x1122_B344, 0x5566_7788, 0x99AA_BBCC, 0xDDEE_FF00].into_iter().enumerate() {
+    for (i, w) in [0x1122_B344, 0x5566_7788, 0x99AA_BBCC, 0xDDEE_FF00]
+        .into_iter()
+        .enumerate()
+    {
         poke(twin + 4 * i as u32, w);
     }
     let out = scratch(FORMS_OUT_PAGE);
@@ -133,8 +155,15 @@ pub fn ds_forms() -> TestResult {
     eq("lbz", peek(out), 0x22)?;
     eq("lha (sign-extended)", peek(out + 4), 0xFFFF_B344)?;
     eq("lwbrx", peek(out + 8), 0x44B3_2211)?;
-    eq("stwu's update of RA (offset from the block)", peek(out + 12), 20)?;
-    for (i, w) in [0x1122_B344, 0x5566_7788, 0x99AA_BBCC, 0xDDEE_FF00].into_iter().enumerate() {
+    eq(
+        "stwu's update of RA (offset from the block)",
+        peek(out + 12),
+        20,
+    )?;
+    for (i, w) in [0x1122_B344, 0x5566_7788, 0x99AA_BBCC, 0xDDEE_FF00]
+        .into_iter()
+        .enumerate()
+    {
         eq("lmw r28..r31", peek(out + 16 + 4 * i as u32), w)?;
     }
     eq("stb and sth", peek(twin + 16), 0x2200_B344)?;
@@ -162,7 +191,10 @@ pub fn ds_strings() -> TestResult {
     for i in 0..16 {
         poke(twin + 4 * i, 0xEEEE_EEEE);
     }
-    for (i, w) in [0x0102_0304, 0x0506_0708, 0x090A_0B0C].into_iter().enumerate() {
+    for (i, w) in [0x0102_0304, 0x0506_0708, 0x090A_0B0C]
+        .into_iter()
+        .enumerate()
+    {
         poke(twin + 4 * i as u32, w);
     }
     let out = scratch(FORMS_OUT_PAGE);
@@ -171,7 +203,11 @@ pub fn ds_strings() -> TestResult {
     eq("the word stored back", peek(twin), 0x0102_0305)?;
     eq("lswi r28", peek(out + 12), 0x0102_0305)?;
     eq("lswi r29", peek(out + 16), 0x0506_0708)?;
-    eq("lswi r30 (two bytes, zero-filled)", peek(out + 20), 0x090A_0000)?;
+    eq(
+        "lswi r30 (two bytes, zero-filled)",
+        peek(out + 20),
+        0x090A_0000,
+    )?;
     eq("stswi word 0", peek(twin + 32), 0x0102_0305)?;
     eq("stswi word 1", peek(twin + 36), 0x0506_0708)?;
     eq("stswi word 2 (two bytes)", peek(twin + 40), 0x090A_EEEE)?;

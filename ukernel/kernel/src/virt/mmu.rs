@@ -406,7 +406,9 @@ pub fn phys_miss(
             thread::stop(
                 k,
                 cur,
-                format_args!("guest-physical fault at {gpa:#010x} (pc {pc:#010x}) and no VMM pager"),
+                format_args!(
+                    "guest-physical fault at {gpa:#010x} (pc {pc:#010x}) and no VMM pager"
+                ),
             );
             None
         }

@@ -100,7 +100,12 @@ pub fn emulate(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> Opti
             let ea = i.effective_address(gpr).unwrap_or(0) & !(DCACHE_LINE - 1);
             (Op::Zero, ea, DCACHE_LINE, Access::Write)
         }
-        i @ Insn::Icbi { .. } => (Op::Touch, i.effective_address(gpr).unwrap_or(0), 1, Access::Read),
+        i @ Insn::Icbi { .. } => (
+            Op::Touch,
+            i.effective_address(gpr).unwrap_or(0),
+            1,
+            Access::Read,
+        ),
         Insn::Other(_) if is_x && matches!(xo, xo31::DCBST | xo31::DCBF) => {
             (Op::Touch, x_ea(), 1, Access::Read)
         }
@@ -108,14 +113,25 @@ pub fn emulate(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> Opti
             // The reservation lives in the hardware, keyed by the guest's address, and a
             // `stwcx.` without it fails without any access (QEMU's 440), so the kernel
             // cannot perform either half for the guest.
-            return unable(k, cur, pc, word, "lwarx/stwcx. need a reservation the kernel cannot give");
+            return unable(
+                k,
+                cur,
+                pc,
+                word,
+                "lwarx/stwcx. need a reservation the kernel cannot give",
+            );
         }
-        Insn::Other(_) if is_x && matches!(xo, xo31::LSWI | xo31::LSWX | xo31::STSWI | xo31::STSWX) => {
+        Insn::Other(_)
+            if is_x && matches!(xo, xo31::LSWI | xo31::LSWX | xo31::STSWI | xo31::STSWX) =>
+        {
             let ra = decode::RA.get(word) as usize;
             let immediate = matches!(xo, xo31::LSWI | xo31::STSWI);
             let (ea, n) = if immediate {
                 let nb = decode::RB.get(word);
-                (if ra == 0 { 0 } else { gpr[ra] }, if nb == 0 { 32 } else { nb })
+                (
+                    if ra == 0 { 0 } else { gpr[ra] },
+                    if nb == 0 { 32 } else { nb },
+                )
             } else {
                 (x_ea(), f.regs.xer & STRING_COUNT)
             };
