@@ -17,13 +17,14 @@
 //! pager as usual, and a store writes nothing unless every piece may be written. Invalid
 //! forms get the illegal-instruction program interrupt QEMU's 440 raises for them.
 //!
-//! Not emulated: `lwarx`/`stwcx.`. The reservation lives in the hardware, keyed by the
-//! guest's effective address, and QEMU's `stwcx.` without a matching reservation fails
-//! without accessing memory, so it never reaches the kernel: a kernel-held reservation
-//! would make the guest's retry loop spin for ever. Such an instruction (and anything
-//! else that could fault on data, nothing on the 440 as QEMU models it) is reported in one
-//! kernel line naming the instruction and the cause, and the VMM gets a `Halt` fault, on
-//! which it stops the VM: never a silent retry.
+//! Not emulated: `lwarx`/`stwcx.`. The reservation lives in the hardware, and QEMU drops
+//! it on every interrupt and every `rfi`, while its `stwcx.` without a matching
+//! reservation fails without accessing memory, so it never reaches the kernel: neither a
+//! kernel-held reservation nor a `lwarx` the kernel executes itself survives the return
+//! to the guest (ADR 0012). Such an instruction (and anything else that could fault on
+//! data, nothing on the 440 as QEMU models it) is reported in one kernel line naming the
+//! instruction and the cause, and the VMM gets a `Halt` fault, on which it stops the VM:
+//! never a silent retry.
 
 use super::{mmu, Kernel};
 use crate::api::thread;
