@@ -199,8 +199,8 @@ global_asm!(
     "    .balign 32",
     "st_ds_forms_data:",
     "    .space 128",
-    // String and cache block instructions with MSR[DS] = 1 on a data block in the routine's
-    // own page (r3 = the block's EA, r4 = a 40-byte output area in space 0).
+    // lwarx/stwcx., string and cache block instructions with MSR[DS] = 1 on a data block in
+    // the routine's own page (r3 = the block's EA, r4 = a 40-byte output area in space 0).
     "    .balign 512",
     "    .global st_ds_strings, st_ds_strings_data",
     "st_ds_strings:",
@@ -211,9 +211,12 @@ global_asm!(
     "    ori 6, 5, {msr_ds}",
     "    mtmsr 6",
     "    isync",
-    "    lwz 7, 0(3)",
+    "    lwarx 7, 0, 3",
     "    addi 7, 7, 1",
-    "    stw 7, 0(3)",
+    "    stwcx. 7, 0, 3",
+    "    mfcr 8",
+    "    stwcx. 7, 0, 3",
+    "    mfcr 9",
     "    lswi 28, 3, 10",
     "    addi 10, 3, 32",
     "    stswi 28, 10, 10",
@@ -228,6 +231,8 @@ global_asm!(
     "    mtmsr 5",
     "    isync",
     "    stw 7, 0(4)",
+    "    stw 8, 4(4)",
+    "    stw 9, 8(4)",
     "    stw 28, 12(4)",
     "    stw 29, 16(4)",
     "    stw 30, 20(4)",
@@ -587,7 +592,7 @@ wrap!(/// A store with MSR[IS] = 1 (the routine must be mapped in space 1).
     is_store(addr: u32, value: u32) = st_is_store);
 wrap!(/// Load/store forms with MSR[DS] = 1 on `data` (see `st_ds_forms`); results to `out`.
     ds_forms(data: u32, out: u32) = st_ds_forms);
-wrap!(/// String and cache operations with MSR[DS] = 1 (see `st_ds_strings`).
+wrap!(/// lwarx/stwcx., string and cache operations with MSR[DS] = 1 (see `st_ds_strings`).
     ds_strings(data: u32, out: u32) = st_ds_strings);
 wrap!(/// Calls the code at `f` (which must `blr` with a result in r3).
     call(f: u32) -> u32 = st_call);

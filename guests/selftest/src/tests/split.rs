@@ -182,8 +182,8 @@ pub fn ds_forms() -> TestResult {
 /// Scratch page for `ds_forms`' and `ds_strings`' output.
 const FORMS_OUT_PAGE: u32 = 6;
 
-/// IS = 0, DS = 1: a load/add/store, lswi/stswi/stswx and dcbst/dcbf/icbi on a block in
-/// the routine's own page.
+/// IS = 0, DS = 1: lwarx/stwcx. (one that succeeds, one without a reservation that
+/// fails), lswi/stswi/stswx and dcbst/dcbf/icbi on a block in the routine's own page.
 pub fn ds_strings() -> TestResult {
     map_ts1();
     let data = label!(st_ds_strings_data);
@@ -199,8 +199,10 @@ pub fn ds_strings() -> TestResult {
     }
     let out = scratch(FORMS_OUT_PAGE);
     snippets::ds_strings(data, out);
-    eq("loaded word + 1", peek(out), 0x0102_0305)?;
-    eq("the word stored back", peek(twin), 0x0102_0305)?;
+    eq("lwarx result + 1", peek(out), 0x0102_0305)?;
+    eq("CR0 after stwcx. with the reservation", peek(out + 4) >> 28, 0b0010)?;
+    eq("CR0 after stwcx. without one", peek(out + 8) >> 28, 0)?;
+    eq("the stwcx. store", peek(twin), 0x0102_0305)?;
     eq("lswi r28", peek(out + 12), 0x0102_0305)?;
     eq("lswi r29", peek(out + 16), 0x0506_0708)?;
     eq(

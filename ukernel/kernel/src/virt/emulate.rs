@@ -112,6 +112,12 @@ pub fn guest_trap(
             tp = Some(TracePoint::ExceptReflect);
             None
         }
+        vector::DEBUG if k.vm.vcpus[vi].step != 0 => {
+            // The kernel's own single step after an emulated lwarx (split.rs).
+            let dbsr = spr::read::<{ ppc440::spr::DBSR }>();
+            spr::write::<{ ppc440::spr::DBSR }>(dbsr);
+            super::split::step(k, cur, vi, f)
+        }
         vector::DEBUG => {
             // A hardware debug event the guest asked for (see DBCR0_EVENTS).
             let dbsr = spr::read::<{ ppc440::spr::DBSR }>();

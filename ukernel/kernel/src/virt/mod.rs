@@ -160,6 +160,11 @@ pub struct Vcpu {
     pub fault_ea: u32,
     pub fault_insn: u32,
     pub trace: [TraceCounter; NUM_TRACEPOINTS],
+    /// The reservation of a `lwarx` the kernel emulated (`split`): its effective address
+    /// | 1, or 0; and the instructions left to single-step looking for its `stwcx.` (0:
+    /// not stepping). Both go when the guest takes an interrupt.
+    pub resv: u32,
+    pub step: u8,
 }
 
 impl Vcpu {
@@ -180,6 +185,8 @@ impl Vcpu {
         fault_ea: 0,
         fault_insn: 0,
         trace: [TRACE_ZERO; NUM_TRACEPOINTS],
+        resv: 0,
+        step: 0,
     };
 }
 
@@ -328,7 +335,12 @@ pub fn on_switch(k: &mut Kernel, vi: usize) {
         k.vm.tb_vcpu = vi as u8;
     }
     let s = &k.vm.vcpus[vi].s;
-    spr::write::<{ ppc440::spr::DBCR0 }>(s.dbcr0 & emulate::DBCR0_EVENTS);
+    let events = if k.vm.vcpus[vi].step != 0 {
+        emulate::DBCR0_EVENTS
+    } else {
+        guest_dbcr0_events(s)
+    };
+    spr::write::<{ ppc440::spr::DBCR0 }>(events);
     spr::write::<{ ppc440::spr::PID }>(kestrel_vtlb::hw_pid(s.msr & msr::PR != 0) as u32);
     spr::write::<{ ppc440::spr::SPRG4 }>(s.sprg[4]);
     spr::write::<{ ppc440::spr::SPRG5 }>(s.sprg[5]);
@@ -401,6 +413,9 @@ fn leave_guest(k: &mut Kernel) {
 /// hardware would, and continues at IVPR | IVORn.
 pub fn inject(k: &mut Kernel, vi: usize, f: &mut TrapFrame, vector: u32, pc: u32) {
     let v = &mut k.vm.vcpus[vi];
+    // An interrupt drops the reservation, as on the hardware (split's single-stepping).
+    v.resv = 0;
+    v.step = 0;
     let old = v.s.msr;
     let mut clear = msr::WE | msr::EE | msr::PR | msr::FP | msr::IS | msr::DS | msr::FE0 | msr::FE1;
     match ivor::class(vector) {
@@ -447,10 +462,20 @@ pub fn sync_frame_msr(k: &Kernel, vi: usize, f: &mut TrapFrame) {
     if s.msr & msr::FP != 0 && k.vm.fp_owner == vi as u8 {
         m |= msr::FP;
     }
-    if s.msr & msr::DE != 0 && s.dbcr0 & emulate::DBCR0_EVENTS == emulate::DBCR0_EVENTS {
+    if guest_debug_events(s) || k.vm.vcpus[vi].step != 0 {
         m |= msr::DE;
     }
     f.regs.msr = m;
+}
+
+/// Whether the guest asked for the hardware debug events the kernel passes through.
+pub fn guest_debug_events(s: &VcpuState) -> bool {
+    s.msr & msr::DE != 0 && s.dbcr0 & emulate::DBCR0_EVENTS == emulate::DBCR0_EVENTS
+}
+
+/// The real DBCR0 for the guest's own debug settings (what `on_switch` loads).
+pub fn guest_dbcr0_events(s: &VcpuState) -> u32 {
+    s.dbcr0 & emulate::DBCR0_EVENTS
 }
 
 /// Delivers pending virtual interrupts the guest can take now.

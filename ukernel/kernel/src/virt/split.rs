@@ -17,12 +17,13 @@
 //! pager as usual, and a store writes nothing unless every piece may be written. Invalid
 //! forms get the illegal-instruction program interrupt QEMU's 440 raises for them.
 //!
-//! Not emulated: `lwarx`/`stwcx.`. The reservation lives in the hardware, and QEMU drops
-//! it on every interrupt and every `rfi`, while its `stwcx.` without a matching
-//! reservation fails without accessing memory, so it never reaches the kernel: neither a
-//! kernel-held reservation nor a `lwarx` the kernel executes itself survives the return
-//! to the guest (ADR 0012). Such an instruction (and anything else that could fault on
-//! data, nothing on the 440 as QEMU models it) is reported in one kernel line naming the
+//! `lwarx`/`stwcx.`: the reservation lives in the hardware, and QEMU drops it on every
+//! interrupt and every `rfi`, while its `stwcx.` without a matching reservation fails
+//! without accessing memory. So an emulated `lwarx` takes a reservation the kernel holds
+//! and single-steps the guest until its `stwcx.` ([`start_reservation`]); a `stwcx.` that
+//! traps on its data access had the hardware's reservation and stores. Anything else that
+//! could fault on data (nothing on the 440 as QEMU models it), and a `lwarx` while the
+//! guest uses the debug events itself, is reported in one kernel line naming the
 //! instruction and the cause, and the VMM gets a `Halt` fault, on which it stops the VM:
 //! never a silent retry.
 
@@ -49,6 +50,11 @@ enum Op {
     Zero,
     /// `dcbst`, `dcbf`, `icbi`: translated like a one-byte load, nothing transferred.
     Touch,
+    /// `lwarx RT`: a word load that takes the kernel-held reservation.
+    Reserve { rt: usize },
+    /// `stwcx. RS` that reached the kernel through its data access: the hardware held the
+    /// reservation (QEMU's `stwcx.` touches memory only then), so it stores.
+    Conditional { rs: usize },
     /// `lswi`/`lswx`: bytes into registers from `rt` on.
     StringLoad { rt: usize },
     /// `stswi`/`stswx`: bytes from registers from `rs` on.
@@ -110,17 +116,28 @@ pub fn emulate(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> Opti
         Insn::Other(_) if is_x && matches!(xo, xo31::DCBST | xo31::DCBF) => {
             (Op::Touch, x_ea(), 1, Access::Read)
         }
-        Insn::Other(_) if is_x && matches!(xo, xo31::LWARX | xo31::STWCX) => {
-            // The reservation lives in the hardware, keyed by the guest's address, and a
-            // `stwcx.` without it fails without any access (QEMU's 440), so the kernel
-            // cannot perform either half for the guest.
-            return unable(
-                k,
-                cur,
-                pc,
-                word,
-                "lwarx/stwcx. need a reservation the kernel cannot give",
-            );
+        Insn::Other(_) if is_x && xo == xo31::LWARX => {
+            let ea = x_ea();
+            if ea & 3 != 0 {
+                // A word-aligned address only (QEMU: an alignment interrupt, DEAR set).
+                k.vm.vcpus[vi].s.dear = ea;
+                super::inject(k, vi, f, crate::arch::vector::ALIGNMENT, pc);
+                return None;
+            }
+            if super::guest_debug_events(&k.vm.vcpus[vi].s) {
+                return unable(k, cur, pc, word, "lwarx while the guest's own debug events are on");
+            }
+            (Op::Reserve { rt }, ea, 4, Access::Read)
+        }
+        Insn::Other(_) if is_x && xo == xo31::STWCX => {
+            let ea = x_ea();
+            if ea & 3 != 0 {
+                // No reservation is ever for an unaligned address: the store fails.
+                f.regs.cr = super::emulate::tlbsx_cr(f.regs.cr, f.regs.xer, false);
+                f.regs.ip = pc.wrapping_add(4);
+                return None;
+            }
+            (Op::Conditional { rs: rt }, ea, 4, Access::Write)
         }
         Insn::Other(_)
             if is_x && matches!(xo, xo31::LSWI | xo31::LSWX | xo31::STSWI | xo31::STSWX) =>
@@ -206,6 +223,23 @@ pub fn emulate(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> Opti
                 return unable(k, cur, pc, word, "its data is not in RAM");
             }
         }
+        Op::Reserve { rt } => {
+            if !read(pieces, bytes, ram_end) {
+                return unable(k, cur, pc, word, "its data is not in RAM");
+            }
+            f.regs.gpr[rt] = be(bytes) as u32;
+            f.regs.ip = pc.wrapping_add(4);
+            start_reservation(k, vi, f, ea);
+            return next_for_reservation(k, cur, vi, f);
+        }
+        Op::Conditional { rs } => {
+            put_be(bytes, f.regs.gpr[rs] as u64);
+            if !write(pieces, bytes, ram_end) {
+                return unable(k, cur, pc, word, "its data is not in RAM");
+            }
+            f.regs.cr = super::emulate::tlbsx_cr(f.regs.cr, f.regs.xer, true);
+            end_reservation(k, vi, f);
+        }
         Op::StringLoad { rt } => {
             if !read(pieces, bytes, ram_end) {
                 return unable(k, cur, pc, word, "its data is not in RAM");
@@ -283,6 +317,93 @@ pub fn emulate(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> Opti
     }
     f.regs.ip = pc.wrapping_add(4);
     None
+}
+
+/// Guest instructions the kernel single-steps after an emulated `lwarx`, looking for the
+/// `stwcx.` that completes it (real sequences are a few instructions long).
+const STEP_BUDGET: u8 = 16;
+
+/// An emulated `lwarx` at `ea` took the reservation: the kernel holds it
+/// (`Vcpu::resv`) and single-steps the guest (DBCR0[IDM, ICMP] with MSR[DE]) so that it
+/// sees the `stwcx.` before the hardware runs it. The hardware's own reservation cannot
+/// be used: QEMU drops it on every interrupt and `rfi`, and a `stwcx.` without it fails
+/// without touching memory, so it would never trap.
+fn start_reservation(k: &mut Kernel, vi: usize, f: &mut TrapFrame, ea: u32) {
+    let v = &mut k.vm.vcpus[vi];
+    v.resv = ea | 1;
+    v.step = STEP_BUDGET;
+    arch::spr::write::<{ ppc440::spr::DBCR0 }>(super::emulate::DBCR0_EVENTS);
+    super::sync_frame_msr(k, vi, f);
+}
+
+/// Drops the kernel-held reservation of the running vCPU `vi` and stops stepping.
+fn end_reservation(k: &mut Kernel, vi: usize, f: &mut TrapFrame) {
+    let v = &mut k.vm.vcpus[vi];
+    if v.step == 0 && v.resv == 0 {
+        return;
+    }
+    v.step = 0;
+    v.resv = 0;
+    arch::spr::write::<{ ppc440::spr::DBCR0 }>(super::guest_dbcr0_events(&v.s));
+    super::sync_frame_msr(k, vi, f);
+}
+
+/// A single-step debug event of the running vCPU `vi` while the kernel holds a
+/// reservation (the caller cleared DBSR): looks at the next instruction.
+pub fn step(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> Option<usize> {
+    next_for_reservation(k, cur, vi, f)
+}
+
+/// The next instruction of vCPU `vi` while the kernel holds a reservation: a `stwcx.` is
+/// performed here (it stores only if the reservation is for its address) and ends the
+/// stepping; anything else runs, one step of the budget; an exhausted budget drops the
+/// reservation (so a `stwcx.` after it fails in hardware, as after an interrupt).
+fn next_for_reservation(
+    k: &mut Kernel,
+    cur: usize,
+    vi: usize,
+    f: &mut TrapFrame,
+) -> Option<usize> {
+    let pc = f.regs.ip;
+    let word = mmu::guest_read_u32(k, vi, pc, true).unwrap_or(0);
+    if decode::OPCD.get(word) != opcd::X || decode::XO.get(word) != xo31::STWCX {
+        let v = &mut k.vm.vcpus[vi];
+        v.step = v.step.saturating_sub(1);
+        if v.step == 0 {
+            end_reservation(k, vi, f);
+        }
+        return None;
+    }
+    let ra = decode::RA.get(word) as usize;
+    let base = if ra == 0 { 0 } else { f.regs.gpr[ra] };
+    let ea = base.wrapping_add(f.regs.gpr[decode::RB.get(word) as usize]);
+    if k.vm.vcpus[vi].resv != ea | 1 {
+        // No reservation for this address: fails without touching memory.
+        end_reservation(k, vi, f);
+        f.regs.cr = super::emulate::tlbsx_cr(f.regs.cr, f.regs.xer, false);
+        f.regs.ip = pc.wrapping_add(4);
+        return None;
+    }
+    end_reservation(k, vi, f);
+    match mmu::data_fill(k, vi, ea, Access::Write) {
+        FillResult::Hit { hw, .. } => {
+            let host = hw.rpn_base.wrapping_add(ea.wrapping_sub(hw.epn));
+            let mut bytes = [0u8; 4];
+            put_be(&mut bytes, f.regs.gpr[decode::RT.get(word) as usize] as u64);
+            if !write(&[(host, 4)], &bytes, k.mem.ram_end) {
+                return unable(k, cur, pc, word, "its data is not in RAM");
+            }
+            f.regs.cr = super::emulate::tlbsx_cr(f.regs.cr, f.regs.xer, true);
+            f.regs.ip = pc.wrapping_add(4);
+            None
+        }
+        // The reservation is gone with the fault; the guest's retry of the `stwcx.` fails.
+        FillResult::PhysMiss { gpa } => mmu::phys_miss(k, cur, vi, f, gpa, Access::Write),
+        other => {
+            mmu::guest_fault(k, vi, f, ea, Access::Write, esr::ST, other);
+            None
+        }
+    }
 }
 
 /// The big-endian number in `bytes` (at most 8).
