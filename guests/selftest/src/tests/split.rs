@@ -200,7 +200,11 @@ pub fn ds_strings() -> TestResult {
     let out = scratch(FORMS_OUT_PAGE);
     snippets::ds_strings(data, out);
     eq("lwarx result + 1", peek(out), 0x0102_0305)?;
-    eq("CR0 after stwcx. with the reservation", peek(out + 4) >> 28, 0b0010)?;
+    eq(
+        "CR0 after stwcx. with the reservation",
+        peek(out + 4) >> 28,
+        0b0010,
+    )?;
     eq("CR0 after stwcx. without one", peek(out + 8) >> 28, 0)?;
     eq("the stwcx. store", peek(twin), 0x0102_0305)?;
     eq("lswi r28", peek(out + 12), 0x0102_0305)?;

@@ -125,7 +125,13 @@ pub fn emulate(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> Opti
                 return None;
             }
             if super::guest_debug_events(&k.vm.vcpus[vi].s) {
-                return unable(k, cur, pc, word, "lwarx while the guest's own debug events are on");
+                return unable(
+                    k,
+                    cur,
+                    pc,
+                    word,
+                    "lwarx while the guest's own debug events are on",
+                );
             }
             (Op::Reserve { rt }, ea, 4, Access::Read)
         }
@@ -358,12 +364,7 @@ pub fn step(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> Option<
 /// performed here (it stores only if the reservation is for its address) and ends the
 /// stepping; anything else runs, one step of the budget; an exhausted budget drops the
 /// reservation (so a `stwcx.` after it fails in hardware, as after an interrupt).
-fn next_for_reservation(
-    k: &mut Kernel,
-    cur: usize,
-    vi: usize,
-    f: &mut TrapFrame,
-) -> Option<usize> {
+fn next_for_reservation(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> Option<usize> {
     let pc = f.regs.ip;
     let word = mmu::guest_read_u32(k, vi, pc, true).unwrap_or(0);
     if decode::OPCD.get(word) != opcd::X || decode::XO.get(word) != xo31::STWCX {
