@@ -112,7 +112,9 @@ pub fn guest_trap(
             tp = Some(TracePoint::ExceptReflect);
             None
         }
-        vector::DEBUG if k.vm.vcpus[vi].step != 0 => {
+        vector::DEBUG
+            if k.vm.vcpus[vi].step != 0 && !super::guest_debug_events(&k.vm.vcpus[vi].s) =>
+        {
             // The kernel's own single step after an emulated lwarx (split.rs).
             let dbsr = spr::read::<{ ppc440::spr::DBSR }>();
             spr::write::<{ ppc440::spr::DBSR }>(dbsr);

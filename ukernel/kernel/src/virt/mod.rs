@@ -162,7 +162,10 @@ pub struct Vcpu {
     pub trace: [TraceCounter; NUM_TRACEPOINTS],
     /// The reservation of a `lwarx` the kernel emulated (`split`): its effective address
     /// | 1, or 0; and the instructions left to single-step looking for its `stwcx.` (0:
-    /// not stepping). Both go when the guest takes an interrupt.
+    /// not stepping). Both go when the guest takes an interrupt. The stepping itself
+    /// (DBCR0 events, MSR[DE] in the frame) is set once by `split`; an exit that rewrites
+    /// either (a thread switch, an MSR or SPR change) ends it early, which costs the
+    /// guest one failed `stwcx.` and a retry, and keeps these hot paths unchanged.
     pub resv: u32,
     pub step: u8,
 }
@@ -335,12 +338,7 @@ pub fn on_switch(k: &mut Kernel, vi: usize) {
         k.vm.tb_vcpu = vi as u8;
     }
     let s = &k.vm.vcpus[vi].s;
-    let events = if k.vm.vcpus[vi].step != 0 {
-        emulate::DBCR0_EVENTS
-    } else {
-        guest_dbcr0_events(s)
-    };
-    spr::write::<{ ppc440::spr::DBCR0 }>(events);
+    spr::write::<{ ppc440::spr::DBCR0 }>(guest_dbcr0_events(s));
     spr::write::<{ ppc440::spr::PID }>(kestrel_vtlb::hw_pid(s.msr & msr::PR != 0) as u32);
     spr::write::<{ ppc440::spr::SPRG4 }>(s.sprg[4]);
     spr::write::<{ ppc440::spr::SPRG5 }>(s.sprg[5]);
@@ -456,19 +454,21 @@ pub fn set_guest_mode(k: &mut Kernel, vi: usize, old: u32, f: &mut TrapFrame) {
 /// The real MSR of a vCPU: always problem state in translation space 1, plus the
 /// guest's FP (only while it owns the FPU) and DE (only while it asked for hardware
 /// debug events, which the kernel then routes back to the guest).
+#[inline(always)]
 pub fn sync_frame_msr(k: &Kernel, vi: usize, f: &mut TrapFrame) {
     let s = &k.vm.vcpus[vi].s;
     let mut m = VCPU_MSR;
     if s.msr & msr::FP != 0 && k.vm.fp_owner == vi as u8 {
         m |= msr::FP;
     }
-    if guest_debug_events(s) || k.vm.vcpus[vi].step != 0 {
+    if guest_debug_events(s) {
         m |= msr::DE;
     }
     f.regs.msr = m;
 }
 
 /// Whether the guest asked for the hardware debug events the kernel passes through.
+#[inline(always)]
 pub fn guest_debug_events(s: &VcpuState) -> bool {
     s.msr & msr::DE != 0 && s.dbcr0 & emulate::DBCR0_EVENTS == emulate::DBCR0_EVENTS
 }

@@ -75,6 +75,8 @@ fn in_string_range(start: usize, n: usize, r: usize) -> bool {
 /// `vi` (thread `cur`), whose data page collides with its fetch page: reflects the
 /// architected exception, forwards MMIO or a page fault, or completes the instruction
 /// and advances the pc. Returns the scheduling hint of an IPC it started.
+#[cold]
+#[inline(never)]
 pub fn emulate(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> Option<usize> {
     let pc = f.regs.ip;
     let Some(word) = mmu::guest_read_u32(k, vi, pc, true) else {
@@ -339,7 +341,7 @@ fn start_reservation(k: &mut Kernel, vi: usize, f: &mut TrapFrame, ea: u32) {
     v.resv = ea | 1;
     v.step = STEP_BUDGET;
     arch::spr::write::<{ ppc440::spr::DBCR0 }>(super::emulate::DBCR0_EVENTS);
-    super::sync_frame_msr(k, vi, f);
+    f.regs.msr |= crate::arch::msr::DE;
 }
 
 /// Drops the kernel-held reservation of the running vCPU `vi` and stops stepping.
@@ -356,6 +358,9 @@ fn end_reservation(k: &mut Kernel, vi: usize, f: &mut TrapFrame) {
 
 /// A single-step debug event of the running vCPU `vi` while the kernel holds a
 /// reservation (the caller cleared DBSR): looks at the next instruction.
+/// Cold and never inlined, so that it costs the hot trap dispatcher nothing.
+#[cold]
+#[inline(never)]
 pub fn step(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> Option<usize> {
     next_for_reservation(k, cur, vi, f)
 }
