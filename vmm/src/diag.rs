@@ -13,7 +13,9 @@
 //! - when the VM stops, [`LogLimit::finish`] gives the summaries still owed, so every event
 //!   is accounted for in the log: nothing is lost silently.
 //!
-//! This is pure logic (the caller passes the time and prints), tested on the host.
+//! The counting is `kestrel_kcore::ratelimit` (one per VM and kind), the same limit the root
+//! task puts on its lines about programs. Pure logic (the caller passes the time and
+//! prints), tested on the host.
 
 use core::fmt;
 
@@ -44,14 +46,8 @@ impl Kind {
     }
 }
 
-/// The limits: how many lines in full, and how often a summary.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Policy {
-    /// Events of each kind logged in full per VM.
-    pub first: u32,
-    /// Least time between two summary lines of one kind, in time-base ticks.
-    pub interval: u64,
-}
+pub use kestrel_kcore::ratelimit::Policy;
+use kestrel_kcore::ratelimit::{self, RateLimit};
 
 /// What to do with one event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,71 +100,47 @@ impl fmt::Display for LastInFull {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Count {
-    total: u64,
-    /// Counted but in no line yet.
-    suppressed: u64,
-    /// Time of the last summary line (or of the last line in full).
-    last_line: u64,
-}
-
-/// One VM's counters under one [`Policy`].
+/// One VM's limits, one [`RateLimit`] per [`Kind`] under the same [`Policy`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogLimit {
-    policy: Policy,
-    counts: [Count; Kind::COUNT],
+    counts: [RateLimit; Kind::COUNT],
 }
 
 impl LogLimit {
     pub const fn new(policy: Policy) -> LogLimit {
         LogLimit {
-            policy,
-            counts: [Count {
-                total: 0,
-                suppressed: 0,
-                last_line: 0,
-            }; Kind::COUNT],
+            counts: [RateLimit::new(policy); Kind::COUNT],
         }
     }
 
     /// Records one event of `kind` at time `now` (time-base ticks) and says what to print.
     pub fn event(&mut self, kind: Kind, now: u64) -> Verdict {
-        let p = self.policy;
-        let c = &mut self.counts[kind as usize];
-        c.total = c.total.saturating_add(1);
-        if c.total <= p.first as u64 {
-            c.last_line = now;
-            return Verdict::Log {
-                last: c.total == p.first as u64,
-            };
+        match self.counts[kind as usize].event(now) {
+            ratelimit::Verdict::Log { last } => Verdict::Log { last },
+            ratelimit::Verdict::Summary { suppressed, total } => Verdict::Summary(Summary {
+                kind,
+                suppressed,
+                total,
+            }),
+            ratelimit::Verdict::Quiet => Verdict::Quiet,
         }
-        c.suppressed += 1;
-        if now.wrapping_sub(c.last_line) < p.interval {
-            return Verdict::Quiet;
-        }
-        c.last_line = now;
-        Verdict::Summary(Summary {
-            kind,
-            suppressed: core::mem::take(&mut c.suppressed),
-            total: c.total,
-        })
     }
 
     /// Events of `kind` so far.
     pub fn total(&self, kind: Kind) -> u64 {
-        self.counts[kind as usize].total
+        self.counts[kind as usize].total()
     }
 
     /// The summaries still owed (the VM stops): one per kind with events not in any line.
     pub fn finish(&mut self) -> impl Iterator<Item = Summary> + '_ {
         Kind::ALL.into_iter().filter_map(|kind| {
-            let c = &mut self.counts[kind as usize];
-            (c.suppressed > 0).then(|| Summary {
-                kind,
-                suppressed: core::mem::take(&mut c.suppressed),
-                total: c.total,
-            })
+            self.counts[kind as usize]
+                .finish()
+                .map(|(suppressed, total)| Summary {
+                    kind,
+                    suppressed,
+                    total,
+                })
         })
     }
 }

@@ -11,7 +11,9 @@
 //! - [`bootinfo`]: board facts (RAM, clocks, UART, UIC, initrd) from QEMU's device tree;
 //! - [`elf`]: the validated load plan for the root task's ELF image (and, through
 //!   `kestrel_user::loader`, for every program the root task starts);
-//! - [`ramalloc`]: the root task's allocator of contiguous, aligned physical blocks.
+//! - [`ramalloc`]: the root task's allocator of contiguous, aligned physical blocks;
+//! - [`ratelimit`]: the one rate limit for log lines a guest or a program causes (the
+//!   VMM's per-guest diagnostics, the root task's lines about its programs).
 //!
 //! Invariants for the whole crate: `no_std`, no `alloc`, no `unsafe`, no floating point,
 //! nothing assumes a 64-bit `usize` (the kernel runs with 32-bit pointers), and no input
@@ -28,6 +30,7 @@ pub mod mapdb;
 pub mod pid;
 pub mod prio;
 pub mod ramalloc;
+pub mod ratelimit;
 pub mod readyq;
 
 pub use bootinfo::{fdt_total_size, BoardInfo, BootInfoError, UartInfo, UicInfo};

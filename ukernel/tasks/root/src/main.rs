@@ -30,6 +30,7 @@ use kestrel_abi::{
     bootmod, exreg, fault::exc, kinfo, label, tcflags, FrameRegs, MapItem, Rights, ThreadId,
     Timeout, DEVICE_WINDOW, DEVICE_WINDOW_END, FIRST_THREAD_NO, MAX_THREAD_NO, PAGE_SIZE,
 };
+use kestrel_kcore::ratelimit::{Policy, RateLimit, Verdict};
 use kestrel_user::ipc::{ipc, receive, Msg};
 use kestrel_user::loader::{self, Loaded};
 use kestrel_user::mem::{boot_modules, map_reply, PageFault};
@@ -41,6 +42,9 @@ const MAX_PROGRAMS: usize = 8;
 /// The program that gets the vCPU and device rights when `root.vcpu=` and
 /// `root.devices=` are not given.
 const DEFAULT_VMM: &str = "kestrel-vmm";
+/// Lines about one program the root prints in full (refusals, faults outside its image,
+/// exceptions) before it only counts them: a program decides how many there are.
+const LOG_LINES_IN_FULL: u32 = 8;
 /// `owner` entry of a thread number nobody has.
 const FREE: u8 = 0;
 /// `owner` entry of the root's own number.
@@ -55,6 +59,8 @@ struct Program {
     /// May own device pages and interrupt lines (`root.devices=`).
     device_right: bool,
     running: bool,
+    /// The limit on the root's lines the program causes (refusals, faults, exceptions).
+    log: RateLimit,
 }
 
 impl Program {
@@ -84,6 +90,8 @@ struct Root {
     devices: heapless::Vec<(u32, u8), 32>,
     /// First non-zero exit code of a program.
     code: u32,
+    /// The programs' log limits: lines in full, then a summary at most once a second.
+    log_policy: Policy,
 }
 
 #[no_mangle]
@@ -112,13 +120,21 @@ pub extern "C" fn task_main() {
         irq_owner: [FREE; FIRST_THREAD_NO as usize],
         devices: heapless::Vec::new(),
         code: 0,
+        log_policy: Policy {
+            first: LOG_LINES_IN_FULL,
+            interval: match sys::kernel_info(kinfo::CLOCK) {
+                Ok([hz, ..]) if hz > 0 => hz as u64,
+                _ => 400_000_000,
+            },
+        },
     };
     root.owner[0] = ROOT_OWNER;
     // A right goes to the programs its key names, or to the VMM when the key is absent.
     let has_right = |key: &str, name: &str| {
         let mut list = proto::arg_list(args, key).peekable();
         let default = list.peek().is_none();
-        list.chain(default.then_some(DEFAULT_VMM)).any(|v| v == name)
+        list.chain(default.then_some(DEFAULT_VMM))
+            .any(|v| v == name)
     };
     for name in proto::arg_list(args, "root.start=") {
         root.start(
@@ -171,6 +187,7 @@ impl Root {
             vcpu_right,
             device_right,
             running: true,
+            log: RateLimit::new(self.log_policy),
         });
         let ceiling = self.programs[index as usize].ceiling();
         if let Err(e) = start_thread(main, entry, module.name, ceiling) {
@@ -184,7 +201,11 @@ impl Root {
         println!(
             "root: started {name} (thread {main:?}, {kib} KiB image{}{})",
             if vcpu_right { ", may create vCPUs" } else { "" },
-            if device_right { ", may own devices" } else { "" }
+            if device_right {
+                ", may own devices"
+            } else {
+                ""
+            }
         );
     }
 
@@ -241,11 +262,13 @@ impl Root {
                 Some((from, self.page_fault(p, from, &f)))
             } else if msg.label() == label::EXCEPTION {
                 let class = msg.mr(exc::CLASS);
-                println!(
-                    "root: {}: thread {from:?}: exception (class {class}, ip {:#010x}, ESR {:#010x}); stopping it",
-                    self.programs[p].name,
-                    msg.mr(exc::IP),
-                    msg.mr(exc::ESR)
+                self.log(
+                    p,
+                    format_args!(
+                        "thread {from:?}: exception (class {class}, ip {:#010x}, ESR {:#010x}); stopping it",
+                        msg.mr(exc::IP),
+                        msg.mr(exc::ESR)
+                    ),
                 );
                 self.thread_killed(p, from);
                 Some((from, Msg::new(label::KILL)))
@@ -265,16 +288,17 @@ impl Root {
     }
 
     fn page_fault(&mut self, p: usize, from: ThreadId, f: &PageFault) -> Msg {
-        let prog = &self.programs[p];
-        match prog.image.resolve(f.addr) {
+        match self.programs[p].image.resolve(f.addr) {
             Some((frame, rights)) if rights.contains(f.access) => map_reply(f.addr, frame, rights),
             _ => {
-                println!(
-                    "root: {}: thread {from:?}: {} fault at {:#010x} (ip {:#010x}) outside its image; stopping it",
-                    prog.name,
-                    access_name(f.access),
-                    f.addr,
-                    f.ip
+                self.log(
+                    p,
+                    format_args!(
+                        "thread {from:?}: {} fault at {:#010x} (ip {:#010x}) outside its image; stopping it",
+                        access_name(f.access),
+                        f.addr,
+                        f.ip
+                    ),
                 );
                 self.thread_killed(p, from);
                 Msg::new(label::KILL)
@@ -320,6 +344,10 @@ impl Root {
         }
         self.devices.retain(|d| d.1 != me);
         self.programs[p].running = false;
+        if let Some((suppressed, total)) = self.programs[p].log.finish() {
+            let name = self.programs[p].name;
+            println!("root: {name}: {suppressed} more lines about it not logged ({total} in all)");
+        }
         if self.code == 0 {
             self.code = code;
         }
@@ -329,11 +357,31 @@ impl Root {
         }
     }
 
+    /// Prints `root: NAME: line` about program `p` under its log limit
+    /// (`kestrel_kcore::ratelimit`): its first lines in full, then counted summaries.
+    fn log(&mut self, p: usize, line: core::fmt::Arguments) {
+        let name = self.programs[p].name;
+        match self.programs[p].log.event(sys::timebase()) {
+            Verdict::Log { last } => {
+                println!("root: {name}: {line}");
+                if last {
+                    println!("root: {name}: that was the {LOG_LINES_IN_FULL}th such line; further ones are counted, not logged");
+                }
+            }
+            Verdict::Summary { suppressed, total } => {
+                println!(
+                    "root: {name}: {suppressed} more lines about it not logged ({total} in all)"
+                )
+            }
+            Verdict::Quiet => {}
+        }
+    }
+
     fn request(&mut self, p: usize, from: ThreadId, req: Request) -> Msg {
         let mut items: heapless::Vec<MapItem, { proto::MAX_ITEMS }> = heapless::Vec::new();
         let r = self.handle(p, from, req, &mut items);
         if let Err(e) = r {
-            println!("root: {}: {:?} refused: {e}", self.programs[p].name, req);
+            self.log(p, format_args!("{req:?} refused: {e}"));
         }
         let mut m = words_msg(&encode_reply(&r));
         if r.is_ok() {
