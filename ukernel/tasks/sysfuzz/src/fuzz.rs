@@ -563,6 +563,19 @@ impl Fuzzer {
             }
         }
         if self.w.privileged {
+            // A vCPU whose exception handler a random call moved to another space is no
+            // longer ours to drive (VcpuControl says NoPrivilege): replace it, so the vCPU
+            // calls keep reaching the virtualization code.
+            for v in self.w.vcpus.clone() {
+                let ours = kestrel_user::sys::vcpu_control(v, vcpuctl::GET_STATE, 0, 0, 0);
+                if ours.is_err() {
+                    let _ = kestrel_user::root::delete_thread(v);
+                    self.w.vcpus.retain(|&t| t != v);
+                    if !self.w.spare.contains(&v.number()) {
+                        let _ = self.w.spare.push(v.number());
+                    }
+                }
+            }
             while self.w.vcpus.len() < NVCPUS {
                 let Some(n) = self.w.spare.pop() else { break };
                 let id = ThreadId::new(n, 1);
@@ -570,6 +583,17 @@ impl Fuzzer {
                     break;
                 }
                 let _ = self.w.vcpus.push(id);
+                // Mostly running: its faults come to the fuzzing thread, which answers them.
+                if self.r.percent(70) {
+                    let _ = kestrel_user::sys::exchange_registers(
+                        id,
+                        exreg::START,
+                        0,
+                        0,
+                        ThreadId::NIL,
+                        ThreadId::NIL,
+                    );
+                }
             }
         }
     }
