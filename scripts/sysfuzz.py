@@ -18,7 +18,7 @@ mappings) before and after. Prints the seed and the counts, and exits non-zero o
 Builds nothing (scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-sysfuzz).
 
     scripts/sysfuzz.py [--seed N|random] [--calls N] [--mode unpriv|priv|both] [--timeout S] [--stall S]
-                       [--kinds ipc,exreg,...]
+                       [--kinds ipc,exreg,...] [--trace A-B]
 """
 from __future__ import annotations
 
@@ -154,6 +154,8 @@ def run_one(args: argparse.Namespace, mode: str) -> dict[str, str]:
         append.append(f"fz.report_ms={args.report_ms}")
     if args.kinds:
         append.append(f"fz.kinds={args.kinds}")
+    if args.trace:
+        append.append(f"fz.trace={args.trace}")
     logs = kq.logs_dir()
     log = logs / f"sysfuzz-{mode}-{args.seed}.log"
     node = kq.kestrel_node(image, logs / f"sysfuzz-{mode}.bootmod", append=append)
@@ -186,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stall", type=int, default=60, help="longest time without console output (s)")
     p.add_argument("--report-ms", type=int, default=1000, help="the fuzzer's progress period (ms)")
     p.add_argument("--kinds", default="", help="only these kinds of call (to minimise a finding)")
+    p.add_argument("--trace", default="", help="A-B: the fuzzer prints calls A to B and their results")
     args = p.parse_args(argv)
     if args.seed == "random":
         args.seed = random.randrange(1, 1 << 31)

@@ -122,6 +122,20 @@ pub const KIND_NAMES: [&str; 15] = [
     "raw",
 ];
 
+/// Calls `TRACE_FROM..=TRACE_TO` (1-based) are printed with their result (`fz.trace=A-B`),
+/// to find the call behind a finding.
+pub static TRACE_FROM: AtomicU32 = AtomicU32::new(u32::MAX);
+pub static TRACE_TO: AtomicU32 = AtomicU32::new(0);
+
+fn trace(calls: u32, c: &Call, out: &[u32; 10]) {
+    if (TRACE_FROM.load(Relaxed)..=TRACE_TO.load(Relaxed)).contains(&calls) {
+        println!(
+            "sysfuzz: call {calls}: nr={} args={:08x?} -> {:08x?}",
+            c.nr, c.a, out
+        );
+    }
+}
+
 /// Most violations printed in full.
 const MAX_PRINTED: u32 = 20;
 
@@ -156,6 +170,7 @@ impl Fuzzer {
         }
         let out = syscall_raw(c.nr, c.a);
         utcb().my_global_id = saved_id;
+        trace(self.calls, &c, &out);
         self.account(&c, &out);
     }
 
@@ -338,6 +353,13 @@ impl Fuzzer {
         if c.nr == Syscall::Ipc as u32 && col == stats::OK && ThreadId(c.a[1]) != ThreadId::NIL {
             self.w.last_from = ThreadId(out[0]);
         }
+        if c.nr == Syscall::Ipc as u32 && ThreadId(c.a[0]) == ThreadId::ROOT {
+            // A random message may be a valid RAM request: the root keeps what it zeroes.
+            let tag = MsgTag(c.a[3]);
+            if tag.label() == proto::LABEL + op::RAM && tag.untyped() == 3 {
+                count_ram(c.a[5], out);
+            }
+        }
         if let Some(why) = check(&self.w, c, out, col) {
             violation(self.calls, why, c, out);
         }
@@ -475,6 +497,7 @@ impl Fuzzer {
         guard(r, w, &mut c, true);
         words.copy_from_slice(&c.a[4..10]);
         let out = syscall_raw(c.nr, c.a);
+        trace(self.calls, &c, &out);
         let tag = MsgTag(out[3]);
         let col = if tag.is_error() {
             stats::ipc_col(out[1])
@@ -489,14 +512,8 @@ impl Fuzzer {
             stats::BAD_ROOT
         };
         stats::count(ROOT_REQ, col);
-        let receive_failed = kestrel_abi::IpcError::decode(out[1])
-            .is_some_and(|(_, phase)| phase == kestrel_abi::IpcPhase::Receive);
-        if o == op::RAM && tag.is_error() && receive_failed {
-            // The root took the block, then could not grant it (or we stopped waiting).
-            let size = words[1];
-            if size % kestrel_abi::PAGE_SIZE == 0 && size <= proto::MAX_RAM {
-                LOST_PAGES.fetch_add(size / kestrel_abi::PAGE_SIZE, Relaxed);
-            }
+        if o == op::RAM && MsgTag(c.a[3]).untyped() == 3 {
+            count_ram(words[1], &out);
         }
         let sent = MsgTag(c.a[3]);
         if col == stats::OK && sent.untyped() == n && sent.label() == label {
@@ -522,12 +539,9 @@ impl Fuzzer {
     }
 
     /// Bookkeeping after a request the root granted.
-    fn root_done(&mut self, o: u16, words: &[u32; proto::MAX_WORDS], id: ThreadId) {
+    fn root_done(&mut self, o: u16, _words: &[u32; proto::MAX_WORDS], id: ThreadId) {
         let w = &mut self.w;
         match o {
-            op::RAM => {
-                GRANTED_PAGES.fetch_add(words[1] / kestrel_abi::PAGE_SIZE, Relaxed);
-            }
             op::CREATE_THREAD => {
                 if !w.victims.contains(&id) && !w.created.contains(&id) {
                     let _ = w.created.push(id);
@@ -596,6 +610,26 @@ impl Fuzzer {
                 }
             }
         }
+    }
+}
+
+/// Counts the pages of a RAM request of `size` bytes the root answered with `out`: granted
+/// (OK), or taken and then lost (the reply failed in our receive phase: the grant did not
+/// land, or we stopped waiting). Either way the root keeps its own mappings of them.
+fn count_ram(size: u32, out: &[u32; 10]) {
+    if !size.is_multiple_of(kestrel_abi::PAGE_SIZE) || size > proto::MAX_RAM {
+        return;
+    }
+    let tag = MsgTag(out[3]);
+    let pages = size / kestrel_abi::PAGE_SIZE;
+    if tag.is_error() {
+        let receive_failed = kestrel_abi::IpcError::decode(out[1])
+            .is_some_and(|(_, phase)| phase == kestrel_abi::IpcPhase::Receive);
+        if receive_failed {
+            LOST_PAGES.fetch_add(pages, Relaxed);
+        }
+    } else if tag.label() == proto::OK {
+        GRANTED_PAGES.fetch_add(pages, Relaxed);
     }
 }
 
@@ -828,10 +862,19 @@ fn guard(r: &mut Rng, w: &World, c: &mut Call, own: bool) {
         Some(Syscall::Ipc) => {
             let tag = MsgTag(c.a[3]);
             let words = tag.words().min(kestrel_abi::NUM_MRS - 1);
+            // A reply to a fault of one of our own threads (a victim whose pager a random
+            // call made us) maps into our own space anywhere (the fault window is the whole
+            // space): its items go to the window region, never over the fuzzer's image.
+            let to = ThreadId(c.a[0]);
+            let into_us = to == w.me || w.victims.contains(&to);
             if own || words < REG_MRS {
                 let mut i = tag.untyped() + 1;
                 while i < words {
-                    let [x, y] = gen::safe_item(get_mr(&c.a, i), get_mr(&c.a, i + 1));
+                    let mut x = get_mr(&c.a, i);
+                    if into_us {
+                        x = layout::WINDOW | (x & (layout::WINDOW_SIZE - 1));
+                    }
+                    let [x, y] = gen::safe_item(x, get_mr(&c.a, i + 1));
                     set_mr(&mut c.a, i, x);
                     set_mr(&mut c.a, i + 1, y);
                     i += 2;
@@ -841,7 +884,14 @@ fn guard(r: &mut Rng, w: &World, c: &mut Call, own: bool) {
                 c.a[3] = MsgTag(c.a[3] & !(0x3f << 6)).0;
             }
             if ThreadId(c.a[0]) == ThreadId::ROOT {
-                guard_root(w, c);
+                if own {
+                    guard_root(w, c);
+                } else {
+                    // A victim repeats its call forever: a RAM request in that loop would
+                    // drain the root's memory unseen (the fuzzing thread's own requests are
+                    // counted, see `count_ram`). Its messages go to the receiver instead.
+                    c.a[0] = w.receiver.0;
+                }
             }
         }
         Some(Syscall::ExchangeRegisters) => {

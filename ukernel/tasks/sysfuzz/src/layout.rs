@@ -28,10 +28,6 @@ pub fn window_fpage() -> Fpage {
     Fpage::new(WINDOW, WINDOW_LOG2, Rights::RWX).unwrap_or(Fpage::NIL)
 }
 
-pub fn probe_dst_fpage() -> Fpage {
-    Fpage::new(PROBE_DST, PROBE_DST_LOG2, Rights::RWX).unwrap_or(Fpage::NIL)
-}
-
 extern "C" {
     static __image_start: u8;
     static __image_end: u8;

@@ -19,7 +19,8 @@
 //! Kernel command line (short keys: the kernel keeps only `BOOTARGS_LEN` bytes of it):
 //! `fz.seed=N` (default 1), `fz.calls=N` (default 20000), `fz.mode=priv|unpriv` (which mode
 //! the caller expects; default unpriv), `fz.report_ms=N` (default 1000), `fz.kinds=ipc,...`
-//! (only these kinds of step, to minimise a finding; names in `fuzz::KIND_NAMES`).
+//! (only these kinds of step, to minimise a finding; names in `fuzz::KIND_NAMES`),
+//! `fz.trace=A-B` (print calls A to B with their results).
 //! `scripts/sysfuzz.py` runs it and checks the output.
 #![no_std]
 #![no_main]
@@ -93,6 +94,12 @@ pub extern "C" fn task_main() {
                     .map_or(0, |i| 1 << i)
             });
             fuzz::KIND_MASK.store(mask, Relaxed);
+        }
+        if let Some((from, to)) = a.strip_prefix("fz.trace=").and_then(|v| v.split_once('-')) {
+            if let (Ok(from), Ok(to)) = (from.parse(), to.parse()) {
+                fuzz::TRACE_FROM.store(from, Relaxed);
+                fuzz::TRACE_TO.store(to, Relaxed);
+            }
         }
         if let Some(v) = a.strip_prefix("fz.mode=") {
             want_priv = v == "priv";
@@ -289,17 +296,10 @@ fn run(want_priv: bool) -> Result<bool, &'static str> {
             let _ = root::delete_thread(t);
         }
     }
-    let scratch = kestrel_abi::Fpage::new(
-        layout::SCRATCH,
-        layout::SCRATCH_LOG2,
-        kestrel_abi::Rights::RWX,
-    );
-    for f in [layout::window_fpage(), layout::probe_dst_fpage()]
-        .into_iter()
-        .chain(scratch)
-    {
-        let _ = sys::unmap(f, kestrel_abi::unmapflags::FLUSH_OWN);
-    }
+    // Everything our space holds goes (faults of our own threads may have been answered
+    // with mappings anywhere in it); `touch_image` brings the image back from the root.
+    let everything = kestrel_abi::Fpage::complete(kestrel_abi::Rights::RWX);
+    let _ = sys::unmap(everything, kestrel_abi::unmapflags::FLUSH_OWN);
     touch_image();
     let after = probe::run(&numbers, me, probe_rx, privileged);
     print_capacity("after", &after);
