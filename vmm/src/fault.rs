@@ -223,6 +223,13 @@ fn access(bus: &MmioBus, ls: &LoadStore, gpa: u64, data: u64) -> Option<Option<u
     }
 }
 
+/// Whether a `Halt` fault is the guest's reset request: its instruction is `mtspr DBCR0`
+/// (DBCR0[RST] is the 440's one way to ask for a reset). Any other `Halt` is the kernel
+/// stopping a vCPU it cannot continue, which it explains in a line of its own.
+pub fn halt_is_reset_request(insn: u32) -> bool {
+    matches!(decode(insn), Insn::Mtspr { spr, .. } if spr.number() as u32 == kestrel_ppc440::spr::DBCR0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -494,6 +501,14 @@ mod tests {
             Outcome::Halt
         );
         let _ = xfer::GPRS;
+        // A Halt is a reset request only for mtspr DBCR0 (hostile guest finding H2: the
+        // kernel's halt of a split-mode lwarx was reported as a reset request).
+        use kestrel_ppc440::{encode, spr};
+        assert!(halt_is_reset_request(encode::mtspr(spr::DBCR0, 3)));
+        assert!(halt_is_reset_request(encode::mtspr(spr::DBCR0, 31)));
+        assert!(!halt_is_reset_request(encode::mtspr(spr::DBCR1, 3)));
+        assert!(!halt_is_reset_request(encode::lwarx(9, 8, 6)));
+        assert!(!halt_is_reset_request(0));
     }
 
     /// FP loads and stores to a device (BG/P's collective network moves its payload

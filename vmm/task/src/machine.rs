@@ -34,14 +34,6 @@ pub enum Outcome {
     Halted,
 }
 
-/// Whether a Halt fault's instruction is the guest's reset request (`mtspr DBCR0`), as
-/// opposed to the kernel halting a vCPU it cannot continue.
-fn is_reset_request(insn: u32) -> bool {
-    matches!(
-        kestrel_ppc440::decode::decode(insn),
-        kestrel_ppc440::decode::Insn::Mtspr { spr, .. } if spr.number() as u32 == kestrel_ppc440::spr::DBCR0
-    )
-}
 
 /// Console bytes waiting for room in the virtual UART's receive FIFO.
 const INPUT_QUEUE: usize = 512;
@@ -276,7 +268,7 @@ impl Machine {
             },
             fault::Outcome::NeedRegisters => self.handle_with_state(vcpu, f),
             fault::Outcome::Idle(r) => Outcome::Idle(self.with_lines(r)),
-            fault::Outcome::Halt if is_reset_request(f.insn) => Outcome::GuestReset,
+            fault::Outcome::Halt if fault::halt_is_reset_request(f.insn) => Outcome::GuestReset,
             fault::Outcome::Halt => Outcome::Halted,
         }
     }
