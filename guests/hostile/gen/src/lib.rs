@@ -635,10 +635,10 @@ impl Gen<'_> {
     }
 
     /// A load or cache touch based on [`CODE_BASE_REG`]: non-update loads of every width,
-    /// integer and FP, `lswi`, and the cache operations that translate like a load. Not
-    /// `lwarx`: with MSR[IS] != MSR[DS] the kernel emulates a data access to the code page
-    /// in software and cannot hold a reservation, so it stops the vCPU on `lwarx` there
-    /// (docs/adr/0015-hostile-guest.md, finding H1); that would end the run.
+    /// integer and FP, `lswi`, `lwarx` (which stopped the VM when MSR[IS] != MSR[DS],
+    /// finding H1 of docs/adr/0015-hostile-guest.md, fixed in the split emulation), and the
+    /// cache operations that translate like a load. Never `stwcx.`: it would store into
+    /// the code page.
     fn code_load(&mut self) {
         let ra = CODE_BASE_REG;
         let rb = self.index();
@@ -647,7 +647,14 @@ impl Gen<'_> {
                 let i = [1usize, 2, 4][self.rng.below(3) as usize]; // dcbst, dcbf, dcbt
                 self.push(e::x_cache(i, ra, rb));
             }
-            1 => self.push(e::icbi(ra, rb)),
+            1 => {
+                if self.rng.chance(50) {
+                    self.push(e::icbi(ra, rb));
+                } else {
+                    let rt = self.data();
+                    self.push(e::lwarx(rt, ra, rb));
+                }
+            }
             2 => {
                 let rt = self.data();
                 let most = 4 * (32 - rt);
