@@ -9,7 +9,8 @@
 //! through the fault-message codec first (encode, decode: the handler sees what the
 //! kernel's message carries). Other operations feed console input, and add segments to
 //! and translate addresses through a `GuestMemory`, and ranges to a `Bus`, against plain
-//! models.
+//! models. Every line the fault path logs goes through the VMM's per-guest log limit
+//! (`diag::LogLimit`, with a policy and a clock from the input).
 //!
 //! Checked: the outcome fits the class (Idle resumes at pc, Halt halts, NeedRegisters
 //! only for update forms without registers); a reply resumes at pc + 4 exactly when
@@ -20,7 +21,9 @@
 //! interrupt line at the UIC matches the UART's output. Segments: `add` accepts exactly
 //! the non-overlapping ones while there is room, keeps them sorted, and `translate`
 //! agrees with a linear search. Buses: `insert` refuses exactly the empty, wrapping and
-//! overlapping ranges, and `find` agrees with a linear search.
+//! overlapping ranges, and `find` agrees with a linear search. Log limit: at most
+//! `first` lines in full per kind, then summaries at least `interval` apart with positive
+//! counts and running totals, and at the end every event in exactly one line.
 
 use crate::input::{Input, SeedWriter};
 use core::cell::RefCell;
@@ -32,6 +35,7 @@ use kestrel_ppc440::encode;
 use kestrel_vmm_core::board::Window;
 use kestrel_vmm_core::board::{BAMBOO, UART0, UART1};
 use kestrel_vmm_core::bus::Bus;
+use kestrel_vmm_core::diag::{Kind, LogLimit, Policy, Verdict};
 use kestrel_vmm_core::fault::{handle, Outcome, Unmodelled};
 use kestrel_vmm_core::segment::{GuestMemory, GuestPhysAddr, HostAddr, Segment, SegmentError};
 use std::rc::Rc;
@@ -119,6 +123,11 @@ pub fn run(data: &[u8]) {
     let mut model_segments: Vec<Segment> = Vec::new();
     let mut bus = Bus::<dyn DcrDevice>::new();
     let mut model_ranges: Vec<(u64, u64)> = Vec::new();
+    let policy = Policy {
+        first: input.below(9),
+        interval: u64::from(input.u16()),
+    };
+    let mut diag = Diag::new(policy);
     while !input.is_empty() {
         match input.u8() % op::COUNT {
             op::FAULT => {
@@ -131,6 +140,7 @@ pub fn run(data: &[u8]) {
                 };
                 let (pc, msr, rs_value) = (input.u32(), input.u32(), input.u32());
                 let with = input.u8();
+                diag.now += u64::from(input.u8()) * 64;
                 let msg = VirtFaultMsg {
                     class,
                     pc,
@@ -147,7 +157,7 @@ pub fn run(data: &[u8]) {
                 }
                 let fault_regs = (with & 1 != 0).then_some(&mut gpr);
                 let fault_fprs = (with & 2 != 0).then_some(&mut fpr);
-                fault(&msg, fault_regs, fault_fprs, &machine.buses);
+                fault(&msg, fault_regs, fault_fprs, &machine.buses, &mut diag);
             }
             op::CONSOLE => {
                 let mut console = machine.console.borrow_mut();
@@ -264,6 +274,94 @@ pub fn run(data: &[u8]) {
         let irq = machine.console.borrow().uart.irq();
         check_board(&machine.buses, &machine.uic, irq);
     }
+    diag.finish();
+}
+
+/// The VMM's per-guest log limit (`kestrel_vmm_core::diag`), fed with every line the
+/// fault path wants to log, with the accounting it promises: at most `first` lines in
+/// full per kind (the last one says so), then summaries at least `interval` apart, each
+/// with a positive count and the running total; at the end every event is in exactly one
+/// line.
+struct Diag {
+    limit: LogLimit,
+    policy: Policy,
+    now: u64,
+    full: [u64; Kind::COUNT],
+    summarized: [u64; Kind::COUNT],
+    last_line: [u64; Kind::COUNT],
+}
+
+impl Diag {
+    fn new(policy: Policy) -> Diag {
+        Diag {
+            limit: LogLimit::new(policy),
+            policy,
+            now: 0,
+            full: [0; Kind::COUNT],
+            summarized: [0; Kind::COUNT],
+            last_line: [0; Kind::COUNT],
+        }
+    }
+
+    fn event(&mut self, kind: Kind) {
+        let k = kind as usize;
+        let first = u64::from(self.policy.first);
+        match self.limit.event(kind, self.now) {
+            Verdict::Log { last } => {
+                self.full[k] += 1;
+                assert!(
+                    self.full[k] <= first,
+                    "{kind:?}: more than {first} lines in full"
+                );
+                assert_eq!(
+                    last,
+                    self.full[k] == first,
+                    "{kind:?}: the last line in full"
+                );
+                self.last_line[k] = self.now;
+            }
+            Verdict::Summary(s) => {
+                assert_eq!(
+                    self.full[k], first,
+                    "{kind:?}: summary before the lines in full"
+                );
+                assert_eq!(s.kind, kind);
+                assert!(s.suppressed >= 1, "{s:?}: empty summary");
+                assert_eq!(s.total, self.limit.total(kind), "{s:?}: running total");
+                assert!(
+                    self.now - self.last_line[k] >= self.policy.interval,
+                    "{kind:?}: summaries {} ticks apart",
+                    self.now - self.last_line[k]
+                );
+                assert!(!s.to_string().is_empty());
+                self.summarized[k] += s.suppressed;
+                self.last_line[k] = self.now;
+            }
+            Verdict::Quiet => {
+                assert_eq!(
+                    self.full[k], first,
+                    "{kind:?}: quiet before the lines in full"
+                )
+            }
+        }
+    }
+
+    /// The VM stops: the summaries still owed account for every event.
+    fn finish(mut self) {
+        let owed: Vec<_> = self.limit.finish().collect();
+        for s in owed {
+            assert!(s.suppressed >= 1);
+            self.summarized[s.kind as usize] += s.suppressed;
+        }
+        for kind in Kind::ALL {
+            let k = kind as usize;
+            assert_eq!(
+                self.full[k] + self.summarized[k],
+                self.limit.total(kind),
+                "{kind:?}: every event in exactly one line"
+            );
+        }
+    }
 }
 
 /// Runs one fault and checks the outcome.
@@ -272,12 +370,14 @@ fn fault(
     gpr: Option<&mut [u32; 32]>,
     fpr: Option<&mut [u64; 33]>,
     buses: &kestrel_vmm_core::fault::Buses,
+    diag: &mut Diag,
 ) {
     let (had_gpr, had_fpr) = (gpr.is_some(), fpr.is_some());
     let mut logged: Vec<Unmodelled> = Vec::new();
     let outcome = handle(msg, gpr, fpr, buses, &mut |u| logged.push(u));
     for u in &logged {
         assert!(!u.to_string().is_empty());
+        diag.event(u.kind());
     }
     let insn = decode(msg.insn);
     let what = format!(
@@ -402,6 +502,8 @@ fn check_board(buses: &kestrel_vmm_core::fault::Buses, uic: &RefCell<Uic>, uart0
 /// translation and a bus range.
 pub fn seed(variant: u8) -> Vec<u8> {
     let mut w = SeedWriter::default();
+    // Log policy: 8 lines in full, summaries 4096 ticks apart.
+    w.u8(8).u16(4096);
     let uart = |w: &mut SeedWriter, store: bool, reg: u8, value: u32| {
         // op, class Mmio, instruction kind 0 (D-form), rt, ra, rb, opcode index,
         // displacement, address kind 0 (UART0) and offset, pc, msr, rs_value, with.
@@ -414,7 +516,13 @@ pub fn seed(variant: u8) -> Vec<u8> {
             .u8(0)
             .u8(opcd)
             .u16(u16::from(reg));
-        w.u8(0).u8(reg).u32(0x100).u32(0).u32(value).u8(variant & 3);
+        w.u8(0)
+            .u8(reg)
+            .u32(0x100)
+            .u32(0)
+            .u32(value)
+            .u8(variant & 3)
+            .u8(variant);
     };
     for (reg, value) in [
         (3u8, 0x80u32),
@@ -444,7 +552,40 @@ pub fn seed(variant: u8) -> Vec<u8> {
             .u8(0)
             .u8(dcr)
             .bool(!store);
-        w.u32(0x200).u32(0).u32(0x8000_0000).u8(variant & 1);
+        w.u32(0x200).u32(0).u32(0x8000_0000).u8(variant & 1).u8(1);
+    }
+    // A guest probing: unmodelled device words and DCRs, an unhandled instruction, again and
+    // again (the log limit's full lines, summaries and the final account).
+    for i in 0..12u8 {
+        // Mmio: D-form lwz at a device-space address (kind 3, 32-bit offset).
+        w.u8(op::FAULT).u8(1).u8(0).u8(3).u8(4).u8(0).u8(0).u16(0);
+        w.u8(3)
+            .u32(0x0100_0000 * u32::from(i))
+            .u32(0x300)
+            .u32(0)
+            .u32(0)
+            .u8(0)
+            .u8(i * 20);
+        // Instruction: mfdcr of DCR 0x3FF (kind 6, selector above 0xEF escapes to a u16).
+        w.u8(op::FAULT)
+            .u8(0)
+            .u8(6)
+            .u8(5)
+            .u8(0)
+            .u8(0)
+            .u8(0xF0)
+            .u16(0x3FF)
+            .bool(true);
+        w.u32(0x304).u32(0).u32(0).u8(1).u8(i * 21);
+        // Instruction: any word (kind 7): mtspr to an SPR the 440 lacks.
+        w.u8(op::FAULT)
+            .u8(0)
+            .u8(7)
+            .u8(0)
+            .u8(0)
+            .u8(0)
+            .u32(encode::mtspr(1000, 3));
+        w.u32(0x308).u32(0).u32(0).u8(0).u8(255);
     }
     w.u8(op::SEGMENT)
         .u64(0)
