@@ -13,14 +13,13 @@
 //! class, byte order or machine, or not executables are always refused.
 
 use crate::input::Input;
+use kestrel_abi::{USER_BASE, USER_END};
 use kestrel_kcore::elf::{load_plan, load_plan_physical, LoadPlan, MAX_SEGMENTS};
 
-/// Address ranges the callers use: the user part of a space, a guest's RAM.
-const RANGES: [(u32, u32); 3] = [
-    (0x0000_1000, 0xC000_0000),
-    (0, 64 << 20),
-    (0x1000_0000, 0x8000_0000),
-];
+/// The address ranges the callers use: the kernel (root task) and the root task
+/// (programs) plan for the user part of a space; the VMM plans a Linux guest physically
+/// and a bare-metal guest virtually, both into its RAM (64 MiB here).
+const RANGES: [(u32, u32); 3] = [(USER_BASE, USER_END), (0, 64 << 20), (0x1000, 64 << 20)];
 
 fn be16(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_be_bytes(b.get(at..at + 2)?.try_into().ok()?))

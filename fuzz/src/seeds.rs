@@ -179,13 +179,13 @@ fn elf_seeds() -> Vec<Vec<u8>> {
     let note = (4, 0x100, 0, 0, 0x20, 0x20, 4);
     let bss_only = (PT_LOAD, 0, 0x1002_0000, 0x1002_0000, 0, 0x1000, 6);
     vec![
-        with(2, elf::image(0x1000_0000, &[text, data], 0x2100)),
+        with(0, elf::image(0x1000_0000, &[text, data], 0x2100)),
         with(
             0,
             elf::image(0x1000_0010, &[text, note, data, bss_only], 0x2100),
         ),
         with(0x81, elf::image(0xC000_0010, &[linux], 0x3000)),
-        with(2, elf::image(0x1000_0000, &[text; 2], 0x2100)),
+        with(0, elf::image(0x1000_0000, &[text; 2], 0x2100)),
         with(
             2,
             elf::image(
@@ -194,8 +194,16 @@ fn elf_seeds() -> Vec<Vec<u8>> {
                 0x2100,
             ),
         ),
-        with(2, elf::image(0x1001_0000, &[text, data], 0x2100)),
-        with(2, elf::image(0x1000_0000, &[text; 9], 0x2100)),
+        with(0, elf::image(0x1001_0000, &[text, data], 0x2100)),
+        with(0, elf::image(0x1000_0000, &[text; 9], 0x2100)),
+        with(
+            2,
+            elf::image(
+                0x2000,
+                &[(PT_LOAD, 0x1000, 0x2000, 0x2000, 0x100, 0x200, 5)],
+                0x1100,
+            ),
+        ),
         with(0x7F, {
             let mut v = vec![0, 0, 0x10, 0, 0x20, 0, 0, 0];
             v.extend(elf::image(0x1000_0000, &[text], 0x1800));

@@ -75,3 +75,23 @@ fn short_random_inputs_never_break_a_target() {
         }
     }
 }
+
+#[test]
+fn seeds_reach_past_the_first_checks() {
+    // Seeds that are refused at once would leave the fuzzer far from the interesting code.
+    let seed = |t: &str, n: usize| seeds::seeds(t).swap_remove(n).1;
+    for (n, physical, range) in [
+        (0, false, (0x1000_0000, 0xF000_0000)),
+        (2, true, (0, 64 << 20)),
+    ] {
+        let img = &seed("elf", n)[1..];
+        let plan = if physical {
+            kestrel_kcore::elf::load_plan_physical(img, range.0, range.1)
+        } else {
+            kestrel_kcore::elf::load_plan(img, range.0, range.1)
+        };
+        assert!(plan.is_ok(), "elf seed {n}: {plan:?}");
+    }
+    assert_eq!(kestrel_abi::bootmod::count(&seed("archive", 0)), Some(2));
+    assert!(kestrel_kcore::bootinfo::BoardInfo::from_fdt(&seed("fdt", 0)).is_ok());
+}
