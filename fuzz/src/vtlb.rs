@@ -7,7 +7,7 @@
 //! guest-physical 0), then operations: `tlbwe` of one word or of a whole entry (each word
 //! followed by `ShadowTlb::invalidate_guest_write`, as the kernel's emulator does),
 //! `tlbre`, `tlbsx`, TLB misses (`shadow_fill`, then `ShadowTlb::insert` on a hit), guest
-//! PID, `MSR[PR]` and `MSR[IS/DS]` switches, host mappings added and revoked.
+//! PID, `MSR[PR]`, `MSR[IS]` and `MSR[DS]` switches, host mappings added and revoked.
 //!
 //! Checked: `tlbwe`/`tlbre`/`tlbsx` agree with the model (and reject word 3); every fill's
 //! kind agrees with the model, and a hit is exactly guest ∩ VMM rights with Fig. 5's TID,
@@ -17,8 +17,12 @@
 //! invariant the kernel relies on: a hardware entry never grants more than the guest TLB
 //! and the VMM allow), with no two slots overlapping under a common hardware PID.
 //!
-//! Guest fetches and data run in one translation space here (`MSR[IS]` = `MSR[DS]`); the
-//! kernel's split-space handling is outside this target.
+//! `MSR[IS]` and `MSR[DS]` switch independently (the kernel flushes on either): fetches
+//! fill from space IS and data from space DS, and while they differ each hit is narrowed to
+//! its access class (`HwEntry::restricted_to`) as the kernel's `virt/mmu.rs` does; a slot's
+//! X permission is then judged in space IS and its R/W permissions in space DS. (This is
+//! the safety side of issue 9's finding 1; the livelock itself is a liveness question the
+//! kernel's on-target regression test covers.)
 
 use crate::input::{Input, SeedWriter};
 use kestrel_abi::Rights;
@@ -378,7 +382,9 @@ struct State {
     host: HostMap,
     pid: u8,
     pr: bool,
-    ts: bool,
+    /// `MSR[IS]` (fetches) and `MSR[DS]` (data).
+    is: bool,
+    ds: bool,
 }
 
 impl State {
@@ -420,7 +426,8 @@ pub fn run(data: &[u8]) {
         host,
         pid: 0,
         pr: false,
-        ts: false,
+        is: false,
+        ds: false,
     };
     while !input.is_empty() {
         match input.u8() % op::COUNT {
@@ -448,7 +455,7 @@ pub fn run(data: &[u8]) {
                 );
             }
             op::TLBSX => {
-                let (ea, pid, ts) = query(&mut input, &s.model, s.pid, s.ts);
+                let (ea, pid, ts) = query(&mut input, &s.model, s.pid, s.ds);
                 let other = input.u32() & !0x1_00FF;
                 let mmucr = other | u32::from(pid) | if ts { 0x1_0000 } else { 0 };
                 let want = s.model.first_match(ea, pid, ts).map(|i| i as u32);
@@ -460,7 +467,7 @@ pub fn run(data: &[u8]) {
                 );
             }
             op::FILL => {
-                let (ea, _, _) = query(&mut input, &s.model, s.pid, s.ts);
+                let (ea, _, _) = query(&mut input, &s.model, s.pid, s.ds);
                 let access = input.pick(&[Access::Read, Access::Write, Access::Execute]);
                 fill(&mut s, ea, access);
             }
@@ -478,8 +485,11 @@ pub fn run(data: &[u8]) {
             }
             op::TS => {
                 assert!(needs_flush(Event::GuestTranslationSpaceSwitch));
+                // mtmsr/rfi changing IS, DS or both (a split is legal on the 440).
+                let which = input.u8() % 3;
                 s.shadow.flush_all();
-                s.ts = !s.ts;
+                s.is ^= which != 1;
+                s.ds ^= which != 0;
             }
             op::REVOKE => {
                 let pick = usize::from(input.u8());
@@ -510,8 +520,13 @@ enum Kind {
 
 fn fill(s: &mut State, ea: u32, access: Access) {
     let (model, map) = (&s.model, &s.host);
-    let got = shadow_fill(&s.guest, map, ea, s.pid, s.pr, access, s.ts);
-    let want = match model.first_match(ea, s.pid, s.ts) {
+    let ts = if access == Access::Execute {
+        s.is
+    } else {
+        s.ds
+    };
+    let got = shadow_fill(&s.guest, map, ea, s.pid, s.pr, access, ts);
+    let want = match model.first_match(ea, s.pid, ts) {
         None => Kind::GuestMiss,
         Some(i) if !model.e[i].rights(s.pr).contains(access.right()) => Kind::GuestProtection,
         Some(i) => {
@@ -530,8 +545,8 @@ fn fill(s: &mut State, ea: u32, access: Access) {
     };
     assert_eq!(
         kind, want,
-        "fill {ea:#x} {access:?} pid {} pr {} ts {}",
-        s.pid, s.pr, s.ts
+        "fill {ea:#x} {access:?} pid {} pr {} ts {ts}",
+        s.pid, s.pr
     );
     let FillResult::Hit { hw, guest_index } = got else {
         return;
@@ -570,7 +585,7 @@ fn fill(s: &mut State, ea: u32, access: Access) {
         e.wimge()
     };
     assert_eq!(hw.wimge, Wimge(wimge));
-    check_entry(model, map, &hw, gi, s.pid, s.ts).unwrap_or_else(|m| panic!("fill {ea:#x}: {m}"));
+    check_entry(model, map, &hw, gi, s.pid, ts).unwrap_or_else(|m| panic!("fill {ea:#x}: {m}"));
     // As large as allowed: the next architected size breaks a rule.
     if let Some(bigger) = PageSize::ALL.iter().find(|p| p.bytes() > hw.bytes()) {
         let b = u64::from(bigger.bytes());
@@ -579,10 +594,17 @@ fn fill(s: &mut State, ea: u32, access: Access) {
         assert!(
             b > guest_size
                 || b > u64::from(r.size)
-                || shadowed_by_earlier(model, gi, (base, base + b), s.pid, s.ts),
+                || shadowed_by_earlier(model, gi, (base, base + b), s.pid, ts),
             "fill {ea:#x}: {bigger:?} would have fit"
         );
     }
+    // With MSR[IS] != MSR[DS] the entry was computed for one translation space: the
+    // kernel keeps only the access class's permissions (virt/mmu.rs).
+    let hw = if s.is != s.ds {
+        hw.restricted_to(access)
+    } else {
+        hw
+    };
     let before = s.shadow.occupied();
     let placement = s.shadow.insert(hw, guest_index);
     assert!(placement.slot < SLOTS);
@@ -684,15 +706,20 @@ fn check_slots(s: &State) {
             s.shadow.derived_from(slot.guest_index).contains(i),
             "slot {i} filed under its guest index"
         );
-        check_entry(
-            &s.model,
-            &s.host,
-            &slot.hw,
-            slot.guest_index as usize,
-            s.pid,
-            s.ts,
-        )
-        .unwrap_or_else(|m| panic!("stale shadow slot {i}: {m}"));
+        // A slot serves fetches with its X permission (translation space IS) and data with
+        // R and W (space DS): each part must be right for its space.
+        let gi = slot.guest_index as usize;
+        for (keep, ts) in [(Rights::X, s.is), (Rights::RW, s.ds)] {
+            let part = HwEntry {
+                perms: slot.hw.perms.intersect(keep),
+                ..slot.hw
+            };
+            if !part.perms.is_empty() {
+                check_entry(&s.model, &s.host, &part, gi, s.pid, ts).unwrap_or_else(|m| {
+                    panic!("stale shadow slot {i} (IS {}, DS {}): {m}", s.is, s.ds)
+                });
+            }
+        }
         for &j in occupied.iter().filter(|&&j| j > i) {
             let other = s.shadow.slot(j).expect("occupied").hw;
             let common =
@@ -758,6 +785,13 @@ pub fn seed(n: u8, variant: u8) -> Vec<u8> {
     w.u8(op::TLBRE).u8(0).u8(0).u32(0xFF);
     w.u8(op::FILL).u8(0).u8(1).u8(2).u32(0).u8(0);
     w.u8(op::REVOKE).u8(variant);
-    w.u8(op::TS).u8(op::FILL).u8(0).u8(0).u8(0).u32(0).u8(1);
+    w.u8(op::TS)
+        .u8(variant % 3)
+        .u8(op::FILL)
+        .u8(0)
+        .u8(0)
+        .u8(0)
+        .u32(0)
+        .u8(1);
     w.bytes
 }
