@@ -25,7 +25,12 @@ pub fn seeds(name: &str) -> Vec<(String, Vec<u8>)> {
     };
     match name {
         "decode" => named(decode()),
-        "vtlb" => named((0..24u8).map(|i| vtlb::seed(1 + i % 12, i)).collect()),
+        "vtlb" => named(
+            (0..24u8)
+                .map(|i| vtlb::seed(1 + i % 12, i))
+                .chain([vtlb::split_seed()])
+                .collect(),
+        ),
         "uart" => named(uart_seeds()),
         "uic" => named(uic_seeds()),
         "vmm" => named((0..4).map(vmm::seed).collect()),

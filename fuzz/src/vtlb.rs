@@ -27,8 +27,9 @@
 use crate::input::{Input, SeedWriter};
 use kestrel_abi::Rights;
 use kestrel_vtlb::{
-    fig5_tid, hw_pid, needs_flush, shadow_fill, Access, Event, FillResult, GuestPhysMap, GuestTlb,
-    HostPage, HwEntry, PageSize, Perms, ShadowTlb, Wimge, TID_KERNEL, TID_SHARED, TID_USER,
+    fig5_tid, hw_pid, needs_flush, shadow_fill, split_fill, Access, Event, FillResult,
+    GuestPhysMap, GuestTlb, HostPage, HwEntry, PageSize, Perms, Placement, ShadowTlb, SplitFill,
+    Wimge, SPLIT_PAGE, TID_KERNEL, TID_SHARED, TID_USER,
 };
 use std::collections::HashMap;
 
@@ -469,7 +470,23 @@ pub fn run(data: &[u8]) {
             op::FILL => {
                 let (ea, _, _) = query(&mut input, &s.model, s.pid, s.ds);
                 let access = input.pick(&[Access::Read, Access::Write, Access::Execute]);
-                fill(&mut s, ea, access);
+                if s.is != s.ds && access != Access::Execute {
+                    // An instruction at `pc` accessing `ea` while the guest runs split: its
+                    // fetch is filled first, then its data access must not evict the fetch
+                    // entry (issue 9 finding 1: else the two fills alternate forever).
+                    let (pc, _, _) = query(&mut input, &s.model, s.pid, s.is);
+                    let fetch = fill(&mut s, pc, Access::Execute, pc);
+                    let free = s.shadow.occupied().len() < SLOTS as u32;
+                    let data = fill(&mut s, ea, access, pc);
+                    if let (Some(f), Some(d)) = (fetch, data) {
+                        assert!(
+                            !d.invalidate.contains(f.slot) && !(free && d.slot == f.slot),
+                            "split: the data fill at {ea:#x} evicts the fetch entry of pc {pc:#x}"
+                        );
+                    }
+                } else {
+                    fill(&mut s, ea, access, ea);
+                }
             }
             op::PID => {
                 let pid = input.pick(&[0u8, 1, 2, 3, 0xFF]);
@@ -518,7 +535,10 @@ enum Kind {
     PhysMiss(u64),
 }
 
-fn fill(s: &mut State, ea: u32, access: Access) {
+/// A TLB miss at `ea` for `access` by the instruction at `pc`, as the kernel handles it:
+/// checked against the model, then the entry (narrowed by `split_fill` while the guest
+/// runs split) goes into the shadow TLB. Returns where it went.
+fn fill(s: &mut State, ea: u32, access: Access, pc: u32) -> Option<Placement> {
     let (model, map) = (&s.model, &s.host);
     let ts = if access == Access::Execute {
         s.is
@@ -548,8 +568,23 @@ fn fill(s: &mut State, ea: u32, access: Access) {
         "fill {ea:#x} {access:?} pid {} pr {} ts {ts}",
         s.pid, s.pr
     );
+    if s.is != s.ds {
+        let split = split_fill(&s.guest, map, ea, s.pid, s.pr, access, s.is, s.ds, pc);
+        assert_eq!(
+            split_fill(&s.guest, map, ea, s.pid, s.pr, access, s.is, s.ds, pc),
+            split
+        );
+        match (split, got) {
+            (SplitFill::Fill(FillResult::Hit { .. }), FillResult::Hit { .. }) => {}
+            (SplitFill::Fill(r), _) => assert_eq!(r, got, "split fill {ea:#x}: not a hit"),
+            (SplitFill::Emulate, FillResult::Hit { .. }) => {
+                assert_ne!(access, Access::Execute, "split: a fetch is always filled")
+            }
+            (SplitFill::Emulate, _) => panic!("split: emulating {ea:#x} the guest may not do"),
+        }
+    }
     let FillResult::Hit { hw, guest_index } = got else {
-        return;
+        return None;
     };
     let gi = guest_index as usize;
     let e = &model.e[gi];
@@ -598,10 +633,43 @@ fn fill(s: &mut State, ea: u32, access: Access) {
             "fill {ea:#x}: {bigger:?} would have fit"
         );
     }
-    // With MSR[IS] != MSR[DS] the entry was computed for one translation space: the
-    // kernel keeps only the access class's permissions (virt/mmu.rs).
+    // With MSR[IS] != MSR[DS] the kernel installs what `split_fill` says: the hit narrowed
+    // to SPLIT_PAGE and to the access class's permissions, or nothing (it emulates).
     let hw = if s.is != s.ds {
-        hw.restricted_to(access)
+        let split = split_fill(&s.guest, map, ea, s.pid, s.pr, access, s.is, s.ds, pc);
+        let SplitFill::Fill(FillResult::Hit {
+            hw: n,
+            guest_index: ng,
+        }) = split
+        else {
+            return None;
+        };
+        let class = if access == Access::Execute {
+            Rights::X
+        } else {
+            Rights::RW
+        };
+        assert_eq!(ng, guest_index, "split: same guest entry");
+        assert!(
+            n.bytes() <= SPLIT_PAGE.bytes() && n.bytes() <= hw.bytes(),
+            "{n:x?}"
+        );
+        assert!(
+            n.contains(ea) && hw.contains(n.epn),
+            "{n:x?} inside {hw:x?}"
+        );
+        assert_eq!(
+            n.rpn_base,
+            hw.rpn_base + (n.epn - hw.epn),
+            "split: same translation"
+        );
+        assert_eq!(
+            n.perms,
+            hw.perms.intersect(class),
+            "split: the access class only"
+        );
+        assert_eq!((n.tid, n.wimge), (hw.tid, hw.wimge));
+        n
     } else {
         hw
     };
@@ -620,6 +688,7 @@ fn fill(s: &mut State, ea: u32, access: Access) {
         .expect("the new slot is occupied");
     assert_eq!((slot.hw, slot.guest_index), (hw, guest_index & 63));
     assert!(s.shadow.derived_from(guest_index).contains(placement.slot));
+    Some(placement)
 }
 
 fn shadowed_by_earlier(model: &RefTlb, gi: usize, range: (u64, u64), pid: u8, ts: bool) -> bool {
@@ -793,5 +862,34 @@ pub fn seed(n: u8, variant: u8) -> Vec<u8> {
         .u8(0)
         .u32(0)
         .u8(1);
+    w.bytes
+}
+
+/// Issue 9 finding 1's reproducer as a seed: guest TLB entry 0 maps EA 0..16 MiB in TS 0
+/// to guest-physical 0, entry 1 the same EAs in TS 1 to guest-physical 16 MiB; the guest
+/// sets `MSR[DS]` only and loads from its own code page, then from another page.
+pub fn split_seed() -> Vec<u8> {
+    let mut w = SeedWriter::default();
+    w.u8(1); // the 256 MiB RWX host page at guest-physical 0, no other regions
+    for (index, ts, goff) in [(0u8, 0x7Fu8, 0u32), (1, 0xFF, 16 << 20)] {
+        // entry_write(): index, anchor 0, offset 0, SIZE 16 MiB (SIZE_CODES[6]), flags,
+        // TID 0, GPA anchor 0, offset, no ERPN, all permissions, attr, junk, MMUCR.
+        w.u8(op::WRITE_ENTRY)
+            .u8(index)
+            .u8(0)
+            .u8(0)
+            .u8(6)
+            .u8(ts)
+            .u8(0)
+            .u8(0)
+            .u32(goff);
+        w.u8(0).u8(0xC0).u32(0).u32(0).u32(0);
+    }
+    w.u8(op::TS).u8(1); // DS = 1, IS = 0
+    for data_offset in [6u8, 5] {
+        // Data at entry 1 + OFFSETS[data_offset] (read), fetched from entry 0 + 0x12_3400.
+        w.u8(op::FILL).u8(0).u8(1).u8(data_offset).u32(0).u8(0);
+        w.u8(0).u8(0).u8(6).u32(0);
+    }
     w.bytes
 }
