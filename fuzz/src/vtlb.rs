@@ -480,7 +480,7 @@ pub fn run(data: &[u8]) {
                     let data = fill(&mut s, ea, access, pc);
                     if let (Some(f), Some(d)) = (fetch, data) {
                         assert!(
-                            !d.invalidate.contains(f.slot) && !(free && d.slot == f.slot),
+                            !(d.invalidate.contains(f.slot) || free && d.slot == f.slot),
                             "split: the data fill at {ea:#x} evicts the fetch entry of pc {pc:#x}"
                         );
                     }
