@@ -214,8 +214,10 @@ pub mod kinfo {
 /// Bumped on every incompatible change to this crate.
 pub const ABI_VERSION: u32 = 1;
 
-/// Longest kernel command line passed to the root task, in bytes.
-pub const BOOTARGS_LEN: usize = 128;
+/// Longest kernel command line passed to the root task, in bytes (all the message
+/// registers `KernelInfo(BOOTARGS)` fills). The kernel says so at boot when it cuts one.
+pub const BOOTARGS_LEN: usize = 256;
+const _: () = assert!(BOOTARGS_LEN <= ipc::NUM_MRS * 4);
 
 /// Longest thread name kept by the kernel, in bytes.
 pub const THREAD_NAME_LEN: usize = 16;

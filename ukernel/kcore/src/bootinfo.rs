@@ -31,8 +31,9 @@ const TOKEN_END: u32 = 9;
 /// Deepest node nesting accepted (the root counts as 1). The bamboo tree nests 4 deep;
 /// `fdt` itself breaks beyond 63.
 pub const MAX_DEPTH: usize = 16;
-/// Longest command line kept; longer ones are cut at a character boundary.
-pub const BOOTARGS_LEN: usize = 128;
+/// Longest command line kept (what reaches the root task); longer ones are cut at a
+/// character boundary and [`BoardInfo::bootargs_len`] tells by how much.
+pub use kestrel_abi::BOOTARGS_LEN;
 /// Interrupt inputs of one UIC (from `kestrel_ppc440::dcr`).
 pub use kestrel_ppc440::dcr::uic::LINES as UIC_LINES;
 
@@ -74,6 +75,9 @@ pub struct BoardInfo {
     pub initrd: Option<(u32, u32)>,
     /// `/chosen/bootargs`, cut to [`BOOTARGS_LEN`] bytes.
     pub bootargs: heapless::String<BOOTARGS_LEN>,
+    /// Length of `/chosen/bootargs` before the cut, in bytes (more than `bootargs.len()`
+    /// when it was cut).
+    pub bootargs_len: usize,
 }
 
 /// Why the device tree could not be used.
@@ -171,9 +175,9 @@ impl BoardInfo {
         let (timebase_hz, cpu_hz) = cpu_clocks(&fdt)?;
         let uart0 = uart(&fdt, &layout)?;
         let uic = uic(&fdt)?;
-        let (initrd, bootargs) = match fdt.find_node("/chosen") {
+        let (initrd, (bootargs, bootargs_len)) = match fdt.find_node("/chosen") {
             Some(chosen) => (initrd(chosen)?, bootargs(chosen)?),
-            None => (None, heapless::String::new()),
+            None => (None, (heapless::String::new(), 0)),
         };
         Ok(BoardInfo {
             mem_base,
@@ -184,6 +188,7 @@ impl BoardInfo {
             uic,
             initrd,
             bootargs,
+            bootargs_len,
         })
     }
 }
@@ -573,10 +578,13 @@ fn initrd(chosen: FdtNode<'_, '_>) -> Result<Option<(u32, u32)>, BootInfoError> 
     }
 }
 
-fn bootargs(chosen: FdtNode<'_, '_>) -> Result<heapless::String<BOOTARGS_LEN>, BootInfoError> {
+/// The command line, cut to [`BOOTARGS_LEN`] bytes, and its length before the cut.
+fn bootargs(
+    chosen: FdtNode<'_, '_>,
+) -> Result<(heapless::String<BOOTARGS_LEN>, usize), BootInfoError> {
     let mut out = heapless::String::new();
     let Some(prop) = chosen.property("bootargs") else {
-        return Ok(out);
+        return Ok((out, 0));
     };
     let raw = prop.value.split(|&b| b == 0).next().unwrap_or(&[]);
     let text = core::str::from_utf8(raw).map_err(|_| BootInfoError::BadBootargs)?;
@@ -586,7 +594,7 @@ fn bootargs(chosen: FdtNode<'_, '_>) -> Result<heapless::String<BOOTARGS_LEN>, B
     }
     // Cannot fail: at most BOOTARGS_LEN bytes.
     let _ = out.push_str(&text[..cut]);
-    Ok(out)
+    Ok((out, text.len()))
 }
 
 #[cfg(test)]
@@ -766,7 +774,7 @@ mod tests {
         let blob = tree_44x("okay\0", |d| {
             d.cells("linux,initrd-start", &[0, 0x0200_0000])
                 .cells("linux,initrd-end", &[0x0200_1000]);
-            d.prop("bootargs", "é".repeat(100).as_bytes());
+            d.prop("bootargs", "é".repeat(200).as_bytes());
         });
         let info = BoardInfo::from_fdt(&blob).unwrap();
         assert_eq!((info.mem_base, info.mem_size), (0x1000_0000, 0x2000_0000));
@@ -788,7 +796,8 @@ mod tests {
             })
         );
         assert_eq!(info.initrd, Some((0x0200_0000, 0x0200_1000)));
-        assert_eq!(info.bootargs.len(), 128);
+        assert_eq!(info.bootargs.len(), BOOTARGS_LEN);
+        assert_eq!(info.bootargs_len, 400);
         assert!(info.bootargs.chars().all(|c| c == 'é'));
     }
 

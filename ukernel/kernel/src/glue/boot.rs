@@ -84,6 +84,12 @@ extern "C" fn kestrel_boot(fdt: *const u8) -> ! {
     let n = args.len().min(k.mem.bootargs.len());
     k.mem.bootargs[..n].copy_from_slice(&args[..n]);
     k.mem.bootargs_len = n;
+    if board.bootargs_len > n {
+        crate::kprintln!(
+            "kestrel: the command line is {} bytes; only its first {n} reach the root task",
+            board.bootargs_len
+        );
+    }
     crate::kprintln!(
         "kestrel: {} MiB RAM, timebase {} MHz, kernel {:#x}..{:#x}, pool {} KiB, boot module {} KiB",
         ram_end >> 20, board.timebase_hz / 1_000_000, 0x0010_0000, kernel_end,
