@@ -404,9 +404,12 @@ fn find_sibling(me: ThreadId) -> Option<ThreadId> {
     None
 }
 
-/// The sibling's (rounds, corrupt rounds).
+/// The sibling's (rounds, corrupt rounds). Up to three tries: the fuzzing thread's random
+/// calls may abort this thread's IPC (ExchangeRegisters ABORT_IPC on its own threads), which
+/// says nothing about the sibling; a sibling that does not answer three times in a row
+/// (0.6 s) is starving.
 fn query_sibling(sibling: ThreadId) -> Option<(u32, u32)> {
-    ask_sibling(sibling, &Msg::new(proto::QUERY))
+    (0..3).find_map(|_| ask_sibling(sibling, &Msg::new(proto::QUERY)))
 }
 
 fn ask_sibling(sibling: ThreadId, q: &Msg) -> Option<(u32, u32)> {
