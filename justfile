@@ -39,7 +39,7 @@ demo: setup
     scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-demo
     scripts/native-run.sh kestrel-demo --timeout 60
 
-# Host unit tests, the QEMU launcher's and bench scripts' tests, the on-target ktest suite, the test guest natively vs in a VM, two-VM isolation, the VMM's diagnostics and guest time (vm_diagnostics.py), the hostile guest and the native syscall fuzzer (short, seed 1), then Linux: native vs VM, two VMs at once, and a VM beside a native program
+# Host unit tests, the QEMU launcher's and bench scripts' tests, the on-target ktest suite, the test guest natively vs in a VM, two-VM isolation, the VMM's diagnostics and guest time (vm_diagnostics.py), the hostile guest and the native syscall fuzzer (short, seed 1), every libFuzzer target for 5 s, then Linux: native vs VM, two VMs at once, and a VM beside a native program
 test: setup
     {{ cargo }} test
     python3 -m unittest discover -s scripts -p 'test_*.py'
@@ -50,6 +50,7 @@ test: setup
     scripts/vm_diagnostics.py
     scripts/attack-guest.py --seed 1 --instructions 100000
     scripts/sysfuzz.py --seed 1 --calls 5000 --mode both
+    scripts/fuzz.sh all 5
     guests/linux/build.sh
     scripts/linux-compare.sh --no-build
     scripts/linux-vms-test.py
