@@ -462,7 +462,7 @@ fn attacker() -> ! {
         // end stub and the vector stubs (the generator's invariants).
         unsafe { hostile_run(&regs) };
         // SAFETY: written by hostile_common just now; nothing else runs.
-        let s = unsafe { &*(&raw const HOSTILE_SAVE) };
+        let s = unsafe { &*core::ptr::addr_of!(HOSTILE_SAVE) };
         if no_ts1 {
             let (_, w0, w1, w2) = own_entries()[TLB_CODE_TS1 as usize];
             tlb_write(TLB_CODE_TS1, w0, w1, w2);
@@ -517,10 +517,10 @@ fn attacker() -> ! {
             *o += n as u64;
         }
         restore(block.touched, ccr0, ccr1);
-        if st.blocks % VERIFY_EVERY == 0 {
+        if st.blocks.is_multiple_of(VERIFY_EVERY) {
             verify(&mut out, &mut st);
         }
-        if st.blocks % progress == 0 {
+        if st.blocks.is_multiple_of(progress) {
             let _ = writeln!(
                 out,
                 "hostile: progress blocks {} instructions {} exceptions {} ends {}",

@@ -468,7 +468,7 @@ impl Gen<'_> {
 
     fn msr(&mut self) {
         match self.rng.below(6) {
-            0 | 1 | 2 => {
+            0..=2 => {
                 let r = self.data();
                 let v = msr_value(self.rng);
                 self.load_imm(r, v);

@@ -242,7 +242,7 @@ proptest! {
         let r = initial_regs(&mut rng, &LAYOUT, BASE);
         for &b in BASE_REGS.iter() {
             let a = r.gpr[b as usize];
-            prop_assert!(a >= LAYOUT.scratch_start + MARGIN && a < LAYOUT.scratch_end - MARGIN);
+            prop_assert!((LAYOUT.scratch_start + MARGIN..LAYOUT.scratch_end - MARGIN).contains(&a));
         }
         for &i in INDEX_REGS.iter() {
             let v = r.gpr[i as usize] as i32;
