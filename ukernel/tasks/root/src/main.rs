@@ -88,6 +88,11 @@ struct Root {
     irq_owner: [u8; FIRST_THREAD_NO as usize],
     /// Device pages handed out: `(page, program index + 1)`.
     devices: heapless::Vec<(u32, u8), 32>,
+    /// The window block `(va, size)` zeroed for the `Ram` request being answered: once the
+    /// answer's grants are done (or failed), the root drops its own mappings of it
+    /// ([`Ram::release`]), so a program cannot pile up the root's mapping-database nodes
+    /// with RAM requests whose grants fail.
+    granting: Option<(u32, u32)>,
     /// First non-zero exit code of a program.
     code: u32,
     /// The programs' log limits: lines in full, then a summary at most once a second.
@@ -119,6 +124,7 @@ pub extern "C" fn task_main() {
         owner: [FREE; SLOTS],
         irq_owner: [FREE; FIRST_THREAD_NO as usize],
         devices: heapless::Vec::new(),
+        granting: None,
         code: 0,
         log_policy: Policy {
             first: LOG_LINES_IN_FULL,
@@ -248,6 +254,11 @@ impl Root {
                 }
                 None => receive(ThreadId::ANY, Timeout::NEVER),
             };
+            // The answer's send phase is over: what it granted is gone from our window,
+            // what it did not grant we no longer need mapped.
+            if let Some((va, size)) = self.granting.take() {
+                self.ram.release(va, size);
+            }
             let Ok((from, msg)) = r else { continue };
             let Some(p) = self.program_of(from) else {
                 if msg.label() >= proto::LABEL && msg.label() <= proto::LABEL + proto::op::EXIT {
@@ -418,6 +429,7 @@ impl Root {
                 }
                 let phys = self.ram.alloc(size, align).ok_or(RootError::NoResources)?;
                 let va = self.ram.zero(phys, size);
+                self.granting = Some((va, size));
                 let ps = pieces(va, dest, size, 24).ok_or(RootError::BadRequest)?;
                 for piece in ps.as_slice() {
                     let (fp, hot) = piece.fpage(Rights::RWX).ok_or(RootError::BadRequest)?;

@@ -2,9 +2,9 @@
 //! contiguous, aligned blocks by `kestrel_kcore::ramalloc` (host-tested there), and
 //! reached (for zeroing, and as the source of grants) through the root's sigma0 window.
 
-use kestrel_abi::{kinfo, PAGE_SIZE};
+use kestrel_abi::{kinfo, unmapflags, Fpage, Rights, PAGE_SIZE};
 use kestrel_kcore::ramalloc::RamAllocator;
-use kestrel_user::sys::kernel_info;
+use kestrel_user::sys::{self, kernel_info};
 
 pub struct Ram {
     alloc: RamAllocator,
@@ -38,6 +38,24 @@ impl Ram {
         // one else has it yet.
         unsafe { core::ptr::write_bytes(va as *mut u8, 0, size as usize) };
         va
+    }
+
+    /// Drops the root's own mappings of the window block `[va, va + size)` (page aligned):
+    /// the ones zeroing it created and a grant did not take away (a grant that failed, a
+    /// piece it did not reach, a request refused after zeroing). The kernel recreates them
+    /// on the next touch (sigma0), so nothing is lost but mapping-database nodes, which the
+    /// root would otherwise keep for every block it gave out unsuccessfully.
+    pub fn release(&self, va: u32, size: u32) {
+        let end = va.wrapping_add(size);
+        let mut a = va;
+        while a != end {
+            // The largest naturally aligned fpage at `a` that stays inside the block.
+            let log2 = a.trailing_zeros().min(end.wrapping_sub(a).ilog2()).min(31);
+            if let Some(f) = Fpage::new(a, log2, Rights::RWX) {
+                let _ = sys::unmap(f, unmapflags::FLUSH_OWN);
+            }
+            a = a.wrapping_add(1 << log2);
+        }
     }
 
     /// [`Ram::alloc`] and [`Ram::zero`]: the window address of a zeroed block.

@@ -93,11 +93,12 @@ static LINE: [u8; 300] = {
 /// Printable bytes for `KDebug(SET_NAME)`.
 static NAMES: &[u8] = b"fz-0123456789-abcdefghijklmnopqrstuvwxyz";
 
-/// Pages of RAM the root handed out to random requests (part of the mapping probe's
-/// tolerance: the root keeps its own mappings of what it zeroed).
+/// Pages of RAM the root handed out to random requests (reported: how much of the root's
+/// RAM a program can take; not part of the mapping probe's check, the root keeps no
+/// mapping of RAM it gave out, `Ram::release` in the root task).
 pub static GRANTED_PAGES: AtomicU32 = AtomicU32::new(0);
 /// Pages of RAM the root took for requests whose grant then failed (the caller's receive
-/// window did not cover `dest`): the root keeps those blocks and their mappings for good.
+/// window did not cover `dest`): the root keeps those blocks for good (not their mappings).
 pub static LOST_PAGES: AtomicU32 = AtomicU32::new(0);
 /// The kinds of step enabled (bit i: `KINDS[i]`); `fz.kinds=` narrows it down to
 /// minimise a finding.
@@ -525,6 +526,10 @@ impl Fuzzer {
             Some("IPC error word decodes to no IpcError")
         } else if col == stats::OK && o == op::VCPU && n == 2 && !self.w.privileged {
             Some("the root task created a vCPU for a program without the vCPU right")
+        } else if col == stats::OK && o == op::DEVICE && n == 1 {
+            // Also what makes the mapping probe exact: the root keeps its window's mapping
+            // of every device page it hands out.
+            Some("the root task handed a device page to a program without the device right")
         } else if col == stats::OK
             && ((o == op::VCPU && n == 2 && words[1] > self.w.ceiling())
                 || (o == op::CREATE_THREAD && n == 6 && words[3] > self.w.ceiling()))
