@@ -150,13 +150,22 @@ pub fn lookup(k: &Kernel, sid: u16, va: u32) -> Option<(u32, NodeId)> {
     }
 }
 
-/// Sets the pte of `va` (allocating a leaf) and flushes any stale TLB entry.
-pub fn set_pte(k: &mut Kernel, sid: u16, va: u32, e: u32, node: NodeId) -> Result<(), IpcError> {
+/// Makes sure the leaf table covering `va` in `sid` exists (allocating it from the pool).
+/// Called before a mapping-database change whose pte must then be written: once a node
+/// is created or moved, a failing allocation would leave it with no pte, a node nobody
+/// can reach or free (and, for a grant, the page gone from the granter).
+fn ensure_leaf(k: &mut Kernel, sid: u16, va: u32) -> Result<(), IpcError> {
     let ri = (va >> LEAF_SHIFT) as usize;
     if k.spaces[sid as usize].root[ri] == 0 {
         let leaf = k.kmem.alloc().ok_or(IpcError::NoMemory)?;
         k.spaces[sid as usize].root[ri] = leaf;
     }
+    Ok(())
+}
+
+/// Sets the pte of `va` (allocating a leaf) and flushes any stale TLB entry.
+pub fn set_pte(k: &mut Kernel, sid: u16, va: u32, e: u32, node: NodeId) -> Result<(), IpcError> {
+    ensure_leaf(k, sid, va)?;
     let p = leaf_slot(&k.spaces[sid as usize], va).expect("leaf allocated above");
     // SAFETY: as in `lookup`; the kernel is the only writer of page tables.
     unsafe {
@@ -364,6 +373,10 @@ pub fn sigma0_resolve(k: &mut Kernel, sid: u16, va: u32) -> bool {
     if lookup(k, sid, va).is_some() {
         return true;
     }
+    // The leaf first: a root node without its pte could never be found or freed again.
+    if ensure_leaf(k, sid, va).is_err() {
+        return false;
+    }
     let Ok(node) = k.mapdb.insert_root(
         sid,
         va >> PAGE_SHIFT,
@@ -487,6 +500,10 @@ pub fn map_item(
         if rights.is_empty() {
             continue;
         }
+        // The destination's leaf before the mapping database moves or derives a node:
+        // after that, `set_pte` must not fail (a grant has already taken the page from
+        // the source; a node without a pte leaks).
+        ensure_leaf(k, dst, dva)?;
         if let Some((de, dnode)) = lookup(k, dst, dva) {
             if de & pte::KERNEL != 0 {
                 return Err(IpcError::MapFailed);
@@ -509,7 +526,7 @@ pub fn map_item(
                 })
                 .map_err(|_| IpcError::MapFailed)?;
             clear_pte(k, src, sva);
-            set_pte(k, dst, dva, frame | flags, node)?;
+            set_pte(k, dst, dva, frame | flags, node).expect("leaf allocated above");
         } else {
             let node = k
                 .mapdb

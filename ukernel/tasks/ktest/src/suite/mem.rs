@@ -12,7 +12,7 @@ use crate::layout::{self, HEAP_BASE, RO_BASE, RO_PATTERN, SHARED_BASE};
 use crate::pager::{self, Frame};
 use crate::puppet::{self, op};
 use crate::threads::{entry, Thread};
-use kestrel_abi::{spacectl, unmapflags, Fpage, KError, Rights, ThreadId};
+use kestrel_abi::{spacectl, tcflags, unmapflags, vcpuctl, Fpage, KError, Rights, ThreadId};
 use kestrel_user::sys;
 
 /// Checks that the pager's last fault from `p` was a refused one at `addr` (a write
@@ -124,6 +124,64 @@ pub fn grant_moves_mapping() -> TestResult {
     );
     puppet::read_blocks(a.id(), SHARED_BASE)?;
     faulted_at(a.id(), SHARED_BASE, false)
+}
+
+/// A grant that fails because the kernel's page pool is empty (the receiver needs a new
+/// leaf table) fails with NoMemory and leaves the page with the granter, mapped and
+/// readable; once the pool has room again the same grant works. (The kernel used to
+/// move the mapping before allocating the receiver's leaf: the page was lost from both
+/// sides and its mapping-database node leaked.) The pool is emptied with vCPUs declaring
+/// all of their guest-physical space device memory (a leaf per 2 MiB).
+pub fn grant_without_kernel_memory_keeps_page() -> TestResult {
+    const VCPUS: usize = 4;
+    const MMIO_SIZE: u32 = 0xffff_f000;
+    let f = pattern_frame(0x6a6a_0002)?;
+    let a = Thread::space(puppet::entry(), 0)?;
+    let b = Thread::space(puppet::entry(), 0)?;
+    puppet::give(a.id(), SHARED_BASE, f.va(), Rights::RW)?;
+    ensure!(
+        puppet::read(a.id(), SHARED_BASE)? == 0x6a6a_0002,
+        "the granter cannot read the page"
+    );
+    // The same command once with memory, to a third puppet: whatever stack pages the
+    // granter's side of it touches are mapped before the pool is empty (their faults
+    // could not be answered then).
+    let c = Thread::space(puppet::entry(), 0)?;
+    puppet::pass_on(a.id(), c.id(), SHARED_BASE, Rights::R, false)?;
+    let mut vcpus: [Option<Thread>; VCPUS] = [const { None }; VCPUS];
+    let mut exhausted = false;
+    for slot in vcpus.iter_mut() {
+        let t = Thread::reserve()?;
+        sys::thread_control_flags(t.id(), t.id(), 1, ThreadId::ROOT, 0, tcflags::VCPU)
+            .map_err(|e| call_failed("ThreadControl (create vCPU)", e))?;
+        let r = sys::vcpu_control(t.id(), vcpuctl::DECLARE_MMIO, 1, 0, MMIO_SIZE);
+        *slot = Some(t);
+        match r {
+            Ok(_) => {}
+            Err(KError::OutOfMemory) => {
+                exhausted = true;
+                break;
+            }
+            Err(e) => return Err(call_failed("VcpuControl(DECLARE_MMIO)", e)),
+        }
+    }
+    ensure!(exhausted, "the kernel's page pool did not run out");
+    let failed = puppet::pass_on(a.id(), b.id(), SHARED_BASE, Rights::RW, true).is_err();
+    // The pool back (the VM spaces go with their vCPUs) before anything can fail.
+    drop(vcpus);
+    ensure!(failed, "a grant needing a leaf table succeeded with the pool empty");
+    ensure!(
+        puppet::read(a.id(), SHARED_BASE)? == 0x6a6a_0002,
+        "the granter lost the page in a grant that failed"
+    );
+    puppet::pass_on(a.id(), b.id(), SHARED_BASE, Rights::RW, true)?;
+    ensure!(
+        puppet::read(b.id(), SHARED_BASE)? == 0x6a6a_0002,
+        "the receiver of the grant sees other data"
+    );
+    puppet::read_blocks(a.id(), SHARED_BASE)?;
+    faulted_at(a.id(), SHARED_BASE, false)?;
+    Ok(())
 }
 
 /// Unmap revokes recursively: root → B → C; the root unmaps; B and C both fault,

@@ -80,6 +80,10 @@ pub static TESTS: &[Test] = &[
         mem::map_read_only_write_faults,
     ),
     ("grant_moves_mapping", mem::grant_moves_mapping),
+    (
+        "grant_without_kernel_memory_keeps_page",
+        mem::grant_without_kernel_memory_keeps_page,
+    ),
     ("unmap_revokes_recursively", mem::unmap_revokes_recursively),
     ("unmap_write_downgrades", mem::unmap_write_downgrades),
     ("unmap_flush_own", mem::unmap_flush_own),
