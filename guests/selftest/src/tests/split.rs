@@ -182,8 +182,8 @@ pub fn ds_forms() -> TestResult {
 /// Scratch page for `ds_forms`' and `ds_strings`' output.
 const FORMS_OUT_PAGE: u32 = 6;
 
-/// IS = 0, DS = 1: lwarx/stwcx. (one that succeeds, one without a reservation that
-/// fails), lswi/stswi/stswx and dcbst/dcbf/icbi on a block in the routine's own page.
+/// IS = 0, DS = 1: lwarx/stwcx. (an increment loop that succeeds, then a stwcx. without a
+/// reservation that fails), lswi/stswi/stswx and dcbst/dcbf/icbi on a block in the routine's own page.
 pub fn ds_strings() -> TestResult {
     map_ts1();
     let data = label!(st_ds_strings_data);
