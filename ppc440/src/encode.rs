@@ -229,7 +229,6 @@ pub const BDNZ_SELF: u32 =
 /// An all-zero word: primary opcode 0 is illegal on the 440.
 pub const ILLEGAL: u32 = 0;
 
-
 // Instructions for generated code (the hostile guest, `guests/hostile`): branches, traps,
 // integer, condition-register, cache, string and floating-point operations the decoder
 // does not model. Each table row is (mnemonic, extended opcode); the forms are Book E's.
@@ -300,17 +299,32 @@ pub const MSYNC: u32 = encode(&Insn::Msync);
 
 /// `tw TO,rA,rB`.
 pub const fn tw(to: u32, ra: u32, rb: u32) -> u32 {
-    x_form(X31, to, gpr(ra).number() as u32, gpr(rb).number() as u32, 4, false)
+    x_form(
+        X31,
+        to,
+        gpr(ra).number() as u32,
+        gpr(rb).number() as u32,
+        4,
+        false,
+    )
 }
 
 /// `twi TO,rA,SI`.
 pub const fn twi(to: u32, ra: u32, si: i16) -> u32 {
-    f::OPCD.put(3) | f::RT.put(to) | f::RA.put(gpr(ra).number() as u32) | f::IMM.put(si as u16 as u32)
+    f::OPCD.put(3)
+        | f::RT.put(to)
+        | f::RA.put(gpr(ra).number() as u32)
+        | f::IMM.put(si as u16 as u32)
 }
 
 /// Any X-form word: opcode, the three 5-bit fields, extended opcode (bits 21-30), Rc.
 const fn x_form(opcd: u32, t: u32, a: u32, bb: u32, xo: u32, rc: bool) -> u32 {
-    f::OPCD.put(opcd) | f::RT.put(t) | f::RA.put(a) | f::RB.put(bb) | f::XO10.put(xo) | f::RC.put(rc as u32)
+    f::OPCD.put(opcd)
+        | f::RT.put(t)
+        | f::RA.put(a)
+        | f::RB.put(bb)
+        | f::XO10.put(xo)
+        | f::RC.put(rc as u32)
 }
 
 /// D-form integer instructions with a 16-bit immediate: (mnemonic, primary opcode). In
@@ -418,13 +432,23 @@ pub const fn x_logic(i: usize, ra: u32, rs: u32, rb: u32, rc: bool) -> u32 {
 
 /// `extsb[.] rA,rS`.
 pub const fn extsb(ra: u32, rs: u32, rc: bool) -> u32 {
-    x_form(X31, gpr(rs).number() as u32, gpr(ra).number() as u32, 0, 954, rc)
+    x_form(
+        X31,
+        gpr(rs).number() as u32,
+        gpr(ra).number() as u32,
+        0,
+        954,
+        rc,
+    )
 }
 
 /// `rlwinm[.]` (M-form opcode 21), `rlwimi[.]` (20) with SH, or `rlwnm[.]` (23) with rB in
 /// the SH field: `op rA,rS,SH|rB,MB,ME`. `op` is the primary opcode.
 pub const fn rotate(op: u32, ra: u32, rs: u32, sh: u32, mb: u32, me: u32, rc: bool) -> u32 {
-    assert!(op == 20 || op == 21 || op == 23, "rotate: opcode 20, 21 or 23");
+    assert!(
+        op == 20 || op == 21 || op == 23,
+        "rotate: opcode 20, 21 or 23"
+    );
     f::OPCD.put(op)
         | f::RT.put(gpr(rs).number() as u32)
         | f::RA.put(gpr(ra).number() as u32)
@@ -453,7 +477,10 @@ pub const fn mfcr(rt: u32) -> u32 {
 
 /// `mtcrf FXM,rS`.
 pub const fn mtcrf(fxm: u8, rs: u32) -> u32 {
-    f::OPCD.put(X31) | f::RT.put(gpr(rs).number() as u32) | f::FXM.put(fxm as u32) | f::XO10.put(144)
+    f::OPCD.put(X31)
+        | f::RT.put(gpr(rs).number() as u32)
+        | f::FXM.put(fxm as u32)
+        | f::XO10.put(144)
 }
 
 /// `mcrxr crfD`.
@@ -498,51 +525,101 @@ pub const X_CACHE: [(&str, u32); 6] = [
 
 /// Row `i` of [`X_CACHE`]: `op rA,rB`.
 pub const fn x_cache(i: usize, ra: u32, rb: u32) -> u32 {
-    x_form(X31, 0, gpr(ra).number() as u32, gpr(rb).number() as u32, X_CACHE[i].1, false)
+    x_form(
+        X31,
+        0,
+        gpr(ra).number() as u32,
+        gpr(rb).number() as u32,
+        X_CACHE[i].1,
+        false,
+    )
 }
 
 /// `dcbz rA,rB`, `dcbi`, `icbi`, `iccci`, `dccci`: the modeled cache operations.
 pub const fn dcbz(ra: u32, rb: u32) -> u32 {
-    encode(&Insn::Dcbz { ra: gpr(ra), rb: gpr(rb) })
+    encode(&Insn::Dcbz {
+        ra: gpr(ra),
+        rb: gpr(rb),
+    })
 }
 /// `dcbi rA,rB` (privileged).
 pub const fn dcbi(ra: u32, rb: u32) -> u32 {
-    encode(&Insn::Dcbi { ra: gpr(ra), rb: gpr(rb) })
+    encode(&Insn::Dcbi {
+        ra: gpr(ra),
+        rb: gpr(rb),
+    })
 }
 /// `icbi rA,rB`.
 pub const fn icbi(ra: u32, rb: u32) -> u32 {
-    encode(&Insn::Icbi { ra: gpr(ra), rb: gpr(rb) })
+    encode(&Insn::Icbi {
+        ra: gpr(ra),
+        rb: gpr(rb),
+    })
 }
 /// `iccci rA,rB` (privileged).
 pub const fn iccci(ra: u32, rb: u32) -> u32 {
-    encode(&Insn::Iccci { ra: gpr(ra), rb: gpr(rb) })
+    encode(&Insn::Iccci {
+        ra: gpr(ra),
+        rb: gpr(rb),
+    })
 }
 /// `dccci rA,rB` (privileged).
 pub const fn dccci(ra: u32, rb: u32) -> u32 {
-    encode(&Insn::Dccci { ra: gpr(ra), rb: gpr(rb) })
+    encode(&Insn::Dccci {
+        ra: gpr(ra),
+        rb: gpr(rb),
+    })
 }
 /// `dcread rT,rA,rB` (privileged).
 pub const fn dcread(rt: u32, ra: u32, rb: u32) -> u32 {
-    encode(&Insn::Dcread { rt: gpr(rt), ra: gpr(ra), rb: gpr(rb) })
+    encode(&Insn::Dcread {
+        rt: gpr(rt),
+        ra: gpr(ra),
+        rb: gpr(rb),
+    })
 }
 /// `icread rA,rB` (privileged).
 pub const fn icread(ra: u32, rb: u32) -> u32 {
-    encode(&Insn::Icread { ra: gpr(ra), rb: gpr(rb) })
+    encode(&Insn::Icread {
+        ra: gpr(ra),
+        rb: gpr(rb),
+    })
 }
 
 /// `lwarx rT,rA,rB`.
 pub const fn lwarx(rt: u32, ra: u32, rb: u32) -> u32 {
-    x_form(X31, gpr(rt).number() as u32, gpr(ra).number() as u32, gpr(rb).number() as u32, 20, false)
+    x_form(
+        X31,
+        gpr(rt).number() as u32,
+        gpr(ra).number() as u32,
+        gpr(rb).number() as u32,
+        20,
+        false,
+    )
 }
 
 /// `stwcx. rS,rA,rB`.
 pub const fn stwcx(rs: u32, ra: u32, rb: u32) -> u32 {
-    x_form(X31, gpr(rs).number() as u32, gpr(ra).number() as u32, gpr(rb).number() as u32, 150, true)
+    x_form(
+        X31,
+        gpr(rs).number() as u32,
+        gpr(ra).number() as u32,
+        gpr(rb).number() as u32,
+        150,
+        true,
+    )
 }
 
 /// `lswi rT,rA,NB` / `stswi rS,rA,NB` (NB 0 means 32 bytes).
 pub const fn string_imm(store: bool, rt: u32, ra: u32, nb: u32) -> u32 {
-    x_form(X31, gpr(rt).number() as u32, gpr(ra).number() as u32, nb & 31, if store { 725 } else { 597 }, false)
+    x_form(
+        X31,
+        gpr(rt).number() as u32,
+        gpr(ra).number() as u32,
+        nb & 31,
+        if store { 725 } else { 597 },
+        false,
+    )
 }
 
 /// `lswx rT,rA,rB` / `stswx rS,rA,rB` (the byte count is XER[25:31]).
@@ -574,7 +651,14 @@ pub const fn load_store(op: LsOp, rt_rs: u32, ra: u32, addr: AddrMode) -> Option
 /// `mfdcrx rT,rA` / `mtdcrx rA,rS`: indexed DCR access, which the 440x5 lacks (an illegal
 /// instruction there, see [`crate::decode`]).
 pub const fn dcrx(to_dcr: bool, rt_rs: u32, ra: u32) -> u32 {
-    x_form(X31, gpr(rt_rs).number() as u32, gpr(ra).number() as u32, 0, if to_dcr { 387 } else { 259 }, false)
+    x_form(
+        X31,
+        gpr(rt_rs).number() as u32,
+        gpr(ra).number() as u32,
+        0,
+        if to_dcr { 387 } else { 259 },
+        false,
+    )
 }
 
 /// A-form FP arithmetic (opcode 63, or 59 for the single-precision forms): (mnemonic,
@@ -620,12 +704,26 @@ pub const FP_X: [(&str, u32); 8] = [
 /// no frB).
 pub const fn fp_x(i: usize, frt: u32, frb: u32, rc: bool) -> u32 {
     let (_, xo) = FP_X[i];
-    x_form(FP63, frt & 31, 0, if xo == 38 { 0 } else { frb & 31 }, xo, rc)
+    x_form(
+        FP63,
+        frt & 31,
+        0,
+        if xo == 38 { 0 } else { frb & 31 },
+        xo,
+        rc,
+    )
 }
 
 /// `fcmpu crfD,frA,frB` / `fcmpo`.
 pub const fn fcmp(crf: u32, fra: u32, frb: u32, ordered: bool) -> u32 {
-    x_form(FP63, (crf & 7) << 2, fpr(fra).number() as u32, fpr(frb).number() as u32, if ordered { 32 } else { 0 }, false)
+    x_form(
+        FP63,
+        (crf & 7) << 2,
+        fpr(fra).number() as u32,
+        fpr(frb).number() as u32,
+        if ordered { 32 } else { 0 },
+        false,
+    )
 }
 
 /// `mtfsfi crfD,U`.
@@ -695,7 +793,6 @@ mod tests {
         assert_eq!(BDNZ_SELF, 0x4200_0000);
     }
 
-
     /// The generated-code builders, checked against `powerpc-linux-gnu-as -many` +
     /// `objdump -d` (one row per form and table).
     #[test]
@@ -717,21 +814,61 @@ mod tests {
             (d_int(d("mulli"), 3, 4, -7i16 as u16), 0x1c64_fff9, "mulli"),
             (d_int(d("addic."), 5, 6, 100), 0x34a6_0064, "addic."),
             (ori(7, 8, 0xabcd), 0x6107_abcd, "ori 7,8,0xabcd"),
-            (d_int(d("andis."), 10, 9, 0x8000), 0x7549_8000, "andis. 9,10"),
+            (
+                d_int(d("andis."), 10, 9, 0x8000),
+                0x7549_8000,
+                "andis. 9,10",
+            ),
             (d_int(d("xori"), 12, 11, 1), 0x698b_0001, "xori 11,12,1"),
             (xo_int(xo("add"), 3, 4, 5, true, true), 0x7c64_2e15, "addo."),
             (xo_int(xo("neg"), 6, 7, 0, false, false), 0x7cc7_00d0, "neg"),
-            (xo_int(xo("divwu"), 8, 9, 10, false, false), 0x7d09_5396, "divwu"),
-            (xo_int(xo("subfze"), 11, 12, 0, false, true), 0x7d6c_0191, "subfze."),
-            (xo_int(xo("mulhw"), 3, 4, 5, false, false), 0x7c64_2896, "mulhw"),
+            (
+                xo_int(xo("divwu"), 8, 9, 10, false, false),
+                0x7d09_5396,
+                "divwu",
+            ),
+            (
+                xo_int(xo("subfze"), 11, 12, 0, false, true),
+                0x7d6c_0191,
+                "subfze.",
+            ),
+            (
+                xo_int(xo("mulhw"), 3, 4, 5, false, false),
+                0x7c64_2896,
+                "mulhw",
+            ),
             (x_logic(lg("slw"), 3, 4, 5, true), 0x7c83_2831, "slw. 3,4,5"),
-            (x_logic(lg("cntlzw"), 6, 7, 0, false), 0x7ce6_0034, "cntlzw 6,7"),
-            (x_logic(lg("srawi"), 8, 9, 31, false), 0x7d28_fe70, "srawi 8,9,31"),
-            (x_logic(lg("extsh"), 10, 11, 0, true), 0x7d6a_0735, "extsh. 10,11"),
+            (
+                x_logic(lg("cntlzw"), 6, 7, 0, false),
+                0x7ce6_0034,
+                "cntlzw 6,7",
+            ),
+            (
+                x_logic(lg("srawi"), 8, 9, 31, false),
+                0x7d28_fe70,
+                "srawi 8,9,31",
+            ),
+            (
+                x_logic(lg("extsh"), 10, 11, 0, true),
+                0x7d6a_0735,
+                "extsh. 10,11",
+            ),
             (extsb(12, 13, false), 0x7dac_0774, "extsb 12,13"),
-            (rotate(21, 3, 4, 5, 6, 7, true), 0x5483_298f, "rlwinm. 3,4,5,6,7"),
-            (rotate(20, 8, 9, 10, 11, 12, false), 0x5128_52d8, "rlwimi 8,9,10,11,12"),
-            (rotate(23, 13, 14, 15, 16, 17, false), 0x5dcd_7c22, "rlwnm 13,14,15,16,17"),
+            (
+                rotate(21, 3, 4, 5, 6, 7, true),
+                0x5483_298f,
+                "rlwinm. 3,4,5,6,7",
+            ),
+            (
+                rotate(20, 8, 9, 10, 11, 12, false),
+                0x5128_52d8,
+                "rlwimi 8,9,10,11,12",
+            ),
+            (
+                rotate(23, 13, 14, 15, 16, 17, false),
+                0x5dcd_7c22,
+                "rlwnm 13,14,15,16,17",
+            ),
             (cmp(3, 4, 5, false), 0x7d84_2800, "cmp 3,0,4,5"),
             (cmp(7, 6, 8, true), 0x7f86_4040, "cmpl 7,0,6,8"),
             (cmpi(2, 9, -5i16 as u16, false), 0x2d09_fffb, "cmpwi 2,9,-5"),
@@ -739,31 +876,103 @@ mod tests {
             (mfcr(14), 0x7dc0_0026, "mfcr 14"),
             (mtcrf(0x81, 15), 0x7de8_1120, "mtcrf 0x81,15"),
             (mcrxr(3), 0x7d80_0400, "mcrxr 3"),
-            (cr_logic(idx(&CR_LOGIC, "crxor"), 1, 2, 3), 0x4c22_1982, "crxor 1,2,3"),
-            (cr_logic(idx(&CR_LOGIC, "cror"), 31, 0, 17), 0x4fe0_8b82, "cror 31,0,17"),
+            (
+                cr_logic(idx(&CR_LOGIC, "crxor"), 1, 2, 3),
+                0x4c22_1982,
+                "crxor 1,2,3",
+            ),
+            (
+                cr_logic(idx(&CR_LOGIC, "cror"), 31, 0, 17),
+                0x4fe0_8b82,
+                "cror 31,0,17",
+            ),
             (mcrf(7, 1), 0x4f84_0000, "mcrf 7,1"),
-            (x_cache(idx(&X_CACHE, "icbt"), 4, 5), 0x7c04_282c, "icbt 0,4,5"),
-            (x_cache(idx(&X_CACHE, "dcbst"), 6, 7), 0x7c06_386c, "dcbst 6,7"),
-            (x_cache(idx(&X_CACHE, "dcbf"), 8, 9), 0x7c08_48ac, "dcbf 8,9"),
-            (x_cache(idx(&X_CACHE, "dcbtst"), 10, 11), 0x7c0a_59ec, "dcbtst 10,11"),
-            (x_cache(idx(&X_CACHE, "dcbt"), 12, 13), 0x7c0c_6a2c, "dcbt 12,13"),
-            (x_cache(idx(&X_CACHE, "dcba"), 14, 15), 0x7c0e_7dec, "dcba 14,15"),
+            (
+                x_cache(idx(&X_CACHE, "icbt"), 4, 5),
+                0x7c04_282c,
+                "icbt 0,4,5",
+            ),
+            (
+                x_cache(idx(&X_CACHE, "dcbst"), 6, 7),
+                0x7c06_386c,
+                "dcbst 6,7",
+            ),
+            (
+                x_cache(idx(&X_CACHE, "dcbf"), 8, 9),
+                0x7c08_48ac,
+                "dcbf 8,9",
+            ),
+            (
+                x_cache(idx(&X_CACHE, "dcbtst"), 10, 11),
+                0x7c0a_59ec,
+                "dcbtst 10,11",
+            ),
+            (
+                x_cache(idx(&X_CACHE, "dcbt"), 12, 13),
+                0x7c0c_6a2c,
+                "dcbt 12,13",
+            ),
+            (
+                x_cache(idx(&X_CACHE, "dcba"), 14, 15),
+                0x7c0e_7dec,
+                "dcba 14,15",
+            ),
             (lwarx(3, 4, 5), 0x7c64_2828, "lwarx 3,4,5"),
             (stwcx(6, 7, 8), 0x7cc7_412d, "stwcx. 6,7,8"),
             (string_imm(false, 9, 14, 12), 0x7d2e_64aa, "lswi 9,14,12"),
             (string_imm(true, 11, 12, 0), 0x7d6c_05aa, "stswi 11,12,0"),
             (string_x(false, 13, 14, 15), 0x7dae_7c2a, "lswx 13,14,15"),
             (string_x(true, 16, 17, 18), 0x7e11_952a, "stswx 16,17,18"),
-            (fp_a(fa("fdiv"), false, 1, 2, 3, 0, false), 0xfc22_1824, "fdiv 1,2,3"),
-            (fp_a(fa("fadd"), true, 4, 5, 6, 0, true), 0xec85_302b, "fadds. 4,5,6"),
-            (fp_a(fa("fsel"), false, 7, 8, 10, 9, false), 0xfce8_526e, "fsel 7,8,9,10"),
-            (fp_a(fa("fmul"), false, 11, 12, 0, 13, false), 0xfd6c_0372, "fmul 11,12,13"),
-            (fp_a(fa("fmadd"), false, 14, 15, 17, 16, false), 0xfdcf_8c3a, "fmadd 14,15,16,17"),
-            (fp_a(fa("fnmadd"), true, 18, 19, 21, 20, false), 0xee53_ad3e, "fnmadds 18,19,20,21"),
-            (fp_x(idx(&FP_X, "frsp"), 1, 2, false), 0xfc20_1018, "frsp 1,2"),
-            (fp_x(idx(&FP_X, "fctiwz"), 3, 4, true), 0xfc60_201f, "fctiwz. 3,4"),
-            (fp_x(idx(&FP_X, "fabs"), 5, 6, false), 0xfca0_3210, "fabs 5,6"),
-            (fp_x(idx(&FP_X, "mtfsb1"), 7, 0, false), 0xfce0_004c, "mtfsb1 7"),
+            (
+                fp_a(fa("fdiv"), false, 1, 2, 3, 0, false),
+                0xfc22_1824,
+                "fdiv 1,2,3",
+            ),
+            (
+                fp_a(fa("fadd"), true, 4, 5, 6, 0, true),
+                0xec85_302b,
+                "fadds. 4,5,6",
+            ),
+            (
+                fp_a(fa("fsel"), false, 7, 8, 10, 9, false),
+                0xfce8_526e,
+                "fsel 7,8,9,10",
+            ),
+            (
+                fp_a(fa("fmul"), false, 11, 12, 0, 13, false),
+                0xfd6c_0372,
+                "fmul 11,12,13",
+            ),
+            (
+                fp_a(fa("fmadd"), false, 14, 15, 17, 16, false),
+                0xfdcf_8c3a,
+                "fmadd 14,15,16,17",
+            ),
+            (
+                fp_a(fa("fnmadd"), true, 18, 19, 21, 20, false),
+                0xee53_ad3e,
+                "fnmadds 18,19,20,21",
+            ),
+            (
+                fp_x(idx(&FP_X, "frsp"), 1, 2, false),
+                0xfc20_1018,
+                "frsp 1,2",
+            ),
+            (
+                fp_x(idx(&FP_X, "fctiwz"), 3, 4, true),
+                0xfc60_201f,
+                "fctiwz. 3,4",
+            ),
+            (
+                fp_x(idx(&FP_X, "fabs"), 5, 6, false),
+                0xfca0_3210,
+                "fabs 5,6",
+            ),
+            (
+                fp_x(idx(&FP_X, "mtfsb1"), 7, 0, false),
+                0xfce0_004c,
+                "mtfsb1 7",
+            ),
             (fcmp(3, 8, 9, false), 0xfd88_4800, "fcmpu 3,8,9"),
             (fcmp(1, 10, 11, true), 0xfc8a_5840, "fcmpo 1,10,11"),
             (mtfsfi(2, 9), 0xfd00_910c, "mtfsfi 2,9"),

@@ -379,7 +379,11 @@ const MAX_NOTES: u32 = 8;
 
 /// Prints a block's words and its MSR on entry, a few words per line (for a reproducer).
 fn note_block(out: &mut Uart, block: &Block, regs: &Regs) {
-    let _ = writeln!(out, "hostile: note block at {:#010x} msr {:#010x}", regs.pc, regs.msr);
+    let _ = writeln!(
+        out,
+        "hostile: note block at {:#010x} msr {:#010x}",
+        regs.pc, regs.msr
+    );
     for chunk in block.words[..block.len].chunks(8) {
         let _ = write!(out, "hostile: note words");
         for w in chunk {
@@ -505,11 +509,7 @@ fn attacker() -> ! {
             let _ = writeln!(
                 out,
                 "hostile: note {} at block {}: srr0 {:#010x} srr1 {:#010x} esr {:#010x}",
-                VECTOR_SHORT[slot],
-                st.blocks,
-                s.srr0,
-                s.srr1,
-                s.esr
+                VECTOR_SHORT[slot], st.blocks, s.srr0, s.srr1, s.esr
             );
             note_block(&mut out, &block, &regs);
         }
@@ -686,7 +686,10 @@ fn neighbour(vm: u32) -> ! {
             );
             reset();
         }
-        let _ = writeln!(out, "neighbour: round {round} checksum {sum:#018x} unchanged");
+        let _ = writeln!(
+            out,
+            "neighbour: round {round} checksum {sum:#018x} unchanged"
+        );
     }
 }
 

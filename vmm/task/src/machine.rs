@@ -34,7 +34,6 @@ pub enum Outcome {
     Halted,
 }
 
-
 /// Console bytes waiting for room in the virtual UART's receive FIFO.
 const INPUT_QUEUE: usize = 512;
 

@@ -418,7 +418,11 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
                 stop_vm(vms, vi, "guest requested a reset");
             }
             Outcome::Halted => {
-                stop_vm(vms, vi, "the kernel halted its vCPU (see the kernel's line)");
+                stop_vm(
+                    vms,
+                    vi,
+                    "the kernel halted its vCPU (see the kernel's line)",
+                );
             }
         }
         if vms.iter().all(|v| v.run == Run::Stopped) {

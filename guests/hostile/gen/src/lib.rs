@@ -188,8 +188,7 @@ pub const WEIGHTS: [(Class, u32); CLASSES] = [
 
 /// Short class names for the guest's summary lines, in [`Class`] order.
 pub const CLASS_NAMES: [&str; CLASSES] = [
-    "spr", "msr", "rfi", "tlb", "dcr", "cache", "ldst", "sc", "trap", "branch", "fp", "alu",
-    "sync",
+    "spr", "msr", "rfi", "tlb", "dcr", "cache", "ldst", "sc", "trap", "branch", "fp", "alu", "sync",
 ];
 
 /// What a block may have changed that the guest restores after it (bits of
@@ -347,7 +346,10 @@ struct Gen<'a> {
 
 impl Gen<'_> {
     fn push(&mut self, w: u32) {
-        debug_assert!(!EXCLUDED_OPCODES.contains(&(w >> 26)), "excluded word {w:#010x}");
+        debug_assert!(
+            !EXCLUDED_OPCODES.contains(&(w >> 26)),
+            "excluded word {w:#010x}"
+        );
         if self.block.len < MAX_WORDS {
             self.block.words[self.block.len] = w;
             self.block.len += 1;
@@ -534,7 +536,9 @@ impl Gen<'_> {
     /// Invalidate entry idx, then write words 1, 2 and 0 (see the crate documentation).
     fn tlbwe(&mut self) {
         let ri = self.data();
-        let rw = FIRST_DATA_REG + (ri - FIRST_DATA_REG + 1 + self.rng.below(31 - FIRST_DATA_REG)) % (32 - FIRST_DATA_REG);
+        let rw = FIRST_DATA_REG
+            + (ri - FIRST_DATA_REG + 1 + self.rng.below(31 - FIRST_DATA_REG))
+                % (32 - FIRST_DATA_REG);
         let mut idx = OWN_TLB_ENTRIES + self.rng.below(64 - OWN_TLB_ENTRIES);
         if self.rng.chance(20) {
             idx |= self.rng.u32() & !63;
@@ -795,7 +799,12 @@ impl Gen<'_> {
             }
             7 => match self.rng.below(3) {
                 0 => e::cmp(self.rng.below(8), s, t, self.rng.chance(50)),
-                1 => e::cmpi(self.rng.below(8), s, self.rng.u32() as u16, self.rng.chance(50)),
+                1 => e::cmpi(
+                    self.rng.below(8),
+                    s,
+                    self.rng.u32() as u16,
+                    self.rng.chance(50),
+                ),
                 _ => e::extsb(d, s, rc),
             },
             8 => match self.rng.below(3) {
@@ -826,9 +835,7 @@ pub fn touched_by(n: u32) -> u32 {
     match n {
         spr::IVPR | spr::IVOR0..=spr::IVOR15 => touched::VECTORS,
         spr::TCR | spr::TSR | spr::DEC | spr::DECAR => touched::TIMERS,
-        spr::DBCR0 | spr::DBCR1 | spr::DBCR2 | spr::DBSR | spr::IAC1..=spr::DVC2 => {
-            touched::DEBUG
-        }
+        spr::DBCR0 | spr::DBCR1 | spr::DBCR2 | spr::DBSR | spr::IAC1..=spr::DVC2 => touched::DEBUG,
         spr::PID | spr::MMUCR => touched::MMU,
         spr::CCR0 | spr::CCR1 => touched::CACHE_CFG,
         _ => 0,

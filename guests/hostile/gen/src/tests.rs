@@ -30,7 +30,10 @@ fn loaded(b: &Block, i: usize, r: u32) -> Option<u32> {
 }
 
 fn boundaries(b: &Block) -> Vec<u32> {
-    let mut v: Vec<u32> = b.starts[..b.nops].iter().map(|&s| BASE + 4 * s as u32).collect();
+    let mut v: Vec<u32> = b.starts[..b.nops]
+        .iter()
+        .map(|&s| BASE + 4 * s as u32)
+        .collect();
     v.push(BASE + 4 * (b.len as u32 - 1));
     v.push(LAYOUT.end_stub);
     v
@@ -43,7 +46,13 @@ fn check(seed: u64, blocks: usize) {
         generate(&mut rng, &LAYOUT, BASE, &mut b);
         assert!(b.len >= 2 && b.len <= MAX_WORDS);
         let last = b.words[b.len - 1];
-        assert_eq!(last, e::b(LAYOUT.end_stub.wrapping_sub(BASE + 4 * (b.len as u32 - 1)) as i32, false));
+        assert_eq!(
+            last,
+            e::b(
+                LAYOUT.end_stub.wrapping_sub(BASE + 4 * (b.len as u32 - 1)) as i32,
+                false
+            )
+        );
         let bounds = boundaries(&b);
         for i in 0..b.len {
             let w = b.words[i];
@@ -85,14 +94,19 @@ fn check(seed: u64, blocks: usize) {
                 Insn::Rfi | Insn::Rfci | Insn::Rfmci => {
                     // mtspr xSRR0 (target), lis/ori msr, mtspr xSRR1 just before.
                     let m = decode(b.words[i - 1]);
-                    let Insn::Mtspr { rs, .. } = m else { panic!("rf*i after mtspr") };
+                    let Insn::Mtspr { rs, .. } = m else {
+                        panic!("rf*i after mtspr")
+                    };
                     let v = loaded(&b, i - 1, rs.number() as u32).expect("msr loaded");
                     assert_eq!(v & (msr::WE | msr::ME), msr::ME);
                     let Insn::Mtspr { rs: rt, .. } = decode(b.words[i - 4]) else {
                         panic!("target mtspr")
                     };
                     let t = loaded(&b, i - 4, rt.number() as u32).expect("target loaded") & !3;
-                    assert!(bounds.contains(&t) && t > pc || t == LAYOUT.end_stub, "{t:#x}");
+                    assert!(
+                        bounds.contains(&t) && t > pc || t == LAYOUT.end_stub,
+                        "{t:#x}"
+                    );
                 }
                 _ => {}
             }
@@ -100,7 +114,10 @@ fn check(seed: u64, blocks: usize) {
                 18 => {
                     let disp = ((w & 0x03ff_fffc) << 6) as i32 >> 6;
                     let t = pc.wrapping_add(disp as u32);
-                    assert!(bounds.contains(&t) && (t > pc || t == LAYOUT.end_stub), "b {t:#x}");
+                    assert!(
+                        bounds.contains(&t) && (t > pc || t == LAYOUT.end_stub),
+                        "b {t:#x}"
+                    );
                 }
                 16 => {
                     let disp = (w & 0xfffc) as i16 as i32;
@@ -112,7 +129,11 @@ fn check(seed: u64, blocks: usize) {
                     let Insn::Mtspr { rs, spr: s } = decode(b.words[i - 1]) else {
                         panic!("bclr/bcctr after mtspr")
                     };
-                    let want = if (w >> 1) & 0x3ff == 16 { spr::LR } else { spr::CTR };
+                    let want = if (w >> 1) & 0x3ff == 16 {
+                        spr::LR
+                    } else {
+                        spr::CTR
+                    };
                     assert_eq!(s.number() as u32, want);
                     let t = loaded(&b, i - 1, rs.number() as u32).expect("target loaded") & !3;
                     assert!(bounds.contains(&t) && (t > pc || t == LAYOUT.end_stub));
@@ -120,7 +141,11 @@ fn check(seed: u64, blocks: usize) {
                 _ => {}
             }
             if writes_memory_or_cache(w) {
-                assert_ne!((w >> 16) & 31, CODE_BASE_REG, "{w:#010x} stores through the code base");
+                assert_ne!(
+                    (w >> 16) & 31,
+                    CODE_BASE_REG,
+                    "{w:#010x} stores through the code base"
+                );
             }
             // Nothing writes a base or index register except update forms.
             if let Some(rt) = writes_gpr(w) {
@@ -151,8 +176,24 @@ fn writes_gpr(w: u32) -> Option<u32> {
                 | 323 | 946 | 914 | 486 | 259 | 533 | 597 => Some(rt),
                 24 | 26 | 28 | 60 | 124 | 284 | 316 | 412 | 444 | 476 | 536 | 792 | 824 | 922
                 | 954 => Some(ra),
-                _ if matches!(xo & 0x1ff, 8 | 10 | 11 | 40 | 75 | 104 | 136 | 138 | 200 | 202
-                    | 232 | 234 | 235 | 266 | 459 | 491) =>
+                _ if matches!(
+                    xo & 0x1ff,
+                    8 | 10
+                        | 11
+                        | 40
+                        | 75
+                        | 104
+                        | 136
+                        | 138
+                        | 200
+                        | 202
+                        | 232
+                        | 234
+                        | 235
+                        | 266
+                        | 459
+                        | 491
+                ) =>
                 {
                     Some(rt)
                 }
@@ -204,7 +245,9 @@ fn tlb_entries_stay_in_scratch_or_identity_or_high_or_never_executable() {
                 let size = 1024u32 << (2 * code);
                 assert!(rpn >= LAYOUT.scratch_start && rpn + size <= LAYOUT.scratch_end);
                 if epn < LAYOUT.scratch_start {
-                    assert!(word0::TS.get(w0) == 1 && w2 & (word2::SX.mask() | word2::UX.mask()) == 0);
+                    assert!(
+                        word0::TS.get(w0) == 1 && w2 & (word2::SX.mask() | word2::UX.mask()) == 0
+                    );
                 }
                 assert_eq!(epn % size, 0);
             }

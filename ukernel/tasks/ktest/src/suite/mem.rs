@@ -169,7 +169,10 @@ pub fn grant_without_kernel_memory_keeps_page() -> TestResult {
     let failed = puppet::pass_on(a.id(), b.id(), SHARED_BASE, Rights::RW, true).is_err();
     // The pool back (the VM spaces go with their vCPUs) before anything can fail.
     drop(vcpus);
-    ensure!(failed, "a grant needing a leaf table succeeded with the pool empty");
+    ensure!(
+        failed,
+        "a grant needing a leaf table succeeded with the pool empty"
+    );
     ensure!(
         puppet::read(a.id(), SHARED_BASE)? == 0x6a6a_0002,
         "the granter lost the page in a grant that failed"
