@@ -3,8 +3,10 @@
 //! the entry point `_start` (which calls the guest's `bare_main(r3)`), the polled UART0
 //! console, its TLB entry and the reset request. The guests run in supervisor mode on
 //! bamboo, natively or as a `kestrel-vmm` guest, with the VMM's (or QEMU's) first TLB
-//! entry mapping low RAM 1:1.
+//! entry mapping low RAM 1:1. [`ram`]: filling and checksumming guest RAM by address.
 #![no_std]
+
+pub mod ram;
 
 use core::arch::{asm, global_asm};
 use kestrel_ppc440::tlb::{word0, word2, PageSize};

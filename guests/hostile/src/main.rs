@@ -30,7 +30,7 @@
 
 use core::arch::{asm, global_asm};
 use core::fmt::Write;
-use kestrel_guest_bare::{map_uart_at, reset, Uart};
+use kestrel_guest_bare::{map_uart_at, ram, reset, Uart};
 use kestrel_hostile_gen::{self as gen, touched, Block, Layout, Regs, Rng, CLASSES, CLASS_NAMES};
 use kestrel_ppc440::tlb::{word0, word2, PageSize};
 use kestrel_ppc440::{dcr, encode, ivor, msr, spr};
@@ -626,50 +626,18 @@ fn regions() -> [(u32, u32); 2] {
     [(0, start), (end, RAM_END)]
 }
 
-#[inline(always)]
-fn store(addr: u32, v: u32) {
-    // SAFETY: word-aligned guest-physical addresses outside this image (mapped 1:1 by the
-    // VMM's first TLB entry, which the neighbour keeps).
-    unsafe {
-        asm!("stw {v}, 0({a})", v = in(reg) v, a = in(reg_nonzero) addr, options(nostack, preserves_flags))
-    };
-}
-
-#[inline(always)]
-fn load(addr: u32) -> u32 {
-    let v: u32;
-    // SAFETY: a word-aligned guest RAM address below `RAM_END`, mapped 1:1.
-    unsafe {
-        asm!("lwz {v}, 0({a})", v = out(reg) v, a = in(reg_nonzero) addr, options(nostack, readonly, preserves_flags))
-    };
-    v
-}
-
+/// 64-bit FNV-1a over the words of `regions()`.
 fn checksum() -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for (lo, hi) in regions() {
-        for a in (lo..hi).step_by(4) {
-            h ^= load(a) as u64;
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    h
+    // SAFETY: `regions()` is this guest's RAM outside its image, mapped 1:1.
+    unsafe { ram::checksum(&regions()) }
 }
 
 fn neighbour(vm: u32) -> ! {
     map_uart_at(1);
     let mut out = Uart;
-    let mut x = 0x9E37_79B9 ^ vm;
-    let mut kib = 0;
-    for (lo, hi) in regions() {
-        kib += (hi - lo) >> 10;
-        for a in (lo..hi).step_by(4) {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            store(a, x);
-        }
-    }
+    let kib: u32 = regions().iter().map(|(lo, hi)| (hi - lo) >> 10).sum();
+    // SAFETY: as in `checksum`.
+    unsafe { ram::fill(&regions(), 0x9E37_79B9 ^ vm) };
     let expect = checksum();
     let _ = writeln!(
         out,

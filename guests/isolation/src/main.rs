@@ -13,14 +13,13 @@
 //!   `isolation: checksum unchanged over N rounds`, or `isolation: FAIL round K: ...`,
 //!   then requests a reset.
 //!
-//! All RAM accesses go through `load`/`store` (inline `lwz`/`stw`), because guest-physical
-//! 0 is RAM here and Rust pointers may not be null.
+//! All RAM accesses go through `kestrel_guest_bare::ram` (inline `lwz`/`stw`), because
+//! guest-physical 0 is RAM here and Rust pointers may not be null.
 #![no_std]
 #![no_main]
 
-use core::arch::asm;
 use core::fmt::Write;
-use kestrel_guest_bare::{map_uart, reset, Uart};
+use kestrel_guest_bare::{map_uart, ram, reset, Uart};
 
 /// End of the guest RAM the VMM gives a bare-metal guest (it starts at 0).
 const RAM_END: u32 = 32 << 20;
@@ -48,25 +47,6 @@ fn regions() -> [(u32, u32); 2] {
 
 fn region_kib() -> u32 {
     regions().iter().map(|(lo, hi)| (hi - lo) >> 10).sum()
-}
-
-#[inline(always)]
-fn store(addr: u32, v: u32) {
-    // SAFETY: callers pass word-aligned guest-physical addresses outside this program's
-    // image and stack (mapped 1:1 by the VMM's TLB entry), or `BEYOND` on purpose.
-    unsafe {
-        asm!("stw {v}, 0({a})", v = in(reg) v, a = in(reg_nonzero) addr, options(nostack, preserves_flags))
-    };
-}
-
-#[inline(always)]
-fn load(addr: u32) -> u32 {
-    let v: u32;
-    // SAFETY: a word-aligned guest RAM address below `RAM_END`, mapped 1:1.
-    unsafe {
-        asm!("lwz {v}, 0({a})", v = out(reg) v, a = in(reg_nonzero) addr, options(nostack, readonly, preserves_flags))
-    };
-    v
 }
 
 /// Entered from `kestrel_guest_bare`'s `_start` with r3 = the VM index from the VMM.
@@ -98,7 +78,8 @@ fn writer(out: &mut Uart, vm: u32) -> ! {
         key = 0xA5A5_0000 | (pass << 8) | vm;
         for (lo, hi) in regions() {
             for a in (lo..hi).step_by(4) {
-                store(a, a ^ key);
+                // SAFETY: as in `checksum`.
+                unsafe { ram::store(a, a ^ key) };
             }
         }
         let _ = writeln!(
@@ -110,7 +91,8 @@ fn writer(out: &mut Uart, vm: u32) -> ! {
     let mut bad = 0u32;
     for (lo, hi) in regions() {
         for a in (lo..hi).step_by(4) {
-            bad += (load(a) != a ^ key) as u32;
+            // SAFETY: as in `checksum`.
+            bad += (unsafe { ram::load(a) } != a ^ key) as u32;
         }
     }
     if bad != 0 {
@@ -125,7 +107,8 @@ fn writer(out: &mut Uart, vm: u32) -> ! {
         out,
         "isolation: writer storing beyond its RAM at {BEYOND:#010x}; the VMM should stop this VM"
     );
-    store(BEYOND, key);
+    // SAFETY: on purpose, beyond this guest's RAM: the VMM stops the VM at this store.
+    unsafe { ram::store(BEYOND, key) };
     let _ = writeln!(
         out,
         "isolation: FAIL writer survived a store beyond its RAM at {BEYOND:#010x}"
@@ -133,33 +116,15 @@ fn writer(out: &mut Uart, vm: u32) -> ! {
     reset()
 }
 
-/// xorshift32: the checker's pseudo-random pattern.
-fn next(x: &mut u32) -> u32 {
-    *x ^= *x << 13;
-    *x ^= *x >> 17;
-    *x ^= *x << 5;
-    *x
-}
-
 /// 64-bit FNV-1a over the words of `regions()`.
 fn checksum() -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for (lo, hi) in regions() {
-        for a in (lo..hi).step_by(4) {
-            h ^= load(a) as u64;
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    h
+    // SAFETY: `regions()` is this guest's RAM outside its image, mapped 1:1.
+    unsafe { ram::checksum(&regions()) }
 }
 
 fn checker(out: &mut Uart, vm: u32) -> ! {
-    let mut x = 0x9E37_79B9 ^ vm;
-    for (lo, hi) in regions() {
-        for a in (lo..hi).step_by(4) {
-            store(a, next(&mut x));
-        }
-    }
+    // SAFETY: as in `checksum`.
+    unsafe { ram::fill(&regions(), 0x9E37_79B9 ^ vm) };
     let expect = checksum();
     let _ = writeln!(
         out,
