@@ -132,6 +132,9 @@ regs! { "DMA_";
     /// arrival direction (XP, XM, YP, YM, ZP, ZM, HIGH, LOCAL), value `group << 3 | fifo`.
     /// Kestrel delivers everything inside a node as LOCAL (byte 7, the last of word 1).
     DCR_RCV_MAP: u32 = 0x60;
+    /// PID values a packet can carry (hardware header bits Pid0, Pid1); the reception FIFO
+    /// map has two DCRs per PID.
+    PIDS: u32 = 4;
     /// DCR offset: injection FIFO interrupt enable of group g at `DCR_INJ_FIFO_IRQ_EN + g`.
     DCR_INJ_FIFO_IRQ_EN: u32 = 0x6D;
     /// DCR offset: reception FIFO interrupt enable of type t at `DCR_RCV_FIFO_IRQ_EN + t`

@@ -361,6 +361,8 @@
 #define KESTREL_BGP_DMA_DCR_RCV_THRESHOLD1 0x3bu
 /* DCR offset: the reception FIFO map, `DCR_RCV_MAP + 2 * pid_pair + word`; a byte per arrival direction (XP, XM, YP, YM, ZP, ZM, HIGH, LOCAL), value `group << 3 | fifo`. Kestrel delivers everything inside a node as LOCAL (byte 7, the last of word 1). */
 #define KESTREL_BGP_DMA_DCR_RCV_MAP 0x60u
+/* PID values a packet can carry (hardware header bits Pid0, Pid1); the reception FIFO map has two DCRs per PID. */
+#define KESTREL_BGP_DMA_PIDS 0x4u
 /* DCR offset: injection FIFO interrupt enable of group g at `DCR_INJ_FIFO_IRQ_EN + g`. */
 #define KESTREL_BGP_DMA_DCR_INJ_FIFO_IRQ_EN 0x6du
 /* DCR offset: reception FIFO interrupt enable of type t at `DCR_RCV_FIFO_IRQ_EN + t` (bit `group * 8 + f`, MSB first). */
