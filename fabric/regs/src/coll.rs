@@ -154,6 +154,12 @@ regs! { "COLL_";
     /// PIXF/PIXEN bit 14: collision (Kestrel: a payload write without a header, or a
     /// partial quad followed by a header).
     PIX_COLLISION: u32 = 1 << 17;
+    /// PIXF/PIXEN bit 12 (in 6-13, parity/alignment/address errors): Kestrel: VC0 injected a
+    /// header the fabric cannot deliver (reserved ALU opcode, a class this node does not
+    /// source, a reduction whose contributors disagree on opcode or operand size).
+    PIX_BADHDR0: u32 = 1 << 19;
+    /// PIXF/PIXEN bit 13: the same for VC1.
+    PIX_BADHDR1: u32 = 1 << 18;
     /// PIXF/PIXEN bit 25: payload overflow VC0.
     PIX_POF0: u32 = 1 << 6;
     /// PIXF/PIXEN bit 26: payload overflow VC1.

@@ -135,6 +135,12 @@ regs! { "DMA_";
     /// PID values a packet can carry (hardware header bits Pid0, Pid1); the reception FIFO
     /// map has two DCRs per PID.
     PIDS: u32 = 4;
+    /// Reception FIFO map: DCRs per PID pair (PID = Pid0 << 1 | Pid1, 4 pairs).
+    RCV_MAP_DCRS_PER_PID: u32 = 2;
+    /// Reception FIFO map: the word (of the pair) holding the LOCAL arrival byte.
+    RCV_MAP_LOCAL_WORD: u32 = 1;
+    /// Reception FIFO map: shift of the LOCAL byte in its word (the last byte).
+    RCV_MAP_LOCAL_SHIFT: u32 = 0;
     /// DCR offset: injection FIFO interrupt enable of group g at `DCR_INJ_FIFO_IRQ_EN + g`.
     DCR_INJ_FIFO_IRQ_EN: u32 = 0x6D;
     /// DCR offset: reception FIFO interrupt enable of type t at `DCR_RCV_FIFO_IRQ_EN + t`
@@ -146,6 +152,10 @@ regs! { "DMA_";
     /// DCR offset: reception counter hit-zero interrupt enable for line i at
     /// `DCR_RCV_CTR_IRQ_EN + i`.
     DCR_RCV_CTR_IRQ_EN: u32 = 0x7A;
+    /// DCR offset: fatal error enable 0 (bit per [`DCR_FATAL_STATUS`] bit; the fatal IRQ
+    /// line is raised while `status & enable` is not zero). Kestrel's reset value enables
+    /// [`ERR_RANGE`] and [`ERR_DESCRIPTOR`].
+    DCR_FATAL_ENABLE: u32 = 0x7E;
     /// DCR offset: fatal error status 0 (Kestrel sets [`ERR_RANGE`] here).
     DCR_FATAL_STATUS: u32 = 0x93;
     /// DCR offset: the bad address of the last range-check violation (address >> 4).

@@ -26,6 +26,17 @@ regs! { "TORUS_";
     COORD_Z_SHIFT: u32 = 8;
     /// Most endpoints (VMs plus native programs) one fabric serves.
     MAX_ENDPOINTS: u32 = 16;
+    /// Fabric bus: endpoint k's memory window starts at bus address `(k + 1) * BUS_SLOT`
+    /// (so bus 0 is never valid, and every bus address >> 4 fits in 32 bits).
+    BUS_SLOT: u64 = 0x8000_0000;
+    /// Largest memory window of one endpoint (one bus slot).
+    MAX_WINDOW: u64 = 0x8000_0000;
+    /// Frames (pv NIC) queued per endpoint before the fabric drops (and counts) more.
+    FRAME_QUEUE_FRAMES: u32 = 128;
+    /// Largest Ethernet frame the fabric carries (1514 + 4-byte VLAN tag).
+    FRAME_MAX_BYTES: u32 = 1518;
+    /// Smallest frame: an Ethernet header.
+    FRAME_MIN_BYTES: u32 = 14;
     /// bgnet: the first MAC byte of a torus-routed address has `(b & 7) == 6`.
     MAC_TORUS_KIND: u32 = 6;
     /// bgnet: the link protocol of Ethernet frames.

@@ -211,6 +211,10 @@
 #define KESTREL_BGP_COLL_PRX_WM1 0x1u
 /* PIXF/PIXEN bit 14: collision (Kestrel: a payload write without a header, or a partial quad followed by a header). */
 #define KESTREL_BGP_COLL_PIX_COLLISION 0x20000u
+/* PIXF/PIXEN bit 12 (in 6-13, parity/alignment/address errors): Kestrel: VC0 injected a header the fabric cannot deliver (reserved ALU opcode, a class this node does not source, a reduction whose contributors disagree on opcode or operand size). */
+#define KESTREL_BGP_COLL_PIX_BADHDR0 0x80000u
+/* PIXF/PIXEN bit 13: the same for VC1. */
+#define KESTREL_BGP_COLL_PIX_BADHDR1 0x40000u
 /* PIXF/PIXEN bit 25: payload overflow VC0. */
 #define KESTREL_BGP_COLL_PIX_POF0 0x40u
 /* PIXF/PIXEN bit 26: payload overflow VC1. */
@@ -363,6 +367,12 @@
 #define KESTREL_BGP_DMA_DCR_RCV_MAP 0x60u
 /* PID values a packet can carry (hardware header bits Pid0, Pid1); the reception FIFO map has two DCRs per PID. */
 #define KESTREL_BGP_DMA_PIDS 0x4u
+/* Reception FIFO map: DCRs per PID pair (PID = Pid0 << 1 | Pid1, 4 pairs). */
+#define KESTREL_BGP_DMA_RCV_MAP_DCRS_PER_PID 0x2u
+/* Reception FIFO map: the word (of the pair) holding the LOCAL arrival byte. */
+#define KESTREL_BGP_DMA_RCV_MAP_LOCAL_WORD 0x1u
+/* Reception FIFO map: shift of the LOCAL byte in its word (the last byte). */
+#define KESTREL_BGP_DMA_RCV_MAP_LOCAL_SHIFT 0x0u
 /* DCR offset: injection FIFO interrupt enable of group g at `DCR_INJ_FIFO_IRQ_EN + g`. */
 #define KESTREL_BGP_DMA_DCR_INJ_FIFO_IRQ_EN 0x6du
 /* DCR offset: reception FIFO interrupt enable of type t at `DCR_RCV_FIFO_IRQ_EN + t` (bit `group * 8 + f`, MSB first). */
@@ -371,6 +381,8 @@
 #define KESTREL_BGP_DMA_DCR_INJ_CTR_IRQ_EN 0x76u
 /* DCR offset: reception counter hit-zero interrupt enable for line i at `DCR_RCV_CTR_IRQ_EN + i`. */
 #define KESTREL_BGP_DMA_DCR_RCV_CTR_IRQ_EN 0x7au
+/* DCR offset: fatal error enable 0 (bit per [`DCR_FATAL_STATUS`] bit; the fatal IRQ line is raised while `status & enable` is not zero). Kestrel's reset value enables [`ERR_RANGE`] and [`ERR_DESCRIPTOR`]. */
+#define KESTREL_BGP_DMA_DCR_FATAL_ENABLE 0x7eu
 /* DCR offset: fatal error status 0 (Kestrel sets [`ERR_RANGE`] here). */
 #define KESTREL_BGP_DMA_DCR_FATAL_STATUS 0x93u
 /* DCR offset: the bad address of the last range-check violation (address >> 4). */
@@ -477,6 +489,16 @@
 #define KESTREL_BGP_TORUS_COORD_Z_SHIFT 0x8u
 /* Most endpoints (VMs plus native programs) one fabric serves. */
 #define KESTREL_BGP_TORUS_MAX_ENDPOINTS 0x10u
+/* Fabric bus: endpoint k's memory window starts at bus address `(k + 1) * BUS_SLOT` (so bus 0 is never valid, and every bus address >> 4 fits in 32 bits). */
+#define KESTREL_BGP_TORUS_BUS_SLOT 0x80000000u
+/* Largest memory window of one endpoint (one bus slot). */
+#define KESTREL_BGP_TORUS_MAX_WINDOW 0x80000000u
+/* Frames (pv NIC) queued per endpoint before the fabric drops (and counts) more. */
+#define KESTREL_BGP_TORUS_FRAME_QUEUE_FRAMES 0x80u
+/* Largest Ethernet frame the fabric carries (1514 + 4-byte VLAN tag). */
+#define KESTREL_BGP_TORUS_FRAME_MAX_BYTES 0x5eeu
+/* Smallest frame: an Ethernet header. */
+#define KESTREL_BGP_TORUS_FRAME_MIN_BYTES 0xeu
 /* bgnet: the first MAC byte of a torus-routed address has `(b & 7) == 6`. */
 #define KESTREL_BGP_TORUS_MAC_TORUS_KIND 0x6u
 /* bgnet: the link protocol of Ethernet frames. */
