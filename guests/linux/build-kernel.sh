@@ -6,13 +6,16 @@
 # Source: Debian's linux-source-6.1 (/usr/src/linux-source-6.1.tar.xz), unpacked once per
 # package version into the cache. Config: 44x/bamboo_defconfig plus guests/linux/kestrel.config
 # (merge_config.sh -m, then olddefconfig; every fragment line is checked to have stuck). Build:
-# `make vmlinux` with ARCH=powerpc CROSS_COMPILE=powerpc-linux-gnu- in an O= folder.
+# `make vmlinux modules` with ARCH=powerpc CROSS_COMPILE=powerpc-linux-gnu- in an O= folder;
+# `modules` also runs modules_prepare and modpost, which leave what out-of-tree modules
+# (guests/linux/modules) are built against: the prepared O= folder and its Module.symvers.
 #
 # Cache: ${XDG_CACHE_HOME:-~/.cache}/kestrel/linux/<key>/, where <key> hashes the source package
 # version, the cross compiler's version, kestrel.config, this script and lib.sh. A finished key
 # folder is reused as is; the three newest are kept, and only the current version's source.
-# Results are copied to guests/linux/out/: vmlinux, System.map, vmlinux.config, and
-# gen_init_cpio (the kernel's host tool that build.sh packs the initramfs with).
+# Results are copied to guests/linux/out/: vmlinux, System.map, vmlinux.config, Module.symvers,
+# gen_init_cpio (the kernel's host tool that build.sh packs the initramfs with), and kernel.key
+# (the key; the module build's O= folder is ${XDG_CACHE_HOME:-~/.cache}/kestrel/linux/<key>/build).
 set -euo pipefail
 # shellcheck source=guests/linux/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -35,10 +38,12 @@ lock_cache "$cache"
 publish() {
     mkdir -p "$LINUX_GUEST_OUT"
     local f
-    for f in vmlinux System.map vmlinux.config gen_init_cpio; do
+    for f in vmlinux System.map vmlinux.config Module.symvers gen_init_cpio; do
         # Copy only on change, so the files' times say when the kernel last changed.
         cmp -s "$dir/$f" "$LINUX_GUEST_OUT/$f" || cp "$dir/$f" "$LINUX_GUEST_OUT/$f"
     done
+    [[ $(cat "$LINUX_GUEST_OUT/kernel.key" 2>/dev/null) == "$key" ]] ||
+        echo "$key" >"$LINUX_GUEST_OUT/kernel.key"
     say "vmlinux: $LINUX_GUEST_OUT/vmlinux ($(stat -c %s "$LINUX_GUEST_OUT/vmlinux") bytes, Linux $(cat "$dir/kernelrelease"), key $key)"
 }
 
@@ -108,12 +113,14 @@ fi
 say "config: all $(grep -cE '^(CONFIG_|# CONFIG_.* is not set)' "$fragment") fragment options hold"
 
 jobs=$(nproc)
-say "make -j$jobs vmlinux (a clean build: 2 to 5 minutes on 2 cores, depending on other load)"
-run_logged "$dir/make.log" "make vmlinux" "${kmake[@]}" -j"$jobs" vmlinux
+say "make -j$jobs vmlinux modules (a clean build: 3 to 15 minutes on 2 cores, depending on other load)"
+run_logged "$dir/make.log" "make vmlinux modules" "${kmake[@]}" -j"$jobs" vmlinux modules
+[[ -f $build/Module.symvers ]] || die "make modules left no $build/Module.symvers"
 
 cp "$build/vmlinux" "$dir/vmlinux"
 cp "$build/System.map" "$dir/System.map"
 cp "$build/.config" "$dir/vmlinux.config"
+cp "$build/Module.symvers" "$dir/Module.symvers"
 cp "$build/usr/gen_init_cpio" "$dir/gen_init_cpio"
 "${kmake[@]}" -s kernelrelease >"$dir/kernelrelease"
 printf 'linux-source-6.1 %s\ngcc-powerpc-linux-gnu %s\nkestrel.config sha256 %s\n' \
