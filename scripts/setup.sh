@@ -7,7 +7,8 @@
 # rustfmt and clippy, QEMU's PowerPC system emulator, the powerpc cross binutils/gcc (the linker),
 # dtc and python3, g++ for `just fuzz` (libFuzzer);
 # for the Linux guest (guests/linux) the kernel source, its build tools and the powerpc cross
-# glibc, plus deb-src entries for `apt-get source busybox` when apt has none.
+# glibc, plus deb-src entries for `apt-get source` (busybox, iperf, netpipe) when apt has none;
+# qemu-user-static and python3-matplotlib for the guest network tools and `just bench net`.
 # Then `just`, which Debian 12 does not package: `cargo install --locked just` puts it in
 # ~/.cargo/bin (add that to PATH). Uses sudo only when not already root. When everything is
 # present it prints one line and takes well under a second.
@@ -28,6 +29,11 @@ packages=(
     # initramfs.
     linux-source-6.1 make gcc libc6-dev flex bison bc xz-utils
     libc6-dev-powerpc-cross dpkg-dev bzip2 gzip
+    # Guest network tools (guests/linux/build-tools.sh: iperf, NetPIPE from Debian source
+    # packages): iperf is C++, hence the cross g++, and its Debian patches change
+    # Makefile.am, hence autoreconf as Debian's build runs it; both are checked on the host with
+    # qemu-ppc-static. `just bench net` draws its plot with matplotlib.
+    g++-powerpc-linux-gnu autoconf automake qemu-user-static python3-matplotlib
 )
 
 installed() {

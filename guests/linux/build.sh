@@ -22,6 +22,7 @@ epoch=${SOURCE_DATE_EPOCH:-0}
 start=$SECONDS
 "$LINUX_GUEST_DIR/build-kernel.sh"
 "$LINUX_GUEST_DIR/build-busybox.sh"
+"$LINUX_GUEST_DIR/build-tools.sh"
 
 need_tool "${CROSS_COMPILE}gcc" gzip
 
@@ -36,7 +37,7 @@ stage=$LINUX_GUEST_OUT/initramfs.stage
 rm -rf "$stage"
 mkdir -p "$stage/scripts" "$stage/etc"
 cp "$LINUX_GUEST_DIR/init" "$stage/init"
-cp "$LINUX_GUEST_OUT/busybox" "$LINUX_GUEST_OUT/kestrel-tb" "$stage/"
+cp "$LINUX_GUEST_OUT/busybox" "$LINUX_GUEST_OUT/kestrel-tb" "$LINUX_GUEST_OUT/iperf" "$LINUX_GUEST_OUT/NPtcp" "$stage/"
 cp "$LINUX_GUEST_DIR"/scripts/* "$stage/scripts/"
 cp "$LINUX_GUEST_DIR"/rootfs/etc/* "$stage/etc/"
 find "$stage" -exec touch -h -d "@$epoch" {} +
@@ -53,6 +54,8 @@ list=$LINUX_GUEST_OUT/initramfs.list
     echo "file /init init 0755 0 0"
     echo "file /bin/busybox busybox 0755 0 0"
     echo "file /bin/kestrel-tb kestrel-tb 0755 0 0"
+    echo "file /usr/bin/iperf iperf 0755 0 0"
+    echo "file /usr/bin/NPtcp NPtcp 0755 0 0"
     for f in "$stage"/scripts/*; do
         echo "file /scripts/${f##*/} scripts/${f##*/} 0755 0 0"
     done
