@@ -33,8 +33,8 @@
 #include <linux/platform_device.h>
 #include <linux/skbuff.h>
 
-#include "kestrel_bgp.h"
-#include "kestrel_coll.h"
+#include "include/kestrel_bgp.h"
+#include "include/kestrel_coll.h"
 #include "kestrel_torus.h"
 
 #define DRV_NAME "kestrel_bgnet"

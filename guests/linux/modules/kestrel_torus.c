@@ -42,7 +42,7 @@
 
 #include <asm/dcr-native.h>
 
-#include "kestrel_bgp.h"
+#include "include/kestrel_bgp.h"
 #include "kestrel_torus.h"
 
 #define DRV_NAME "kestrel_torus"
@@ -495,14 +495,32 @@ static irqreturn_t kt_rx_irq(int irq, void *data)
 	return IRQ_HANDLED;
 }
 
+/* The DMA fatal-error line: a range-check violation or a bad descriptor of this VM's. */
+static irqreturn_t kt_fatal_irq(int irq, void *data)
+{
+	struct kestrel_torus *t = data;
+	u32 status = kt_dma_dcr_rd(t, KESTREL_BGP_DMA_DCR_FATAL_STATUS);
+	u32 bad = kt_dma_dcr_rd(t, KESTREL_BGP_DMA_DCR_BAD_ADDRESS);
+
+	t->irq_errors++;
+	dev_err(t->dev, "DMA fatal error: status %#x, bad address %#llx; those errors now masked\n",
+		status, (unsigned long long)bad << 4);
+	/* The line stays up while status & enable is not zero and the status has no clear:
+	 * mask what was seen, so one error is reported once rather than storming. */
+	kt_dma_dcr_clear(t, KESTREL_BGP_DMA_DCR_FATAL_ENABLE, status);
+	if (!status)
+		disable_irq_nosync(irq);
+	return IRQ_HANDLED;
+}
+
 /* Any other line of the node's DMA interrupts: an error the engine reports. */
 static irqreturn_t kt_error_irq(int irq, void *data)
 {
 	struct kestrel_torus *t = data;
 
 	t->irq_errors++;
-	dev_err_ratelimited(t->dev, "DMA error interrupt (BIC %lu); masking it\n",
-			    irqd_to_hwirq(irq_get_irq_data(irq)));
+	dev_err(t->dev, "DMA error interrupt (BIC %lu); masking it\n",
+		irqd_to_hwirq(irq_get_irq_data(irq)));
 	/* A level source the driver cannot clear would storm: mask it for good. */
 	disable_irq_nosync(irq);
 	return IRQ_HANDLED;
@@ -626,6 +644,9 @@ static int kt_request_irqs(struct platform_device *pdev, struct kestrel_torus *t
 			handler = kt_tx_irq;
 			name = DRV_NAME " tx";
 			found |= 2;
+		} else if (hw == KESTREL_BGP_DMA_IRQ_FATAL) {
+			handler = kt_fatal_irq;
+			name = DRV_NAME " fatal";
 		}
 		ret = devm_request_irq(&pdev->dev, virq, handler, 0, name, t);
 		if (ret)

@@ -19,7 +19,7 @@
 
 #include <linux/types.h>
 
-#include "kestrel_bgp.h"
+#include "include/kestrel_bgp.h"
 
 struct device_node;
 struct sk_buff;
