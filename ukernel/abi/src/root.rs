@@ -20,6 +20,7 @@
 //! | [`Request::Vcpu`] | id, priority | | |
 //! | [`Request::Archive`] | dest | size, offset | read-only maps of the archive at dest |
 //! | [`Request::Exit`] | code | (none: the program is deleted) | |
+//! | [`Request::Lookup`] | name ([`name_words`]) | first thread of the running program | |
 //!
 //! Priorities (`docs/adr/0013-priorities.md`): a program's first space has a ceiling,
 //! [`VMM_CEILING`] for programs with the vCPU right and [`PROGRAM_CEILING`] for the
@@ -72,6 +73,7 @@ pub mod op {
     pub const VCPU: u16 = 7;
     pub const ARCHIVE: u16 = 8;
     pub const EXIT: u16 = 9;
+    pub const LOOKUP: u16 = 10;
 }
 
 /// A request to the root task.
@@ -124,6 +126,11 @@ pub enum Request {
     /// The program is done: the root deletes its threads; when every program it started
     /// is done, it stops the machine.
     Exit { code: u32 },
+    /// The first thread of the running program whose module name is `name` (six words as
+    /// [`name_words`] packs it): how a program finds a service started beside it (the fabric
+    /// service `kestrel-fabric`, `docs/adr/0020-fabric-service.md`). Needs no right: thread
+    /// ids are no secret, and a call to a service is checked by the service.
+    Lookup { name: [u32; NAME_WORDS] },
 }
 
 /// A request or reply as label and untyped words.
@@ -162,6 +169,7 @@ impl Request {
             Request::Vcpu { .. } => op::VCPU,
             Request::Archive { .. } => op::ARCHIVE,
             Request::Exit { .. } => op::EXIT,
+            Request::Lookup { .. } => op::LOOKUP,
         }
     }
 
@@ -192,6 +200,7 @@ impl Request {
             Request::Vcpu { id, priority } => Words::new(l, &[id.0, priority]),
             Request::Archive { dest } => Words::new(l, &[dest]),
             Request::Exit { code } => Words::new(l, &[code]),
+            Request::Lookup { name } => Words::new(l, &name),
         }
     }
 
@@ -202,7 +211,7 @@ impl Request {
         let want = match op {
             op::RAM | op::INTERRUPT => 3,
             op::THREADS | op::DELETE_THREAD | op::DEVICE | op::ARCHIVE | op::EXIT => 1,
-            op::CREATE_THREAD => 6,
+            op::CREATE_THREAD | op::LOOKUP => 6,
             op::VCPU => 2,
             _ => return None,
         };
@@ -237,6 +246,9 @@ impl Request {
                 priority: w[1],
             },
             op::ARCHIVE => Request::Archive { dest: w[0] },
+            op::LOOKUP => Request::Lookup {
+                name: core::array::from_fn(|i| w[i]),
+            },
             _ => Request::Exit { code: w[0] },
         })
     }
@@ -255,6 +267,8 @@ pub enum Reply {
     /// [`Request::Archive`]: the archive starts `offset` bytes after `dest` and is
     /// `size` bytes long.
     Archive { offset: u32, size: u32 },
+    /// [`Request::Lookup`]: the program's first thread.
+    Thread { id: ThreadId },
 }
 
 /// Why the root task refused a request. The doc comments are the messages.
@@ -275,6 +289,8 @@ pub enum RootError {
     Kernel = 6,
     /// the caller is not a program the root task started
     UnknownCaller = 7,
+    /// no running program has that name
+    NotFound = 8,
 }
 
 impl RootError {
@@ -287,6 +303,7 @@ impl RootError {
             5 => Self::NotOwner,
             6 => Self::Kernel,
             7 => Self::UnknownCaller,
+            8 => Self::NotFound,
             _ => return None,
         })
     }
@@ -301,6 +318,7 @@ impl RootError {
             Self::NotOwner => "the thread is not one of the caller's program",
             Self::Kernel => "the kernel refused the operation",
             Self::UnknownCaller => "the caller is not a program the root task started",
+            Self::NotFound => "no running program has that name",
         }
     }
 }
@@ -318,6 +336,7 @@ pub fn encode_reply(r: &Result<Reply, RootError>) -> Words {
         Ok(Reply::Ram { phys }) => Words::new(OK, &[phys]),
         Ok(Reply::Threads { first, count }) => Words::new(OK, &[first, count]),
         Ok(Reply::Archive { offset, size }) => Words::new(OK, &[offset, size]),
+        Ok(Reply::Thread { id }) => Words::new(OK, &[id.0]),
         Err(e) => Words::new(ERROR, &[e as u32]),
     }
 }
@@ -338,7 +357,8 @@ pub fn decode_reply(op: u16, label: u16, words: &[u32]) -> Result<Reply, RootErr
         (op::RAM, &[phys, ..]) => Ok(Reply::Ram { phys }),
         (op::THREADS, &[first, count, ..]) => Ok(Reply::Threads { first, count }),
         (op::ARCHIVE, &[offset, size, ..]) => Ok(Reply::Archive { offset, size }),
-        (op::RAM | op::THREADS | op::ARCHIVE, _) => Err(RootError::BadRequest),
+        (op::LOOKUP, &[id, ..]) => Ok(Reply::Thread { id: ThreadId(id) }),
+        (op::RAM | op::THREADS | op::ARCHIVE | op::LOOKUP, _) => Err(RootError::BadRequest),
         _ => Ok(Reply::Done),
     }
 }
@@ -498,6 +518,7 @@ mod tests {
             (t, any::<u32>()).prop_map(|(id, priority)| Request::Vcpu { id, priority }),
             any::<u32>().prop_map(|dest| Request::Archive { dest }),
             any::<u32>().prop_map(|code| Request::Exit { code }),
+            any::<[u32; NAME_WORDS]>().prop_map(|name| Request::Lookup { name }),
         ]
     }
 
@@ -555,6 +576,13 @@ mod tests {
                 }),
             ),
             (op::VCPU, Ok(Reply::Done)),
+            (
+                op::LOOKUP,
+                Ok(Reply::Thread {
+                    id: ThreadId::new(70, 1),
+                }),
+            ),
+            (op::LOOKUP, Err(RootError::NotFound)),
             (op::DEVICE, Err(RootError::Taken)),
             (op::RAM, Err(RootError::NoResources)),
         ];

@@ -162,6 +162,17 @@ pub fn archive(dest: u32) -> Result<&'static [u8], Error> {
     }
 }
 
+/// The first thread of the running program named `name` (its module name), e.g. the
+/// fabric service `kestrel-fabric`.
+pub fn lookup(name: &str) -> Result<ThreadId, Error> {
+    match request(Request::Lookup {
+        name: kestrel_abi::root::name_words(name),
+    })? {
+        Reply::Thread { id } => Ok(id),
+        _ => Err(Error::Refused(RootError::BadRequest)),
+    }
+}
+
 /// Tells the root task this program is done; the root deletes its threads, this one
 /// included. Returns only if the root task cannot be reached, by halting the thread.
 pub fn exit(code: u32) -> ! {

@@ -8,7 +8,7 @@
 //!   image are answered from the loaded frames, anything else stops the thread with one
 //!   line naming the program;
 //! - serves the protocol of `kestrel_abi::root` (RAM, thread numbers, threads, device
-//!   pages, interrupt lines, vCPUs, the archive, exit), checking the caller's rights and
+//!   pages, interrupt lines, vCPUs, the archive, exit, looking up a program by name), checking the caller's rights and
 //!   performing the privileged system calls on its behalf;
 //! - stops the machine when every program it started has exited.
 //!
@@ -261,7 +261,7 @@ impl Root {
             }
             let Ok((from, msg)) = r else { continue };
             let Some(p) = self.program_of(from) else {
-                if msg.label() >= proto::LABEL && msg.label() <= proto::LABEL + proto::op::EXIT {
+                if msg.label() >= proto::LABEL && msg.label() <= proto::LABEL + proto::op::LOOKUP {
                     pending = Some((
                         from,
                         words_msg(&encode_reply(&Err(RootError::UnknownCaller))),
@@ -556,6 +556,15 @@ impl Root {
                     offset: first % LARGE + (phys - first),
                     size,
                 })
+            }
+            Request::Lookup { name } => {
+                let (b, n) = proto::name_from_words(&name);
+                let want = core::str::from_utf8(&b[..n]).map_err(|_| RootError::BadRequest)?;
+                self.programs
+                    .iter()
+                    .find(|q| q.running && q.name == want)
+                    .map(|q| Reply::Thread { id: q.main })
+                    .ok_or(RootError::NotFound)
             }
             // `serve` ends the program instead of answering; nothing reaches here with it.
             Request::Exit { .. } => Err(RootError::BadRequest),

@@ -1,0 +1,307 @@
+//! The protocol stubs: [`Service`], one IPC call to the fabric thread per engine method, with
+//! the same names and arguments as `kestrel_fabric::Fabric`'s (endpoints as `u8`, errors as
+//! [`Error`]), so a client written against the engine switches to the service by changing
+//! the type it calls (`docs/adr/0020-fabric-service.md`).
+//!
+//! Each endpoint has its own shared page (given to [`Service::attach`]): frames and
+//! collective payloads are copied through it, the interrupt lines come back in it.
+
+use crate::proto::{
+    self, decode_reply, layout, mac_from_words, reply_words, shared, FabricErr, Request,
+    MAX_ENDPOINTS, MAX_FRAME, TREE_PAYLOAD,
+};
+use kestrel_abi::root::pieces;
+use kestrel_abi::{Fpage, MapItem, Rights, ThreadId, PAGE_SIZE};
+use kestrel_user::ipc::{call, IpcErr, Msg};
+
+/// The service's module name (what `root.start=` names and [`Service::connect`] looks up).
+pub const SERVICE_NAME: &str = "kestrel-fabric";
+
+/// Why a call to the service failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// The root task does not know the service (not started), or refused the lookup.
+    NoService,
+    /// The IPC failed (the service died).
+    Ipc(IpcErr),
+    /// The service refused.
+    Refused(FabricErr),
+}
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Error::NoService => write!(f, "no fabric service ({SERVICE_NAME} is not running)"),
+            Error::Ipc(e) => write!(f, "IPC to the fabric failed: {:?} ({:?})", e.error, e.phase),
+            Error::Refused(e) => write!(f, "the fabric refused: {e}"),
+        }
+    }
+}
+
+/// What [`Service::attach`] tells about the new endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Attached {
+    /// The endpoint number (`EpId.0`): its rank, X coordinate and node address.
+    pub ep: u8,
+    /// The fabric bus address of window offset 0 (DMA addresses are bus addresses).
+    pub bus_base: u64,
+    /// Torus coordinates as `kestrel_bgp::torus::coord_word` packs them.
+    pub coords: u32,
+    /// Collective node address.
+    pub node_address: u32,
+}
+
+/// Per endpoint: what [`Service::info`] answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Info {
+    pub coords: u32,
+    pub node_address: u32,
+    pub mac: [u8; 6],
+    pub bus_base: u64,
+}
+
+/// A connection to the fabric service.
+pub struct Service {
+    thread: ThreadId,
+    /// Shared page address per endpoint this client attached (0: none).
+    shared: [u32; MAX_ENDPOINTS],
+}
+
+impl Service {
+    /// Finds the service through the root task.
+    pub fn connect() -> Result<Service, Error> {
+        let thread = kestrel_user::root::lookup(SERVICE_NAME).map_err(|_| Error::NoService)?;
+        Ok(Service::at(thread))
+    }
+
+    /// The service at a known thread.
+    pub fn at(thread: ThreadId) -> Service {
+        Service {
+            thread,
+            shared: [0; MAX_ENDPOINTS],
+        }
+    }
+
+    /// The service thread (where events come from).
+    pub fn thread(&self) -> ThreadId {
+        self.thread
+    }
+
+    fn request(&self, r: Request, items: &[MapItem]) -> Result<[u32; proto::MAX_WORDS], Error> {
+        let w = r.encode();
+        let mut m = Msg::with_words(w.label, w.words());
+        for &it in items {
+            m.push_item(it);
+        }
+        let reply = call(self.thread, &m).map_err(Error::Ipc)?;
+        let n = reply.tag.untyped().min(proto::MAX_WORDS);
+        let words: [u32; proto::MAX_WORDS] = core::array::from_fn(|i| reply.mr(i + 1));
+        decode_reply(reply_words(r.op()), reply.label(), &words[..n]).map_err(Error::Refused)
+    }
+
+    /// Attaches a new endpoint whose DMA window is `[window, window + len)` of this space
+    /// (page aligned, mapped) and whose shared page is at `shared_page` (mapped, not inside
+    /// the window); events for it go to `event` (nil: none). The pages are mapped to the
+    /// service (read-write) for as long as the endpoint lives.
+    pub fn attach(
+        &mut self,
+        window: u32,
+        len: u32,
+        shared_page: u32,
+        event: ThreadId,
+    ) -> Result<Attached, Error> {
+        if len == 0 || len > layout::WINDOW_MAX || shared_page % PAGE_SIZE != 0 {
+            return Err(Error::Refused(FabricErr::BadWindow));
+        }
+        let ps = pieces(window, 0, len, 24).ok_or(Error::Refused(FabricErr::BadWindow))?;
+        let mut items = [MapItem::map(0, Fpage::NIL); kestrel_abi::root::MAX_ITEMS + 1];
+        let mut n = 0;
+        for p in ps.as_slice() {
+            let (fp, hot) = p
+                .fpage(Rights::RW)
+                .ok_or(Error::Refused(FabricErr::BadWindow))?;
+            items[n] = MapItem::map(hot, fp);
+            n += 1;
+        }
+        items[n] = MapItem::map(layout::SHARED_OFFSET, Fpage::page(shared_page, Rights::RW));
+        n += 1;
+        let w = self.request(
+            Request::Attach {
+                window_len: len,
+                event: event.0,
+            },
+            &items[..n],
+        )?;
+        let ep = w[0] as u8;
+        if let Some(s) = self.shared.get_mut(ep as usize) {
+            *s = shared_page;
+        }
+        Ok(Attached {
+            ep,
+            bus_base: (u64::from(w[1]) << 32) | u64::from(w[2]),
+            coords: w[3],
+            node_address: w[4],
+        })
+    }
+
+    /// Detaches endpoint `ep` (its pages stay mapped in this space).
+    pub fn detach(&mut self, ep: u8) -> Result<(), Error> {
+        self.request(Request::Detach { ep }, &[])?;
+        if let Some(s) = self.shared.get_mut(ep as usize) {
+            *s = 0;
+        }
+        Ok(())
+    }
+
+    pub fn info(&self, ep: u8) -> Result<Info, Error> {
+        let w = self.request(Request::Info { ep }, &[])?;
+        Ok(Info {
+            coords: w[0],
+            node_address: w[1],
+            mac: mac_from_words(w[2], w[3]),
+            bus_base: (u64::from(w[4]) << 32) | u64::from(w[5]),
+        })
+    }
+
+    /// The MAC address of endpoint `ep` (06:00:00:X:Y:Z).
+    pub fn frame_mac(&self, ep: u8) -> Result<[u8; 6], Error> {
+        self.info(ep).map(|i| i.mac)
+    }
+
+    pub fn dma_read(&self, ep: u8, offset: u32) -> Result<u32, Error> {
+        self.request(Request::DmaRead { ep, offset }, &[]).map(|w| w[0])
+    }
+
+    pub fn dma_write(&self, ep: u8, offset: u32, value: u32) -> Result<(), Error> {
+        self.request(Request::DmaWrite { ep, offset, value }, &[])
+            .map(|_| ())
+    }
+
+    pub fn dcr_read(&self, ep: u8, dcr: u32) -> Result<u32, Error> {
+        self.request(Request::DcrRead { ep, dcr }, &[]).map(|w| w[0])
+    }
+
+    pub fn dcr_write(&self, ep: u8, dcr: u32, value: u32) -> Result<(), Error> {
+        self.request(Request::DcrWrite { ep, dcr, value }, &[])
+            .map(|_| ())
+    }
+
+    fn page(&self, ep: u8) -> Result<*mut u8, Error> {
+        match self.shared.get(ep as usize) {
+            Some(&p) if p != 0 => Ok(p as *mut u8),
+            _ => Err(Error::Refused(FabricErr::NotOwner)),
+        }
+    }
+
+    fn put(&self, ep: u8, at: usize, data: &[u8]) -> Result<(), Error> {
+        let p = self.page(ep)?;
+        if at + data.len() > shared::SIZE {
+            return Err(Error::Refused(FabricErr::BadLength));
+        }
+        // SAFETY: `p` is the shared page this client gave to `attach` for `ep` (page aligned,
+        // mapped read-write in this space for as long as the endpoint lives), and the range
+        // lies inside it (checked above). The service reads it only during our calls.
+        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), p.add(at), data.len()) };
+        Ok(())
+    }
+
+    fn get(&self, ep: u8, at: usize, buf: &mut [u8]) -> Result<(), Error> {
+        let p = self.page(ep)?;
+        if at + buf.len() > shared::SIZE {
+            return Err(Error::Refused(FabricErr::BadLength));
+        }
+        // SAFETY: as in `put`; the service wrote the range during the call that just returned.
+        unsafe { core::ptr::copy_nonoverlapping(p.add(at), buf.as_mut_ptr(), buf.len()) };
+        Ok(())
+    }
+
+    /// Injects one collective packet on `vc`.
+    pub fn tree_inject(
+        &self,
+        ep: u8,
+        vc: usize,
+        header: u32,
+        payload: &[u8; TREE_PAYLOAD],
+    ) -> Result<(), Error> {
+        self.put(ep, shared::PAYLOAD, payload)?;
+        self.request(
+            Request::TreeInject {
+                ep,
+                vc: vc as u32,
+                header,
+            },
+            &[],
+        )
+        .map(|_| ())
+    }
+
+    /// Takes one collective packet from `vc`'s reception FIFO: its header, or `None`.
+    pub fn tree_receive(
+        &self,
+        ep: u8,
+        vc: usize,
+        payload: &mut [u8; TREE_PAYLOAD],
+    ) -> Result<Option<u32>, Error> {
+        let w = self.request(Request::TreeReceive { ep, vc: vc as u32 }, &[])?;
+        if w[0] == 0 {
+            return Ok(None);
+        }
+        self.get(ep, shared::PAYLOAD, payload)?;
+        Ok(Some(w[1]))
+    }
+
+    pub fn tree_status(&self, ep: u8, vc: usize) -> Result<u32, Error> {
+        self.request(Request::TreeStatus { ep, vc: vc as u32 }, &[])
+            .map(|w| w[0])
+    }
+
+    /// Sends one Ethernet frame (pv NIC), routed by its destination MAC.
+    pub fn frame_send(&self, ep: u8, frame: &[u8]) -> Result<(), Error> {
+        if frame.len() > MAX_FRAME {
+            return Err(Error::Refused(FabricErr::BadLength));
+        }
+        self.put(ep, shared::PAYLOAD, frame)?;
+        self.request(
+            Request::FrameSend {
+                ep,
+                len: frame.len() as u32,
+            },
+            &[],
+        )
+        .map(|_| ())
+    }
+
+    /// Takes one frame for `ep` into `buf`: its length, or `None` when the queue is empty.
+    /// A frame longer than `buf` is cut to it.
+    pub fn frame_receive(&self, ep: u8, buf: &mut [u8]) -> Result<Option<usize>, Error> {
+        let w = self.request(Request::FrameReceive { ep }, &[])?;
+        if w[0] == 0 {
+            return Ok(None);
+        }
+        let n = (w[1] as usize).min(buf.len()).min(MAX_FRAME);
+        self.get(ep, shared::PAYLOAD, &mut buf[..n])?;
+        Ok(Some(n))
+    }
+
+    /// The BIC lines endpoint `ep`'s devices assert (as the engine's `irq_lines`).
+    pub fn irq_lines(&self, ep: u8) -> Result<[u32; proto::LINE_WORDS], Error> {
+        self.request(Request::IrqLines { ep }, &[])?;
+        let mut b = [0u8; 4 * proto::LINE_WORDS];
+        self.get(ep, shared::LINES, &mut b)?;
+        Ok(core::array::from_fn(|i| {
+            u32::from_be_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
+        }))
+    }
+
+    /// The caller's endpoints whose interrupt lines or frame queue changed since the last
+    /// call (bit k = endpoint k), as the engine's `take_changed` restricted to this client.
+    pub fn take_changed(&self) -> Result<u32, Error> {
+        self.request(Request::TakeChanged, &[]).map(|w| w[0])
+    }
+
+    /// Endpoint `ep`'s counters: packets, bytes, drops, errors.
+    pub fn stats(&self, ep: u8) -> Result<[u32; 4], Error> {
+        self.request(Request::Stats { ep }, &[])
+            .map(|w| [w[0], w[1], w[2], w[3]])
+    }
+}
