@@ -3,6 +3,7 @@
 //! - [`uart`]: the 16550A UART that QEMU's `-M bamboo` puts at 0xEF600300 and 0xEF600400
 //!   (byte registers, regshift 0).
 //! - [`uic`]: the PPC440EP Universal Interrupt Controller on DCRs 0xC0..=0xC8.
+//! - [`bic`]: the Blue Gene/P interrupt controller (a cascade on UIC0 input 30 in a VM).
 //! - [`bus`]: the traits a VMM attaches models through ([`bus::MmioDevice`],
 //!   [`bus::DcrDevice`], [`bus::IrqLine`], [`bus::GuestRam`]) and the attachments of the
 //!   two models above.
@@ -21,9 +22,11 @@
 
 extern crate alloc;
 
+pub mod bic;
 pub mod bus;
 pub mod uart;
 pub mod uic;
 
+pub use bic::{Bic, BicCascade};
 pub use uart::{Uart16550, UART_REGS};
 pub use uic::{Uic, UIC_DCR_BASE, UIC_DCR_COUNT, UIC_LINES};
