@@ -240,6 +240,9 @@ regs! { "DMA_";
     IRQ_WRITE_ERROR: u32 = 0x6F;
     /// Bytes of bgnet's torus link header in front of a frame.
     LINK_HDR_BYTES: u32 = 12;
+    /// bgnet's torus framing: most packets of one memory-FIFO message (39, so a message of
+    /// `39 * PKT_MAX_PAYLOAD` bytes, link header included, as Kittyhawk's TORUS_MAX_MTU).
+    MSG_MAX_PKTS: u32 = 39;
 }
 
 /// Offset of injection FIFO `f`'s register `reg`.

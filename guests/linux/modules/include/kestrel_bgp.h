@@ -465,6 +465,8 @@
 #define KESTREL_BGP_DMA_IRQ_WRITE_ERROR 0x6fu
 /* Bytes of bgnet's torus link header in front of a frame. */
 #define KESTREL_BGP_DMA_LINK_HDR_BYTES 0xcu
+/* bgnet's torus framing: most packets of one memory-FIFO message (39, so a message of `39 * PKT_MAX_PAYLOAD` bytes, link header included, as Kittyhawk's TORUS_MAX_MTU). */
+#define KESTREL_BGP_DMA_MSG_MAX_PKTS 0x27u
 
 /* ---- Torus DCRs and Kestrel's fabric geometry (2.3) ---- */
 /* First torus DCR. */
