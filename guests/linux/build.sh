@@ -6,9 +6,12 @@
 # Results (guests/linux/out/, not in git):
 #   vmlinux             Linux 6.1 for bamboo, the file QEMU's -kernel and Kestrel's VMM load
 #   initramfs.cpio.gz   the root filesystem (newc cpio, gzip), given as the initrd
+#   modules/*.ko        the BG/P interconnect drivers (modules/build.sh), in the initramfs
+#                       under /lib/modules/kestrel/
 #   System.map, vmlinux.config, busybox, busybox.links, kestrel-tb, initramfs.list: for reference
 #
-# The kernel (build-kernel.sh) and busybox (build-busybox.sh) come from caches under
+# The kernel (build-kernel.sh), busybox (build-busybox.sh) and the modules (modules/build.sh)
+# come from caches under
 # ${XDG_CACHE_HOME:-~/.cache}/kestrel/ when their inputs are unchanged; see README.md.
 # The initramfs and kestrel-tb are rebuilt on every run (well under a second) and are
 # byte-for-byte reproducible: sorted entries, fixed owners and times, `gzip -n`.
@@ -23,6 +26,7 @@ start=$SECONDS
 "$LINUX_GUEST_DIR/build-kernel.sh"
 "$LINUX_GUEST_DIR/build-busybox.sh"
 "$LINUX_GUEST_DIR/build-tools.sh"
+"$LINUX_GUEST_DIR/modules/build.sh"
 
 need_tool "${CROSS_COMPILE}gcc" gzip
 
@@ -35,16 +39,18 @@ mv "$LINUX_GUEST_OUT/kestrel-tb.new" "$LINUX_GUEST_OUT/kestrel-tb"
 # nodes need no root. It takes a file's mtime from the file, hence the staged copies.
 stage=$LINUX_GUEST_OUT/initramfs.stage
 rm -rf "$stage"
-mkdir -p "$stage/scripts" "$stage/etc"
+mkdir -p "$stage/scripts" "$stage/etc" "$stage/modules"
 cp "$LINUX_GUEST_DIR/init" "$stage/init"
 cp "$LINUX_GUEST_OUT/busybox" "$LINUX_GUEST_OUT/kestrel-tb" "$LINUX_GUEST_OUT/iperf" "$LINUX_GUEST_OUT/NPtcp" "$stage/"
 cp "$LINUX_GUEST_DIR"/scripts/* "$stage/scripts/"
 cp "$LINUX_GUEST_DIR"/rootfs/etc/* "$stage/etc/"
+cp "$LINUX_GUEST_OUT"/modules/*.ko "$stage/modules/"
 find "$stage" -exec touch -h -d "@$epoch" {} +
 
 list=$LINUX_GUEST_OUT/initramfs.list
 {
-    for d in bin dev etc proc root run sbin scripts sys tmp usr usr/bin usr/sbin var; do
+    for d in bin dev etc lib lib/modules lib/modules/kestrel proc root run sbin scripts sys tmp \
+        usr usr/bin usr/sbin var; do
         echo "dir /$d 0755 0 0"
     done
     # The console must exist before devtmpfs is mounted: the kernel opens it for /init's stdio.
@@ -61,6 +67,9 @@ list=$LINUX_GUEST_OUT/initramfs.list
     done
     for f in "$stage"/etc/*; do
         echo "file /etc/${f##*/} etc/${f##*/} 0644 0 0"
+    done
+    for f in "$stage"/modules/*.ko; do
+        echo "file /lib/modules/kestrel/${f##*/} modules/${f##*/} 0644 0 0"
     done
     # One symlink per applet, at the path busybox itself names (linuxrc and the like skipped).
     grep -E '^/(bin|sbin|usr/bin|usr/sbin)/[^/]+$' "$LINUX_GUEST_OUT/busybox.links" |
