@@ -1,0 +1,80 @@
+//! Frames for the paravirtual NIC: Ethernet frames routed by destination MAC, bgnet's rule
+//! (bgp-interconnect.md 2.4): `(mac[0] & 7) == 6` is a torus MAC, X, Y, Z = mac[3..5];
+//! broadcast and multicast (mac[0] bit 0) go to every other endpoint; anything else is
+//! dropped and counted. Each endpoint has a queue of at most FRAME_QUEUE_FRAMES frames;
+//! a full queue drops (and counts) the frame. An endpoint's MAC is 06:00:00:X:Y:Z.
+
+use crate::{Coords, DiagKind, EpId, Fabric, FabricError, Hop, Link, Memory, MAX_ENDPOINTS};
+use kestrel_bgp::torus::{FRAME_MAX_BYTES, FRAME_MIN_BYTES, FRAME_QUEUE_FRAMES, MAC_TORUS_KIND};
+
+/// The low 24 bits of a MAC (for diagnostics).
+fn mac_low(m: &[u8]) -> u64 {
+    u64::from(m[3]) << 16 | u64::from(m[4]) << 8 | u64::from(m[5])
+}
+
+impl<M: Memory, L: Link> Fabric<M, L> {
+    /// `ep`'s MAC address: 06:00:00:X:Y:Z.
+    pub fn frame_mac(&self, ep: EpId) -> [u8; 6] {
+        let c = self.coords(ep);
+        [MAC_TORUS_KIND as u8, 0, 0, c.x, c.y, c.z]
+    }
+
+    /// Sends an Ethernet frame (destination MAC first) from `ep`.
+    pub fn frame_send(&mut self, ep: EpId, frame: &[u8]) -> Result<(), FabricError> {
+        let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
+        if !(FRAME_MIN_BYTES as usize..=FRAME_MAX_BYTES as usize).contains(&frame.len()) {
+            e.stats.errors += 1;
+            return Err(FabricError::BadFrame);
+        }
+        e.stats.frames_sent += 1;
+        let dst = &frame[..6];
+        if dst[0] & 1 != 0 {
+            for k in 0..MAX_ENDPOINTS {
+                let to = EpId(k as u8);
+                if to != ep && self.slot(to).is_some() {
+                    self.frame_deliver(to, frame);
+                }
+            }
+        } else if u32::from(dst[0] & 7) == MAC_TORUS_KIND {
+            let c = Coords {
+                x: dst[3],
+                y: dst[4],
+                z: dst[5],
+            };
+            match self.link.route(c) {
+                Hop::Local(to) if self.slot(to).is_some() => self.frame_deliver(to, frame),
+                _ => self.note_drop(ep, DiagKind::FrameDropped, mac_low(dst), 0),
+            }
+        } else {
+            self.note_drop(ep, DiagKind::FrameDropped, mac_low(dst), 0);
+        }
+        self.settle();
+        Ok(())
+    }
+
+    /// Takes the oldest frame queued for `ep` into `buf`; returns the frame's length (a
+    /// shorter `buf` gets its first bytes), or `None` when the queue is empty.
+    pub fn frame_receive(&mut self, ep: EpId, buf: &mut [u8]) -> Option<usize> {
+        let e = self.slot_mut(ep)?;
+        let f = e.frames.pop_front()?;
+        let n = f.len().min(buf.len());
+        buf[..n].copy_from_slice(&f[..n]);
+        Some(f.len())
+    }
+
+    /// Frames queued for `ep`.
+    pub fn frames_queued(&self, ep: EpId) -> usize {
+        self.slot(ep).map_or(0, |e| e.frames.len())
+    }
+
+    fn frame_deliver(&mut self, to: EpId, frame: &[u8]) {
+        let Some(e) = self.slot_mut(to) else { return };
+        if e.frames.len() >= FRAME_QUEUE_FRAMES as usize {
+            self.note_drop(to, DiagKind::FrameDropped, mac_low(frame), 0);
+            return;
+        }
+        e.frames.push_back(frame.to_vec());
+        e.stats.frames_received += 1;
+        self.changed |= 1 << to.0;
+    }
+}

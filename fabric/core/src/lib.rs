@@ -1,0 +1,575 @@
+//! The node's interconnect "hardware" (Kestrel's BG/P fabric), as a pure engine.
+//!
+//! Every user of the fabric is an **endpoint** ([`EpId`]): each VM is one, each native
+//! program is one. Endpoint k sits at torus coordinates (k, 0, 0) in a machine of
+//! (MAX_ENDPOINTS, 1, 1), has collective node address k, one memory window (its DMA-able
+//! memory, reached only through [`Memory`]) at a bus address range the fabric assigns at
+//! [`Fabric::attach`], one torus DMA group register file (seen as group
+//! `kestrel_bgp::dma::VM_GROUP`), two collective virtual channels, and a frame queue for
+//! the paravirtual NIC.
+//!
+//! The engine is what BG/P's hardware does (bgp-interconnect.md 2.2, 2.3; docs/adr/0018):
+//! - [`dma`]: the DMA group's registers and DCRs; a TAIL (or activate, or FIFO enable)
+//!   write runs the injection synchronously: descriptors, packets of up to 240 bytes,
+//!   routing by X,Y,Z through the [`Link`], memory-FIFO slots, direct put, counters,
+//!   hit-zero, range checks;
+//! - [`coll`]: class routes, the combining ALU, broadcast, point to point, reception FIFOs
+//!   of 8 packets per VC, status words, exception flags;
+//! - [`frame`]: Ethernet frames routed by destination MAC (bgnet's rule);
+//! - interrupts: [`Fabric::irq_lines`] (BIC line levels) and [`Fabric::take_changed`];
+//! - [`proto`]: the fabric service's IPC codec.
+//!
+//! Bad input never panics and never touches memory outside the windows of the endpoints
+//! involved: it sets an error bit (DMA fatal status, collective exception flags), drops and
+//! counts a packet ([`Stats`]), and leaves a [`Diagnostic`] the VMM can log
+//! ([`Fabric::take_diagnostic`]). A full reception FIFO or frame queue drops (the hardware
+//! would back-pressure; an endpoint that never reads must not stall the fabric).
+#![no_std]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+#[cfg(test)]
+extern crate std;
+
+pub mod coll;
+pub mod dma;
+pub mod frame;
+pub mod link;
+pub mod mem;
+pub mod proto;
+
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use core::fmt;
+use kestrel_bgp::{bic, torus};
+
+pub use link::{Hop, Link, LinkError, LocalLink};
+pub use mem::{MemError, Memory, VecMemory};
+
+/// An endpoint of the fabric (index 0..MAX_ENDPOINTS).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EpId(pub u8);
+
+/// Torus coordinates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Coords {
+    pub x: u8,
+    pub y: u8,
+    pub z: u8,
+}
+
+/// Number of endpoints one fabric serves.
+pub const MAX_ENDPOINTS: usize = torus::MAX_ENDPOINTS as usize;
+/// Words of BIC line levels ([`Fabric::irq_lines`]).
+pub const IRQ_WORDS: usize = bic::GROUPS as usize;
+
+/// Why an engine call was refused. Every message says what the caller should do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FabricError {
+    /// No such endpoint is attached: attach first (or the endpoint was detached).
+    NoSuchEndpoint,
+    /// Every endpoint slot is in use: detach one first.
+    NoFreeEndpoint,
+    /// The memory window must be 1 byte .. MAX_WINDOW (2 GiB) long.
+    BadWindow,
+    /// No register at this offset of the DMA group page (reserved or unaligned).
+    BadRegister,
+    /// No such DCR: the fabric has the collective (0xC00), torus (0xC80) and DMA (0xD00) DCRs.
+    BadDcr,
+    /// The virtual channel must be 0 or 1.
+    BadVc,
+    /// A frame must be 14..=1518 bytes long.
+    BadFrame,
+    /// The collective injection FIFO of this VC is full (a reduction waits for other
+    /// endpoints): the packet was dropped and the overflow flag set.
+    InjectionFull,
+    /// The collective header cannot be delivered (reserved ALU opcode, a class this
+    /// endpoint's route does not source): the exception flag is set.
+    BadHeader,
+}
+
+impl fmt::Display for FabricError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FabricError::NoSuchEndpoint => "no such endpoint: attach first",
+            FabricError::NoFreeEndpoint => "every fabric endpoint is in use: detach one first",
+            FabricError::BadWindow => "memory window must be 1 byte to 2 GiB",
+            FabricError::BadRegister => "no DMA group register at this offset",
+            FabricError::BadDcr => "no fabric DCR with this number",
+            FabricError::BadVc => "the collective has VC 0 and 1 only",
+            FabricError::BadFrame => "a frame is 14 to 1518 bytes",
+            FabricError::InjectionFull => "collective injection FIFO full: packet dropped",
+            FabricError::BadHeader => "collective header cannot be delivered: packet dropped",
+        })
+    }
+}
+
+/// Counters of one endpoint's traffic and trouble.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Torus packets this endpoint's DMA sent, and their payload bytes.
+    pub dma_packets_sent: u64,
+    pub dma_bytes_sent: u64,
+    /// Torus packets delivered to this endpoint (FIFO slots and direct puts), and bytes.
+    pub dma_packets_received: u64,
+    pub dma_bytes_received: u64,
+    /// Collective packets injected and received.
+    pub tree_packets_sent: u64,
+    pub tree_packets_received: u64,
+    /// Frames sent and received.
+    pub frames_sent: u64,
+    pub frames_received: u64,
+    /// Packets or frames dropped on the way to (or from) this endpoint.
+    pub drops: u64,
+    /// Errors this endpoint caused (bad descriptors, range checks, bad registers).
+    pub errors: u64,
+}
+
+impl Stats {
+    /// Number of counters (for [`proto`]).
+    pub const FIELDS: usize = 10;
+
+    /// The counters in declaration order.
+    pub fn to_array(&self) -> [u64; Stats::FIELDS] {
+        [
+            self.dma_packets_sent,
+            self.dma_bytes_sent,
+            self.dma_packets_received,
+            self.dma_bytes_received,
+            self.tree_packets_sent,
+            self.tree_packets_received,
+            self.frames_sent,
+            self.frames_received,
+            self.drops,
+            self.errors,
+        ]
+    }
+
+    /// The inverse of [`Stats::to_array`].
+    pub fn from_array(a: [u64; Stats::FIELDS]) -> Stats {
+        Stats {
+            dma_packets_sent: a[0],
+            dma_bytes_sent: a[1],
+            dma_packets_received: a[2],
+            dma_bytes_received: a[3],
+            tree_packets_sent: a[4],
+            tree_packets_received: a[5],
+            frames_sent: a[6],
+            frames_received: a[7],
+            drops: a[8],
+            errors: a[9],
+        }
+    }
+}
+
+/// What went wrong last on an endpoint (for the VMM's log).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum DiagKind {
+    /// A DMA address outside the endpoint's window or range-check windows (`addr`).
+    RangeCheck = 1,
+    /// A descriptor the engine cannot run (`value` = its word 1, or the bad field).
+    Descriptor = 2,
+    /// FIFO pointers outside their FIFO (`value` = the FIFO number).
+    FifoPointers = 3,
+    /// A reception FIFO was full; the packet was dropped (`value` = the FIFO number).
+    RcvOverflow = 4,
+    /// The destination endpoint is not attached (`value` = its X coordinate).
+    NoRoute = 5,
+    /// The destination's reception map, FIFO enable or counter refused the packet.
+    RcvConfig = 6,
+    /// A collective header the fabric cannot deliver (`value` = the header).
+    TreeHeader = 7,
+    /// A collective FIFO overflowed; the packet was dropped (`value` = the VC).
+    TreeOverflow = 8,
+    /// A collective packet no endpoint receives (`value` = the header).
+    TreeNoTarget = 9,
+    /// A frame was dropped (no route for its MAC, or the queue was full).
+    FrameDropped = 10,
+    /// An access to a register that does not exist (`addr` = offset or DCR).
+    BadRegister = 11,
+}
+
+impl DiagKind {
+    /// The kind with code `c` (for [`proto`]).
+    pub fn from_code(c: u32) -> Option<DiagKind> {
+        Some(match c {
+            1 => DiagKind::RangeCheck,
+            2 => DiagKind::Descriptor,
+            3 => DiagKind::FifoPointers,
+            4 => DiagKind::RcvOverflow,
+            5 => DiagKind::NoRoute,
+            6 => DiagKind::RcvConfig,
+            7 => DiagKind::TreeHeader,
+            8 => DiagKind::TreeOverflow,
+            9 => DiagKind::TreeNoTarget,
+            10 => DiagKind::FrameDropped,
+            11 => DiagKind::BadRegister,
+            _ => return None,
+        })
+    }
+}
+
+/// The last error or drop of an endpoint: a kind and two numbers whose meaning the kind
+/// gives. `Display` writes a line the VMM can log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub kind: DiagKind,
+    pub addr: u64,
+    pub value: u32,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (a, v) = (self.addr, self.value);
+        match self.kind {
+            DiagKind::RangeCheck => write!(f, "DMA address {a:#x} outside the range windows"),
+            DiagKind::Descriptor => write!(f, "bad DMA descriptor (field {v:#x})"),
+            DiagKind::FifoPointers => write!(f, "FIFO {v} pointers outside the FIFO"),
+            DiagKind::RcvOverflow => write!(f, "reception FIFO {v} full: packet dropped"),
+            DiagKind::NoRoute => write!(f, "no endpoint at X={v}: packet dropped"),
+            DiagKind::RcvConfig => write!(f, "receiver refused a packet (map/enable/counter {v:#x})"),
+            DiagKind::TreeHeader => write!(f, "collective header {v:#010x} not deliverable"),
+            DiagKind::TreeOverflow => write!(f, "collective VC{v} FIFO full: packet dropped"),
+            DiagKind::TreeNoTarget => write!(f, "collective header {v:#010x} has no target"),
+            DiagKind::FrameDropped => write!(f, "frame to MAC ..{a:06x} dropped"),
+            DiagKind::BadRegister => write!(f, "no register at {a:#x}"),
+        }
+    }
+}
+
+/// One attached endpoint.
+struct Endpoint {
+    /// Bus address of the window, and its length.
+    base: u64,
+    len: u64,
+    dma: dma::DmaRegs,
+    coll: coll::CollEp,
+    frames: VecDeque<Vec<u8>>,
+    stats: Stats,
+    diag: Option<Diagnostic>,
+    /// The irq lines as last reported (for `take_changed`).
+    lines: [u32; IRQ_WORDS],
+}
+
+/// The fabric: every endpoint's state, the memory back end and the links.
+pub struct Fabric<M, L = LocalLink> {
+    mem: M,
+    link: L,
+    eps: Vec<Option<Box<Endpoint>>>,
+    /// Endpoints touched by the current call (irq lines to recompute).
+    touched: u32,
+    /// Endpoints whose lines or frame queue changed since `take_changed`.
+    changed: u32,
+    red: coll::Reductions,
+}
+
+/// Which range-check windows an access goes through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dir {
+    /// Reads of the injecting endpoint (descriptors, payload).
+    Inj,
+    /// Writes at the receiving endpoint (FIFO slots, direct put).
+    Rcv,
+}
+
+impl<M: Memory> Fabric<M, LocalLink> {
+    /// A fabric with no endpoints, delivering inside the node only.
+    pub fn new(mem: M) -> Self {
+        Fabric::with_link(mem, LocalLink)
+    }
+}
+
+impl<M: Memory, L: Link> Fabric<M, L> {
+    /// A fabric with no endpoints and links `link`.
+    pub fn with_link(mem: M, link: L) -> Self {
+        let mut eps = Vec::with_capacity(MAX_ENDPOINTS);
+        eps.resize_with(MAX_ENDPOINTS, || None);
+        Fabric {
+            mem,
+            link,
+            eps,
+            touched: 0,
+            changed: 0,
+            red: coll::Reductions::default(),
+        }
+    }
+
+    /// The memory back end.
+    pub fn memory(&self) -> &M {
+        &self.mem
+    }
+
+    /// The memory back end, writable (a test writes descriptors here).
+    pub fn memory_mut(&mut self) -> &mut M {
+        &mut self.mem
+    }
+
+    /// The bus address endpoint slot `k`'s window starts at.
+    pub const fn bus_base(k: EpId) -> u64 {
+        (k.0 as u64 + 1) * torus::BUS_SLOT
+    }
+
+    /// Attaches a new endpoint with a memory window of `window_len` bytes; returns its id
+    /// and the window's bus base (the lowest free slot; its registers are at reset).
+    pub fn attach(&mut self, window_len: u64) -> Result<(EpId, u64), FabricError> {
+        if window_len == 0 || window_len > torus::MAX_WINDOW {
+            return Err(FabricError::BadWindow);
+        }
+        let k = self
+            .eps
+            .iter()
+            .position(Option::is_none)
+            .ok_or(FabricError::NoFreeEndpoint)?;
+        let id = EpId(k as u8);
+        let base = Self::bus_base(id);
+        self.eps[k] = Some(Box::new(Endpoint {
+            base,
+            len: window_len,
+            dma: dma::DmaRegs::reset(base, window_len),
+            coll: coll::CollEp::reset(),
+            frames: VecDeque::new(),
+            stats: Stats::default(),
+            diag: None,
+            lines: [0; IRQ_WORDS],
+        }));
+        // Sources of reductions changed: one may now be complete.
+        self.coll_settle_all();
+        self.settle();
+        Ok((id, base))
+    }
+
+    /// Detaches `ep`: drops its queues and pending reduction contributions, frees its
+    /// coordinates. Unknown endpoints are ignored.
+    pub fn detach(&mut self, ep: EpId) {
+        if let Some(slot) = self.eps.get_mut(usize::from(ep.0)) {
+            if slot.take().is_some() {
+                self.red.forget(ep);
+                self.changed &= !(1 << ep.0);
+                self.coll_settle_all();
+                self.settle();
+            }
+        }
+    }
+
+    /// Whether `ep` is attached.
+    pub fn is_attached(&self, ep: EpId) -> bool {
+        self.slot(ep).is_some()
+    }
+
+    /// The bus range of `ep`'s window: `(base, len)`.
+    pub fn window(&self, ep: EpId) -> Option<(u64, u64)> {
+        self.slot(ep).map(|e| (e.base, e.len))
+    }
+
+    /// Torus coordinates of `ep`: (k, 0, 0).
+    pub fn coords(&self, ep: EpId) -> Coords {
+        Coords {
+            x: ep.0,
+            y: 0,
+            z: 0,
+        }
+    }
+
+    /// Collective node address of `ep`: k.
+    pub fn node_address(&self, ep: EpId) -> u32 {
+        u32::from(ep.0)
+    }
+
+    /// Reads a register of `ep`'s DMA group page (offset 0..0x1000, word aligned).
+    pub fn dma_read(&mut self, ep: EpId, offset: u32) -> Result<u32, FabricError> {
+        let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
+        match e.dma.read(offset) {
+            Some(v) => Ok(v),
+            None => {
+                self.bad_register(ep, u64::from(offset));
+                self.settle();
+                Err(FabricError::BadRegister)
+            }
+        }
+    }
+
+    /// Writes a register of `ep`'s DMA group page; a TAIL or activate write runs the
+    /// injection before returning.
+    pub fn dma_write(&mut self, ep: EpId, offset: u32, value: u32) -> Result<(), FabricError> {
+        let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
+        let r = match e.dma.write(offset, value) {
+            Some(dma::Effect::Inject(mask)) => {
+                self.run_injection(ep, mask);
+                Ok(())
+            }
+            Some(dma::Effect::None) => Ok(()),
+            None => {
+                self.bad_register(ep, u64::from(offset));
+                Err(FabricError::BadRegister)
+            }
+        };
+        self.touch(ep);
+        self.settle();
+        r
+    }
+
+    /// Reads a DCR as `ep` sees it: collective 0xC00..0xC7F, torus 0xC80..0xCFF, DMA
+    /// 0xD00..0xDFF. Reading PRXF or PIXF clears it.
+    pub fn dcr_read(&mut self, ep: EpId, dcr: u32) -> Result<u32, FabricError> {
+        let k = ep.0;
+        let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
+        let r = if dma::is_dma_dcr(dcr) {
+            Ok(e.dma.dcr_read(dcr))
+        } else if dma::is_torus_dcr(dcr) {
+            Ok(dma::torus_dcr_read(&e.dma, k, dcr))
+        } else if coll::is_coll_dcr(dcr) {
+            Ok(e.coll.dcr_read(k, dcr))
+        } else {
+            Err(FabricError::BadDcr)
+        };
+        if r.is_err() {
+            self.bad_register(ep, u64::from(dcr));
+        }
+        self.touch(ep);
+        self.settle();
+        r
+    }
+
+    /// Writes a DCR as `ep` sees it. Enabling injection FIFOs (or leaving DMA reset) runs
+    /// pending injections; a class-route write may complete a reduction.
+    pub fn dcr_write(&mut self, ep: EpId, dcr: u32, value: u32) -> Result<(), FabricError> {
+        let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
+        let r = if dma::is_dma_dcr(dcr) {
+            if e.dma.dcr_write(dcr, value) {
+                self.run_injection(ep, u32::MAX);
+            }
+            Ok(())
+        } else if dma::is_torus_dcr(dcr) {
+            e.dma.torus_dcr_write(dcr, value);
+            Ok(())
+        } else if coll::is_coll_dcr(dcr) {
+            if e.coll.dcr_write(dcr, value) {
+                self.coll_settle_all();
+            }
+            Ok(())
+        } else {
+            self.bad_register(ep, u64::from(dcr));
+            Err(FabricError::BadDcr)
+        };
+        self.touch(ep);
+        self.settle();
+        r
+    }
+
+    /// The BIC lines `ep`'s devices assert: bit `31 - i` of word `w` is BIC irq
+    /// `w * 32 + i` (MSB first, as the BIC). All zero for an unknown endpoint.
+    pub fn irq_lines(&self, ep: EpId) -> [u32; IRQ_WORDS] {
+        let mut lines = [0; IRQ_WORDS];
+        if let Some(e) = self.slot(ep) {
+            let mut set = |irq: u32| {
+                if let Some(w) = lines.get_mut((irq / bic::LINES_PER_GROUP) as usize) {
+                    *w |= bic::line_mask(irq);
+                }
+            };
+            e.dma.irqs(&mut set);
+            e.coll.irqs(&mut set);
+        }
+        lines
+    }
+
+    /// Endpoints whose irq lines or frame queue changed since the last call (bit k =
+    /// `EpId(k)`), and forgets them.
+    pub fn take_changed(&mut self) -> u32 {
+        core::mem::take(&mut self.changed)
+    }
+
+    /// `ep`'s counters (zero for an unknown endpoint).
+    pub fn stats(&self, ep: EpId) -> Stats {
+        self.slot(ep).map(|e| e.stats).unwrap_or_default()
+    }
+
+    /// The last error or drop on `ep` since the previous call, if any.
+    pub fn take_diagnostic(&mut self, ep: EpId) -> Option<Diagnostic> {
+        self.slot_mut(ep).and_then(|e| e.diag.take())
+    }
+
+    // ---- internals shared by the modules ----
+
+    fn slot(&self, ep: EpId) -> Option<&Endpoint> {
+        self.eps.get(usize::from(ep.0))?.as_deref()
+    }
+
+    fn slot_mut(&mut self, ep: EpId) -> Option<&mut Endpoint> {
+        self.eps.get_mut(usize::from(ep.0))?.as_deref_mut()
+    }
+
+    fn touch(&mut self, ep: EpId) {
+        if usize::from(ep.0) < MAX_ENDPOINTS {
+            self.touched |= 1 << ep.0;
+        }
+    }
+
+    /// Recomputes the lines of every touched endpoint and records changes.
+    fn settle(&mut self) {
+        let touched = core::mem::take(&mut self.touched);
+        for k in 0..MAX_ENDPOINTS {
+            if touched & (1 << k) == 0 {
+                continue;
+            }
+            let ep = EpId(k as u8);
+            let now = self.irq_lines(ep);
+            if let Some(e) = self.slot_mut(ep) {
+                if e.lines != now {
+                    e.lines = now;
+                    self.changed |= 1 << k;
+                }
+            }
+        }
+    }
+
+    /// Records a drop on `ep`.
+    fn note_drop(&mut self, ep: EpId, kind: DiagKind, addr: u64, value: u32) {
+        if let Some(e) = self.slot_mut(ep) {
+            e.stats.drops += 1;
+            e.diag = Some(Diagnostic { kind, addr, value });
+        }
+        self.touch(ep);
+    }
+
+    /// Records an error `ep` caused (no register bit: the caller sets those).
+    fn note_error(&mut self, ep: EpId, kind: DiagKind, addr: u64, value: u32) {
+        if let Some(e) = self.slot_mut(ep) {
+            e.stats.errors += 1;
+            e.diag = Some(Diagnostic { kind, addr, value });
+        }
+        self.touch(ep);
+    }
+
+    fn bad_register(&mut self, ep: EpId, at: u64) {
+        self.note_error(ep, DiagKind::BadRegister, at, 0);
+    }
+
+    /// Where bus range `[bus, bus + len)` lies in `ep`'s window, if the window and one of
+    /// `ep`'s range-check windows of direction `dir` hold all of it.
+    fn check(&self, ep: EpId, bus: u64, len: u64, dir: Dir) -> Option<u64> {
+        let e = self.slot(ep)?;
+        let end = bus.checked_add(len)?;
+        if bus < e.base || end > e.base + e.len {
+            return None;
+        }
+        if !e.dma.in_range_window(bus, end, dir) {
+            return None;
+        }
+        Some(bus - e.base)
+    }
+
+    /// Reads `buf` at bus address `bus` for `ep` (injection direction); `Err(bus)` if the
+    /// range check or the memory refuses.
+    fn read_bus(&mut self, ep: EpId, bus: u64, buf: &mut [u8]) -> Result<(), u64> {
+        let off = self.check(ep, bus, buf.len() as u64, Dir::Inj).ok_or(bus)?;
+        self.mem.read(ep, off, buf).map_err(|_| bus)
+    }
+
+    /// Writes `data` at bus address `bus` for `ep` (reception direction).
+    fn write_bus(&mut self, ep: EpId, bus: u64, data: &[u8]) -> Result<(), u64> {
+        let off = self.check(ep, bus, data.len() as u64, Dir::Rcv).ok_or(bus)?;
+        self.mem.write(ep, off, data).map_err(|_| bus)
+    }
+}

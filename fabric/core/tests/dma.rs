@@ -1,0 +1,215 @@
+//! The torus DMA engine driven the way a driver drives it: FIFOs and counters set up
+//! through the register file, descriptors written into memory, TAIL written; then the
+//! delivered bytes, HEAD/TAIL, counters, hit-zero bits and irq lines are checked.
+
+mod common;
+use common::*;
+use kestrel_bgp::dma::{self as d, *};
+use kestrel_fabric::{DiagKind, EpId};
+
+const A: EpId = EpId(0);
+const B: EpId = EpId(1);
+
+#[test]
+fn memory_fifo_message_lands_as_slots() {
+    let mut r = Rig::new(2);
+    r.setup_inj(A, 0);
+    r.setup_rcv(B, 0);
+    let msg = pattern(500, 7);
+    r.fill(A, DATA_AT, &msg);
+    r.w(A, d::inj_ctr(0, CTR_INCREMENT), 500);
+    r.post(A, 0, fifo_desc(1, DATA_AT as u32, 500, 0x1234));
+
+    // HEAD caught up with TAIL; the counter hit zero.
+    assert_eq!(r.r(A, d::inj_fifo(0, FIFO_HEAD)), r.r(A, d::inj_fifo(0, FIFO_TAIL)));
+    assert_eq!(r.r(A, d::inj_ctr(0, CTR_COUNT)), 0);
+    assert_eq!(r.r(A, INJ_CTR_HIT_ZERO), 0x8000_0000);
+    assert_eq!(r.r(A, INJ_NOT_EMPTY), 0);
+    // 240 + 240 + 20 bytes: slots of 256, 256 and 64 bytes.
+    let start = r.r(B, d::rcv_fifo(0, FIFO_START));
+    assert_eq!(r.r(B, d::rcv_fifo(0, FIFO_TAIL)), start + (256 + 256 + 64) / 16);
+    let m = r.mem(B);
+    let at = RCV_FIFO_AT as usize;
+    for (i, (slot, n)) in [(0usize, 240usize), (256, 240), (512, 20)].into_iter().enumerate() {
+        let h = &m[at + slot..at + slot + 16];
+        let hw0 = u32::from_be_bytes(h[0..4].try_into().unwrap());
+        let chunks = (hw0 >> HW_CHUNKS_SHIFT) & HW_CHUNKS_MASK;
+        assert_eq!(chunks, if n == 240 { 7 } else { 1 });
+        assert_eq!(hw0 & HW_X_MASK, 1);
+        let put = u32::from_be_bytes(h[8..12].try_into().unwrap());
+        assert_eq!(put, 240 * i as u32);
+        assert_eq!(&h[12..16], &0x1234u32.to_be_bytes());
+        assert_eq!(&m[at + slot + 16..at + slot + 16 + n], &msg[240 * i..240 * i + n]);
+    }
+    // B: not empty, threshold crossed, type-0 threshold line up.
+    let bit = 0x8000_0000u32 >> (VM_GROUP * RCV_FIFOS);
+    assert_eq!(r.r(B, RCV_NOT_EMPTY), bit);
+    assert_eq!(r.r(B, RCV_THRESHOLD), bit);
+    assert!(line(&r.f.irq_lines(B), IRQ_RCV_FIFO_THRESHOLD));
+    assert!(!line(&r.f.irq_lines(A), IRQ_RCV_FIFO_THRESHOLD));
+    assert_eq!(r.f.take_changed() & 0b10, 0b10);
+    // The driver consumes: HEAD = TAIL, clears the threshold: the line drops.
+    let tail = r.r(B, d::rcv_fifo(0, FIFO_TAIL));
+    r.w(B, d::rcv_fifo(0, FIFO_HEAD), tail);
+    r.w(B, RCV_THRESHOLD_CLEAR, bit);
+    assert_eq!(r.r(B, RCV_NOT_EMPTY), 0);
+    assert!(!line(&r.f.irq_lines(B), IRQ_RCV_FIFO_THRESHOLD));
+    assert_eq!(r.f.take_changed() & 0b10, 0b10);
+    let s = r.f.stats(A);
+    assert_eq!((s.dma_packets_sent, s.dma_bytes_sent), (3, 500));
+    let s = r.f.stats(B);
+    assert_eq!((s.dma_packets_received, s.dma_bytes_received, s.drops), (3, 500, 0));
+}
+
+#[test]
+fn injection_counter_hit_zero_raises_its_line() {
+    let mut r = Rig::new(2);
+    r.setup_inj(A, 0);
+    r.setup_rcv(B, 0);
+    // Counter subgroup of counter 0 of our group -> line 0.
+    r.dcr(A, DCR_INJ_CTR_IRQ_EN, 0x8000_0000 >> (VM_GROUP * 8));
+    r.w(A, d::inj_ctr(0, CTR_INCREMENT), 100);
+    r.post(A, 0, fifo_desc(1, DATA_AT as u32, 100, 0));
+    assert!(line(&r.f.irq_lines(A), IRQ_INJ_CTR_ZERO));
+    assert_eq!(r.r(A, INJ_CTR_GRP_STATUS), 0x8000_0000 >> (VM_GROUP * 8));
+    r.w(A, INJ_CTR_CLEAR_HIT_ZERO, 0x8000_0000);
+    assert!(!line(&r.f.irq_lines(A), IRQ_INJ_CTR_ZERO));
+}
+
+#[test]
+fn direct_put_writes_at_counter_base_and_counts_down() {
+    let mut r = Rig::new(2);
+    r.setup_inj(A, 0);
+    r.setup_rcv_ctr(B, 5, 0x4000, 1000);
+    r.dcr(B, DCR_RCV_CTR_IRQ_EN + 1, 0x8000_0000 >> (VM_GROUP * 8));
+    let msg = pattern(1000, 3);
+    r.fill(A, DATA_AT, &msg);
+    r.post(A, 0, put_desc(1, DATA_AT as u32, 600, 5, 0));
+    assert_eq!(r.r(B, d::rcv_ctr(5, CTR_COUNT)), 400);
+    assert_eq!(r.r(B, RCV_CTR_HIT_ZERO), 0);
+    r.post(A, 0, put_desc(1, DATA_AT as u32 + 600, 400, 5, 600));
+    assert_eq!(r.r(B, d::rcv_ctr(5, CTR_COUNT)), 0);
+    assert_eq!(r.r(B, RCV_CTR_HIT_ZERO), 0x8000_0000 >> 5);
+    assert_eq!(&r.mem(B)[0x4000..0x4000 + 1000], &msg[..]);
+    assert!(line(&r.f.irq_lines(B), IRQ_RCV_CTR_ZERO + 1));
+    // Nothing outside the counter's range was written.
+    assert!(r.mem(B)[..0x4000].iter().all(|&b| b == 0));
+    assert!(r.mem(B)[0x4000 + 1000..].iter().all(|&b| b == 0));
+}
+
+#[test]
+fn put_outside_the_counter_is_the_senders_error() {
+    let mut r = Rig::new(2);
+    r.setup_inj(A, 0);
+    r.setup_rcv_ctr(B, 0, 0x4000, 256);
+    r.post(A, 0, put_desc(1, DATA_AT as u32, 100, 0, 200));
+    assert_eq!(r.dcr_r(A, DCR_FATAL_STATUS) & ERR_RANGE, ERR_RANGE);
+    assert!(line(&r.f.irq_lines(A), IRQ_FATAL));
+    assert!(!line(&r.f.irq_lines(B), IRQ_FATAL));
+    assert!(r.mem(B).iter().all(|&b| b == 0));
+    assert_eq!(r.f.stats(B).drops, 1);
+    assert_eq!(r.f.take_diagnostic(A).unwrap().kind, DiagKind::RangeCheck);
+    // W1C clears it.
+    r.dcr(A, DCR_FATAL_STATUS, ERR_RANGE);
+    assert!(!line(&r.f.irq_lines(A), IRQ_FATAL));
+}
+
+#[test]
+fn descriptor_outside_the_window_is_refused() {
+    let mut r = Rig::new(2);
+    r.setup_inj(A, 0);
+    r.setup_rcv(B, 0);
+    // Source beyond A's window, into where B's would be.
+    r.post(A, 0, fifo_desc(1, WINDOW as u32 - 16, 64, 0));
+    assert_eq!(r.dcr_r(A, DCR_FATAL_STATUS), ERR_RANGE);
+    assert_eq!(r.dcr_r(A, DCR_BAD_ADDRESS), r.q(A, WINDOW - 16));
+    assert_eq!(r.r(B, RCV_NOT_EMPTY), 0);
+    // The bad descriptor was consumed; the next one runs.
+    r.post(A, 0, fifo_desc(1, DATA_AT as u32, 64, 0));
+    assert_ne!(r.r(B, RCV_NOT_EMPTY), 0);
+}
+
+#[test]
+fn local_memcopy_stays_inside_the_endpoint() {
+    let mut r = Rig::new(1);
+    r.setup_inj(A, 0);
+    r.setup_rcv_ctr(A, 1, 0x6000, 300);
+    let msg = pattern(300, 9);
+    r.fill(A, DATA_AT, &msg);
+    let mut desc = put_desc(0, DATA_AT as u32, 300, 1, 0);
+    desc[0] = DESC_LOCAL_MEMCOPY;
+    desc[4] = 0xFF; // X is ignored for a local copy
+    r.post(A, 0, desc);
+    assert_eq!(&r.mem(A)[0x6000..0x6000 + 300], &msg[..]);
+    assert_eq!(r.r(A, d::rcv_ctr(1, CTR_COUNT)), 0);
+}
+
+#[test]
+fn full_reception_fifo_drops_and_counts() {
+    let mut r = Rig::new(2);
+    r.setup_inj(A, 0);
+    r.setup_rcv(B, 0);
+    // 0x1000 bytes hold 15 slots of 256 (one quad stays free).
+    for _ in 0..20 {
+        r.post(A, 0, fifo_desc(1, DATA_AT as u32, 240, 0));
+    }
+    assert_eq!(r.f.stats(B).drops, 5);
+    assert_eq!(r.dcr_r(B, DCR_FATAL_STATUS), ERR_RCV_OVERFLOW);
+    assert!(!line(&r.f.irq_lines(B), IRQ_FATAL), "overflow is not enabled at reset");
+    assert_eq!(r.f.take_diagnostic(B).unwrap().kind, DiagKind::RcvOverflow);
+}
+
+#[test]
+fn reception_slots_wrap_at_end() {
+    let mut r = Rig::new(2);
+    r.setup_inj(A, 0);
+    r.setup_rcv(B, 0);
+    let msg = pattern(240, 1);
+    r.fill(A, DATA_AT, &msg);
+    // Move B's ring so that the next slot straddles END by 128 bytes.
+    let start = r.r(B, d::rcv_fifo(0, FIFO_START));
+    let end = r.r(B, d::rcv_fifo(0, FIFO_END));
+    r.w(B, d::rcv_fifo(0, FIFO_HEAD), end - 8);
+    r.w(B, d::rcv_fifo(0, FIFO_TAIL), end - 8);
+    r.post(A, 0, fifo_desc(1, DATA_AT as u32, 240, 0));
+    assert_eq!(r.r(B, d::rcv_fifo(0, FIFO_TAIL)), start + 8);
+    let m = r.mem(B);
+    let e = (RCV_FIFO_AT + RCV_FIFO_LEN) as usize;
+    assert_eq!(&m[e - 128 + 16..e], &msg[..112]);
+    let s = RCV_FIFO_AT as usize;
+    assert_eq!(&m[s..s + 128], &msg[112..]);
+}
+
+#[test]
+fn unattached_destination_and_outside_machine() {
+    let mut r = Rig::new(2);
+    r.setup_inj(A, 0);
+    r.post(A, 0, fifo_desc(7, DATA_AT as u32, 16, 0));
+    assert_eq!(r.f.stats(A).drops, 1);
+    assert_eq!(r.dcr_r(A, DCR_FATAL_STATUS), 0);
+    r.post(A, 0, fifo_desc(200, DATA_AT as u32, 16, 0));
+    assert_eq!(r.dcr_r(A, DCR_FATAL_STATUS), ERR_DESCRIPTOR);
+}
+
+#[test]
+fn reserved_registers_are_errors_not_panics() {
+    let mut r = Rig::new(1);
+    assert!(r.f.dma_read(A, 0x204).is_err());
+    assert!(r.f.dma_read(A, 0x1000).is_err());
+    assert!(r.f.dma_write(A, 0x3, 1).is_err());
+    assert!(r.f.dma_read(A, d::inj_ctr(3, CTR_LIMIT)).is_err());
+    assert!(r.f.dcr_read(A, 0xE00).is_err());
+    assert!(r.f.dma_read(EpId(9), 0).is_err());
+    assert_eq!(r.f.stats(A).errors, 5);
+}
+
+#[test]
+fn torus_dcrs_give_coordinates() {
+    let mut r = Rig::new(3);
+    use kestrel_bgp::torus;
+    assert_eq!(r.f.dcr_read(EpId(2), torus::DCR_BASE + torus::DCR_COORDS).unwrap(), torus::coord_word(2, 0, 0));
+    assert_eq!(r.f.dcr_read(EpId(2), torus::DCR_BASE + torus::DCR_SIZE).unwrap(), torus::coord_word(15, 0, 0));
+    r.f.dcr_write(EpId(2), torus::DCR_BASE + torus::DCR_COORDS, 0).unwrap();
+    assert_eq!(r.f.dcr_read(EpId(2), torus::DCR_BASE + torus::DCR_COORDS).unwrap(), torus::coord_word(2, 0, 0));
+    assert_eq!(r.f.frame_mac(EpId(2)), [6, 0, 0, 2, 0, 0]);
+}
