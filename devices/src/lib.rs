@@ -4,6 +4,8 @@
 //!   (byte registers, regshift 0).
 //! - [`uic`]: the PPC440EP Universal Interrupt Controller on DCRs 0xC0..=0xC8.
 //! - [`bic`]: the Blue Gene/P interrupt controller (a cascade on UIC0 input 30 in a VM).
+//! - [`collective`]: the BG/P collective network's two virtual channels and DCRs, in front
+//!   of a [`collective::TreeBackend`] (the fabric).
 //! - [`bus`]: the traits a VMM attaches models through ([`bus::MmioDevice`],
 //!   [`bus::DcrDevice`], [`bus::IrqLine`], [`bus::GuestRam`]) and the attachments of the
 //!   two models above.
@@ -24,6 +26,7 @@ extern crate alloc;
 
 pub mod bic;
 pub mod bus;
+pub mod collective;
 pub mod uart;
 pub mod uic;
 

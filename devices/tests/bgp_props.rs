@@ -207,3 +207,147 @@ proptest! {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Collective
+
+mod coll_props {
+    use super::*;
+    use kestrel_bgp::coll::*;
+    use kestrel_devices::collective::{Collective, TreeBackend, TreeError, PAYLOAD, VC_STRIDE};
+    use std::collections::VecDeque;
+
+    /// A loopback backend that records every injected packet.
+    #[derive(Default)]
+    pub struct Recorder {
+        pub queued: [VecDeque<(u32, [u8; PAYLOAD])>; 2],
+        pub injected: Vec<(usize, u32)>,
+        pub full: bool,
+    }
+
+    impl TreeBackend for Recorder {
+        fn inject(&mut self, vc: usize, h: u32, p: &[u8; PAYLOAD]) -> Result<(), TreeError> {
+            assert!(vc < 2);
+            if self.full {
+                return Err(TreeError::Full);
+            }
+            self.injected.push((vc, h));
+            if self.queued[vc].len() < 8 {
+                self.queued[vc].push_back((h, *p));
+            }
+            Ok(())
+        }
+        fn receive(&mut self, vc: usize, p: &mut [u8; PAYLOAD]) -> Option<u32> {
+            assert!(vc < 2);
+            let (h, q) = self.queued[vc].pop_front()?;
+            *p = q;
+            Some(h)
+        }
+        fn status(&self, vc: usize) -> u32 {
+            self.queued[vc].len() as u32
+        }
+        fn dcr_read(&mut self, dcr: u32) -> u32 {
+            assert!((DCR_BASE..DCR_BASE + DCR_COUNT).contains(&dcr));
+            0
+        }
+        fn dcr_write(&mut self, dcr: u32, _: u32) {
+            assert!((DCR_BASE..DCR_BASE + DCR_COUNT).contains(&dcr));
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    pub enum Op {
+        Load(u64, usize),
+        Store(u64, usize, u32),
+        /// A whole well-formed packet with word stores.
+        Packet(usize, u32),
+        DcrRead(u32),
+        DcrWrite(u32, u32),
+        Full(bool),
+    }
+
+    fn offset() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            6 => (0u64..2, 0u64..0x60).prop_map(|(vc, o)| vc * VC_STRIDE + o),
+            1 => (0u64..2, 0u64..0x400).prop_map(|(vc, o)| vc * VC_STRIDE + o),
+            1 => any::<u64>(),
+        ]
+    }
+
+    fn width() -> impl Strategy<Value = usize> {
+        prop_oneof![4 => Just(4usize), 2 => Just(8usize), 1 => Just(16usize), 1 => 0usize..20]
+    }
+
+    pub fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (offset(), width()).prop_map(|(o, w)| Op::Load(o, w)),
+            4 => (offset(), width(), any::<u32>()).prop_map(|(o, w, v)| Op::Store(o, w, v)),
+            2 => (0usize..2, any::<u32>()).prop_map(|(vc, h)| Op::Packet(vc, h)),
+            1 => prop_oneof![0u32..0x80, any::<u32>()].prop_map(Op::DcrRead),
+            1 => (prop_oneof![0x44u32..0x4A, any::<u32>()], any::<u32>())
+                .prop_map(|(o, v)| Op::DcrWrite(o, v)),
+            1 => any::<bool>().prop_map(Op::Full),
+        ]
+    }
+
+    pub fn run(ops: Vec<Op>) {
+        let mut c = Collective::new(Recorder::default());
+        let mut headers: [Vec<u32>; 2] = [vec![], vec![]];
+        let allowed_prx = PRX_BADADDR0 | PRX_BADADDR1 | PRX_HUR0 | PRX_HUR1 | PRX_PUR0 | PRX_PUR1;
+        let allowed_pix = PIX_COLLISION | PIX_POF0 | PIX_POF1 | PIX_HOF0 | PIX_HOF1;
+        for op in ops {
+            match op {
+                Op::Load(o, w) => {
+                    let mut buf = vec![0xEEu8; w];
+                    let _ = c.mmio_read(o, &mut buf);
+                }
+                Op::Store(o, w, v) => {
+                    let buf: Vec<u8> = (0..w).map(|i| (v >> (8 * (i % 4))) as u8).collect();
+                    if c.mmio_write(o, &buf).is_ok() && o % VC_STRIDE == u64::from(HI) && w == 4 {
+                        headers[(o / VC_STRIDE) as usize].push(u32::from_be_bytes(buf[..4].try_into().unwrap()));
+                    }
+                }
+                Op::Packet(vc, h) => {
+                    let base = vc as u64 * VC_STRIDE;
+                    c.mmio_write(base + u64::from(HI), &h.to_be_bytes()).unwrap();
+                    headers[vc].push(h);
+                    for i in 0..64u64 {
+                        c.mmio_write(base + (i % 4) * 4, &(i as u32).to_be_bytes()).unwrap();
+                    }
+                }
+                Op::DcrRead(o) => {
+                    let _ = c.read_dcr(o);
+                }
+                Op::DcrWrite(o, v) => c.write_dcr(o, v),
+                Op::Full(f) => c.backend_mut().full = f,
+            }
+            let (prx, pix) = c.flags();
+            assert_eq!(prx & !allowed_prx, 0);
+            assert_eq!(pix & !allowed_pix, 0);
+            let mut lines = [0u32; 15];
+            c.irq_lines(&mut lines);
+            for (g, w) in lines.iter().enumerate() {
+                if g != 5 {
+                    assert_eq!(*w, 0);
+                }
+            }
+            assert_eq!(lines[5] & !0xF00, 0, "only 0xB4..0xB7");
+            for &(vc, h) in &c.backend().injected {
+                assert!(headers[vc].contains(&h), "injected header {h:#x} was stored on VC{vc}");
+            }
+            if let Some((d, n)) = c.take_diagnostic() {
+                assert!(n >= 1);
+                assert!(!d.to_string().is_empty());
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn collective_survives_any_traffic(ops in prop::collection::vec(coll_props::op(), 1..80)) {
+        coll_props::run(ops);
+    }
+}
