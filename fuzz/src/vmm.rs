@@ -458,17 +458,15 @@ fn fault(
                 }
                 _ => {}
             }
+            let dcr_insn = matches!(
+                insn,
+                Insn::Mfdcr { .. } | Insn::Mtdcr { .. } | Insn::Mfdcrx { .. } | Insn::Mtdcrx { .. }
+            );
             if msg.class == VirtFault::Instruction && r.inject.is_none() {
-                assert!(
-                    matches!(insn, Insn::Mfdcr { .. } | Insn::Mtdcr { .. }),
-                    "{what}: emulated"
-                );
+                assert!(dcr_insn, "{what}: emulated");
             }
             if let Some(Inject::MachineCheck) = r.inject {
-                assert!(
-                    matches!(insn, Insn::Mfdcr { .. } | Insn::Mtdcr { .. }),
-                    "{what}"
-                );
+                assert!(dcr_insn, "{what}");
             }
         }
     }

@@ -649,16 +649,29 @@ pub const fn load_store(op: LsOp, rt_rs: u32, ra: u32, addr: AddrMode) -> Option
 }
 
 /// `mfdcrx rT,rA` / `mtdcrx rA,rS`: indexed DCR access, which the 440x5 lacks (an illegal
-/// instruction there, see [`crate::decode`]).
+/// instruction there, which Kestrel's kernel passes to the VMM; see [`crate::decode`]).
 pub const fn dcrx(to_dcr: bool, rt_rs: u32, ra: u32) -> u32 {
-    x_form(
-        X31,
-        gpr(rt_rs).number() as u32,
-        gpr(ra).number() as u32,
-        0,
-        if to_dcr { 387 } else { 259 },
-        false,
-    )
+    if to_dcr {
+        mtdcrx(ra, rt_rs)
+    } else {
+        mfdcrx(rt_rs, ra)
+    }
+}
+
+/// `mfdcrx rT,rA`: rT = DCR[(rA)].
+pub const fn mfdcrx(rt: u32, ra: u32) -> u32 {
+    encode(&Insn::Mfdcrx {
+        rt: gpr(rt),
+        ra: gpr(ra),
+    })
+}
+
+/// `mtdcrx rA,rS`: DCR[(rA)] = rS.
+pub const fn mtdcrx(ra: u32, rs: u32) -> u32 {
+    encode(&Insn::Mtdcrx {
+        ra: gpr(ra),
+        rs: gpr(rs),
+    })
 }
 
 /// A-form FP arithmetic (opcode 63, or 59 for the single-precision forms): (mnemonic,
@@ -769,6 +782,10 @@ mod tests {
         assert_eq!(mfspr(4, spr::SPRG0), 0x7C90_42A6);
         assert_eq!(mfdcr(6, dcr::UIC0_BASE), 0x7CC0_3286);
         assert_eq!(mtdcr(dcr::UIC0_BASE, 5), 0x7CA0_3386);
+        assert_eq!(mfdcrx(3, 4), 0x7C64_0206);
+        assert_eq!(mtdcrx(4, 3), 0x7C64_0306);
+        assert_eq!(dcrx(false, 3, 4), mfdcrx(3, 4));
+        assert_eq!(dcrx(true, 3, 4), mtdcrx(4, 3));
         assert_eq!(mtspr(spr::DBCR0, 3), 0x7C74_4BA6);
         assert_eq!(mtspr(spr::IVPR, 3), 0x7C7F_0BA6);
         assert_eq!(mtspr(spr::IVOR6, 3), 0x7C76_63A6);

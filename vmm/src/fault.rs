@@ -9,8 +9,10 @@
 //!   kernel sends with them (`xfer::FPRS`); a load's result goes back with them. Anything the bus does not answer (no device there, a width or offset
 //!   the device does not decode, a multiple, something that is not a load or store) gets
 //!   a data storage exception.
-//! - `Instruction`: `mfdcr`/`mtdcr` go to the [`DcrBus`]; an unmodelled DCR gets a
-//!   machine check, any other instruction a program exception.
+//! - `Instruction`: `mfdcr`/`mtdcr` and the indexed `mfdcrx`/`mtdcrx` (DCR number (RA),
+//!   which the kernel sends in the message's `gpa`: BG/P's DCRs from 0xC00 on are beyond
+//!   `mfdcr`'s 10 bits) go to the [`DcrBus`]; an unmodelled DCR gets a machine check, any
+//!   other instruction a program exception.
 //! - `Idle` resumes at the reported pc (the instruction after the one that asked to wait)
 //!   once the VMM lets the guest run again; `Halt`
 //!   stops the VM.
@@ -177,6 +179,29 @@ pub fn handle(
                 match buses.dcr.write(dcr.number() as u32, v) {
                     Ok(()) => Outcome::Reply(FaultReply::resume(next)),
                     Err(_) => unmodelled_dcr(dcr.number() as u32, f, log),
+                }
+            }
+            // The indexed forms: the DCR number is (RA), which the kernel sends in `gpa`.
+            Insn::Mfdcrx { rt, ra } => {
+                let dcr = gpr.as_deref().map_or(f.gpa as u32, |g| g[ra.index()]);
+                match buses.dcr.read(dcr) {
+                    Ok(v) => Outcome::Reply(match gpr {
+                        Some(g) => {
+                            g[rt.index()] = v;
+                            FaultReply::resume(next)
+                        }
+                        None => FaultReply::resume(next).set_gpr(rt.number(), v),
+                    }),
+                    Err(_) => unmodelled_dcr(dcr, f, log),
+                }
+            }
+            Insn::Mtdcrx { ra, rs } => {
+                let (dcr, v) = gpr
+                    .as_deref()
+                    .map_or((f.gpa as u32, f.rs_value), |g| (g[ra.index()], g[rs.index()]));
+                match buses.dcr.write(dcr, v) {
+                    Ok(()) => Outcome::Reply(FaultReply::resume(next)),
+                    Err(_) => unmodelled_dcr(dcr, f, log),
                 }
             }
             insn => {
@@ -459,6 +484,55 @@ mod tests {
             [Unmodelled::Dcr {
                 dcr: 0x81,
                 insn: other,
+                pc: 0x1000
+            }]
+        );
+    }
+
+    /// `mfdcrx`/`mtdcrx` reach DCRs above 1023 (BG/P's) with the number from RA: in the
+    /// message's `gpa` without a register file, from the register file with one.
+    #[test]
+    fn indexed_dcrs_go_to_the_dcr_bus() {
+        use kestrel_ppc440::encode::{mfdcrx, mtdcrx};
+        let (mut b, _) = buses();
+        b.dcr
+            .insert(0xD00, 1, "dma", Rc::new(RefCell::new(OneDcr(7))))
+            .unwrap();
+        let mf = fault(VirtFault::Instruction, mfdcrx(3, 4), 0xD00, 0);
+        assert_eq!(
+            handle(&mf, None, None, &b, &mut no_log),
+            Outcome::Reply(FaultReply::resume(0x1004).set_gpr(3, 7))
+        );
+        // mtdcrx r4,r5: RS (r5) rides in rs_value.
+        let mt = fault(VirtFault::Instruction, mtdcrx(4, 5), 0xD00, 0x99);
+        assert_eq!(
+            handle(&mt, None, None, &b, &mut no_log),
+            Outcome::Reply(FaultReply::resume(0x1004))
+        );
+        let mut g = [0u32; 32];
+        g[4] = 0xD00;
+        assert_eq!(
+            handle(&mf, Some(&mut g), None, &b, &mut no_log),
+            Outcome::Reply(FaultReply::resume(0x1004))
+        );
+        assert_eq!(g[3], 0x99);
+        // With a register file the numbers come from it: r4 = 0x80 (the other device).
+        g[4] = 0x80;
+        g[5] = 0x4242;
+        handle(&mt, Some(&mut g), None, &b, &mut no_log);
+        assert_eq!(b.dcr.read(0x80), Ok(0x4242));
+        // An unmodelled DCR (any 32-bit number) is a machine check, logged with its number.
+        let mut seen = Vec::new();
+        let far = fault(VirtFault::Instruction, mfdcrx(3, 4), 0xFFFF_FFFF, 0);
+        assert_eq!(
+            handle(&far, None, None, &b, &mut |u| seen.push(u)),
+            Outcome::Reply(FaultReply::resume(0x1000).inject(Inject::MachineCheck))
+        );
+        assert_eq!(
+            seen,
+            [Unmodelled::Dcr {
+                dcr: 0xFFFF_FFFF,
+                insn: far.insn,
                 pc: 0x1000
             }]
         );

@@ -188,7 +188,8 @@ pub struct VirtFaultMsg {
     /// The instruction word (0 if it could not be fetched).
     pub insn: u32,
     /// Guest-physical address of an `Mmio` access (below 2^[`GPA_BITS`]); for a `Halt`
-    /// on an exception the kernel cannot deliver, the exception vector; else 0.
+    /// on an exception the kernel cannot deliver, the exception vector; for an
+    /// `Instruction` fault of `mfdcrx`/`mtdcrx`, the value of RA (the DCR number); else 0.
     pub gpa: u64,
     /// The guest's (virtual) MSR.
     pub msr: u32,

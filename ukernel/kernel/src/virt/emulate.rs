@@ -1,7 +1,8 @@
 //! Trap-and-emulate for vCPUs: the kernel-side handler of every guest trap, and the
 //! emulation of the hot privileged instructions (mfmsr, mtmsr, wrtee, wrteei, rfi,
 //! rfci, rfmci, mfspr/mtspr of the shadow SPRs, tlbwe, tlbre, tlbsx, tlbsync, iccci,
-//! dccci, dcbi). Everything else becomes a virtualization fault IPC to the VMM.
+//! dccci, dcbi). Everything else becomes a virtualization fault IPC to the VMM, including
+//! `mfdcrx`/`mtdcrx`, which the 440x5 raises as illegal instructions (see `indexed_dcr`).
 //!
 //! Instruction fields follow Book E (MSB-0): opcode 0:5, RS/RT 6:10, RA 11:15,
 //! RB 16:20, extended opcode 21:30, Rc 31; the SPR/DCR number is the 10-bit field
@@ -67,6 +68,12 @@ pub fn guest_trap(
             let e = spr::read::<{ ppc440::spr::ESR }>();
             if e & esr::PPR != 0 {
                 let (h, t) = privileged(k, cur, vi, f, insn);
+                tp = t;
+                h
+            } else if let Some(word) = indexed_dcr(k, vi, f, e, insn) {
+                // mfdcrx/mtdcrx: illegal on QEMU's 440, emulated by the VMM (BG/P's DCRs
+                // above 1023 need them).
+                let (h, t) = privileged(k, cur, vi, f, Insn::Fetched(word));
                 tp = t;
                 h
             } else {
@@ -167,6 +174,25 @@ fn ra(insn: u32) -> usize {
 }
 fn rb(insn: u32) -> usize {
     decode::RB.get(insn) as usize
+}
+
+/// The word of an illegal-instruction program exception (`ESR[PIL]` in `esr`) if it is
+/// `mfdcrx` or `mtdcrx`: the 440x5 lacks them, but BG/P's 450 has them (privileged) and a
+/// VM's BG/P devices put DCRs beyond the 10-bit `mfdcr` operand, so the kernel treats them
+/// as privileged instructions the VMM emulates (the message's `gpa` carries (RA), the DCR
+/// number). Fetches the word only for an illegal instruction (rare).
+fn indexed_dcr(k: &mut Kernel, vi: usize, f: &TrapFrame, e: u32, insn: Insn) -> Option<u32> {
+    if e & esr::PIL == 0 {
+        return None;
+    }
+    let word = match insn {
+        Insn::Fetched(i) => i,
+        Insn::Unreadable => return None,
+        Insn::Unknown => mmu::guest_fetch(k, vi, f.regs.ip)?,
+    };
+    let dcrx = decode::OPCD.get(word) == X
+        && matches!(decode::XO.get(word), xo31::MFDCRX | xo31::MTDCRX);
+    dcrx.then_some(word)
 }
 
 /// A privileged-instruction program exception: emulate or send to the VMM.
@@ -332,6 +358,15 @@ fn privileged(
                 );
             }
             return (None, Some(TracePoint::EmulRfciMci));
+        }
+        (X, xo31::MFDCRX | xo31::MTDCRX) => {
+            // The VMM gets the DCR number (RA) with the fault, so neither form needs a
+            // register transfer.
+            let dcr = f.regs.gpr[ra(insn)] as u64;
+            return (
+                virt_fault(k, cur, vi, VirtFault::Instruction, insn, dcr),
+                Some(TracePoint::SyscallIpc),
+            );
         }
         _ => {
             return (
