@@ -7,6 +7,21 @@
 //! 16550 UARTs at 0xEF600300 (UIC input 0) and 0xEF600400 (input 1). Its `device_space`
 //! (0xE000_0000..0xF000_0000) is where an OS guest probes: pages there that no device
 //! covers are declared on first touch and their accesses get data storage exceptions.
+//!
+//! [`BGP_VM`] is bamboo plus the Blue Gene/P interconnect of paper section 4.3 and a
+//! paravirtual NIC (every address and number from `kestrel_bgp`, guest-physical 36-bit):
+//!
+//! | device | where | interrupt |
+//! |---|---|---|
+//! | BIC | MMIO 0x7_3000_0000, 4 KiB | cascaded into UIC0 input 30 (level, high) |
+//! | collective VC0 / VC1 | MMIO 0x6_1000_0000 / 0x6_1100_0000, 0x400 each; DCRs 0xC00..0xC7F | BIC 0xB4..0xB7 |
+//! | torus DMA, the VM's group (group 3) | MMIO 0x6_0000_3000, 4 KiB; DCRs 0xC80..0xCFF (torus), 0xD00..0xDFF (DMA) | BIC lines of the DMA |
+//! | virtio-mmio network device | MMIO 0xE000_0000, 0x200 | UIC0 input 31 |
+//!
+//! A model with several windows (the collective, the torus) is one device entry per window,
+//! all of the same [`Model`]; the VMM attaches one model instance to all of them
+//! ([`Board::attach_with`]). The BG/P windows lie above 4 GiB, where the kernel treats every
+//! guest-physical access as device memory, so they need no MMIO declaration.
 
 use crate::bus::BusError;
 use crate::fault::Buses;
@@ -14,6 +29,8 @@ use alloc::rc::Rc;
 use alloc::vec::Vec;
 use core::cell::RefCell;
 use kestrel_devices::bus::{MmioDevice, NullSink, TxSink, UartPort, UicInput};
+use kestrel_bgp::{bic, coll, dma, torus};
+use kestrel_devices::bus::DcrDevice;
 use kestrel_devices::{Uic, UART_REGS, UIC_DCR_BASE, UIC_DCR_COUNT};
 
 /// The 4 KiB page: the granule of MMIO declarations.
@@ -27,6 +44,23 @@ pub enum Model {
     /// The PPC440EP UIC, `kestrel_devices::Uic`: the interrupt controller the other
     /// devices' `irq` inputs belong to.
     Uic,
+    /// The BG/P interrupt controller (a cascade: its `irq` is the UIC0 input it drives).
+    Bic,
+    /// The BG/P collective network (its VC windows and DCRs; interrupts on the BIC).
+    Collective,
+    /// The BG/P torus DMA group of the VM (its group page, torus and DMA DCRs; interrupts
+    /// on the BIC).
+    TorusDma,
+    /// A virtio-mmio (version 2) network device.
+    VirtioNet,
+}
+
+impl Model {
+    /// Whether the VMM creates this model itself ([`Board::attach_with`]'s `other` does
+    /// the rest): the UIC and the UARTs.
+    pub const fn is_builtin(self) -> bool {
+        matches!(self, Model::Uart16550 | Model::Uic)
+    }
 }
 
 /// Where a device answers.
@@ -97,6 +131,121 @@ pub const BAMBOO: Board = Board {
     device_space: (0xE000_0000, 0xF000_0000),
 };
 
+/// The BG/P interrupt controller, cascaded into UIC0.
+pub const BIC: Device = Device {
+    name: "bic",
+    model: Model::Bic,
+    window: Window::Mmio {
+        base: bic::BASE,
+        size: bic::SIZE,
+    },
+    irq: Some(bic::UIC0_CASCADE_INPUT),
+};
+
+/// The collective network's virtual channel 0 window.
+pub const COLL_VC0: Device = Device {
+    name: "coll-vc0",
+    model: Model::Collective,
+    window: Window::Mmio {
+        base: coll::VC0_BASE,
+        size: coll::VC_SIZE,
+    },
+    irq: None,
+};
+
+/// The collective network's virtual channel 1 window.
+pub const COLL_VC1: Device = Device {
+    name: "coll-vc1",
+    model: Model::Collective,
+    window: Window::Mmio {
+        base: coll::VC1_BASE,
+        size: coll::VC_SIZE,
+    },
+    irq: None,
+};
+
+/// The collective network's DCRs.
+pub const COLL_DCR: Device = Device {
+    name: "coll-dcr",
+    model: Model::Collective,
+    window: Window::Dcr {
+        base: coll::DCR_BASE,
+        count: coll::DCR_COUNT,
+    },
+    irq: None,
+};
+
+/// The VM's torus DMA group page (it sees its group as group [`dma::VM_GROUP`]).
+pub const TORUS_DMA: Device = Device {
+    name: "torus-dma",
+    model: Model::TorusDma,
+    window: Window::Mmio {
+        base: dma::BASE + dma::VM_GROUP as u64 * dma::GROUP_SIZE,
+        size: dma::GROUP_SIZE,
+    },
+    irq: None,
+};
+
+/// The torus DCRs.
+pub const TORUS_DCR: Device = Device {
+    name: "torus-dcr",
+    model: Model::TorusDma,
+    window: Window::Dcr {
+        base: torus::DCR_BASE,
+        count: torus::DCR_COUNT,
+    },
+    irq: None,
+};
+
+/// The torus DMA engine's DCRs.
+pub const DMA_DCR: Device = Device {
+    name: "dma-dcr",
+    model: Model::TorusDma,
+    window: Window::Dcr {
+        base: dma::DCR_BASE,
+        count: dma::DCR_COUNT,
+    },
+    irq: None,
+};
+
+/// Guest-physical address of the virtio-mmio network device (in bamboo's device space,
+/// where QEMU's bamboo has nothing).
+pub const VIRTIO_NET_GPA: u64 = 0xE000_0000;
+/// Size of its register window (virtio-mmio version 2: registers and config space).
+pub const VIRTIO_NET_SIZE: u64 = 0x200;
+/// The UIC0 input of its interrupt (free in a VM: bamboo's UIC1 cascade, not modelled).
+pub const VIRTIO_NET_UIC_INPUT: u32 = 31;
+
+/// The paravirtual NIC.
+pub const VIRTIO_NET: Device = Device {
+    name: "virtio-net",
+    model: Model::VirtioNet,
+    window: Window::Mmio {
+        base: VIRTIO_NET_GPA,
+        size: VIRTIO_NET_SIZE,
+    },
+    irq: Some(VIRTIO_NET_UIC_INPUT),
+};
+
+/// The BG/P devices of a VM: BIC, collective, torus DMA.
+pub const BGP_DEVICES: [Device; 7] = [BIC, COLL_VC0, COLL_VC1, COLL_DCR, TORUS_DMA, TORUS_DCR, DMA_DCR];
+
+/// Bamboo with the BG/P interconnect and the virtio NIC: the board of every VM.
+pub const BGP_VM: Board = Board {
+    devices: &[
+        UIC0, UART0, UART1, BIC, COLL_VC0, COLL_VC1, COLL_DCR, TORUS_DMA, TORUS_DCR, DMA_DCR,
+        VIRTIO_NET,
+    ],
+    device_space: BAMBOO.device_space,
+};
+
+/// A model the VMM created for a device of the board ([`Board::attach_with`]).
+#[derive(Clone)]
+pub enum Attachment {
+    Mmio(Rc<RefCell<dyn MmioDevice>>),
+    Dcr(Rc<RefCell<dyn DcrDevice>>),
+}
+
 /// A board's devices, attached to its buses: what the VMM keeps typed handles to.
 pub struct Machine<S: TxSink> {
     pub buses: Buses,
@@ -111,7 +260,8 @@ pub struct Machine<S: TxSink> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AttachError {
     Bus(BusError),
-    /// A device whose model and window do not go together, or a UART without a line.
+    /// A device whose model and window do not go together, a UART without a line, or a
+    /// device nothing attached a model to.
     Device(&'static str),
     /// No UART for the console.
     NoConsole,
@@ -120,8 +270,20 @@ pub enum AttachError {
 impl Board {
     /// Creates the board's models and attaches them: the UIC (QEMU's, which ignores the
     /// polarity register) on the DCR bus, each UART on the MMIO bus with its UIC input;
-    /// the first UART's output goes to `console`.
+    /// the first UART's output goes to `console`. Every device must be a UIC or a UART.
     pub fn attach<S: TxSink + 'static>(&self, console: S) -> Result<Machine<S>, AttachError> {
+        self.attach_with(console, &mut |_, _| None)
+    }
+
+    /// [`Board::attach`], with `other` creating the models that are not built in
+    /// ([`Model::is_builtin`]): it is called once per such device entry, after the UIC
+    /// exists (for the interrupt inputs), and returns the model for that window (one
+    /// model instance may serve several windows), or `None` for an error.
+    pub fn attach_with<S: TxSink + 'static>(
+        &self,
+        console: S,
+        other: &mut dyn FnMut(&Device, &Rc<RefCell<Uic>>) -> Option<Attachment>,
+    ) -> Result<Machine<S>, AttachError> {
         self.check().map_err(AttachError::Bus)?;
         let mut buses = Buses::default();
         let uic = Rc::new(RefCell::new(Uic::without_polarity()));
@@ -151,6 +313,18 @@ impl Board {
                         .mmio
                         .insert(base, size, d.name, dev)
                         .map_err(AttachError::Bus)?;
+                }
+                (m, window) if !m.is_builtin() => {
+                    match (window, other(d, &uic).ok_or(AttachError::Device(d.name))?) {
+                        (Window::Mmio { base, size }, Attachment::Mmio(dev)) => {
+                            buses.mmio.insert(base, size, d.name, dev)
+                        }
+                        (Window::Dcr { base, count }, Attachment::Dcr(dev)) => {
+                            buses.dcr.insert(base as u64, count as u64, d.name, dev)
+                        }
+                        _ => return Err(AttachError::Device(d.name)),
+                    }
+                    .map_err(AttachError::Bus)?;
                 }
                 _ => return Err(AttachError::Device(d.name)),
             }
@@ -248,6 +422,7 @@ mod tests {
     use kestrel_devices::uart::{ier, iir, lsr, reg};
     use kestrel_ppc440::decode::{encode, AddrMode, Gpr, Insn, LoadStore, LsOp};
     use kestrel_ppc440::encode::{lwz, mfdcr, mtdcr};
+    use std::vec;
 
     fn mmio(insn: u32, gpa: u64, rs_value: u32) -> VirtFaultMsg {
         VirtFaultMsg {
@@ -406,6 +581,92 @@ mod tests {
         assert_eq!(names, ["uart0", "uart1"]);
         assert_eq!(BAMBOO.devices_on_page(0xEF60_1000).count(), 0);
         assert_eq!(BAMBOO.devices_on_page(0xEF5F_FFFF).count(), 0);
+    }
+
+    /// A register file of 32-bit words, for attaching something to every BG/P window.
+    struct Words(Vec<u32>);
+    impl MmioDevice for Words {
+        fn mmio_read(
+            &mut self,
+            offset: u64,
+            data: &mut [u8],
+        ) -> Result<(), kestrel_devices::bus::Unanswered> {
+            let w = self.0.get(offset as usize / 4).copied().unwrap_or(0);
+            data.copy_from_slice(&w.to_be_bytes()[..data.len()]);
+            Ok(())
+        }
+        fn mmio_write(
+            &mut self,
+            offset: u64,
+            data: &[u8],
+        ) -> Result<(), kestrel_devices::bus::Unanswered> {
+            if let (Some(w), Ok(b)) = (self.0.get_mut(offset as usize / 4), data.try_into()) {
+                *w = u32::from_be_bytes(b);
+            }
+            Ok(())
+        }
+    }
+    impl DcrDevice for Words {
+        fn dcr_read(&mut self, offset: u32) -> u32 {
+            self.0.get(offset as usize).copied().unwrap_or(0)
+        }
+        fn dcr_write(&mut self, offset: u32, value: u32) {
+            if let Some(w) = self.0.get_mut(offset as usize) {
+                *w = value;
+            }
+        }
+    }
+
+    #[test]
+    fn bgp_vm_is_consistent_and_attaches_one_model_per_kind() {
+        assert_eq!(BGP_VM.check(), Ok(()));
+        // The virtio NIC's page is declared; the BG/P windows are above 4 GiB.
+        assert_eq!(
+            BGP_VM.mmio_declarations(),
+            [(VIRTIO_NET_GPA, PAGE), (0xEF60_0000, PAGE)]
+        );
+        assert!(BGP_VM.in_device_space(VIRTIO_NET_GPA));
+        assert_eq!(TORUS_DMA.window, Window::Mmio { base: 0x6_0000_3000, size: 0x1000 });
+        // Without models for the BG/P devices the board does not attach.
+        assert_eq!(
+            BGP_VM.attach(Vec::<u8>::new()).err(),
+            Some(AttachError::Device("bic"))
+        );
+        // One model per kind, on all of its windows.
+        let mut models: Vec<(Model, Rc<RefCell<Words>>)> = Vec::new();
+        let mut inputs = Vec::new();
+        let m = BGP_VM
+            .attach_with(Vec::<u8>::new(), &mut |d, _uic| {
+                inputs.push((d.name, d.irq));
+                let w = match models.iter().find(|(m, _)| *m == d.model) {
+                    Some((_, w)) => w.clone(),
+                    None => {
+                        let w = Rc::new(RefCell::new(Words(vec![0; 0x400])));
+                        models.push((d.model, w.clone()));
+                        w
+                    }
+                };
+                Some(match d.window {
+                    Window::Mmio { .. } => Attachment::Mmio(w),
+                    Window::Dcr { .. } => Attachment::Dcr(w),
+                })
+            })
+            .unwrap();
+        assert_eq!(models.len(), 4);
+        assert_eq!(inputs[0], ("bic", Some(30)));
+        assert_eq!(inputs.last(), Some(&("virtio-net", Some(31))));
+        // The collective's VC1 window and its DCRs reach the same model; DCRs above 1023.
+        m.buses.mmio.write(coll::VC1_BASE + 4, &[0, 0, 0, 9]).unwrap();
+        m.buses.dcr.write(coll::DCR_BASE + 2, 7).unwrap();
+        let c = &models.iter().find(|(m, _)| *m == Model::Collective).unwrap().1;
+        assert_eq!(c.borrow().0[1..3], [9, 7]);
+        assert_eq!(m.buses.dcr.read(dma::DCR_BASE + 0xFF), Ok(0));
+        assert!(m.buses.dcr.read(dma::DCR_BASE + 0x100).is_err());
+        // A model of the wrong kind for its window is refused.
+        let e = BGP_VM.attach_with(Vec::<u8>::new(), &mut |_, _| {
+            Some(Attachment::Dcr(Rc::new(RefCell::new(Words(vec![])))))
+        });
+        assert_eq!(e.err(), Some(AttachError::Device("bic")));
     }
 
     #[test]

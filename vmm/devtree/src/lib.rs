@@ -17,6 +17,21 @@
 //!
 //! The devices come from the VMM's board description (`kestrel_vmm_core::board`, by default
 //! [`board::BAMBOO`]): its UIC and UARTs, the same list the VMM's buses are built from.
+//! With [`board::BGP_VM`] the tree also has, under `/plb` (two address cells, one size
+//! cell, `ranges` empty: PLB addresses are guest-physical, 36 bits):
+//!
+//! - the BG/P interrupt controller `interrupt-controller@730000000` (`kestrel,bgp-bic`, one
+//!   interrupt cell: the BIC line; cascaded into UIC0 input 30, `interrupts = <30 4>`);
+//! - with [`BambooVm::fabric`] (the VM's place in the fabric): the collective
+//!   `collective@610000000` (`kestrel,bgp-collective`, VC0 and VC1 windows, `dcr-reg`,
+//!   BIC lines 0xB4..0xB7, `kestrel,node-address`), the torus `torus@600003000`
+//!   (`kestrel,bgp-torus`, the VM's DMA group page, `dcr-reg` of the torus and DMA DCRs, the
+//!   DMA's BIC lines [`TORUS_IRQS`], `kestrel,coordinates`, `kestrel,dma-group`) and the
+//!   bgnet node `bgnet` (`kestrel,bgnet`, a torus-style MAC 06:00:00:X:Y:Z, phandles of the
+//!   two networks, `tree-route`, `tree-channel`);
+//! - the virtio-mmio network device `virtio@e0000000` (`virtio,mmio`, UIC0 input 31).
+//!
+//! Drivers find every address in `reg`/`dcr-reg` and every line in `interrupts`.
 //!
 //! The crate is pure (`no_std` + `alloc`, no `unsafe`): every input is checked and a bad one
 //! comes back as an [`Error`], never a panic.
@@ -29,6 +44,7 @@ use alloc::format;
 use alloc::vec::Vec;
 use core::fmt;
 use kestrel_vmm_core::board::{self, Board, Device, Model, Window};
+use kestrel_bgp::{coll, dma};
 use vm_fdt::FdtWriter;
 
 /// Facts of the board description ([`board::BAMBOO`]), for tests and tools.
@@ -72,6 +88,41 @@ pub const UART1_PATH: &str = "/plb/opb/serial@ef600400";
 pub const CPU_PHANDLE: u32 = 1;
 /// Phandle of UIC0 (the UARTs' `interrupt-parent`).
 pub const UIC0_PHANDLE: u32 = 2;
+/// Phandle of the BG/P interrupt controller (the collective's and torus's
+/// `interrupt-parent`).
+pub const BIC_PHANDLE: u32 = 3;
+/// Phandle of the collective network (bgnet's `collective-device`).
+pub const COLL_PHANDLE: u32 = 4;
+/// Phandle of the torus (bgnet's `torus-device`).
+pub const TORUS_PHANDLE: u32 = 5;
+/// The collective's BIC lines in its `interrupts`: injection exception, reception
+/// exception, reception on VC0, reception on VC1.
+pub const COLL_IRQS: [u32; 4] = [
+    coll::IRQ_INJ_EXC,
+    coll::IRQ_RCV_EXC,
+    coll::IRQ_RCV_VC0,
+    coll::IRQ_RCV_VC1,
+];
+/// The torus DMA's BIC lines in its `interrupts`: fatal error, the injection FIFO
+/// threshold of the VM's group, the reception FIFO thresholds of types 0-3, the injection
+/// and reception counter hit-zero lines 0-3, and the write (range) error.
+pub const TORUS_IRQS: [u32; 15] = [
+    dma::IRQ_FATAL,
+    dma::IRQ_INJ_FIFO_THRESHOLD + dma::VM_GROUP,
+    dma::IRQ_RCV_FIFO_THRESHOLD,
+    dma::IRQ_RCV_FIFO_THRESHOLD + 1,
+    dma::IRQ_RCV_FIFO_THRESHOLD + 2,
+    dma::IRQ_RCV_FIFO_THRESHOLD + 3,
+    dma::IRQ_INJ_CTR_ZERO,
+    dma::IRQ_INJ_CTR_ZERO + 1,
+    dma::IRQ_INJ_CTR_ZERO + 2,
+    dma::IRQ_INJ_CTR_ZERO + 3,
+    dma::IRQ_RCV_CTR_ZERO,
+    dma::IRQ_RCV_CTR_ZERO + 1,
+    dma::IRQ_RCV_CTR_ZERO + 2,
+    dma::IRQ_RCV_CTR_ZERO + 3,
+    dma::IRQ_WRITE_ERROR,
+];
 /// PLB clock of QEMU's bamboo tree (133.33 MHz): the plb node's `clock-frequency`.
 pub const PLB_HZ: u32 = 133_333_332;
 /// OPB clock of QEMU's bamboo tree (66.67 MHz): the opb node's `clock-frequency`.
@@ -111,8 +162,28 @@ pub struct BambooVm<'a> {
     /// Also describe the board's UARTs after the first (on bamboo: UART1, 0xEF600400, UIC
     /// input 1).
     pub uart1: bool,
-    /// The devices: the UIC and UARTs of this board description get nodes.
+    /// The devices: the UIC and UARTs of this board description get nodes, and its BG/P
+    /// devices and virtio NIC if it has them.
     pub board: Board,
+    /// The VM's place in the fabric (its collective node address and torus coordinates):
+    /// needed for the collective, torus and bgnet nodes, which are left out without it.
+    pub fabric: Option<FabricPlace>,
+}
+
+/// A VM's identity on the BG/P networks, as the fabric assigned it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FabricPlace {
+    /// Collective node address (`kestrel,node-address`, the NADDR DCR's value).
+    pub node_address: u32,
+    /// Torus coordinates (X, Y, Z).
+    pub coords: [u8; 3],
+}
+
+impl FabricPlace {
+    /// The torus-style MAC of bgnet: 06:00:00:X:Y:Z.
+    pub const fn mac(&self) -> [u8; 6] {
+        [6, 0, 0, self.coords[0], self.coords[1], self.coords[2]]
+    }
 }
 
 impl<'a> BambooVm<'a> {
@@ -129,6 +200,7 @@ impl<'a> BambooVm<'a> {
             console_baud: 115_200,
             uart1: true,
             board: board::BAMBOO,
+            fabric: None,
         }
     }
 }
@@ -300,6 +372,7 @@ pub fn bamboo_dtb(vm: &BambooVm) -> Result<Vec<u8>, Error> {
         uart(&mut w, vm, u, if i == 0 { vm.console_baud } else { 0 })?;
     }
     w.end_node(opb)?;
+    bgp_nodes(&mut w, vm)?;
     w.end_node(plb)?;
 
     let chosen = w.begin_node("chosen")?;
@@ -413,6 +486,121 @@ fn uart(w: &mut FdtWriter, vm: &BambooVm, u: &UartNode, baud: u32) -> Result<(),
     w.property_array_u32("interrupts", &[irq, 4])?;
     w.end_node(node)?;
     Ok(())
+}
+
+/// The `reg` cells (two address cells, one size cell) of `d`'s MMIO window.
+fn plb_reg(d: &Device) -> Result<[u32; 3], Error> {
+    match d.window {
+        Window::Mmio { base, size } if size <= u32::MAX as u64 => {
+            Ok([(base >> 32) as u32, base as u32, size as u32])
+        }
+        _ => Err(Error::Board("a BG/P or virtio device without a PLB MMIO window")),
+    }
+}
+
+/// `(base, count)` of `d`'s DCR window.
+fn dcr_reg(d: &Device) -> Result<[u32; 2], Error> {
+    match d.window {
+        Window::Dcr { base, count } => Ok([base, count]),
+        _ => Err(Error::Board("a BG/P device without its DCR window")),
+    }
+}
+
+/// The board's devices of model `m` with an MMIO window, and with a DCR window.
+fn windows(vm: &BambooVm, m: Model) -> (Vec<Device>, Vec<Device>) {
+    vm.board
+        .of_model(m)
+        .partition(|d| matches!(d.window, Window::Mmio { .. }))
+}
+
+/// The PLB's BG/P and virtio nodes (see the crate documentation).
+fn bgp_nodes(w: &mut FdtWriter, vm: &BambooVm) -> Result<(), Error> {
+    let uic0 = |w: &mut FdtWriter, input: u32| -> Result<(), Error> {
+        w.property_u32("interrupt-parent", UIC0_PHANDLE)?;
+        // Level, active high (sense 4).
+        w.property_array_u32("interrupts", &[input, 4])?;
+        Ok(())
+    };
+    let bic = vm.board.of_model(Model::Bic).next();
+    if let Some(d) = bic {
+        let reg = plb_reg(d)?;
+        let node = w.begin_node(&format!("interrupt-controller@{:x}", mmio_base(d)))?;
+        w.property_string("compatible", "kestrel,bgp-bic")?;
+        w.property_array_u32("reg", &reg)?;
+        w.property_null("interrupt-controller")?;
+        w.property_u32("#interrupt-cells", 1)?;
+        w.property_u32("#address-cells", 0)?;
+        uic0(w, d.irq.ok_or(Error::Board("the BIC has no UIC0 input"))?)?;
+        w.property_phandle(BIC_PHANDLE)?;
+        w.end_node(node)?;
+    }
+    let (coll_mmio, coll_dcr) = windows(vm, Model::Collective);
+    let (torus_mmio, torus_dcr) = windows(vm, Model::TorusDma);
+    if let (Some(place), Some(_)) = (vm.fabric, bic) {
+        if !coll_mmio.is_empty() {
+            let mut reg = Vec::new();
+            for d in &coll_mmio {
+                reg.extend_from_slice(&plb_reg(d)?);
+            }
+            let mut dcrs = Vec::new();
+            for d in &coll_dcr {
+                dcrs.extend_from_slice(&dcr_reg(d)?);
+            }
+            let node = w.begin_node(&format!("collective@{:x}", mmio_base(&coll_mmio[0])))?;
+            w.property_string("compatible", "kestrel,bgp-collective")?;
+            w.property_array_u32("reg", &reg)?;
+            w.property_array_u32("dcr-reg", &dcrs)?;
+            w.property_u32("interrupt-parent", BIC_PHANDLE)?;
+            w.property_array_u32("interrupts", &COLL_IRQS)?;
+            w.property_u32("kestrel,node-address", place.node_address)?;
+            w.property_phandle(COLL_PHANDLE)?;
+            w.end_node(node)?;
+        }
+        if let Some(page) = torus_mmio.first() {
+            let mut dcrs = Vec::new();
+            for d in &torus_dcr {
+                dcrs.extend_from_slice(&dcr_reg(d)?);
+            }
+            let node = w.begin_node(&format!("torus@{:x}", mmio_base(page)))?;
+            w.property_string("compatible", "kestrel,bgp-torus")?;
+            w.property_array_u32("reg", &plb_reg(page)?)?;
+            w.property_array_u32("dcr-reg", &dcrs)?;
+            w.property_u32("interrupt-parent", BIC_PHANDLE)?;
+            w.property_array_u32("interrupts", &TORUS_IRQS)?;
+            let [x, y, z] = place.coords;
+            w.property_array_u32("kestrel,coordinates", &[x.into(), y.into(), z.into()])?;
+            w.property_u32("kestrel,dma-group", dma::VM_GROUP)?;
+            w.property_phandle(TORUS_PHANDLE)?;
+            w.end_node(node)?;
+        }
+        if !coll_mmio.is_empty() && !torus_mmio.is_empty() {
+            let node = w.begin_node("bgnet")?;
+            w.property_string("compatible", "kestrel,bgnet")?;
+            w.property_string("device_type", "network")?;
+            w.property("local-mac-address", &place.mac())?;
+            w.property_u32("torus-device", TORUS_PHANDLE)?;
+            w.property_u32("collective-device", COLL_PHANDLE)?;
+            w.property_u32("tree-route", 0)?;
+            w.property_u32("tree-channel", 0)?;
+            w.end_node(node)?;
+        }
+    }
+    for d in vm.board.of_model(Model::VirtioNet) {
+        let node = w.begin_node(&format!("virtio@{:x}", mmio_base(d)))?;
+        w.property_string("compatible", "virtio,mmio")?;
+        w.property_array_u32("reg", &plb_reg(d)?)?;
+        uic0(w, d.irq.ok_or(Error::Board("the virtio NIC has no UIC0 input"))?)?;
+        w.end_node(node)?;
+    }
+    Ok(())
+}
+
+/// The base of `d`'s MMIO window (0 for a DCR device, which [`plb_reg`] refuses).
+fn mmio_base(d: &Device) -> u64 {
+    match d.window {
+        Window::Mmio { base, .. } => base,
+        Window::Dcr { .. } => 0,
+    }
 }
 
 /// A string-list property (`"a\0b\0"`).

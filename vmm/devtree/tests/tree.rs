@@ -472,6 +472,105 @@ fn dtc_decompiles_the_blob_when_installed() {
     assert!(!dts.contains("pci"));
 }
 
+fn bgp_vm() -> BambooVm<'static> {
+    BambooVm {
+        board: kestrel_vmm_core::board::BGP_VM,
+        fabric: Some(FabricPlace {
+            node_address: 2,
+            coords: [2, 0, 0],
+        }),
+        ..BambooVm::new(64 * MIB, "console=ttyS0")
+    }
+}
+
+/// The BG/P board: BIC, collective, torus and bgnet under /plb with 36-bit addresses, the
+/// virtio NIC, and the values ISSUE10.md's contract names.
+#[test]
+fn bgp_vm_has_the_interconnect_nodes() {
+    let dtb = bamboo_dtb(&bgp_vm()).unwrap();
+    let fdt = Fdt::new(&dtb).unwrap();
+    let p = paths(&fdt);
+    for want in [
+        "/plb/interrupt-controller@730000000",
+        "/plb/collective@610000000",
+        "/plb/torus@600003000",
+        "/plb/bgnet",
+        "/plb/virtio@e0000000",
+    ] {
+        assert!(p.iter().any(|x| x == want), "{want} missing from {p:?}");
+    }
+    let bic = node(&fdt, "/plb/interrupt-controller@730000000");
+    assert_eq!(string(bic, "compatible"), "kestrel,bgp-bic");
+    assert_eq!(cells(bic, "reg"), [7, 0x3000_0000, 0x1000]);
+    assert!(is_empty_prop(bic, "interrupt-controller"));
+    assert_eq!(cells(bic, "#interrupt-cells"), [1]);
+    assert_eq!(cells(bic, "interrupt-parent"), [UIC0_PHANDLE]);
+    assert_eq!(cells(bic, "interrupts"), [30, 4]);
+    assert_eq!(cells(bic, "phandle"), [BIC_PHANDLE]);
+    let coll = node(&fdt, "/plb/collective@610000000");
+    assert_eq!(string(coll, "compatible"), "kestrel,bgp-collective");
+    assert_eq!(
+        cells(coll, "reg"),
+        [6, 0x1000_0000, 0x400, 6, 0x1100_0000, 0x400]
+    );
+    assert_eq!(cells(coll, "dcr-reg"), [0xC00, 0x80]);
+    assert_eq!(cells(coll, "interrupt-parent"), [BIC_PHANDLE]);
+    assert_eq!(cells(coll, "interrupts"), [0xB4, 0xB5, 0xB6, 0xB7]);
+    assert_eq!(cells(coll, "kestrel,node-address"), [2]);
+    let torus = node(&fdt, "/plb/torus@600003000");
+    assert_eq!(string(torus, "compatible"), "kestrel,bgp-torus");
+    assert_eq!(cells(torus, "reg"), [6, 0x3000, 0x1000]);
+    assert_eq!(cells(torus, "dcr-reg"), [0xC80, 0x80, 0xD00, 0x100]);
+    assert_eq!(cells(torus, "interrupt-parent"), [BIC_PHANDLE]);
+    assert_eq!(cells(torus, "interrupts"), TORUS_IRQS);
+    assert_eq!(cells(torus, "kestrel,coordinates"), [2, 0, 0]);
+    assert_eq!(cells(torus, "kestrel,dma-group"), [3]);
+    let bgnet = node(&fdt, "/plb/bgnet");
+    assert_eq!(string(bgnet, "compatible"), "kestrel,bgnet");
+    assert_eq!(
+        bgnet.property("local-mac-address").unwrap().value,
+        [6, 0, 0, 2, 0, 0]
+    );
+    assert_eq!(cells(bgnet, "torus-device"), [TORUS_PHANDLE]);
+    assert_eq!(cells(bgnet, "collective-device"), [COLL_PHANDLE]);
+    assert_eq!(cells(bgnet, "tree-route"), [0]);
+    assert_eq!(cells(bgnet, "tree-channel"), [0]);
+    let virtio = node(&fdt, "/plb/virtio@e0000000");
+    assert_eq!(string(virtio, "compatible"), "virtio,mmio");
+    assert_eq!(cells(virtio, "reg"), [0, 0xE000_0000, 0x200]);
+    assert_eq!(cells(virtio, "interrupts"), [31, 4]);
+    assert_eq!(cells(virtio, "interrupt-parent"), [UIC0_PHANDLE]);
+    // Without the VM's place in the fabric: BIC and virtio only.
+    let dtb = bamboo_dtb(&BambooVm {
+        fabric: None,
+        ..bgp_vm()
+    })
+    .unwrap();
+    let p = paths(&Fdt::new(&dtb).unwrap());
+    assert!(p.iter().any(|x| x == "/plb/interrupt-controller@730000000"));
+    assert!(!p.iter().any(|x| x.contains("torus") || x.contains("collective") || x.contains("bgnet")));
+    // dtc reads it without a warning (when installed).
+    let dir = std::env::temp_dir().join(format!("kestrel-devtree-bgp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bgp.dtb");
+    std::fs::write(&file, bamboo_dtb(&bgp_vm()).unwrap()).unwrap();
+    let out = std::process::Command::new("dtc")
+        .args(["-I", "dtb", "-O", "dts"])
+        .arg(&file)
+        .output();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let Ok(out) = out else {
+        eprintln!("dtc not installed: skipped");
+        return;
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "dtc: {stderr}");
+    // (QEMU's layout of /plb/opb draws a unit-name warning of its own.)
+    for new in ["interrupt-controller@", "collective", "torus", "bgnet", "virtio"] {
+        assert!(!stderr.contains(new), "dtc warns about {new}: {stderr}");
+    }
+}
+
 /// A configuration proptest draws: mostly valid, sometimes not.
 /// RAM bytes, bootargs, initrd `(a, b, squeeze into RAM)`, the four clocks/speeds, UART1.
 type Drawn = (u32, String, Option<(u32, u32, bool)>, [u32; 4], bool);
@@ -509,7 +608,8 @@ proptest! {
             uart_clock_hz: hz[2],
             console_baud: hz[3],
             uart1,
-            board: kestrel_vmm_core::board::BAMBOO,
+            board: if uart1 { kestrel_vmm_core::board::BGP_VM } else { kestrel_vmm_core::board::BAMBOO },
+            fabric: uart1.then_some(FabricPlace { node_address: hz[3] & 0xF, coords: [hz[3] as u8, 0, 0] }),
         };
         let valid = ram != 0
             && ram % RAM_ALIGN == 0
