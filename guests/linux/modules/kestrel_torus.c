@@ -60,11 +60,13 @@
 #define KT_RCV_TYPE 0
 
 #define KT_TX_ENTRIES 256 /* descriptors in the injection FIFO */
-#define KT_RX_ENTRIES 512 /* slots in the reception FIFO */
+#define KT_RX_ENTRIES 512 /* full-size slots the reception FIFO holds */
 #define KT_DESC_BYTES KESTREL_BGP_DMA_DESC_BYTES
-/* A reception slot: a full-size packet, header and 240 bytes of payload. */
+/* A reception slot is one packet: 16-byte header and payload, padded to 32-byte chunks
+ * (the header's Chunks field + 1); a full-size one carries 240 bytes of payload. */
 #define KT_SLOT_HDR KESTREL_BGP_DMA_PKT_HDR_BYTES
 #define KT_SLOT_BYTES (KESTREL_BGP_DMA_PKT_HDR_BYTES + KESTREL_BGP_DMA_PKT_MAX_PAYLOAD)
+#define KT_RX_QUADS (KT_RX_ENTRIES * KT_SLOT_BYTES / 16)
 #define KT_REASM_SLOTS 16
 /* A partial message older than this is dropped (Kittyhawk's collective used 100 ms). */
 #define KT_REASM_TIMEOUT (HZ / 10)
@@ -100,10 +102,11 @@ struct kestrel_torus {
 
 	/* reception */
 	spinlock_t rx_lock;
-	u8 *rx_ring; /* KT_RX_ENTRIES slots */
+	u8 *rx_ring; /* KT_RX_QUADS quads of packet slots */
 	dma_addr_t rx_phys;
 	u32 rx_start; /* rx_phys >> 4 */
-	unsigned int rx_head;
+	unsigned int rx_head; /* in quads from rx_start */
+	u8 rx_bounce[KT_SLOT_BYTES]; /* a slot the ring's END cuts in two, made whole */
 	struct kt_reasm reasm[KT_REASM_SLOTS];
 
 	/* the client, read under rx_lock / tx_lock in the callbacks' paths */
@@ -386,8 +389,8 @@ static void kt_deliver(struct kestrel_torus *t, struct sk_buff *skb, u32 src_id)
 	}
 }
 
-/* One received packet: the slot's 16-byte header and 240 bytes of payload. */
-static void kt_rx_packet(struct kestrel_torus *t, const u8 *slot)
+/* One received packet: the slot's 16-byte header and `room` bytes of payload. */
+static void kt_rx_packet(struct kestrel_torus *t, const u8 *slot, unsigned int room)
 {
 	const __be32 *w = (const __be32 *)slot;
 	const u8 *payload = slot + KT_SLOT_HDR;
@@ -406,7 +409,7 @@ static void kt_rx_packet(struct kestrel_torus *t, const u8 *slot)
 	if (!r->skb) {
 		u32 total = KESTREL_TORUS_MAX_MSG;
 
-		if (offset == 0)
+		if (offset == 0 && room >= KESTREL_TORUS_LINK_HDR_LEN)
 			total = be32_to_cpu(((const struct kestrel_torus_link_hdr *)payload)->len);
 		if (total < KESTREL_TORUS_LINK_HDR_LEN || total > KESTREL_TORUS_MAX_MSG) {
 			t->rx_bad++;
@@ -421,7 +424,7 @@ static void kt_rx_packet(struct kestrel_torus *t, const u8 *slot)
 		}
 		skb_reserve(r->skb, 2);
 		r->total = total;
-	} else if (offset == 0) {
+	} else if (offset == 0 && room >= KESTREL_TORUS_LINK_HDR_LEN) {
 		u32 total = be32_to_cpu(((const struct kestrel_torus_link_hdr *)payload)->len);
 
 		/* The buffer was sized for the longest message; now the length is known. */
@@ -438,6 +441,14 @@ static void kt_rx_packet(struct kestrel_torus *t, const u8 *slot)
 		return;
 	}
 	n = min_t(u32, KESTREL_TORUS_PKT_PAYLOAD, r->total - offset);
+	if (n > room && offset && !(r->have & 1)) {
+		/* Length not known yet: a short packet is the message's last. */
+		n = room;
+	} else if (n > room) {
+		t->rx_bad++;
+		kt_reasm_free(r);
+		return;
+	}
 	memcpy(r->skb->data + offset, payload, n);
 	r->have |= 1ull << pkt;
 
@@ -463,9 +474,9 @@ static void kt_rx_packet(struct kestrel_torus *t, const u8 *slot)
 static irqreturn_t kt_rx_irq(int irq, void *data)
 {
 	struct kestrel_torus *t = data;
-	unsigned int ri = kt_rcv_index(t), tidx;
+	unsigned int ri = kt_rcv_index(t), tq, used;
 	u32 word = ri / 32, bit = kt_bit(ri);
-	u32 tail, quads;
+	u32 tail;
 
 	/* Clear the threshold latch before reading TAIL: a packet landing after the read raises
 	 * it again. */
@@ -473,24 +484,45 @@ static irqreturn_t kt_rx_irq(int irq, void *data)
 
 	spin_lock(&t->rx_lock);
 	tail = kt_rd(t, kt_rcv_fifo(KT_RCV_FIFO, KESTREL_BGP_DMA_FIFO_TAIL));
-	quads = tail - t->rx_start;
-	tidx = quads / (KT_SLOT_BYTES / 16);
-	if (tail < t->rx_start || tidx >= KT_RX_ENTRIES || quads % (KT_SLOT_BYTES / 16)) {
+	tq = tail - t->rx_start;
+	if (tail < t->rx_start || tq >= KT_RX_QUADS) {
 		spin_unlock(&t->rx_lock);
 		dev_err_ratelimited(t->dev, "reception TAIL %#x outside the FIFO\n", tail);
 		t->irq_errors++;
 		return IRQ_HANDLED;
 	}
-	if (t->rx_head == tidx) {
+	if (t->rx_head == tq) {
 		spin_unlock(&t->rx_lock);
 		return IRQ_NONE;
 	}
-	while (t->rx_head != tidx) {
-		kt_rx_packet(t, t->rx_ring + t->rx_head * KT_SLOT_BYTES);
-		t->rx_head = (t->rx_head + 1) % KT_RX_ENTRIES;
+	used = (tq + KT_RX_QUADS - t->rx_head) % KT_RX_QUADS;
+	while (used) {
+		const u8 *slot = t->rx_ring + t->rx_head * 16;
+		u32 hw0 = be32_to_cpup((const __be32 *)slot);
+		unsigned int quads = ((hw0 >> KESTREL_BGP_DMA_HW_CHUNKS_SHIFT &
+				       KESTREL_BGP_DMA_HW_CHUNKS_MASK) + 1) *
+				     (KESTREL_BGP_DMA_CHUNK_BYTES / 16);
+		unsigned int to_end = KT_RX_QUADS - t->rx_head;
+
+		if (quads > used) {
+			/* A header whose size overruns TAIL: nothing after it can be trusted. */
+			t->rx_bad++;
+			dev_err_ratelimited(t->dev, "reception slot of %u quads overruns TAIL\n",
+					    quads);
+			t->rx_head = tq;
+			break;
+		}
+		if (quads > to_end) {
+			/* The engine wrapped this slot at END: the rest is at START. */
+			memcpy(t->rx_bounce, slot, to_end * 16);
+			memcpy(t->rx_bounce + to_end * 16, t->rx_ring, (quads - to_end) * 16);
+			slot = t->rx_bounce;
+		}
+		kt_rx_packet(t, slot, quads * 16 - KT_SLOT_HDR);
+		t->rx_head = (t->rx_head + quads) % KT_RX_QUADS;
+		used -= quads;
 	}
-	kt_wr(t, kt_rcv_fifo(KT_RCV_FIFO, KESTREL_BGP_DMA_FIFO_HEAD),
-	      t->rx_start + t->rx_head * (KT_SLOT_BYTES / 16));
+	kt_wr(t, kt_rcv_fifo(KT_RCV_FIFO, KESTREL_BGP_DMA_FIFO_HEAD), t->rx_start + t->rx_head);
 	spin_unlock(&t->rx_lock);
 	return IRQ_HANDLED;
 }
@@ -532,7 +564,6 @@ static void kt_program(struct kestrel_torus *t)
 {
 	unsigned int ri = kt_rcv_index(t);
 	u32 cword = KT_INJ_COUNTER / 32, cbit = kt_bit(KT_INJ_COUNTER);
-	u32 lo = 0, hi;
 	u8 map = (t->group << 3) | KT_RCV_FIFO;
 	unsigned int pid;
 	u32 dirs;
@@ -540,13 +571,8 @@ static void kt_program(struct kestrel_torus *t)
 	/* The DMA engine uses DMA (not the torus FIFOs), and all its units run. */
 	kt_dma_dcr_wr(t, KESTREL_BGP_DMA_DCR_BASE_CONTROL, KESTREL_BGP_DMA_BASE_CONTROL_USE_DMA);
 
-	/* Range-check window 0 covers the kernel's memory (lowmem: every skb and both FIFOs);
-	 * bounds are addresses >> 4, the maximum inclusive. */
-	hi = (u32)((__pa(high_memory) - 1) >> 4);
-	kt_dma_dcr_wr(t, KESTREL_BGP_DMA_DCR_INJ_MIN + 2 * (0), lo);
-	kt_dma_dcr_wr(t, KESTREL_BGP_DMA_DCR_INJ_MIN + 2 * (0) + 1, hi);
-	kt_dma_dcr_wr(t, KESTREL_BGP_DMA_DCR_RCV_MIN + 2 * (0), lo);
-	kt_dma_dcr_wr(t, KESTREL_BGP_DMA_DCR_RCV_MIN + 2 * (0) + 1, hi);
+	/* The range-check windows stay as the VMM's reset leaves them: window 0 of both
+	 * directions covers the VM's memory. */
 
 	/* Injection FIFO: off while it is set up. */
 	kt_wr(t, KESTREL_BGP_DMA_INJ_DEACTIVATE, kt_bit(KT_INJ_FIFO));
@@ -567,7 +593,7 @@ static void kt_program(struct kestrel_torus *t)
 	kt_dma_dcr_clear(t, KESTREL_BGP_DMA_DCR_RCV_FIFO_ENABLE, kt_bit(ri));
 	kt_wr(t, kt_rcv_fifo(KT_RCV_FIFO, KESTREL_BGP_DMA_FIFO_START), t->rx_start);
 	kt_wr(t, kt_rcv_fifo(KT_RCV_FIFO, KESTREL_BGP_DMA_FIFO_END),
-	      t->rx_start + KT_RX_ENTRIES * KT_SLOT_BYTES / 16);
+	      t->rx_start + KT_RX_QUADS);
 	kt_wr(t, kt_rcv_fifo(KT_RCV_FIFO, KESTREL_BGP_DMA_FIFO_HEAD), t->rx_start);
 	kt_wr(t, kt_rcv_fifo(KT_RCV_FIFO, KESTREL_BGP_DMA_FIFO_TAIL), t->rx_start);
 	t->rx_head = 0;
@@ -578,10 +604,10 @@ static void kt_program(struct kestrel_torus *t)
 		kt_dma_dcr_wr(t, KESTREL_BGP_DMA_DCR_RCV_MAP + 2 * (pid), dirs);
 		kt_dma_dcr_wr(t, KESTREL_BGP_DMA_DCR_RCV_MAP + 2 * (pid) + 1, dirs);
 	}
-	/* Type 0 FIFO; the threshold interrupt fires as soon as a packet is in it. */
+	/* Type 0 FIFO with threshold 0: the threshold latches (and interrupts) as soon as
+	 * the FIFO holds more than 0 quads, i.e. on every packet. */
 	kt_dma_dcr_clear(t, KESTREL_BGP_DMA_DCR_RCV_FIFO_TYPE, kt_bit(ri));
-	kt_dma_dcr_wr(t, KESTREL_BGP_DMA_DCR_RCV_THRESHOLD0,
-		      (KT_RX_ENTRIES - 1) * KT_SLOT_BYTES / 16);
+	kt_dma_dcr_wr(t, KESTREL_BGP_DMA_DCR_RCV_THRESHOLD0, 0);
 	kt_wr(t, KESTREL_BGP_DMA_RCV_THRESHOLD_CLEAR + 4 * (ri / 32), kt_bit(ri));
 	kt_dma_dcr_set(t, KESTREL_BGP_DMA_DCR_RCV_FIFO_ENABLE, kt_bit(ri));
 
@@ -729,7 +755,7 @@ static int kt_probe(struct platform_device *pdev)
 		return dev_err_probe(dev, ret, "no 32-bit DMA\n");
 	t->tx_ring = dmam_alloc_coherent(dev, KT_TX_ENTRIES * KT_DESC_BYTES, &t->tx_phys,
 					 GFP_KERNEL);
-	t->rx_ring = dmam_alloc_coherent(dev, KT_RX_ENTRIES * KT_SLOT_BYTES, &t->rx_phys,
+	t->rx_ring = dmam_alloc_coherent(dev, KT_RX_QUADS * 16, &t->rx_phys,
 					 GFP_KERNEL);
 	if (!t->tx_ring || !t->rx_ring)
 		return -ENOMEM;

@@ -27,9 +27,9 @@ struct kestrel_torus;
 
 /* Bytes of payload per torus packet (a full 256-byte packet minus its 16-byte header). */
 #define KESTREL_TORUS_PKT_PAYLOAD KESTREL_BGP_DMA_PKT_MAX_PAYLOAD
-/* Packets per message at most: the reassembly bitmap's width would allow more; 39 keeps a
- * message (and its reassembly buffer) under 10 KiB, as Kittyhawk's TORUS_MAX_MTU did. */
-#define KESTREL_TORUS_MAX_PKTS 39
+/* Packets per message at most (kestrel_bgp.h: 39 keeps a message, and its reassembly buffer,
+ * under 10 KiB, as Kittyhawk's TORUS_MAX_MTU did). */
+#define KESTREL_TORUS_MAX_PKTS KESTREL_BGP_DMA_MSG_MAX_PKTS
 /* Bytes of one message at most, link header included. */
 #define KESTREL_TORUS_MAX_MSG (KESTREL_TORUS_MAX_PKTS * KESTREL_TORUS_PKT_PAYLOAD)
 
