@@ -14,14 +14,18 @@
  *   reception reads HR, then 16 quads of four 32-bit loads from DR.
  * - Set up at probe: the node address (NADDR) from the device tree's `kestrel,node-address`
  *   when the DCR differs; P2P filtering on (VCFG RCVALL off), reception watermark 0 (the
- *   reception exception fires while a VC holds a packet), injection watermark 4 (Kittyhawk's
+ *   watermark condition holds while a VC holds a packet), injection watermark 4 (Kittyhawk's
  *   value; the injection-watermark interrupt stays disabled because sending polls the status
  *   word instead); the class routes named by the `routes` parameter get "this node injects"
  *   and "this node receives" (firmware's job on BG/P; Kestrel's VM has no firmware); the
- *   reception and injection exception enables.
- * - Reception: on a VC's receive interrupt, or a reception-watermark exception, a threaded
- *   handler drains the VC and hands each packet to the receiver registered with
- *   kestrel_coll_register_rx() (include/kestrel_coll.h, the API for kestrel_bgnet.ko).
+ *   reception and injection error exceptions, and with `rx_watermark_irq=1` the reception
+ *   watermark exception.
+ * - Reception: on a VC's receive interrupt (asserted while a packet whose header has the IRQ
+ *   bit waits; kestrel_coll.h's header helpers set it), or a reception-watermark exception, a
+ *   threaded handler drains the VC and hands each packet to the receiver registered with
+ *   kestrel_coll_register_rx() (include/kestrel_coll.h, the API for kestrel_bgnet.ko). The
+ *   watermark exception is off by default: it asserts together with the receive line for
+ *   every packet and would double the interrupt work (each BIC register access is a VMM exit).
  * - debugfs (kestrel_coll/): `stats` (counters, the status words and the DCRs set up at
  *   probe); `selftest`: writing a VC number sends one point-to-point packet to this node's own
  *   address on that VC; when it comes back to a VC without a receiver, its pattern is checked
@@ -48,6 +52,11 @@ static unsigned int routes = 0x1;
 module_param(routes, uint, 0444);
 MODULE_PARM_DESC(routes,
 		 "class routes (bit c = class c) this node injects into and receives (default: class 0)");
+
+static bool rx_watermark_irq;
+module_param(rx_watermark_irq, bool, 0444);
+MODULE_PARM_DESC(rx_watermark_irq,
+		 "also take the reception-watermark exception (for packets sent without the header IRQ bit; default: off)");
 
 #define COLL_WORDS (KESTREL_BGP_COLL_PAYLOAD_BYTES / 4)
 #define COLL_FIFO_QUADS (KESTREL_BGP_COLL_FIFO_PACKETS * KESTREL_BGP_COLL_PAYLOAD_QUADS)
@@ -419,7 +428,7 @@ static void coll_setup(struct kestrel_coll *coll, u32 dt_naddr, bool have_dt_nad
 	coll_dcr_read(coll, KESTREL_BGP_COLL_DCR_PRXF);
 	coll_dcr_read(coll, KESTREL_BGP_COLL_DCR_PIXF);
 	coll_dcr_write(coll, KESTREL_BGP_COLL_DCR_PRXEN,
-		       KESTREL_BGP_COLL_PRX_WM0 | KESTREL_BGP_COLL_PRX_WM1 |
+		       (rx_watermark_irq ? KESTREL_BGP_COLL_PRX_WM0 | KESTREL_BGP_COLL_PRX_WM1 : 0) |
 			       KESTREL_BGP_COLL_PRX_BADADDR0 | KESTREL_BGP_COLL_PRX_BADADDR1 |
 			       KESTREL_BGP_COLL_PRX_PUR0 | KESTREL_BGP_COLL_PRX_PUR1 |
 			       KESTREL_BGP_COLL_PRX_HUR0 | KESTREL_BGP_COLL_PRX_HUR1);
