@@ -24,9 +24,9 @@
 //! watermark bits are conditions, re-evaluated after every read (PRX_WMn: more packets
 //! received than VCFG's reception watermark; PIX_WMn: at most the injection watermark
 //! waiting); PIX_BADHDRn for an undeliverable header, PIX_HOFn|POFn for an injection
-//! overflow, PRX_HURn for a receive with nothing received. A full reception FIFO drops the
-//! packet for that receiver (counted). Lines 0xB6/0xB7: a received packet with the header
-//! IRQ bit is waiting on VC0/VC1.
+//! overflow. Underruns are the device model's (it knows HR from DR). A full reception FIFO
+//! drops the packet for that receiver (counted). Lines 0xB6/0xB7: a received packet with
+//! the header IRQ bit is waiting on VC0/VC1.
 
 use crate::{DiagKind, EpId, Fabric, FabricError, Link, Memory, MAX_ENDPOINTS};
 use alloc::boxed::Box;
@@ -322,7 +322,8 @@ impl<M: Memory, L: Link> Fabric<M, L> {
     }
 
     /// Takes the oldest packet received on `vc` into `payload`; returns its header, or
-    /// `None` (and sets the header-underrun flag) when nothing was received.
+    /// `None` when nothing was received (no flag: the device model in front, which knows
+    /// whether the guest read HR or DR, sets the underrun flag).
     pub fn tree_receive(&mut self, ep: EpId, vc: usize, payload: &mut [u8; PAYLOAD]) -> Option<u32> {
         check_vc(vc).ok()?;
         let e = self.slot_mut(ep)?;
@@ -331,10 +332,7 @@ impl<M: Memory, L: Link> Fabric<M, L> {
                 payload.copy_from_slice(&*p);
                 Some(h)
             }
-            None => {
-                e.coll.flag(DCR_PRXF, per_vc(vc, PRX_HUR0, PRX_HUR1));
-                None
-            }
+            None => None,
         };
         self.touch(ep);
         self.settle();
