@@ -70,7 +70,7 @@ soak SEED="": setup
 lint: setup
     scripts/lint.sh
 
-# Run a benchmark by name (available: ipc, exits, table1)
+# Run a benchmark by name (available: ipc, exits, table1, net)
 bench NAME: setup
     #!/usr/bin/env bash
     set -euo pipefail
@@ -78,7 +78,8 @@ bench NAME: setup
         ipc) exec python3 bench/ipc.py ;;
         exits) exec python3 bench/exits.py ;;
         table1) exec python3 bench/table1.py ;;
-        *) echo "unknown benchmark {{ quote(NAME) }}; available: ipc, exits, table1" >&2; exit 1 ;;
+        net) exec python3 bench/net.py ;;
+        *) echo "unknown benchmark {{ quote(NAME) }}; available: ipc, exits, table1, net" >&2; exit 1 ;;
     esac
 
 # Boot a bare-metal guest (ELF name, e.g. kestrel-selftest) in a VM under Kestrel's VMM

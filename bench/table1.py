@@ -313,11 +313,11 @@ def git_commit() -> str:
     return head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
-def private_target(target_dir: Path) -> Path:
-    """A folder of our own holding copies of the kernel and the VMM, for every run of one
-    invocation, so that a rebuild of the ELF files meanwhile cannot change what a later run
-    boots."""
-    priv = target_dir / "bench-table1"
+def private_target(target_dir: Path, name: str = "bench-table1") -> Path:
+    """A folder of our own (target_dir/name) holding copies of the kernel and the VMM, for every
+    run of one invocation, so that a rebuild of the ELF files meanwhile cannot change what a
+    later run boots."""
+    priv = target_dir / name
     out = priv / "powerpc-440-none" / "release"
     out.mkdir(parents=True, exist_ok=True)
     for elf in ("kestrel-kernel", "kestrel-root", "kestrel-vmm"):
