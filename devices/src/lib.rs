@@ -6,6 +6,8 @@
 //! - [`bic`]: the Blue Gene/P interrupt controller (a cascade on UIC0 input 30 in a VM).
 //! - [`collective`]: the BG/P collective network's two virtual channels and DCRs, in front
 //!   of a [`collective::TreeBackend`] (the fabric).
+//! - [`torus`]: the VM's torus DMA group and the torus/DMA DCRs, validating and translating
+//!   every address guest-physical <-> bus in front of a [`torus::DmaBackend`] (the fabric).
 //! - [`bus`]: the traits a VMM attaches models through ([`bus::MmioDevice`],
 //!   [`bus::DcrDevice`], [`bus::IrqLine`], [`bus::GuestRam`]) and the attachments of the
 //!   two models above.
@@ -27,6 +29,7 @@ extern crate alloc;
 pub mod bic;
 pub mod bus;
 pub mod collective;
+pub mod torus;
 pub mod uart;
 pub mod uic;
 
