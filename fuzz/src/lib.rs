@@ -19,6 +19,7 @@ pub mod archive;
 pub mod codec;
 pub mod decode;
 pub mod elf;
+pub mod fabric;
 pub mod fdt;
 pub mod input;
 pub mod seeds;
@@ -81,6 +82,11 @@ pub const TARGETS: &[Target] = &[
         name: "codec",
         about: "fault messages and replies, root-task requests, IPC words: round trips",
         run: codec::run,
+    },
+    Target {
+        name: "fabric",
+        about: "fabric engine: DMA/DCR traffic, descriptors, collective, frames vs a guarded memory",
+        run: fabric::run,
     },
 ];
 

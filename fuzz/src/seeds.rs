@@ -38,6 +38,7 @@ pub fn seeds(name: &str) -> Vec<(String, Vec<u8>)> {
         "archive" => named(archive_seeds()),
         "fdt" => named(vec![BAMBOO_DTB.to_vec()]),
         "codec" => named((0..16).map(codec::seed).collect()),
+        "fabric" => named(crate::fabric::seeds()),
         _ => Vec::new(),
     }
 }
