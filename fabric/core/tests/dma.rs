@@ -213,3 +213,85 @@ fn torus_dcrs_give_coordinates() {
     assert_eq!(r.f.dcr_read(EpId(2), torus::DCR_BASE + torus::DCR_COORDS).unwrap(), torus::coord_word(2, 0, 0));
     assert_eq!(r.f.frame_mac(EpId(2)), [6, 0, 0, 2, 0, 0]);
 }
+
+#[test]
+fn attach_detach_lifecycle() {
+    let mut r = Rig::new(2);
+    assert_eq!(r.f.attach(0), Err(kestrel_fabric::FabricError::BadWindow));
+    assert_eq!(r.f.attach((1 << 31) + 1), Err(kestrel_fabric::FabricError::BadWindow));
+    for k in 2..16u8 {
+        assert_eq!(r.f.attach(0x100).unwrap().0, EpId(k));
+    }
+    assert_eq!(r.f.attach(0x100), Err(kestrel_fabric::FabricError::NoFreeEndpoint));
+    // Detach frees the slot; the next attach gets it back at reset.
+    r.setup_inj(B, 0);
+    r.f.detach(B);
+    assert!(!r.f.is_attached(B));
+    assert_eq!(r.f.dma_read(B, 0), Err(kestrel_fabric::FabricError::NoSuchEndpoint));
+    let (ep, base) = r.f.attach(WINDOW).unwrap();
+    assert_eq!((ep, base), (B, kestrel_fabric::Fabric::<kestrel_fabric::VecMemory>::bus_base(B)));
+    assert_eq!(r.r(B, INJ_ACTIVATED), 0);
+    assert_eq!(r.r(B, d::inj_fifo(0, FIFO_START)), 0);
+    // Reset range window 0 is the whole window.
+    assert_eq!(r.dcr_r(B, DCR_INJ_MIN), (base >> 4) as u32);
+    assert_eq!(r.dcr_r(B, DCR_INJ_MIN + 1), ((base + WINDOW - 1) >> 4) as u32);
+}
+
+#[test]
+fn injection_waits_for_enable_activate_and_reset() {
+    let mut r = Rig::new(2);
+    r.setup_inj(A, 0);
+    r.setup_rcv(B, 0);
+    r.w(A, INJ_DEACTIVATE, 0x8000_0000);
+    r.post(A, 0, fifo_desc(1, DATA_AT as u32, 16, 0));
+    assert_eq!(r.r(A, INJ_NOT_EMPTY), 0x8000_0000, "deactivated: the descriptor waits");
+    assert_eq!(r.f.stats(B).dma_packets_received, 0);
+    // Hold the DMA in reset, then activate: still nothing.
+    r.dcr(A, DCR_RESET, u32::MAX);
+    r.w(A, INJ_ACTIVATE, 0x8000_0000);
+    assert_eq!(r.f.stats(B).dma_packets_received, 0);
+    // Leaving reset runs it.
+    r.dcr(A, DCR_RESET, 0);
+    assert_eq!(r.f.stats(B).dma_packets_received, 1);
+    assert_eq!(r.r(A, INJ_NOT_EMPTY), 0);
+    assert_eq!(r.r(A, INJ_THRESHOLD), 0x8000_0000);
+    // Disabled by DCR: waits until enabled again.
+    let en = r.dcr_r(A, DCR_INJ_FIFO_ENABLE + VM_GROUP);
+    r.dcr(A, DCR_INJ_FIFO_ENABLE + VM_GROUP, 0);
+    r.post(A, 0, fifo_desc(1, DATA_AT as u32, 16, 0));
+    assert_eq!(r.f.stats(B).dma_packets_received, 1);
+    r.dcr(A, DCR_INJ_FIFO_ENABLE + VM_GROUP, en);
+    assert_eq!(r.f.stats(B).dma_packets_received, 2);
+}
+
+#[test]
+fn fifo_pointers_outside_the_fifo_are_an_error() {
+    let mut r = Rig::new(2);
+    r.setup_inj(A, 0);
+    let end = r.r(A, d::inj_fifo(0, FIFO_END));
+    r.w(A, d::inj_fifo(0, FIFO_TAIL), end + 10);
+    assert_eq!(r.dcr_r(A, DCR_FATAL_STATUS), ERR_DESCRIPTOR);
+    assert_eq!(r.f.take_diagnostic(A).unwrap().kind, DiagKind::FifoPointers);
+    assert!(line(&r.f.irq_lines(A), IRQ_FATAL));
+    // The receiver's broken ring: its error, the sender's packet dropped.
+    let mut r = Rig::new(2);
+    r.setup_inj(A, 0);
+    r.setup_rcv(B, 0);
+    r.w(B, d::rcv_fifo(0, FIFO_HEAD), 0);
+    r.post(A, 0, fifo_desc(1, DATA_AT as u32, 16, 0));
+    assert_eq!(r.dcr_r(B, DCR_FATAL_STATUS), ERR_DESCRIPTOR);
+    assert_eq!(r.dcr_r(A, DCR_FATAL_STATUS), 0);
+    assert_eq!(r.f.stats(B).drops, 1);
+}
+
+#[test]
+fn zero_length_memory_fifo_message_sends_a_header() {
+    let mut r = Rig::new(2);
+    r.setup_inj(A, 0);
+    r.setup_rcv(B, 0);
+    r.post(A, 0, fifo_desc(1, DATA_AT as u32, 0, 0xABCD));
+    let s = r.r(B, d::rcv_fifo(0, FIFO_START));
+    assert_eq!(r.r(B, d::rcv_fifo(0, FIFO_TAIL)), s + 2);
+    let at = RCV_FIFO_AT as usize;
+    assert_eq!(&r.mem(B)[at + 12..at + 16], &0xABCDu32.to_be_bytes());
+}
