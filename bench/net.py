@@ -43,11 +43,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ipc import BenchError, kestrel_qemu, qemu_version
-from table1 import INSTRUCTIONS_PER_TICK, git_commit, md_table, private_target, script_output
+from table1 import INSTRUCTIONS_PER_TICK, git_commit, job_only, md_table, private_target, script_output
 
 ROOT = Path(__file__).resolve().parent.parent
 LINUX_OUT = ROOT / "guests" / "linux" / "out"
 SCRIPT = "net-bench"
+# The two-VM run that only boots and powers off: its trace tables, subtracted from a path's,
+# leave the exits of the benchmark itself (as bench/table1.py's job-only figures).
+BASELINE = "boot"
 # The paths measured, in report order: name -> guest command line words. "native" is the
 # reference, the others run in two VMs.
 PATHS = {
@@ -178,13 +181,53 @@ def figures(client: dict) -> dict:
 
 
 def top_exits(trace: dict[str, dict[str, int]], top: int = TOP) -> list[dict]:
-    """The `top` trace points by total cost (count x average ticks), as table1 ranks them."""
-    totals = {n: r["count"] * r["avg"] for n, r in trace.items()}
-    grand = sum(totals.values())
-    names = sorted(totals, key=lambda n: (-totals[n], n))[:top]
-    return [{"name": n, "count": trace[n]["count"], "avg_ticks": trace[n]["avg"],
-             "total_instructions": round(totals[n] * INSTRUCTIONS_PER_TICK),
-             "share": round(totals[n] / grand, 6) if grand else 0.0} for n in names]
+    """The `top` trace points of a trace table by total cost (count x average ticks), as
+    table1 ranks them."""
+    return top_by_total({n: {"count": r["count"], "total_ticks": r["count"] * r["avg"]}
+                         for n, r in trace.items()}, top)
+
+
+def top_by_total(rows: dict[str, dict[str, int]], top: int = TOP) -> list[dict]:
+    """The `top` rows ({count, total_ticks} per trace point) by total ticks; share = of the sum
+    over all rows with a positive total."""
+    grand = sum(r["total_ticks"] for r in rows.values() if r["total_ticks"] > 0)
+    names = sorted(rows, key=lambda n: (-rows[n]["total_ticks"], n))[:top]
+    return [{"name": n, "count": rows[n]["count"],
+             "avg_ticks": round(rows[n]["total_ticks"] / rows[n]["count"], 1) if rows[n]["count"] > 0 else None,
+             "total_instructions": round(rows[n]["total_ticks"] * INSTRUCTIONS_PER_TICK),
+             "share": round(rows[n]["total_ticks"] / grand, 6) if grand else 0.0} for n in names]
+
+
+def exit_classes(traces: dict[int, dict], roles: dict[int, str], baseline: dict[int, dict] | None) -> dict:
+    """Per VM: its role, exits and top classes over the whole run and, with the baseline (boot
+    only) run's tables, over the benchmark alone (this run minus the baseline)."""
+    out = {}
+    for vm in sorted(roles):
+        trace = traces.get(vm, {})
+        entry = {"role": roles[vm], "exits": sum(r["count"] for r in trace.values()),
+                 "top": top_exits(trace)}
+        if baseline is not None and vm in baseline:
+            only = job_only(trace, baseline[vm])
+            entry["exits_benchmark"] = sum(r["count"] for r in only.values())
+            entry["top_benchmark"] = top_by_total(only)
+        out[f"vm{vm}"] = entry
+    return out
+
+
+def parse_baseline_run(console: str) -> dict[int, dict]:
+    """The boot-only two-VM run: each VM's trace table (both must have run the boot script)."""
+    panic = kestrel_qemu.panic_line(console)
+    if panic:
+        raise BenchError(f"panic: {panic}")
+    try:
+        tables = kestrel_qemu.parse_trace_tables(console)
+    except kestrel_qemu.ConsoleError as err:
+        raise BenchError(str(err)) from err
+    for vm in (0, 1):
+        script_output(console, BASELINE, vm)
+        if not tables.get(vm):
+            raise BenchError(f"no trace table for vm{vm}")
+    return {vm: tables[vm] for vm in (0, 1)}
 
 
 def parse_vm_run(console: str) -> dict:
@@ -212,13 +255,9 @@ def parse_vm_run(console: str) -> dict:
         tables = kestrel_qemu.parse_trace_tables(console)
     except kestrel_qemu.ConsoleError as err:
         raise BenchError(str(err)) from err
-    exits = {}
-    for vm in (0, 1):
-        trace = tables.get(vm, {})
-        exits[f"vm{vm}"] = {"role": roles[vm], "exits": sum(r["count"] for r in trace.values()),
-                            "top": top_exits(trace)}
     client["server_status"] = server_status
-    client["exit_classes"] = exits
+    client["roles"] = roles
+    client["traces"] = {vm: tables.get(vm, {}) for vm in (0, 1)}
     return client
 
 
@@ -245,8 +284,10 @@ def ratio(vm: float | None, native: float | None) -> float | None:
     return round(vm / native, 4)
 
 
-def summarize(results: dict[str, dict], params: dict, qemu: str, commit: str) -> dict:
-    """The JSON document. `results` maps each path to {"ok": parsed run} or {"reason": text}."""
+def summarize(results: dict[str, dict], params: dict, qemu: str, commit: str,
+              baseline: dict[int, dict] | None = None, baseline_reason: str = "was not run") -> dict:
+    """The JSON document. `results` maps each path to {"ok": parsed run} or {"reason": text};
+    `baseline` holds the boot-only run's trace tables per VM (None: not run or broken)."""
     native = figures(results["native"]["ok"])
     paths = {}
     for name in PATHS:
@@ -259,7 +300,7 @@ def summarize(results: dict[str, dict], params: dict, qemu: str, commit: str) ->
                  "failed": run["failed"], "test_instructions": run["test_instructions"],
                  "server_status": run["server_status"], "interface": run["header"]}
         if name != "native":
-            entry["exit_classes"] = run["exit_classes"]
+            entry["exit_classes"] = exit_classes(run["traces"], run["roles"], baseline)
             entry["throughput_ratio"] = ratio(entry["throughput_mbit_s"], native["throughput_mbit_s"])
             entry["latency_ratio"] = ratio(entry["latency_us"], native["latency_us"])
             entry["iperf_ratio"] = ratio(entry["iperf_mbit_s"], native["iperf_mbit_s"])
@@ -288,6 +329,8 @@ def summarize(results: dict[str, dict], params: dict, qemu: str, commit: str) ->
         "collective_iperf_ratio": path_ratio("collective", "iperf"),
         "thresholds": thresholds,
         "paths": paths,
+        "exit_baseline": ({"script": BASELINE, "measured": True} if baseline is not None
+                          else {"script": BASELINE, "measured": False, "reason": baseline_reason}),
         "parameters": params,
         "method": METHOD,
         "qemu": qemu,
@@ -346,16 +389,21 @@ def report(s: dict) -> str:
                          for n in measured)) for size in sizes]
         lines += md_table(("bytes", *measured), rows, "r" * (1 + len(measured)))
     vm_measured = [n for n in measured if n != "native"]
-    if vm_measured:
-        lines += ["", f"## Top {TOP} exit classes per VM (whole run, by total cost)", ""]
+    for key, title in (("top_benchmark", "the benchmark alone: this run minus the boot-only run"),
+                       ("top", "whole run: boot, benchmark, power-off")):
         rows = []
         for n in vm_measured:
             for vm, info in s["paths"][n]["exit_classes"].items():
-                for t in info["top"]:
-                    rows.append((n, f"{vm} ({info['role']})", t["name"], f"{t['count']:,}", t["avg_ticks"],
+                for t in info.get(key, []):
+                    avg = "n/a" if t["avg_ticks"] is None else f"{t['avg_ticks']:g}"
+                    rows.append((n, f"{vm} ({info['role']})", t["name"], f"{t['count']:,}", avg,
                                  f"{t['total_instructions']:,}", f"{100 * t['share']:.1f}%"))
-        lines += md_table(("path", "VM", "trace point", "exits", "avg (ticks)", "total (instructions)", "share"),
-                          rows, "lllrrrr")
+        if rows:
+            lines += ["", f"## Top {TOP} exit classes per VM ({title}), by total cost", ""]
+            lines += md_table(("path", "VM", "trace point", "exits", "avg (ticks)", "total (instructions)",
+                               "share"), rows, "lllrrrr")
+    if vm_measured and s.get("exit_baseline", {}).get("reason"):
+        lines += ["", f"No benchmark-only exit classes (boot-only run: {s['exit_baseline']['reason']})."]
     lines += ["", f"Method: {s['method']}.", ""]
     return "\n".join(lines)
 
@@ -411,6 +459,10 @@ def plot(s: dict, out: Path) -> str | None:
 
 
 def cmdline(path: str, params: dict) -> str:
+    """The guest command line of a path (BASELINE: the boot-only run)."""
+    if path == BASELINE:
+        return kestrel_qemu.join_cmdline(kestrel_qemu.LINUX_CMDLINE, params["append"],
+                                         f"kestrel.script={BASELINE}")
     words = [*PATHS[path], f"net.upper={params['upper']}", f"net.nrepeat={params['nrepeat']}",
              f"net.iperf_time={params['iperf_time']}"]
     return kestrel_qemu.join_cmdline(kestrel_qemu.LINUX_CMDLINE, params["append"], *words,
@@ -431,7 +483,8 @@ def node(path: str, params: dict, log: Path, private: Path) -> kestrel_qemu.Node
 
 
 def run_path(path: str, index: int, params: dict, timeout: int, private: Path) -> dict:
-    """One run of a path: {"ok": parsed} or {"reason": why not}; a broken native run raises."""
+    """One run of a path (or of BASELINE, two VMs that only boot): {"ok": parsed} or
+    {"reason": why not}; a broken native run raises."""
     log = kestrel_qemu.logs_dir() / f"net-{path}-run{index}.log"
     print(f"net.py: {path} run {index} (log: {log})", file=sys.stderr, flush=True)
     try:
@@ -441,7 +494,8 @@ def run_path(path: str, index: int, params: dict, timeout: int, private: Path) -
             what = "timed out" if status == 124 else f"exited with status {status}"
             tail = " | ".join(l for l in console.splitlines()[-4:] if l.strip())
             raise BenchError(f"QEMU {what} (log: {log}): {tail}")
-        return {"ok": parse_native_run(console) if path == "native" else parse_vm_run(console)}
+        parse = {"native": parse_native_run, BASELINE: parse_baseline_run}.get(path, parse_vm_run)
+        return {"ok": parse(console)}
     except Unavailable as err:
         return {"reason": str(err)}
     except (BenchError, kestrel_qemu.LaunchError) as err:
@@ -499,11 +553,15 @@ def main(argv: list[str] | None = None) -> int:
         runs = []
         for index in range(1, args.runs + 1):
             with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-                futures = {p: pool.submit(run_path, p, index, params, args.timeout, private) for p in paths}
+                # The baseline only when a VM path runs; started last (the paths matter more).
+                todo = paths + ([BASELINE] if any(p != "native" for p in paths) else [])
+                futures = {p: pool.submit(run_path, p, index, params, args.timeout, private) for p in todo}
                 runs.append({p: f.result() for p, f in futures.items()})
         check_deterministic(runs)
         results = {p: runs[0].get(p, {"reason": "not run (--paths)"}) for p in PATHS}
-        summary = summarize(results, params, qemu_version(), git_commit())
+        base = runs[0].get(BASELINE, {"reason": "was not run (no VM path)"})
+        summary = summarize(results, params, qemu_version(), git_commit(), base.get("ok"),
+                            base.get("reason", ""))
     except (subprocess.CalledProcessError, BenchError) as err:
         print(f"net.py: FAILED: {err}", file=sys.stderr)
         return 1

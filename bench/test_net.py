@@ -121,16 +121,34 @@ class ParseTest(unittest.TestCase):
         run = net.parse_vm_run(console)
         self.assertEqual(run["header"]["role"], "client")
         self.assertEqual(run["server_status"], {"np": 0, "iperf": 0})
-        vm0 = run["exit_classes"]["vm0"]
+        self.assertEqual(run["roles"], {0: "client", 1: "server"})
+        classes = net.exit_classes(run["traces"], run["roles"], None)
+        vm0 = classes["vm0"]
         self.assertEqual(vm0["role"], "client")
         self.assertEqual(vm0["exits"], 10 + 1000 + 30)
         self.assertEqual([t["name"] for t in vm0["top"]], ["EMUL_MFMSR", "PAGEFAULT_IPC", "SYSCALL_IPC"])
         self.assertEqual(vm0["top"][0]["total_instructions"], 100000)
-        self.assertEqual(run["exit_classes"]["vm1"]["top"][0]["name"], "EMUL_MFMSR")
+        self.assertNotIn("top_benchmark", vm0)
+        self.assertEqual(classes["vm1"]["top"][0]["name"], "EMUL_MFMSR")
+
+    def test_exit_classes_of_the_benchmark_alone(self):
+        run = net.parse_vm_run(two_vms(client_lines("virtio", "client", 0, peer="10.1.0.2"), server_lines()))
+        boot = "".join(f"[vm{vm}] {line}\n" for vm in (0, 1) for line in script(["timing: x"], "boot"))
+        boot += "".join(f"[vm{vm}] {line}\n" for vm in (0, 1) for line in TRACE.format(ipc=5, pf=10).splitlines())
+        baseline = net.parse_baseline_run(boot)
+        vm0 = net.exit_classes(run["traces"], run["roles"], baseline)["vm0"]
+        # vm0: PAGEFAULT_IPC 30 - 10 = 20 exits x 1000 ticks; EMUL_MFMSR 1000 - 1000 = 0; IPC 10 - 5.
+        self.assertEqual(vm0["exits_benchmark"], 25)
+        self.assertEqual([t["name"] for t in vm0["top_benchmark"]], ["PAGEFAULT_IPC", "SYSCALL_IPC", "EMUL_MFMSR"])
+        self.assertEqual(vm0["top_benchmark"][0]["avg_ticks"], 1000)
+        self.assertEqual(vm0["top_benchmark"][0]["total_instructions"], 50000)
+        self.assertIsNone(vm0["top_benchmark"][2]["avg_ticks"])
+        with self.assertRaisesRegex(BenchError, "never started"):
+            net.parse_baseline_run(TRACE.format(ipc=1, pf=1))
 
     def test_vm_run_client_may_be_either_vm(self):
         console = two_vms(server_lines(), client_lines("virtio", "client", 0, peer="10.1.0.2"))
-        self.assertEqual(net.parse_vm_run(console)["exit_classes"]["vm1"]["role"], "client")
+        self.assertEqual(net.parse_vm_run(console)["roles"], {0: "server", 1: "client"})
 
     def test_vm_run_unavailable_names_the_vm(self):
         gone = ["net: path virtio role server index 1 iface none driver none address none peer 10.1.0.1",
@@ -171,7 +189,8 @@ def results(virtio=None, torus=None, collective=None):
             continue
         run = net.parse_client(client_lines(name, "client", 0, np=np, iperf=IPERF.replace("5370521820", "537052182")))
         run["server_status"] = {"np": 0}
-        run["exit_classes"] = {"vm0": {"role": "client", "exits": 1, "top": []}}
+        run["roles"] = {0: "client", 1: "server"}
+        run["traces"] = {0: {"EMUL_RFI": {"count": 3, "min": 1, "max": 9, "avg": 5}}, 1: {}}
         out[name] = {"ok": run}
     return out
 
@@ -209,6 +228,8 @@ class SummaryTest(unittest.TestCase):
         text = net.report(s)
         self.assertIn("| torus_throughput | torus | throughput | 0.200 | >= 0.25 | no |", text)
         self.assertIn("| 65536 |", text)
+        self.assertEqual(s["paths"]["virtio"]["exit_classes"]["vm0"]["top"][0]["total_instructions"], 38)
+        self.assertIn("No benchmark-only exit classes (boot-only run: was not run)", text)
 
     def test_latency_threshold_is_an_upper_bound(self):
         slow = [(b, m / 5, s * 5) for b, m, s in NATIVE_NP]
