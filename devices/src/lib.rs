@@ -8,6 +8,8 @@
 //!   of a [`collective::TreeBackend`] (the fabric).
 //! - [`torus`]: the VM's torus DMA group and the torus/DMA DCRs, validating and translating
 //!   every address guest-physical <-> bus in front of a [`torus::DmaBackend`] (the fabric).
+//! - [`virtio_net`]: a virtio-mmio (version 2) network device for Linux's virtio_mmio and
+//!   virtio_net drivers, over [`bus::GuestRam`] and a [`virtio_net::FrameBackend`].
 //! - [`bus`]: the traits a VMM attaches models through ([`bus::MmioDevice`],
 //!   [`bus::DcrDevice`], [`bus::IrqLine`], [`bus::GuestRam`]) and the attachments of the
 //!   two models above.
@@ -32,6 +34,7 @@ pub mod collective;
 pub mod torus;
 pub mod uart;
 pub mod uic;
+pub mod virtio_net;
 
 pub use bic::{Bic, BicCascade};
 pub use uart::{Uart16550, UART_REGS};
