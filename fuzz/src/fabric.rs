@@ -215,14 +215,10 @@ pub fn run(data: &[u8]) {
                 let _ = f.dcr_read(ep, d);
             }
             op::POST | op::MEM => {
-                let post = input.u8() % 2 == 0;
+                let post = !input.bool();
                 let mut desc = [0u8; 32];
-                desc.copy_from_slice(&{
-                    let mut b = [0u8; 32];
-                    let got = input.bytes(32);
-                    b[..got.len()].copy_from_slice(got);
-                    b
-                });
+                let got = input.bytes(32);
+                desc[..got.len()].copy_from_slice(got);
                 // Where: at injection FIFO 0's TAIL (a driver's send) or anywhere.
                 let tail = f.dma_read(ep, inj_fifo(0, FIFO_TAIL)).unwrap_or(0);
                 let at = if post {
