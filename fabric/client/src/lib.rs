@@ -3,11 +3,25 @@
 //!
 //! - [`proto`]: the service's IPC protocol (requests, replies, events, the shared page and
 //!   the service's address-space layout), host-tested and fuzzed;
-//! - `service` (PowerPC 440 only): the protocol stubs, [`service::Service`], one call per
-//!   engine method.
+//! - [`port`]: the engine's calls as one trait, implemented by the in-process engine and by
+//!   the service;
+//! - [`spi`]: an SPI-like layer: a DMA group's FIFOs and counter in the client's window,
+//!   descriptors, memory-FIFO messages in bgnet's torus framing, reassembly, direct put,
+//!   collective headers;
+//! - [`mpi`]: an MPI-like layer: ranks, send/recv, barrier, allreduce on the collective ALU;
+//! - [`net`]: the tiny network peer of `kestrel-echo` (ARP, ping, UDP echo) and bgnet's
+//!   collective framing;
+//! - `service` (PowerPC 440 only): the protocol stubs, `service::Service`, one call per
+//!   engine method, and `service::Native`, a native program's port.
+//!
+//! The layers are host-tested against the real engine (`tests/`).
 #![no_std]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
+pub mod mpi;
+pub mod net;
+pub mod port;
 pub mod proto;
+pub mod spi;
 #[cfg(target_arch = "powerpc")]
 pub mod service;

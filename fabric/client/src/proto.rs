@@ -26,7 +26,7 @@
 //! | [`Request::FrameReceive`] | ep | found, len | frame out |
 //! | [`Request::IrqLines`] | ep | | 15 words out at [`shared::LINES`] |
 //! | [`Request::TakeChanged`] | | mask of the caller's changed endpoints | |
-//! | [`Request::Stats`] | ep | packets, bytes, drops, errors | |
+//! | [`Request::Stats`] | ep | DMA packets sent, received, drops, errors | |
 //!
 //! Events: when an endpoint's interrupt lines or frame queue change, the service sends
 //! [`EVENT`] (MR1 = mask of the changed endpoints of that event thread, bit k = endpoint k)

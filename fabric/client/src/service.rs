@@ -305,3 +305,101 @@ impl Service {
             .map(|w| [w[0], w[1], w[2], w[3]])
     }
 }
+
+/// A native program's [`Port`](crate::port::Port) to the service: the [`Service`] plus
+/// where each of its endpoints' windows lies in this space, and how to wait for news.
+pub struct Native {
+    pub service: Service,
+    window: [(u32, u32); MAX_ENDPOINTS],
+}
+
+impl Native {
+    pub fn new(service: Service) -> Native {
+        Native {
+            service,
+            window: [(0, 0); MAX_ENDPOINTS],
+        }
+    }
+
+    /// Attaches an endpoint (as [`Service::attach`]) and remembers its window.
+    pub fn attach(
+        &mut self,
+        window: u32,
+        len: u32,
+        shared_page: u32,
+        event: ThreadId,
+    ) -> Result<Attached, Error> {
+        let a = self.service.attach(window, len, shared_page, event)?;
+        if let Some(w) = self.window.get_mut(a.ep as usize) {
+            *w = (window, len);
+        }
+        Ok(a)
+    }
+
+    /// Blocks until the service sends an event (or `timeout` passes), then collects the
+    /// changed endpoints (`TakeChanged`, which also re-arms the events). Other messages
+    /// are dropped.
+    pub fn wait(&mut self, timeout: kestrel_abi::Timeout) -> u32 {
+        let _ = kestrel_user::ipc::receive(self.service.thread(), timeout);
+        self.service.take_changed().unwrap_or(0)
+    }
+
+    fn win(&self, ep: u8, offset: u32, n: usize) -> Result<*mut u8, Error> {
+        let (base, len) = *self
+            .window
+            .get(ep as usize)
+            .ok_or(Error::Refused(FabricErr::NotOwner))?;
+        match offset.checked_add(n as u32) {
+            Some(end) if base != 0 && end <= len => Ok((base + offset) as *mut u8),
+            _ => Err(Error::Refused(FabricErr::BadLength)),
+        }
+    }
+}
+
+impl crate::port::Port for Native {
+    type Error = Error;
+    fn dma_read(&mut self, ep: u8, offset: u32) -> Result<u32, Error> {
+        self.service.dma_read(ep, offset)
+    }
+    fn dma_write(&mut self, ep: u8, offset: u32, value: u32) -> Result<(), Error> {
+        self.service.dma_write(ep, offset, value)
+    }
+    fn dcr_read(&mut self, ep: u8, dcr: u32) -> Result<u32, Error> {
+        self.service.dcr_read(ep, dcr)
+    }
+    fn dcr_write(&mut self, ep: u8, dcr: u32, value: u32) -> Result<(), Error> {
+        self.service.dcr_write(ep, dcr, value)
+    }
+    fn tree_inject(&mut self, ep: u8, vc: usize, header: u32, payload: &[u8; 256]) -> Result<(), Error> {
+        self.service.tree_inject(ep, vc, header, payload)
+    }
+    fn tree_receive(&mut self, ep: u8, vc: usize, payload: &mut [u8; 256]) -> Result<Option<u32>, Error> {
+        self.service.tree_receive(ep, vc, payload)
+    }
+    fn tree_status(&mut self, ep: u8, vc: usize) -> Result<u32, Error> {
+        self.service.tree_status(ep, vc)
+    }
+    fn frame_send(&mut self, ep: u8, frame: &[u8]) -> Result<(), Error> {
+        self.service.frame_send(ep, frame)
+    }
+    fn frame_receive(&mut self, ep: u8, buf: &mut [u8]) -> Result<Option<usize>, Error> {
+        self.service.frame_receive(ep, buf)
+    }
+    fn take_changed(&mut self) -> Result<u32, Error> {
+        self.service.take_changed()
+    }
+    fn mem_read(&mut self, ep: u8, offset: u32, buf: &mut [u8]) -> Result<(), Error> {
+        let p = self.win(ep, offset, buf.len())?;
+        // SAFETY: `[p, p + len)` lies inside the window this program attached for `ep` (its
+        // own memory, mapped for as long as the program runs; checked by `win`). The fabric
+        // writes it only during our calls to the service, never while this copy runs.
+        unsafe { core::ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), buf.len()) };
+        Ok(())
+    }
+    fn mem_write(&mut self, ep: u8, offset: u32, data: &[u8]) -> Result<(), Error> {
+        let p = self.win(ep, offset, data.len())?;
+        // SAFETY: as in `mem_read`.
+        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+        Ok(())
+    }
+}

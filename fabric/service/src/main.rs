@@ -1,0 +1,598 @@
+//! `kestrel-fabric`: the node's interconnect as a native Kestrel service (paper §4.3,
+//! `docs/adr/0020-fabric-service.md`). One [`Fabric`] engine (fabric/core) behind one IPC
+//! loop serves every client — the VMM for each of its VMs, and native programs — over the
+//! protocol of `kestrel_fabric_client::proto`.
+//!
+//! - **Threads.** The first thread serves (it is the one the root task's `Lookup` names);
+//!   a second thread, paged by the root task, is its pager: faults in the image are
+//!   answered by sharing the image page;
+//!   a fault in a client's slot means the client unmapped pages it gave us (or died, which
+//!   revokes them): the pager maps a scratch page there so the access completes, and marks
+//!   the endpoint revoked; the server detaches it after the call. So no client can stop the
+//!   service by taking its memory back.
+//! - **Memory.** Endpoint k's window and shared page live in slot k of this space
+//!   (`proto::layout`); the receive window is always the lowest free slot, so map items from
+//!   any message can only land where no client's pages are. [`WindowMemory`] is the engine's
+//!   only way to memory: slot base + offset, bounds-checked.
+//! - **Events.** Changed endpoints (the engine's `take_changed`) are announced to each
+//!   client's event thread with a zero-timeout `EVENT` message, retried every millisecond,
+//!   never to the thread the service is about to answer (it would take the event for its
+//!   reply); `TakeChanged` collects them.
+//! - **End.** When the last endpoint detaches (after at least one attached) the service
+//!   exits, so a run whose programs all end stops the machine; `fabric.linger=1` on the
+//!   kernel command line keeps it running.
+#![no_std]
+#![no_main]
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+extern crate alloc;
+
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use kestrel_abi::root::PROGRAM_CEILING;
+use kestrel_abi::{exreg, map_target, unmapflags, Fpage, IpcError, Rights, ThreadId, Timeout, Timeouts};
+use kestrel_bgp::torus::coord_word;
+use kestrel_fabric::{EpId, Fabric, FabricError, MemError, Memory, MAX_ENDPOINTS};
+use kestrel_fabric_client::proto::{
+    self, encode_reply, layout, mac_words, shared, FabricErr, Request, LINE_WORDS, MAX_FRAME,
+    TREE_PAYLOAD,
+};
+use kestrel_user::ipc::{ipc, Msg};
+use kestrel_user::mem::{map_reply, PageFault};
+use kestrel_user::pager::share_image;
+use kestrel_user::{println, root, sys};
+
+const _: () = assert!(MAX_ENDPOINTS == proto::MAX_ENDPOINTS);
+
+/// Slots whose pages faulted (bit k = slot k): the client took them back.
+static REVOKED: AtomicU32 = AtomicU32::new(0);
+/// `fabric.linger=1`: keep running when the last endpoint detaches.
+static LINGER: AtomicBool = AtomicBool::new(false);
+
+/// The page the pager maps where a client's page went missing.
+#[repr(C, align(4096))]
+struct Scratch([u8; 4096]);
+static mut SCRATCH: Scratch = Scratch([0; 4096]);
+
+#[no_mangle]
+pub extern "C" fn task_main() {
+    let _ = sys::set_name("fabric");
+    let mut args = [0u8; kestrel_abi::BOOTARGS_LEN];
+    let n = sys::bootargs(&mut args);
+    let args = core::str::from_utf8(&args[..n]).unwrap_or("");
+    if args.split_ascii_whitespace().any(|a| a == "fabric.linger=1") {
+        LINGER.store(true, Ordering::Relaxed);
+    }
+    // The first thread serves (clients find it through the root task's `Lookup`); a
+    // second thread, paged by the root task, becomes its pager.
+    let me = sys::my_id();
+    let pager_thread = match root::thread() {
+        Ok(t) => t,
+        Err(e) => {
+            println!("no thread number for the pager: {e}");
+            return;
+        }
+    };
+    if let Err(e) = root::spawn(pager_thread, pager, me.0, PROGRAM_CEILING, ThreadId::ROOT) {
+        println!("cannot start the pager thread: {e}");
+        return;
+    }
+    if let Err(e) = sys::exchange_registers(
+        me,
+        exreg::SET_PAGER,
+        0,
+        0,
+        pager_thread,
+        ThreadId::NIL,
+    ) {
+        println!("cannot make {pager_thread:?} the server's pager: {}", e.as_str());
+        return;
+    }
+    serve()
+}
+
+/// Pages the server thread (`server`, the raw id): image pages are shared, a missing client
+/// page becomes the scratch page and revokes the client's endpoint.
+extern "C" fn pager(server: u32) {
+    let server = ThreadId(server);
+    let _ = sys::set_name("fabric-pager");
+    let scratch = core::ptr::addr_of!(SCRATCH) as u32;
+    // SAFETY: touching our own static page maps it (the source of the map items below);
+    // nobody reads what the scratch page holds.
+    unsafe { (scratch as *mut u8).write_volatile(0) };
+    let slots = layout::slot(0)..layout::slot(MAX_ENDPOINTS);
+    kestrel_user::mem::pager_loop(move |from, msg| {
+        let f = PageFault::parse(msg)?;
+        if from != server {
+            return None;
+        }
+        if slots.contains(&f.addr) {
+            let k = (f.addr - layout::SLOTS_BASE) >> layout::SLOT_LOG2;
+            REVOKED.fetch_or(1 << k, Ordering::Relaxed);
+            return Some(map_reply(f.addr, scratch, Rights::RW));
+        }
+        match share_image(&f) {
+            Some(m) => Some(m),
+            None => {
+                println!(
+                    "server fault at {:#010x} (ip {:#010x}) outside the image and the slots",
+                    f.addr, f.ip
+                );
+                None
+            }
+        }
+    })
+}
+
+/// The engine's memory: endpoint k's window is slot k of this space.
+struct WindowMemory {
+    len: [u64; MAX_ENDPOINTS],
+}
+
+impl WindowMemory {
+    fn at(&self, ep: EpId, offset: u64, n: usize) -> Result<*mut u8, MemError> {
+        let k = usize::from(ep.0);
+        let len = *self.len.get(k).ok_or(MemError::NoWindow)?;
+        if len == 0 || REVOKED.load(Ordering::Relaxed) & (1 << k) != 0 {
+            return Err(MemError::NoWindow);
+        }
+        let end = offset.checked_add(n as u64).ok_or(MemError::OutOfRange)?;
+        if end > len {
+            return Err(MemError::OutOfRange);
+        }
+        Ok((layout::slot(k) as u64 + offset) as usize as *mut u8)
+    }
+}
+
+impl Memory for WindowMemory {
+    fn read(&mut self, ep: EpId, offset: u64, buf: &mut [u8]) -> Result<(), MemError> {
+        let p = self.at(ep, offset, buf.len())?;
+        // SAFETY: `[p, p + len)` lies inside slot k's window (checked by `at`), which the
+        // client mapped here at attach; if it unmapped pages since, the pager maps the
+        // scratch page instead, so the access completes either way. The client may write
+        // the window meanwhile: bytes are copied, never interpreted in place.
+        unsafe { core::ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), buf.len()) };
+        Ok(())
+    }
+
+    fn write(&mut self, ep: EpId, offset: u64, data: &[u8]) -> Result<(), MemError> {
+        let p = self.at(ep, offset, data.len())?;
+        // SAFETY: as in `read`.
+        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+        Ok(())
+    }
+}
+
+/// Copies `buf.len()` bytes from endpoint k's shared page at `at`.
+fn shared_read(k: usize, at: usize, buf: &mut [u8]) {
+    debug_assert!(at + buf.len() <= shared::SIZE);
+    let p = (layout::slot(k) + layout::SHARED_OFFSET) as usize as *const u8;
+    // SAFETY: the shared page of an attached endpoint is mapped at this address (or the
+    // scratch page is, once the client took it back); the range lies inside the page.
+    unsafe { core::ptr::copy_nonoverlapping(p.add(at), buf.as_mut_ptr(), buf.len()) };
+}
+
+/// Copies `data` to endpoint k's shared page at `at`.
+fn shared_write(k: usize, at: usize, data: &[u8]) {
+    debug_assert!(at + data.len() <= shared::SIZE);
+    let p = (layout::slot(k) + layout::SHARED_OFFSET) as usize as *mut u8;
+    // SAFETY: as in `shared_read`.
+    unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), p.add(at), data.len()) };
+}
+
+/// The engine's refusal as a wire code.
+fn engine_err(e: FabricError) -> FabricErr {
+    FabricErr::Engine(match e {
+        FabricError::NoSuchEndpoint => 1,
+        FabricError::NoFreeEndpoint => 2,
+        FabricError::BadWindow => 3,
+        FabricError::BadRegister => 4,
+        FabricError::BadDcr => 5,
+        FabricError::BadVc => 6,
+        FabricError::BadFrame => 7,
+        FabricError::InjectionFull => 8,
+        FabricError::BadHeader => 9,
+    })
+}
+
+/// Who holds each endpoint, and what the clients have not been told yet.
+struct Clients {
+    /// The thread that attached endpoint k (nil: free).
+    owner: [ThreadId; MAX_ENDPOINTS],
+    /// Where endpoint k's events go (nil: nowhere).
+    event: [ThreadId; MAX_ENDPOINTS],
+    /// Endpoints changed since their client last collected them.
+    changed: u32,
+    /// Of those, the ones whose event thread has been told.
+    told: u32,
+    /// Whether any endpoint was ever attached.
+    ever: bool,
+}
+
+impl Clients {
+    fn attached(&self) -> u32 {
+        (0..MAX_ENDPOINTS)
+            .filter(|&k| !self.owner[k].is_nil())
+            .fold(0, |m, k| m | 1 << k)
+    }
+
+    fn owned_by(&self, t: ThreadId) -> u32 {
+        (0..MAX_ENDPOINTS)
+            .filter(|&k| self.owner[k] == t)
+            .fold(0, |m, k| m | 1 << k)
+    }
+
+    fn lowest_free(&self) -> Option<usize> {
+        (0..MAX_ENDPOINTS).find(|&k| self.owner[k].is_nil())
+    }
+
+    /// Endpoints with news for an event thread not yet told.
+    fn untold(&self) -> u32 {
+        (0..MAX_ENDPOINTS)
+            .filter(|&k| !self.event[k].is_nil())
+            .fold(0, |m, k| m | 1 << k)
+            & self.changed
+            & !self.told
+    }
+}
+
+struct Server {
+    fabric: Fabric<WindowMemory>,
+    clients: Clients,
+}
+
+fn serve() {
+    let mut s = Server {
+        fabric: Fabric::new(WindowMemory {
+            len: [0; MAX_ENDPOINTS],
+        }),
+        clients: Clients {
+            owner: [ThreadId::NIL; MAX_ENDPOINTS],
+            event: [ThreadId::NIL; MAX_ENDPOINTS],
+            changed: 0,
+            told: 0,
+            ever: false,
+        },
+    };
+    println!(
+        "serving up to {MAX_ENDPOINTS} endpoints (thread {:?})",
+        sys::my_id()
+    );
+    let mut reply: Option<(ThreadId, Msg)> = None;
+    loop {
+        if s.clients.ever && s.clients.attached() == 0 && !LINGER.load(Ordering::Relaxed) {
+            if let Some((to, m)) = reply.take() {
+                let _ = kestrel_user::ipc::send(to, &m, Timeout::ZERO);
+            }
+            println!("the last endpoint detached; exiting");
+            root::exit(0);
+        }
+        let free = s.clients.lowest_free();
+        let window = free
+            .and_then(|k| Fpage::new(layout::slot(k), layout::SLOT_LOG2, Rights::RW))
+            .unwrap_or(Fpage::NIL);
+        kestrel_user::ipc::set_acceptor(window);
+        s.tell(reply.as_ref().map(|r| r.0));
+        let wait = if s.clients.untold() != 0 {
+            Timeout::from_us(1000)
+        } else {
+            Timeout::NEVER
+        };
+        let (to, out) = reply.take().unwrap_or((ThreadId::NIL, Msg::new(0)));
+        let (from, msg, r) = ipc(to, ThreadId::ANY, Timeouts::new(Timeout::ZERO, wait), &out);
+        // A failed reply (the client is gone), a timeout or a failed map: nothing to answer;
+        // a map that failed half-way may still have left pages in the free slot.
+        let mut keep = false;
+        if r.is_ok() {
+            let (answer, attached) = s.handle(from, &msg, free, window);
+            reply = Some((from, answer));
+            keep = attached;
+        }
+        if (msg.tag.typed() != 0 || r.is_err()) && !keep {
+            if let Some(k) = free {
+                s.scrub_slot(k);
+            }
+        }
+        s.reap_revoked();
+    }
+}
+
+impl Server {
+    /// Sends the pending events, except to `except` (the thread about to get its reply).
+    fn tell(&mut self, except: Option<ThreadId>) {
+        let untold = self.clients.untold();
+        if untold == 0 {
+            return;
+        }
+        for k in 0..MAX_ENDPOINTS {
+            if untold & (1 << k) == 0 || self.clients.told & (1 << k) != 0 {
+                continue;
+            }
+            let to = self.clients.event[k];
+            if Some(to) == except {
+                continue;
+            }
+            let mask = (0..MAX_ENDPOINTS)
+                .filter(|&j| self.clients.event[j] == to)
+                .fold(0u32, |m, j| m | 1 << j)
+                & untold;
+            let m = Msg::with_words(proto::EVENT, &[mask]);
+            match kestrel_user::ipc::send(to, &m, Timeout::ZERO) {
+                Ok(()) => self.clients.told |= mask,
+                Err(e) if e.error == IpcError::NoPartner => {
+                    // The event thread is gone: so is the client; nobody will detach.
+                    for j in 0..MAX_ENDPOINTS {
+                        if mask & (1 << j) != 0 {
+                            println!("endpoint {j}: its event thread {to:?} is gone; detaching");
+                            self.detach(j);
+                        }
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// Unmaps whatever landed in (free) slot k.
+    fn scrub_slot(&mut self, k: usize) {
+        if let Some(f) = Fpage::new(layout::slot(k), layout::SLOT_LOG2, Rights::RWX) {
+            let _ = sys::unmap(f, unmapflags::FLUSH_OWN);
+        }
+        REVOKED.fetch_and(!(1 << k), Ordering::Relaxed);
+    }
+
+    fn detach(&mut self, k: usize) {
+        self.fabric.detach(EpId(k as u8));
+        self.fabric.memory_mut().len[k] = 0;
+        self.clients.owner[k] = ThreadId::NIL;
+        self.clients.event[k] = ThreadId::NIL;
+        self.clients.changed &= !(1 << k);
+        self.clients.told &= !(1 << k);
+        self.scrub_slot(k);
+    }
+
+    /// Detaches the endpoints whose client took their pages back.
+    fn reap_revoked(&mut self) {
+        let r = REVOKED.load(Ordering::Relaxed) & self.clients.attached();
+        for k in 0..MAX_ENDPOINTS {
+            if r & (1 << k) != 0 {
+                println!(
+                    "endpoint {k}: its client ({:?}) unmapped its window or shared page; detaching",
+                    self.clients.owner[k]
+                );
+                self.detach(k);
+            }
+        }
+    }
+
+    /// Collects the engine's changes.
+    fn collect(&mut self) {
+        self.clients.changed |= self.fabric.take_changed() & self.clients.attached();
+    }
+
+    /// Answers one message; the second value says whether it attached an endpoint (whose
+    /// items must stay mapped).
+    fn handle(&mut self, from: ThreadId, msg: &Msg, free: Option<usize>, window: Fpage) -> (Msg, bool) {
+        let n = msg.tag.untyped().min(proto::MAX_WORDS);
+        let words: [u32; proto::MAX_WORDS] = core::array::from_fn(|i| msg.mr(i + 1));
+        let words = &words[..n];
+        let Some(req) = (if msg.tag.untyped() <= proto::MAX_WORDS {
+            Request::decode(msg.label(), words)
+        } else {
+            None
+        }) else {
+            return (reply(Err(FabricErr::BadRequest)), false);
+        };
+        if let Request::Attach { window_len, event } = req {
+            return match self.attach(from, msg, window_len, ThreadId(event), free, window) {
+                Ok(w) => (reply(Ok(&w)), true),
+                Err(e) => (reply(Err(e)), false),
+            };
+        }
+        if let Some(ep) = req.ep() {
+            let k = usize::from(ep);
+            if self.clients.owner[k] != from {
+                return (reply(Err(FabricErr::NotOwner)), false);
+            }
+        }
+        let r = self.call(from, req);
+        self.collect();
+        // A revoked window or shared page makes the answer worthless.
+        if let Some(ep) = req.ep() {
+            if REVOKED.load(Ordering::Relaxed) & (1 << ep) != 0 {
+                return (reply(Err(FabricErr::Revoked)), false);
+            }
+        }
+        match r {
+            Ok((w, len)) => (reply(Ok(&w[..len])), false),
+            Err(e) => (reply(Err(e)), false),
+        }
+    }
+
+    fn attach(
+        &mut self,
+        from: ThreadId,
+        msg: &Msg,
+        len: u32,
+        event: ThreadId,
+        free: Option<usize>,
+        window: Fpage,
+    ) -> Result<[u32; 5], FabricErr> {
+        let k = free.ok_or(FabricErr::NoEndpoint)?;
+        if len == 0 || len > layout::WINDOW_MAX || len % kestrel_abi::PAGE_SIZE != 0 {
+            return Err(FabricErr::BadWindow);
+        }
+        // The items must tile [0, len) of the slot and put one page at SHARED_OFFSET.
+        let base = layout::slot(k);
+        let items = msg.tag.typed() / 2;
+        let mut covered = 0u64;
+        let mut shared_seen = false;
+        let mut ranges = [(0u32, 0u32); kestrel_abi::root::MAX_ITEMS + 1];
+        let mut nr = 0;
+        for i in 0..items {
+            let it = msg.item(i).ok_or(FabricErr::BadWindow)?;
+            let (_, dst, log2) =
+                map_target(it.fpage, window, it.hot_spot).ok_or(FabricErr::BadWindow)?;
+            let off = dst - base;
+            let size = 1u32 << log2;
+            if off == layout::SHARED_OFFSET && log2 == 12 && !shared_seen {
+                shared_seen = true;
+                continue;
+            }
+            if u64::from(off) + u64::from(size) > u64::from(len) || nr == ranges.len() {
+                return Err(FabricErr::BadWindow);
+            }
+            ranges[nr] = (off, size);
+            nr += 1;
+            covered += u64::from(size);
+        }
+        let ranges = &mut ranges[..nr];
+        ranges.sort_unstable();
+        let tiled = ranges.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0);
+        if !shared_seen || !tiled || covered != u64::from(len) {
+            return Err(FabricErr::BadWindow);
+        }
+        let (ep, bus) = self
+            .fabric
+            .attach(u64::from(len))
+            .map_err(engine_err)?;
+        if usize::from(ep.0) != k {
+            // The engine and the slots disagree (cannot happen: both take the lowest free).
+            self.fabric.detach(ep);
+            return Err(FabricErr::NoEndpoint);
+        }
+        self.fabric.memory_mut().len[k] = u64::from(len);
+        REVOKED.fetch_and(!(1 << k), Ordering::Relaxed);
+        self.clients.owner[k] = from;
+        self.clients.event[k] = event;
+        self.clients.ever = true;
+        self.collect();
+        let c = self.fabric.coords(ep);
+        println!(
+            "endpoint {k} attached by {from:?}: window {} KiB at bus {bus:#x}, events to {event:?}",
+            len >> 10
+        );
+        Ok([
+            k as u32,
+            (bus >> 32) as u32,
+            bus as u32,
+            coord_word(c.x, c.y, c.z),
+            self.fabric.node_address(ep),
+        ])
+    }
+
+    /// Runs a request on an endpoint the caller owns; returns the reply words.
+    fn call(&mut self, from: ThreadId, req: Request) -> Result<([u32; 6], usize), FabricErr> {
+        let f = &mut self.fabric;
+        let mut w = [0u32; 6];
+        let n = match req {
+            Request::Attach { .. } => return Err(FabricErr::BadRequest),
+            Request::Detach { ep } => {
+                println!("endpoint {ep} detached by its client");
+                self.detach(usize::from(ep));
+                0
+            }
+            Request::Info { ep } => {
+                let e = EpId(ep);
+                let c = f.coords(e);
+                let (hi, lo) = mac_words(f.frame_mac(e));
+                let (bus, _) = f.window(e).unwrap_or((0, 0));
+                w = [
+                    coord_word(c.x, c.y, c.z),
+                    f.node_address(e),
+                    hi,
+                    lo,
+                    (bus >> 32) as u32,
+                    bus as u32,
+                ];
+                6
+            }
+            Request::DmaRead { ep, offset } => {
+                w[0] = f.dma_read(EpId(ep), offset).map_err(engine_err)?;
+                1
+            }
+            Request::DmaWrite { ep, offset, value } => {
+                f.dma_write(EpId(ep), offset, value).map_err(engine_err)?;
+                0
+            }
+            Request::DcrRead { ep, dcr } => {
+                w[0] = f.dcr_read(EpId(ep), dcr).map_err(engine_err)?;
+                1
+            }
+            Request::DcrWrite { ep, dcr, value } => {
+                f.dcr_write(EpId(ep), dcr, value).map_err(engine_err)?;
+                0
+            }
+            Request::TreeInject { ep, vc, header } => {
+                let mut p = [0u8; TREE_PAYLOAD];
+                shared_read(usize::from(ep), shared::PAYLOAD, &mut p);
+                f.tree_inject(EpId(ep), vc as usize, header, &p)
+                    .map_err(engine_err)?;
+                0
+            }
+            Request::TreeReceive { ep, vc } => {
+                let mut p = [0u8; TREE_PAYLOAD];
+                if let Some(h) = f.tree_receive(EpId(ep), vc as usize, &mut p) {
+                    shared_write(usize::from(ep), shared::PAYLOAD, &p);
+                    w[0] = 1;
+                    w[1] = h;
+                }
+                2
+            }
+            Request::TreeStatus { ep, vc } => {
+                w[0] = f.tree_status(EpId(ep), vc as usize);
+                1
+            }
+            Request::FrameSend { ep, len } => {
+                let len = len as usize;
+                if len > MAX_FRAME {
+                    return Err(FabricErr::BadLength);
+                }
+                let mut b = [0u8; MAX_FRAME];
+                shared_read(usize::from(ep), shared::PAYLOAD, &mut b[..len]);
+                f.frame_send(EpId(ep), &b[..len]).map_err(engine_err)?;
+                0
+            }
+            Request::FrameReceive { ep } => {
+                let mut b = [0u8; MAX_FRAME];
+                if let Some(n) = f.frame_receive(EpId(ep), &mut b) {
+                    let n = n.min(MAX_FRAME);
+                    shared_write(usize::from(ep), shared::PAYLOAD, &b[..n]);
+                    w[0] = 1;
+                    w[1] = n as u32;
+                }
+                2
+            }
+            Request::IrqLines { ep } => {
+                let lines = f.irq_lines(EpId(ep));
+                let mut b = [0u8; 4 * LINE_WORDS];
+                for (i, l) in lines.iter().take(LINE_WORDS).enumerate() {
+                    b[4 * i..4 * i + 4].copy_from_slice(&l.to_be_bytes());
+                }
+                shared_write(usize::from(ep), shared::LINES, &b);
+                0
+            }
+            Request::TakeChanged => {
+                self.collect();
+                let mine = self.clients.changed & self.clients.owned_by(from);
+                self.clients.changed &= !mine;
+                self.clients.told &= !mine;
+                w[0] = mine;
+                1
+            }
+            Request::Stats { ep } => {
+                let s = f.stats(EpId(ep));
+                w[0] = s.dma_packets_sent as u32;
+                w[1] = s.dma_packets_received as u32;
+                w[2] = s.drops as u32;
+                w[3] = s.errors as u32;
+                4
+            }
+        };
+        Ok((w, n))
+    }
+}
+
+fn reply(r: Result<&[u32], FabricErr>) -> Msg {
+    let w = encode_reply(r);
+    Msg::with_words(w.label, w.words())
+}
