@@ -27,6 +27,7 @@
 //! | [`Request::IrqLines`] | ep | | 15 words out at [`shared::LINES`] |
 //! | [`Request::TakeChanged`] | | mask of the caller's changed endpoints | |
 //! | [`Request::Stats`] | ep | DMA packets sent, received, drops, errors | |
+//! | [`Request::TakeDiagnostic`] | ep | found, kind, addr hi, addr lo, value | |
 //!
 //! Events: when an endpoint's interrupt lines or frame queue change, the service sends
 //! [`EVENT`] (MR1 = mask of the changed endpoints of that event thread, bit k = endpoint k)
@@ -101,8 +102,9 @@ pub mod op {
     pub const IRQ_LINES: u16 = 13;
     pub const TAKE_CHANGED: u16 = 14;
     pub const STATS: u16 = 15;
+    pub const TAKE_DIAGNOSTIC: u16 = 16;
     /// The last op.
-    pub const LAST: u16 = STATS;
+    pub const LAST: u16 = TAKE_DIAGNOSTIC;
 }
 
 /// A request to the fabric service. `ep` is an endpoint number (`EpId.0`).
@@ -127,6 +129,8 @@ pub enum Request {
     IrqLines { ep: u8 },
     TakeChanged,
     Stats { ep: u8 },
+    /// The engine's last error or drop on the endpoint (`Fabric::take_diagnostic`).
+    TakeDiagnostic { ep: u8 },
 }
 
 /// A request or reply as label and untyped words.
@@ -168,6 +172,7 @@ impl Request {
             Request::IrqLines { .. } => op::IRQ_LINES,
             Request::TakeChanged => op::TAKE_CHANGED,
             Request::Stats { .. } => op::STATS,
+            Request::TakeDiagnostic { .. } => op::TAKE_DIAGNOSTIC,
         }
     }
 
@@ -187,7 +192,8 @@ impl Request {
             | Request::FrameSend { ep, .. }
             | Request::FrameReceive { ep }
             | Request::IrqLines { ep }
-            | Request::Stats { ep } => Some(ep),
+            | Request::Stats { ep }
+            | Request::TakeDiagnostic { ep } => Some(ep),
         }
     }
 
@@ -200,7 +206,8 @@ impl Request {
             | Request::Info { ep }
             | Request::FrameReceive { ep }
             | Request::IrqLines { ep }
-            | Request::Stats { ep } => Words::new(l, &[ep as u32]),
+            | Request::Stats { ep }
+            | Request::TakeDiagnostic { ep } => Words::new(l, &[ep as u32]),
             Request::DmaRead { ep, offset: a }
             | Request::DcrRead { ep, dcr: a }
             | Request::TreeReceive { ep, vc: a }
@@ -231,7 +238,12 @@ impl Request {
         let op = label.checked_sub(LABEL)?;
         let want = match op {
             op::TAKE_CHANGED => 0,
-            op::DETACH | op::INFO | op::FRAME_RECEIVE | op::IRQ_LINES | op::STATS => 1,
+            op::DETACH
+            | op::INFO
+            | op::FRAME_RECEIVE
+            | op::IRQ_LINES
+            | op::STATS
+            | op::TAKE_DIAGNOSTIC => 1,
             op::ATTACH
             | op::DMA_READ
             | op::DCR_READ
@@ -283,7 +295,8 @@ impl Request {
             op::FRAME_SEND => Request::FrameSend { ep, len: a },
             op::FRAME_RECEIVE => Request::FrameReceive { ep },
             op::IRQ_LINES => Request::IrqLines { ep },
-            _ => Request::Stats { ep },
+            op::STATS => Request::Stats { ep },
+            _ => Request::TakeDiagnostic { ep },
         })
     }
 }
@@ -356,6 +369,39 @@ impl core::fmt::Display for FabricErr {
     }
 }
 
+/// The wire code of an engine error (`FabricErr::Engine`).
+pub const fn engine_code(e: kestrel_fabric::FabricError) -> u8 {
+    use kestrel_fabric::FabricError as E;
+    match e {
+        E::NoSuchEndpoint => 1,
+        E::NoFreeEndpoint => 2,
+        E::BadWindow => 3,
+        E::BadRegister => 4,
+        E::BadDcr => 5,
+        E::BadVc => 6,
+        E::BadFrame => 7,
+        E::InjectionFull => 8,
+        E::BadHeader => 9,
+    }
+}
+
+/// The engine error of a wire code.
+pub const fn engine_error(c: u8) -> Option<kestrel_fabric::FabricError> {
+    use kestrel_fabric::FabricError as E;
+    Some(match c {
+        1 => E::NoSuchEndpoint,
+        2 => E::NoFreeEndpoint,
+        3 => E::BadWindow,
+        4 => E::BadRegister,
+        5 => E::BadDcr,
+        6 => E::BadVc,
+        7 => E::BadFrame,
+        8 => E::InjectionFull,
+        9 => E::BadHeader,
+        _ => return None,
+    })
+}
+
 /// Encodes a reply: `OK` with `words`, or `ERROR` with the code.
 pub fn encode_reply(r: Result<&[u32], FabricErr>) -> Words {
     match r {
@@ -389,6 +435,7 @@ pub const fn reply_words(op: u16) -> usize {
         op::DMA_READ | op::DCR_READ | op::TREE_STATUS | op::TAKE_CHANGED => 1,
         op::TREE_RECEIVE | op::FRAME_RECEIVE => 2,
         op::STATS => 4,
+        op::TAKE_DIAGNOSTIC => 5,
         _ => 0,
     }
 }
@@ -433,7 +480,8 @@ mod tests {
             ep.clone().prop_map(|ep| Request::FrameReceive { ep }),
             ep.clone().prop_map(|ep| Request::IrqLines { ep }),
             Just(Request::TakeChanged),
-            ep.prop_map(|ep| Request::Stats { ep }),
+            ep.clone().prop_map(|ep| Request::Stats { ep }),
+            ep.prop_map(|ep| Request::TakeDiagnostic { ep }),
         ]
     }
 
@@ -467,6 +515,16 @@ mod tests {
             let (h, l) = mac_words(mac);
             prop_assert_eq!(mac_from_words(h, l), mac);
         }
+    }
+
+    #[test]
+    fn engine_errors_roundtrip() {
+        for c in 0..=255u8 {
+            if let Some(e) = engine_error(c) {
+                assert_eq!(engine_code(e), c);
+            }
+        }
+        assert!(engine_error(9).is_some() && engine_error(10).is_none());
     }
 
     #[test]

@@ -403,3 +403,184 @@ impl crate::port::Port for Native {
         Ok(())
     }
 }
+
+/// The fabric service with the engine's own signatures (`EpId`, `FabricError`, `Coords`,
+/// `Diagnostic`, `Stats`), for a client written against `kestrel_fabric::Fabric` — the VMM:
+/// its in-process `Fabric<VmMemory>` becomes a `RemoteFabric` and only `attach` changes
+/// (it maps the window instead of handing the engine a `Memory`).
+///
+/// An IPC failure (the service is gone) reads as `FabricError::NoSuchEndpoint` (or
+/// nothing, for the calls that cannot fail), so a VM whose fabric died sees a dead
+/// device, never a stopped VMM.
+pub struct RemoteFabric {
+    service: Service,
+    place: [(Coords, u32, u64, u64); MAX_ENDPOINTS],
+}
+
+use kestrel_fabric::{Coords, DiagKind, Diagnostic, EpId, FabricError, Stats, IRQ_WORDS};
+
+fn engine(e: Error) -> FabricError {
+    match e {
+        Error::Refused(FabricErr::Engine(c)) => {
+            proto::engine_error(c).unwrap_or(FabricError::NoSuchEndpoint)
+        }
+        Error::Refused(FabricErr::NoEndpoint) => FabricError::NoFreeEndpoint,
+        Error::Refused(FabricErr::BadWindow) => FabricError::BadWindow,
+        Error::Refused(FabricErr::BadLength) => FabricError::BadFrame,
+        _ => FabricError::NoSuchEndpoint,
+    }
+}
+
+impl RemoteFabric {
+    /// Connects to the service (`Service::connect`).
+    pub fn connect() -> Result<RemoteFabric, Error> {
+        Ok(RemoteFabric {
+            service: Service::connect()?,
+            place: [(Coords::default(), 0, 0, 0); MAX_ENDPOINTS],
+        })
+    }
+
+    /// The service's thread: its `proto::EVENT` messages arrive from there.
+    pub fn thread(&self) -> ThreadId {
+        self.service.thread()
+    }
+
+    /// Attaches an endpoint whose memory window is `[window, window + len)` of this space
+    /// (a VM's RAM segment: guest-physical `p` is window offset `p`) with its shared page at
+    /// `shared_page`; events go to `event`. Returns the endpoint and its window's bus base.
+    pub fn attach(
+        &mut self,
+        window: u32,
+        len: u32,
+        shared_page: u32,
+        event: ThreadId,
+    ) -> Result<(EpId, u64), FabricError> {
+        let a = self
+            .service
+            .attach(window, len, shared_page, event)
+            .map_err(engine)?;
+        let c = Coords {
+            x: (a.coords >> kestrel_bgp::torus::COORD_X_SHIFT) as u8,
+            y: (a.coords >> kestrel_bgp::torus::COORD_Y_SHIFT) as u8,
+            z: (a.coords >> kestrel_bgp::torus::COORD_Z_SHIFT) as u8,
+        };
+        if let Some(p) = self.place.get_mut(a.ep as usize) {
+            *p = (c, a.node_address, a.bus_base, u64::from(len));
+        }
+        Ok((EpId(a.ep), a.bus_base))
+    }
+
+    pub fn detach(&mut self, ep: EpId) {
+        let _ = self.service.detach(ep.0);
+    }
+
+    /// The bus range of `ep`'s window: `(base, len)` (as attached).
+    pub fn window(&self, ep: EpId) -> Option<(u64, u64)> {
+        let p = self.place.get(usize::from(ep.0))?;
+        (p.3 != 0).then_some((p.2, p.3))
+    }
+
+    pub fn coords(&self, ep: EpId) -> Coords {
+        self.place.get(usize::from(ep.0)).map_or(Coords::default(), |p| p.0)
+    }
+
+    pub fn node_address(&self, ep: EpId) -> u32 {
+        self.place.get(usize::from(ep.0)).map_or(0, |p| p.1)
+    }
+
+    pub fn dma_read(&mut self, ep: EpId, offset: u32) -> Result<u32, FabricError> {
+        self.service.dma_read(ep.0, offset).map_err(engine)
+    }
+
+    pub fn dma_write(&mut self, ep: EpId, offset: u32, value: u32) -> Result<(), FabricError> {
+        self.service.dma_write(ep.0, offset, value).map_err(engine)
+    }
+
+    pub fn dcr_read(&mut self, ep: EpId, dcr: u32) -> Result<u32, FabricError> {
+        self.service.dcr_read(ep.0, dcr).map_err(engine)
+    }
+
+    pub fn dcr_write(&mut self, ep: EpId, dcr: u32, value: u32) -> Result<(), FabricError> {
+        self.service.dcr_write(ep.0, dcr, value).map_err(engine)
+    }
+
+    pub fn tree_inject(
+        &mut self,
+        ep: EpId,
+        vc: usize,
+        header: u32,
+        payload: &[u8; TREE_PAYLOAD],
+    ) -> Result<(), FabricError> {
+        self.service
+            .tree_inject(ep.0, vc, header, payload)
+            .map_err(engine)
+    }
+
+    pub fn tree_receive(
+        &mut self,
+        ep: EpId,
+        vc: usize,
+        payload: &mut [u8; TREE_PAYLOAD],
+    ) -> Option<u32> {
+        self.service.tree_receive(ep.0, vc, payload).ok().flatten()
+    }
+
+    pub fn tree_status(&self, ep: EpId, vc: usize) -> u32 {
+        self.service.tree_status(ep.0, vc).unwrap_or(0)
+    }
+
+    pub fn frame_send(&mut self, ep: EpId, frame: &[u8]) -> Result<(), FabricError> {
+        self.service.frame_send(ep.0, frame).map_err(engine)
+    }
+
+    pub fn frame_receive(&mut self, ep: EpId, buf: &mut [u8]) -> Option<usize> {
+        self.service.frame_receive(ep.0, buf).ok().flatten()
+    }
+
+    pub fn frame_mac(&self, ep: EpId) -> [u8; 6] {
+        let c = self.coords(ep);
+        [kestrel_bgp::torus::MAC_TORUS_KIND as u8, 0, 0, c.x, c.y, c.z]
+    }
+
+    pub fn irq_lines(&self, ep: EpId) -> [u32; IRQ_WORDS] {
+        let mut out = [0; IRQ_WORDS];
+        if let Ok(l) = self.service.irq_lines(ep.0) {
+            for (o, v) in out.iter_mut().zip(l) {
+                *o = v;
+            }
+        }
+        out
+    }
+
+    /// This client's endpoints whose lines or frame queue changed (bit k = `EpId(k)`).
+    pub fn take_changed(&mut self) -> u32 {
+        self.service.take_changed().unwrap_or(0)
+    }
+
+    /// DMA packets sent and received, drops and errors (the other counters read 0).
+    pub fn stats(&self, ep: EpId) -> Stats {
+        let s = self.service.stats(ep.0).unwrap_or([0; 4]);
+        Stats {
+            dma_packets_sent: u64::from(s[0]),
+            dma_packets_received: u64::from(s[1]),
+            drops: u64::from(s[2]),
+            errors: u64::from(s[3]),
+            ..Stats::default()
+        }
+    }
+
+    pub fn take_diagnostic(&mut self, ep: EpId) -> Option<Diagnostic> {
+        let w = self
+            .service
+            .request(Request::TakeDiagnostic { ep: ep.0 }, &[])
+            .ok()?;
+        if w[0] == 0 {
+            return None;
+        }
+        Some(Diagnostic {
+            kind: DiagKind::from_code(w[1])?,
+            addr: (u64::from(w[2]) << 32) | u64::from(w[3]),
+            value: w[4],
+        })
+    }
+}

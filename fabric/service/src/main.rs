@@ -181,17 +181,7 @@ fn shared_write(k: usize, at: usize, data: &[u8]) {
 
 /// The engine's refusal as a wire code.
 fn engine_err(e: FabricError) -> FabricErr {
-    FabricErr::Engine(match e {
-        FabricError::NoSuchEndpoint => 1,
-        FabricError::NoFreeEndpoint => 2,
-        FabricError::BadWindow => 3,
-        FabricError::BadRegister => 4,
-        FabricError::BadDcr => 5,
-        FabricError::BadVc => 6,
-        FabricError::BadFrame => 7,
-        FabricError::InjectionFull => 8,
-        FabricError::BadHeader => 9,
-    })
+    FabricErr::Engine(proto::engine_code(e))
 }
 
 /// Who holds each endpoint, and what the clients have not been told yet.
@@ -578,6 +568,12 @@ impl Server {
                 self.clients.told &= !mine;
                 w[0] = mine;
                 1
+            }
+            Request::TakeDiagnostic { ep } => {
+                if let Some(d) = f.take_diagnostic(EpId(ep)) {
+                    w = [1, d.kind as u32, (d.addr >> 32) as u32, d.addr as u32, d.value, 0];
+                }
+                5
             }
             Request::Stats { ep } => {
                 let s = f.stats(EpId(ep));
