@@ -165,6 +165,113 @@ fn ip(me: &Me, f: &[u8], out: &mut [u8]) -> Answer {
     ans
 }
 
+/// Writes an ARP request from `me` for `target` to `out` (60 bytes); returns its length.
+pub fn arp_request(me: &Me, target: [u8; 4], out: &mut [u8]) -> usize {
+    out[..60].fill(0);
+    out[0..6].fill(0xff);
+    out[6..12].copy_from_slice(&me.mac);
+    out[12..14].copy_from_slice(&ETH_ARP.to_be_bytes());
+    let a = &mut out[ETH_HDR..ETH_HDR + 28];
+    a[0..8].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+    a[8..14].copy_from_slice(&me.mac);
+    a[14..18].copy_from_slice(&me.ip);
+    a[24..28].copy_from_slice(&target);
+    60
+}
+
+/// The MAC an ARP reply to `me` gives for `ip`, if `f` is one.
+pub fn arp_reply_mac(me: &Me, ip: [u8; 4], f: &[u8]) -> Option<[u8; 6]> {
+    if f.len() < ETH_HDR + 28 || be16(f, 12) != ETH_ARP || f[0..6] != me.mac {
+        return None;
+    }
+    let a = &f[ETH_HDR..];
+    if be16(a, 6) != 2 || a[14..18] != ip || a[24..28] != me.ip {
+        return None;
+    }
+    let mut m = [0u8; 6];
+    m.copy_from_slice(&a[8..14]);
+    Some(m)
+}
+
+/// Writes a UDP datagram from `me` (port `sport`) to `dst` (`mac`, `ip`, port `dport`) with
+/// `payload` to `out`; returns the frame's length (at least 60).
+pub fn udp_datagram(
+    me: &Me,
+    dst: (&[u8; 6], [u8; 4], u16),
+    sport: u16,
+    payload: &[u8],
+    out: &mut [u8],
+) -> usize {
+    let total = 20 + 8 + payload.len();
+    let n = ETH_HDR + total;
+    out[..n.max(60)].fill(0);
+    out[0..6].copy_from_slice(dst.0);
+    out[6..12].copy_from_slice(&me.mac);
+    out[12..14].copy_from_slice(&ETH_IP.to_be_bytes());
+    let ip = &mut out[ETH_HDR..n];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+    ip[6] = 0x40;
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&me.ip);
+    ip[16..20].copy_from_slice(&dst.1);
+    let c = checksum(&ip[..20]);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    ip[20..22].copy_from_slice(&sport.to_be_bytes());
+    ip[22..24].copy_from_slice(&dst.2.to_be_bytes());
+    ip[24..26].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    ip[28..].copy_from_slice(payload);
+    n.max(60)
+}
+
+/// The payload of a UDP datagram for `me` on port `port` in frame `f`.
+pub fn udp_payload<'a>(me: &Me, port: u16, f: &'a [u8]) -> Option<&'a [u8]> {
+    if f.len() < ETH_HDR + 28 || be16(f, 12) != ETH_IP || f[0..6] != me.mac {
+        return None;
+    }
+    let p = &f[ETH_HDR..];
+    let ihl = usize::from(p[0] & 0xf) * 4;
+    let total = usize::from(be16(p, 2));
+    if p[9] != 17 || ihl < 20 || total > p.len() || total < ihl + 8 || p[16..20] != me.ip {
+        return None;
+    }
+    let u = &p[ihl..total];
+    if be16(u, 2) != port || usize::from(be16(u, 4)) != u.len() {
+        return None;
+    }
+    Some(&u[8..])
+}
+
+/// Cuts `frame` into bgnet collective packets (network `netid`, from node address
+/// `src_key`, connection `conn_id`) and gives each to `send`.
+pub fn coll_packets(
+    frame: &[u8],
+    netid: u32,
+    src_key: u32,
+    conn_id: u16,
+    mut send: impl FnMut(&[u8; 256]),
+) {
+    let npkts = frame.len().div_ceil(COLL_CHUNK).clamp(1, COLL_MAX_PKTS);
+    let pad_tail = npkts * COLL_CHUNK - frame.len().min(npkts * COLL_CHUNK);
+    for i in 0..npkts {
+        let mut p = [0u8; 256];
+        CollHdr {
+            dst_key: netid,
+            src_key,
+            conn_id,
+            this_pkt: i as u8,
+            total_pkt: npkts as u8,
+            lnk_proto: LINK_PROTO_NET as u16,
+            opt: pad_tail as u16,
+        }
+        .write(&mut p);
+        let c = &frame[(i * COLL_CHUNK).min(frame.len())..frame.len().min((i + 1) * COLL_CHUNK)];
+        p[COLL_HDR_BYTES as usize..COLL_HDR_BYTES as usize + c.len()].copy_from_slice(c);
+        send(&p);
+    }
+}
+
 /// bgnet's collective link header (at the start of every 256-byte packet).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CollHdr {
@@ -357,6 +464,32 @@ mod tests {
         assert_eq!(answer(&ME, &udp(b"x", 9), &mut out), Answer::None);
         let q = udp(QUIT, 7);
         assert!(matches!(answer(&ME, &q, &mut out), Answer::Udp { quit: true, .. }));
+    }
+
+    #[test]
+    fn a_client_and_the_peer_understand_each_other() {
+        let client = Me {
+            mac: PEER_MAC,
+            ip: PEER_IP,
+        };
+        let mut q = [0u8; MAX_FRAME];
+        let mut a = [0u8; MAX_FRAME];
+        let n = super::arp_request(&client, ME.ip, &mut q);
+        let Answer::Arp(m) = answer(&ME, &q[..n], &mut a) else {
+            panic!("no ARP answer");
+        };
+        assert_eq!(arp_reply_mac(&client, ME.ip, &a[..m]), Some(ME.mac));
+        let payload: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
+        let n = udp_datagram(&client, (&ME.mac, ME.ip, ECHO_PORT), 4242, &payload, &mut q);
+        let Answer::Udp { len, quit: false } = answer(&ME, &q[..n], &mut a) else {
+            panic!("no echo");
+        };
+        assert_eq!(udp_payload(&client, 4242, &a[..len]), Some(&payload[..]));
+        // Over the collective framing and back.
+        let mut r = CollReassembly::<2>::new();
+        let mut got = None;
+        coll_packets(&q[..n], 0, 5, 1, |p| r.add(0, 3, p, |f| got = Some(f.to_vec())));
+        assert_eq!(got.as_deref(), Some(&q[..n]));
     }
 
     #[test]

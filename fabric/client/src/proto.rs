@@ -26,8 +26,8 @@
 //! | [`Request::FrameReceive`] | ep | found, len | frame out |
 //! | [`Request::IrqLines`] | ep | | 15 words out at [`shared::LINES`] |
 //! | [`Request::TakeChanged`] | | mask of the caller's changed endpoints | |
-//! | [`Request::Stats`] | ep | DMA packets sent, received, drops, errors | |
-//! | [`Request::TakeDiagnostic`] | ep | found, kind, addr hi, addr lo, value | |
+//! | [`Request::Stats`] | ep | packets, bytes, drops, errors (`kestrel_fabric::proto::stats_words`) | |
+//! | [`Request::TakeDiagnostic`] | ep | found, then `kestrel_fabric::proto::diagnostic_words` | |
 //!
 //! Events: when an endpoint's interrupt lines or frame queue change, the service sends
 //! [`EVENT`] (MR1 = mask of the changed endpoints of that event thread, bit k = endpoint k)
@@ -316,7 +316,8 @@ pub enum FabricErr {
     BadLength,
     /// the client's window or shared page was unmapped under the service; the endpoint is gone
     Revoked,
-    /// the engine refused: its error code (`FabricError`) is in the low byte
+    /// the engine refused: its error code (`kestrel_fabric::proto::error_code`) is in the
+    /// low byte
     Engine(u8),
 }
 
@@ -367,39 +368,6 @@ impl core::fmt::Display for FabricErr {
             e => f.write_str(e.as_str()),
         }
     }
-}
-
-/// The wire code of an engine error (`FabricErr::Engine`).
-pub const fn engine_code(e: kestrel_fabric::FabricError) -> u8 {
-    use kestrel_fabric::FabricError as E;
-    match e {
-        E::NoSuchEndpoint => 1,
-        E::NoFreeEndpoint => 2,
-        E::BadWindow => 3,
-        E::BadRegister => 4,
-        E::BadDcr => 5,
-        E::BadVc => 6,
-        E::BadFrame => 7,
-        E::InjectionFull => 8,
-        E::BadHeader => 9,
-    }
-}
-
-/// The engine error of a wire code.
-pub const fn engine_error(c: u8) -> Option<kestrel_fabric::FabricError> {
-    use kestrel_fabric::FabricError as E;
-    Some(match c {
-        1 => E::NoSuchEndpoint,
-        2 => E::NoFreeEndpoint,
-        3 => E::BadWindow,
-        4 => E::BadRegister,
-        5 => E::BadDcr,
-        6 => E::BadVc,
-        7 => E::BadFrame,
-        8 => E::InjectionFull,
-        9 => E::BadHeader,
-        _ => return None,
-    })
 }
 
 /// Encodes a reply: `OK` with `words`, or `ERROR` with the code.
@@ -515,16 +483,6 @@ mod tests {
             let (h, l) = mac_words(mac);
             prop_assert_eq!(mac_from_words(h, l), mac);
         }
-    }
-
-    #[test]
-    fn engine_errors_roundtrip() {
-        for c in 0..=255u8 {
-            if let Some(e) = engine_error(c) {
-                assert_eq!(engine_code(e), c);
-            }
-        }
-        assert!(engine_error(9).is_some() && engine_error(10).is_none());
     }
 
     #[test]

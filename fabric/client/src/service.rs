@@ -299,7 +299,7 @@ impl Service {
         self.request(Request::TakeChanged, &[]).map(|w| w[0])
     }
 
-    /// Endpoint `ep`'s counters: packets, bytes, drops, errors.
+    /// Endpoint `ep`'s counters: packets, bytes, drops, errors (saturated to 32 bits).
     pub fn stats(&self, ep: u8) -> Result<[u32; 4], Error> {
         self.request(Request::Stats { ep }, &[])
             .map(|w| [w[0], w[1], w[2], w[3]])
@@ -417,12 +417,12 @@ pub struct RemoteFabric {
     place: [(Coords, u32, u64, u64); MAX_ENDPOINTS],
 }
 
-use kestrel_fabric::{Coords, DiagKind, Diagnostic, EpId, FabricError, Stats, IRQ_WORDS};
+use kestrel_fabric::{Coords, Diagnostic, EpId, FabricError, Stats, IRQ_WORDS};
 
 fn engine(e: Error) -> FabricError {
     match e {
         Error::Refused(FabricErr::Engine(c)) => {
-            proto::engine_error(c).unwrap_or(FabricError::NoSuchEndpoint)
+            kestrel_fabric::proto::error_from_code(c).unwrap_or(FabricError::NoSuchEndpoint)
         }
         Error::Refused(FabricErr::NoEndpoint) => FabricError::NoFreeEndpoint,
         Error::Refused(FabricErr::BadWindow) => FabricError::BadWindow,
@@ -557,12 +557,14 @@ impl RemoteFabric {
         self.service.take_changed().unwrap_or(0)
     }
 
-    /// DMA packets sent and received, drops and errors (the other counters read 0).
+    /// The service's four counters (`kestrel_fabric::proto::stats_words`): all packets as
+    /// `dma_packets_sent`, torus payload bytes as `dma_bytes_sent`, drops, errors; the other
+    /// counters read 0.
     pub fn stats(&self, ep: EpId) -> Stats {
         let s = self.service.stats(ep.0).unwrap_or([0; 4]);
         Stats {
             dma_packets_sent: u64::from(s[0]),
-            dma_packets_received: u64::from(s[1]),
+            dma_bytes_sent: u64::from(s[1]),
             drops: u64::from(s[2]),
             errors: u64::from(s[3]),
             ..Stats::default()
@@ -577,10 +579,6 @@ impl RemoteFabric {
         if w[0] == 0 {
             return None;
         }
-        Some(Diagnostic {
-            kind: DiagKind::from_code(w[1])?,
-            addr: (u64::from(w[2]) << 32) | u64::from(w[3]),
-            value: w[4],
-        })
+        kestrel_fabric::proto::diagnostic_from_words([w[1], w[2], w[3], w[4]])
     }
 }

@@ -19,6 +19,7 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 use kestrel_abi::Timeout;
+use kestrel_bgp::coll;
 use kestrel_bgp::torus::LINK_PROTO_NET;
 use kestrel_fabric_client::net::{answer, Answer, CollReassembly, Me, MAX_FRAME};
 use kestrel_fabric_client::port::Port;
@@ -122,6 +123,15 @@ pub extern "C" fn task_main() {
             return;
         }
     };
+    // Take part in bgnet's class only (route 0): a reduction on any other class (the MPI
+    // layer's) completes without us.
+    for r in 0..coll::RDR_COUNT {
+        let v = if r == 0 { coll::RDR_LO_SRCL | coll::RDR_LO_TGTL } else { 0 };
+        if let Err(e) = port.dcr_write(ep, coll::DCR_BASE + coll::DCR_RDR0 + r, v) {
+            println!("cannot set the class routes: {e}");
+            return;
+        }
+    }
     println!(
         "{}.{}.{}.{} at {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} (endpoint {ep}, torus ({},{},{}), node address {}), UDP echo on port 7",
         ip[0], ip[1], ip[2], ip[3], mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], c.x, c.y, c.z, a.node_address

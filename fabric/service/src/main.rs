@@ -181,7 +181,7 @@ fn shared_write(k: usize, at: usize, data: &[u8]) {
 
 /// The engine's refusal as a wire code.
 fn engine_err(e: FabricError) -> FabricErr {
-    FabricErr::Engine(proto::engine_code(e))
+    FabricErr::Engine(kestrel_fabric::proto::error_code(e))
 }
 
 /// Who holds each endpoint, and what the clients have not been told yet.
@@ -571,16 +571,14 @@ impl Server {
             }
             Request::TakeDiagnostic { ep } => {
                 if let Some(d) = f.take_diagnostic(EpId(ep)) {
-                    w = [1, d.kind as u32, (d.addr >> 32) as u32, d.addr as u32, d.value, 0];
+                    let [a, b, c, v] = kestrel_fabric::proto::diagnostic_words(&d);
+                    w = [1, a, b, c, v, 0];
                 }
                 5
             }
             Request::Stats { ep } => {
-                let s = f.stats(EpId(ep));
-                w[0] = s.dma_packets_sent as u32;
-                w[1] = s.dma_packets_received as u32;
-                w[2] = s.drops as u32;
-                w[3] = s.errors as u32;
+                let [a, b, c, d] = kestrel_fabric::proto::stats_words(&f.stats(EpId(ep)));
+                w[..4].copy_from_slice(&[a, b, c, d]);
                 4
             }
         };

@@ -8,7 +8,13 @@
 //!    `(r + N - 1) % N`, and checks every byte;
 //! 3. allreduces `[r + 1, (r + 1)^2, crc]` with Sum over the collective ALU (crc = CRC-32 of
 //!    the message received) and checks the first two sums;
-//! 4. prints one result line, a final barrier, and detaches.
+//! 4. prints one result line;
+//! 5. with `ranks.echo=A.B.C.D`, rank 0 is a bgnet client of `kestrel-echo` at that address:
+//!    an ARP request as a collective broadcast (class 0, VC 0, bgnet's collective framing),
+//!    the reply over the torus, then a UDP datagram of `ranks.bytes` bytes (at most 1472)
+//!    to port 7 over the torus, whose echo it checks byte for byte, then the datagram
+//!    `KESTREL-ECHO-QUIT` that ends the echo;
+//! 6. a final barrier, and detaches.
 //!
 //! Every line is checkable: `ranks r/N: received B bytes from rank s, ok; allreduce sum
 //! [a, b, c]` (c = the sum of every rank's CRC).
@@ -17,7 +23,11 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 use kestrel_abi::Timeout;
+use kestrel_bgp::torus::LINK_PROTO_NET;
 use kestrel_fabric_client::mpi::{Comm, Op, MAX_DATA};
+use kestrel_fabric_client::net::{self, Me, ECHO_PORT, QUIT};
+use kestrel_fabric_client::port::Port;
+use kestrel_fabric_client::spi::{link_header, tree, Coords, DmaGroup, Reassembly, LINK_HDR};
 use kestrel_fabric_client::service::{Native, Service};
 use kestrel_user::{println, root, sys};
 
@@ -28,6 +38,93 @@ const TAG: u32 = 0x4b45;
 
 static mut COMM: Comm = Comm::new();
 static mut BUF: [u8; MAX_DATA] = [0; MAX_DATA];
+static mut TORUS: Reassembly<2> = Reassembly::new();
+
+fn parse_ip(s: &str) -> Option<[u8; 4]> {
+    let mut ip = [0u8; 4];
+    let mut it = s.split('.');
+    for b in ip.iter_mut() {
+        *b = it.next()?.parse().ok()?;
+    }
+    it.next().is_none().then_some(ip)
+}
+
+/// Waits (up to ~5 s) for a bgnet frame over the torus that `want` accepts.
+fn torus_frame<T>(
+    port: &mut Native,
+    dma: &mut DmaGroup,
+    reasm: &mut Reassembly<2>,
+    mut want: impl FnMut(&[u8]) -> Option<T>,
+) -> Result<Option<T>, kestrel_fabric_client::service::Error> {
+    for _ in 0..50 {
+        let mut hit = None;
+        dma.receive(port, |pkt| {
+            reasm.add(pkt, |m| {
+                let b = m.bytes;
+                if u32::from(u16::from_be_bytes([b[8], b[9]])) == LINK_PROTO_NET && hit.is_none() {
+                    hit = want(&b[LINK_HDR..]);
+                }
+            })
+        })?;
+        if hit.is_some() {
+            return Ok(hit);
+        }
+        wait(port);
+    }
+    Ok(None)
+}
+
+/// Rank 0 as a bgnet client of kestrel-echo at `ip`.
+fn echo_client(
+    port: &mut Native,
+    dma: &mut DmaGroup,
+    node_address: u32,
+    ip: [u8; 4],
+    bytes: usize,
+) -> Result<(), kestrel_fabric_client::service::Error> {
+    // SAFETY: the program's only thread; the only reference to this buffer.
+    let reasm = unsafe { &mut *core::ptr::addr_of_mut!(TORUS) };
+    let ep = dma.ep;
+    let me = Me {
+        mac: [6, 0, 0, dma.me.x, dma.me.y, dma.me.z],
+        ip: [10, 1, 0, 200 + dma.me.x],
+    };
+    let mut f = [0u8; LINK_HDR + net::MAX_FRAME];
+    let n = net::arp_request(&me, ip, &mut f);
+    let mut r = Ok(());
+    net::coll_packets(&f[..n], 0, node_address, 1, |p| {
+        if r.is_ok() {
+            r = port.tree_inject(ep, 0, tree::bcast(0, 0), p);
+        }
+    });
+    r?;
+    let Some(mac) = torus_frame(port, dma, reasm, |fr| net::arp_reply_mac(&me, ip, fr))? else {
+        println!("echo: no ARP reply for {}.{}.{}.{}", ip[0], ip[1], ip[2], ip[3]);
+        return Ok(());
+    };
+    println!(
+        "echo: {}.{}.{}.{} is at {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        ip[0], ip[1], ip[2], ip[3], mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]
+    );
+    let bytes = bytes.min(1472);
+    let mut payload = [0u8; 1472];
+    fill(0xec40, &mut payload[..bytes]);
+    for (i, data) in [&payload[..bytes], QUIT].into_iter().enumerate() {
+        let n = net::udp_datagram(&me, (&mac, ip, ECHO_PORT), 4000 + i as u16, data, &mut f[LINK_HDR..]);
+        link_header(&mut f, 0, LINK_HDR + n, LINK_PROTO_NET as u16);
+        dma.send(port, Coords::of_mac(&mac), &f[..LINK_HDR + n])?;
+        let got = torus_frame(port, dma, reasm, |fr| {
+            net::udp_payload(&me, 4000 + i as u16, fr).map(|p| p == data)
+        })?;
+        let what = if i == 0 { "UDP datagram" } else { "quit datagram" };
+        match got {
+            Some(true) => println!("echo: {what} of {} bytes echoed, ok", data.len()),
+            Some(false) => println!("echo: {what} of {} bytes echoed WRONG", data.len()),
+            None => println!("echo: no echo of the {what}"),
+        }
+    }
+    Ok(())
+}
 
 fn fill(seed: u32, out: &mut [u8]) {
     let mut x = seed;
@@ -62,12 +159,16 @@ pub extern "C" fn task_main() {
     let args = core::str::from_utf8(&args[..n]).unwrap_or("");
     let mut size = 2u32;
     let mut bytes = 3000usize;
+    let mut echo = None;
     for a in args.split_ascii_whitespace() {
         if let Some(v) = a.strip_prefix("ranks.n=").and_then(|v| v.parse().ok()) {
             size = v;
         }
         if let Some(v) = a.strip_prefix("ranks.bytes=").and_then(|v| v.parse().ok()) {
             bytes = v;
+        }
+        if let Some(v) = a.strip_prefix("ranks.echo=").and_then(parse_ip) {
+            echo = Some(v);
         }
     }
     let bytes = bytes.min(MAX_DATA);
@@ -124,6 +225,9 @@ pub extern "C" fn task_main() {
             v[2],
             if sums_ok { "ok" } else { "WRONG" }
         );
+        if let (0, Some(ip)) = (r, echo) {
+            echo_client(&mut port, &mut comm.dma, a.node_address, ip, bytes)?;
+        }
         comm.barrier(&mut port, wait)?;
         Ok(())
     };
