@@ -39,7 +39,7 @@ demo: setup
     scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-demo
     scripts/native-run.sh kestrel-demo --timeout 60
 
-# Host unit tests, the QEMU launcher's and bench scripts' tests, the on-target ktest suite, the test guest natively vs in a VM, two-VM isolation, the VMM's diagnostics and guest time (vm_diagnostics.py), the hostile guest and the native syscall fuzzer (short, seed 1), every libFuzzer target for 5 s, then Linux: native vs VM, two VMs at once, and a VM beside a native program
+# Host unit tests, the QEMU launcher's and bench scripts' tests, the on-target ktest suite, the test guest natively vs in a VM, two-VM isolation, the VMM's diagnostics and guest time (vm_diagnostics.py), the hostile guest and the native syscall fuzzer (short, seed 1), every libFuzzer target for 5 s, then Linux: native vs VM, two VMs at once, and a VM beside a native program; the fabric service: native ranks (messages, allreduce) and the native bgnet echo
 test: setup
     {{ cargo }} test
     python3 -m unittest discover -s scripts -p 'test_*.py'
@@ -55,6 +55,7 @@ test: setup
     scripts/linux-compare.sh --no-build
     scripts/linux-vms-test.py
     scripts/vm-with-native.py
+    scripts/fabric-echo-test.py --no-vm
 
 # Fuzz the parsers of guest- and user-controlled data with libFuzzer, one process: `just fuzz` runs every target for 20 s each, `just fuzz vtlb 600` one target for 10 minutes (targets: scripts/fuzz.sh --list; docs/adr/0017-fuzzing.md)
 fuzz TARGET="all" SECONDS="20": setup
