@@ -27,9 +27,10 @@
  *   watermark exception is off by default: it asserts together with the receive line for
  *   every packet and would double the interrupt work (each BIC register access is a VMM exit).
  * - debugfs (kestrel_coll/): `stats` (counters, the status words and the DCRs set up at
- *   probe); `selftest`: writing a VC number sends one point-to-point packet to this node's own
- *   address on that VC; when it comes back to a VC without a receiver, its pattern is checked
- *   and counted as selftest_ok or selftest_bad.
+ *   probe); `selftest`: writing "VC" sends one point-to-point test packet to this node's own
+ *   address on that VC, "VC DEST" to node address DEST (another VM). A test packet that
+ *   arrives on a VC without a receiver has its pattern checked and is counted as selftest_ok
+ *   (it came from this node), peer_ok (from another node) or selftest_bad.
  */
 
 #include <linux/debugfs.h>
@@ -42,6 +43,7 @@
 #include <linux/platform_device.h>
 #include <linux/seq_file.h>
 #include <linux/spinlock.h>
+#include <linux/uaccess.h>
 #include <asm/dcr-native.h>
 #include <asm/unaligned.h>
 
@@ -82,7 +84,7 @@ struct coll_vc {
 	void *ctx;
 	u32 buf[COLL_WORDS];
 	u32 selftest_seq;
-	u64 tx_packets, tx_busy, rx_packets, rx_dropped, selftest_ok, selftest_bad;
+	u64 tx_packets, tx_busy, rx_packets, rx_dropped, selftest_ok, peer_ok, selftest_bad;
 };
 
 struct kestrel_coll {
@@ -222,7 +224,10 @@ static u32 coll_selftest_word(u32 seq, unsigned int i)
 	return seq * 0x9e3779b9u ^ (i * 0x01010101u);
 }
 
-/* A packet that arrived on a VC without a receiver: a selftest packet or a drop. */
+/*
+ * A packet that arrived on a VC without a receiver: a test packet (word 0 the magic, word 1
+ * its sequence number, word 2 the sender's node address, the rest a pattern) or a drop.
+ */
 static void coll_unclaimed(struct coll_vc *vc)
 {
 	unsigned int i;
@@ -231,7 +236,7 @@ static void coll_unclaimed(struct coll_vc *vc)
 		vc->rx_dropped++;
 		return;
 	}
-	for (i = 2; i < COLL_WORDS; i++) {
+	for (i = 3; i < COLL_WORDS; i++) {
 		if (vc->buf[i] != coll_selftest_word(vc->buf[1], i)) {
 			vc->selftest_bad++;
 			dev_warn(vc->coll->dev, "VC%u: selftest packet %u: word %u is 0x%08x\n",
@@ -239,7 +244,10 @@ static void coll_unclaimed(struct coll_vc *vc)
 			return;
 		}
 	}
-	vc->selftest_ok++;
+	if (vc->buf[2] == vc->coll->node_address)
+		vc->selftest_ok++;
+	else
+		vc->peer_ok++;
 }
 
 /* Reads every complete packet of the VC (up to the budget); process context. */
@@ -331,10 +339,10 @@ static int coll_stats_show(struct seq_file *m, void *unused)
 		struct coll_vc *vc = &coll->vc[i];
 
 		seq_printf(m,
-			   "vc%u status 0x%08x vcfg 0x%08x tx_packets %llu tx_busy %llu rx_packets %llu rx_dropped %llu selftest_ok %llu selftest_bad %llu receiver %s\n",
+			   "vc%u status 0x%08x vcfg 0x%08x tx_packets %llu tx_busy %llu rx_packets %llu rx_dropped %llu selftest_ok %llu peer_ok %llu selftest_bad %llu receiver %s\n",
 			   i, coll_status(vc), coll_dcr_read(coll, KESTREL_BGP_COLL_DCR_VCFG0 + i),
 			   vc->tx_packets, vc->tx_busy, vc->rx_packets, vc->rx_dropped,
-			   vc->selftest_ok, vc->selftest_bad, vc->rx ? "yes" : "no");
+			   vc->selftest_ok, vc->peer_ok, vc->selftest_bad, vc->rx ? "yes" : "no");
 	}
 	for (i = 0; i < KESTREL_BGP_COLL_RDR_COUNT; i++)
 		seq_printf(m, "rdr%u 0x%08x\n", i,
@@ -348,15 +356,23 @@ static ssize_t coll_selftest_write(struct file *file, const char __user *ubuf, s
 {
 	struct kestrel_coll *coll = file->private_data;
 	u32 payload[COLL_WORDS];
-	unsigned int vcn, i;
+	unsigned int vcn, dest, i;
 	struct coll_vc *vc;
+	char cmd[32];
 	u8 route;
-	int ret;
+	int ret, n;
 
-	ret = kstrtouint_from_user(ubuf, len, 0, &vcn);
-	if (ret)
-		return ret;
-	if (vcn >= KESTREL_BGP_COLL_VCS)
+	if (len >= sizeof(cmd))
+		return -EINVAL;
+	if (copy_from_user(cmd, ubuf, len))
+		return -EFAULT;
+	cmd[len] = 0;
+	n = sscanf(cmd, "%u %u", &vcn, &dest);
+	if (n < 1 || vcn >= KESTREL_BGP_COLL_VCS)
+		return -EINVAL;
+	if (n < 2)
+		dest = coll->node_address;
+	if (dest > KESTREL_BGP_COLL_HDR_P2P_ADDR_MASK)
 		return -EINVAL;
 	if (!routes)
 		return -ENXIO;
@@ -364,9 +380,10 @@ static ssize_t coll_selftest_write(struct file *file, const char __user *ubuf, s
 	route = __ffs(routes);
 	payload[0] = COLL_SELFTEST_MAGIC;
 	payload[1] = ++vc->selftest_seq;
-	for (i = 2; i < COLL_WORDS; i++)
+	payload[2] = coll->node_address;
+	for (i = 3; i < COLL_WORDS; i++)
 		payload[i] = coll_selftest_word(payload[1], i);
-	ret = kestrel_coll_send(vcn, kestrel_coll_header_p2p(route, coll->node_address), payload);
+	ret = kestrel_coll_send(vcn, kestrel_coll_header_p2p(route, dest), payload);
 	return ret ? ret : len;
 }
 
