@@ -11,6 +11,11 @@
 //!   most), each packet routed by the hardware header's X, Y, Z and delivered; the
 //!   injection counter counts down by the bytes sent, HEAD advances, and the FIFO's
 //!   threshold bit is set.
+//! - One engine call moves at most `INJECT_BUDGET_BYTES` of payload and starts at most
+//!   `INJECT_BUDGET_DESCRIPTORS` descriptors (all endpoints together). What is left stays
+//!   pending (HEAD on the partly sent message) and continues at the end of the next engine
+//!   call of any endpoint, at a `dma_read`, or at `Fabric::poll`: one endpoint's huge
+//!   messages or endless rings cannot stall the others.
 //! - Memory-FIFO packets land at the destination's reception FIFO chosen by its reception
 //!   map (PID pair, LOCAL byte) as a slot of the 16-byte header + payload, padded to
 //!   32-byte chunks (the header's Chunks field says how many; Put_Offset is the byte offset
@@ -128,6 +133,16 @@ impl Ring {
     }
 }
 
+/// A message the DMA has started but not finished (the engine's per-call budget ran out).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Inflight {
+    desc: Descriptor,
+    /// Bus address of the message (counter BASE + base_offset, taken when it started).
+    src: u64,
+    /// Bytes already sent.
+    sent: u32,
+}
+
 /// A counter's registers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Counter {
@@ -148,6 +163,8 @@ pub(crate) enum Effect {
 #[derive(Clone, Debug)]
 pub(crate) struct DmaRegs {
     pub inj: [Ring; NINJ],
+    /// The message at each injection FIFO's HEAD that is partly sent.
+    pub inflight: [Option<Inflight>; NINJ],
     pub activated: u32,
     pub inj_threshold: u32,
     pub inj_ctr: [Counter; NCTR],
@@ -190,6 +207,7 @@ impl DmaRegs {
     pub fn reset(base: u64, len: u64) -> DmaRegs {
         let mut d = DmaRegs {
             inj: [Ring::default(); NINJ],
+            inflight: [None; NINJ],
             activated: 0,
             inj_threshold: 0,
             inj_ctr: [Counter::default(); NCTR],
@@ -339,6 +357,8 @@ impl DmaRegs {
                 if reg == FIFO_TAIL {
                     return Some(Effect::Inject(bit(idx as u32)));
                 }
+                // START, END or HEAD moved: a partly sent message is abandoned.
+                self.inflight[idx % NINJ] = None;
             }
             INJ_NOT_EMPTY | INJ_AVAILABLE | INJ_THRESHOLD | INJ_ACTIVATED => {}
             INJ_THRESHOLD_CLEAR => self.inj_threshold &= !v,
@@ -520,22 +540,45 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         let desc_quads = DESC_BYTES / 16;
         // At most one pass over the ring: HEAD reaches TAIL by then.
         for _ in 0..=ring.size() / desc_quads {
-            let Some(e) = self.slot(ep) else { return };
+            let Some(e) = self.slot_mut(ep) else { return };
             let ring = e.dma.inj[f];
             if ring.head == ring.tail || !ring.valid() {
                 break;
             }
-            if ring.end - ring.head < desc_quads {
-                self.dma_error(ep, ERR_DESCRIPTOR, DiagKind::FifoPointers, 0, f as u32);
+            let resumed = e.dma.inflight[f].take();
+            if self.budget == 0 || (resumed.is_none() && self.desc_budget == 0) {
+                if let Some(e) = self.slot_mut(ep) {
+                    e.dma.inflight[f] = resumed;
+                }
+                self.pending |= 1 << ep.0;
                 break;
             }
-            let at = u64::from(ring.head) << 4;
-            let mut raw = [0u8; DESC_BYTES as usize];
-            if let Err(bad) = self.read_bus(ep, at, &mut raw) {
-                self.dma_error(ep, ERR_RANGE, DiagKind::RangeCheck, bad, f as u32);
-                break;
+            let started = match resumed {
+                Some(i) => Some(i),
+                None => {
+                    if ring.end - ring.head < desc_quads {
+                        self.dma_error(ep, ERR_DESCRIPTOR, DiagKind::FifoPointers, 0, f as u32);
+                        break;
+                    }
+                    self.desc_budget -= 1;
+                    let at = u64::from(ring.head) << 4;
+                    let mut raw = [0u8; DESC_BYTES as usize];
+                    if let Err(bad) = self.read_bus(ep, at, &mut raw) {
+                        self.dma_error(ep, ERR_RANGE, DiagKind::RangeCheck, bad, f as u32);
+                        break;
+                    }
+                    self.start_message(ep, Descriptor::parse(&raw))
+                }
+            };
+            if let Some(mut i) = started {
+                if !self.send_message(ep, &mut i) {
+                    if let Some(e) = self.slot_mut(ep) {
+                        e.dma.inflight[f] = Some(i);
+                    }
+                    self.pending |= 1 << ep.0;
+                    break;
+                }
             }
-            self.run_descriptor(ep, &Descriptor::parse(&raw));
             let Some(e) = self.slot_mut(ep) else { return };
             let r = &mut e.dma.inj[f];
             if r.valid() {
@@ -546,21 +589,35 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         self.touch(ep);
     }
 
-    fn run_descriptor(&mut self, ep: EpId, d: &Descriptor) {
+    /// Checks a descriptor; `None` (after setting the error) if it sends nothing.
+    fn start_message(&mut self, ep: EpId, d: Descriptor) -> Option<Inflight> {
         if d.flags & DESC_PREFETCH_ONLY != 0 {
-            return;
+            return None;
         }
         if d.ctr_id / COUNTERS != GROUP {
             self.dma_error(ep, ERR_DESCRIPTOR, DiagKind::Descriptor, 0, d.ctr_id);
-            return;
+            return None;
         }
         let c = (d.ctr_id % COUNTERS) as usize;
-        let Some(e) = self.slot(ep) else { return };
+        let e = self.slot(ep)?;
         let src = (u64::from(e.dma.inj_ctr[c].base) << 4) + u64::from(d.base_offset);
         if self.check(ep, src, u64::from(d.len), Dir::Inj).is_none() {
             self.dma_error(ep, ERR_RANGE, DiagKind::RangeCheck, src, d.len);
-            return;
+            return None;
         }
+        Some(Inflight {
+            desc: d,
+            src,
+            sent: 0,
+        })
+    }
+
+    /// Sends the rest of a message; `false` if the call's budget ran out first (`i.sent`
+    /// says how far it got).
+    fn send_message(&mut self, ep: EpId, i: &mut Inflight) -> bool {
+        let d = &i.desc;
+        let c = (d.ctr_id % COUNTERS) as usize;
+        let src = i.src;
         let memcopy = d.flags & DESC_LOCAL_MEMCOPY != 0;
         let direct = memcopy || d.hw[0] & HW_DM != 0;
         let hop = if memcopy {
@@ -575,24 +632,29 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         };
         if hop == Hop::Outside {
             self.dma_error(ep, ERR_DESCRIPTOR, DiagKind::Descriptor, 0, d.hw[0]);
-            return;
+            return true;
         }
         let max = if memcopy {
             PKT_MAX_PAYLOAD
         } else {
             (((d.hw[0] >> HW_CHUNKS_SHIFT) & HW_CHUNKS_MASK) + 1) * CHUNK_BYTES - PKT_HDR_BYTES
         };
-        let mut off = 0u32;
+        let mut off = i.sent;
         loop {
             let n = (d.len - off).min(max);
             if n == 0 && (off > 0 || direct) {
                 break;
             }
+            if self.budget == 0 {
+                i.sent = off;
+                return false;
+            }
+            self.budget = self.budget.saturating_sub(u64::from(n.max(PKT_HDR_BYTES)));
             let mut buf = [0u8; PKT_MAX_PAYLOAD as usize];
             let payload = &mut buf[..n as usize];
             if let Err(bad) = self.read_bus(ep, src + u64::from(off), payload) {
                 self.dma_error(ep, ERR_RANGE, DiagKind::RangeCheck, bad, n);
-                return;
+                return true;
             }
             let put = d.sw[0].wrapping_add(off);
             match hop {
@@ -609,7 +671,7 @@ impl<M: Memory, L: Link> Fabric<M, L> {
                         self.note_drop(ep, DiagKind::NoRoute, 0, u32::from(dir));
                     }
                 }
-                Hop::Outside => return,
+                Hop::Outside => return true,
             }
             if let Some(e) = self.slot_mut(ep) {
                 e.stats.dma_packets_sent += 1;
@@ -625,6 +687,7 @@ impl<M: Memory, L: Link> Fabric<M, L> {
                 break;
             }
         }
+        true
     }
 
     /// Delivers a memory-FIFO packet from `from` to `to`.

@@ -264,6 +264,11 @@ pub struct Fabric<M, L = LocalLink> {
     /// Endpoints whose lines or frame queue changed since `take_changed`.
     changed: u32,
     red: coll::Reductions,
+    /// Endpoints whose injection FIFOs have work left (the budget ran out).
+    pending: u32,
+    /// Payload bytes and descriptors the DMA may still move in this call.
+    budget: u64,
+    desc_budget: u32,
 }
 
 /// Which range-check windows an access goes through.
@@ -294,6 +299,9 @@ impl<M: Memory, L: Link> Fabric<M, L> {
             touched: 0,
             changed: 0,
             red: coll::Reductions::default(),
+            pending: 0,
+            budget: torus::INJECT_BUDGET_BYTES,
+            desc_budget: torus::INJECT_BUDGET_DESCRIPTORS,
         }
     }
 
@@ -348,6 +356,7 @@ impl<M: Memory, L: Link> Fabric<M, L> {
             if slot.take().is_some() {
                 self.red.forget(ep);
                 self.changed &= !(1 << ep.0);
+                self.pending &= !(1 << ep.0);
                 self.coll_settle_all();
                 self.settle();
             }
@@ -380,6 +389,10 @@ impl<M: Memory, L: Link> Fabric<M, L> {
 
     /// Reads a register of `ep`'s DMA group page (offset 0..0x1000, word aligned).
     pub fn dma_read(&mut self, ep: EpId, offset: u32) -> Result<u32, FabricError> {
+        // A driver polling a counter or HEAD must see pending injections progress.
+        if self.pending != 0 {
+            self.settle();
+        }
         let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
         match e.dma.read(offset) {
             Some(v) => Ok(v),
@@ -507,8 +520,31 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         }
     }
 
-    /// Recomputes the lines of every touched endpoint and records changes.
+    /// Continues injections the per-call budget cut short (every engine call does this
+    /// at its end too); returns whether work is still left, so a caller with a timer can
+    /// poll until it is done.
+    pub fn poll(&mut self) -> bool {
+        self.settle();
+        self.pending != 0
+    }
+
+    /// Whether injections are waiting for budget (see [`Fabric::poll`]).
+    pub fn has_pending(&self) -> bool {
+        self.pending != 0
+    }
+
+    /// Ends an engine call: continues pending injections with what is left of the call's
+    /// budget, recomputes the lines of every touched endpoint and records changes, and
+    /// refills the budget for the next call.
     fn settle(&mut self) {
+        let pending = core::mem::take(&mut self.pending);
+        for k in 0..MAX_ENDPOINTS {
+            if pending & (1 << k) != 0 {
+                self.run_injection(EpId(k as u8), u32::MAX);
+            }
+        }
+        self.budget = torus::INJECT_BUDGET_BYTES;
+        self.desc_budget = torus::INJECT_BUDGET_DESCRIPTORS;
         let touched = core::mem::take(&mut self.touched);
         for k in 0..MAX_ENDPOINTS {
             if touched & (1 << k) == 0 {

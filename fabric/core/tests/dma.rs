@@ -295,3 +295,59 @@ fn zero_length_memory_fifo_message_sends_a_header() {
     let at = RCV_FIFO_AT as usize;
     assert_eq!(&r.mem(B)[at + 12..at + 16], &0xABCDu32.to_be_bytes());
 }
+
+#[test]
+fn huge_messages_continue_over_calls_within_the_budget() {
+    use kestrel_bgp::torus::{INJECT_BUDGET_BYTES, INJECT_BUDGET_DESCRIPTORS};
+    use kestrel_fabric::{Fabric, VecMemory};
+    const BIG: u64 = 24 << 20;
+    let mut f = Fabric::new(VecMemory::new());
+    for _ in 0..2 {
+        let (ep, _) = f.attach(BIG).unwrap();
+        f.memory_mut().set_window(ep, BIG as usize);
+    }
+    let q = |f: &Fabric<VecMemory>, ep: EpId, off: u64| ((f.window(ep).unwrap().0 + off) >> 4) as u32;
+    // A: injection FIFO 0 big enough for 5000 descriptors at 0x10_0000.
+    let (s, e) = (q(&f, A, 0x10_0000), q(&f, A, 0x10_0000 + 32 * 6000));
+    for (r, v) in [(FIFO_START, s), (FIFO_END, e), (FIFO_HEAD, s), (FIFO_TAIL, s)] {
+        f.dma_write(A, d::inj_fifo(0, r), v).unwrap();
+    }
+    f.dcr_write(A, DCR_BASE + DCR_INJ_FIFO_ENABLE + VM_GROUP, 0x8000_0000).unwrap();
+    f.dma_write(A, INJ_ACTIVATE, 0x8000_0000).unwrap();
+    let base = q(&f, A, 0);
+    f.dma_write(A, d::inj_ctr(0, CTR_BASE), base).unwrap();
+    // B: reception counter 0 over its whole window.
+    let (bb, bl) = (q(&f, B, 0), q(&f, B, BIG - 1));
+    f.dma_write(B, d::rcv_ctr(0, CTR_BASE), bb).unwrap();
+    f.dma_write(B, d::rcv_ctr(0, CTR_LIMIT), bl).unwrap();
+    let len = 20u32 << 20;
+    f.dma_write(B, d::rcv_ctr(0, CTR_COUNT), len).unwrap();
+    f.dma_write(B, RCV_CTR_ENABLE, 0x8000_0000).unwrap();
+    // One 20 MiB direct put: more than one call's budget.
+    let desc = put_desc(1, 0, len, 0, 0);
+    let bytes: Vec<u8> = desc.iter().flat_map(|w| w.to_be_bytes()).collect();
+    f.memory_mut().window_mut(A)[0x10_0000..0x10_0000 + 32].copy_from_slice(&bytes);
+    f.dma_write(A, d::inj_fifo(0, FIFO_TAIL), s + 2).unwrap();
+    assert!(f.has_pending());
+    let left = f.dma_read(B, d::rcv_ctr(0, CTR_COUNT)).unwrap();
+    assert!(left > 0 && u64::from(len - left) <= INJECT_BUDGET_BYTES + 240, "left {left}");
+    assert_eq!(f.dma_read(A, d::inj_fifo(0, FIFO_HEAD)).unwrap(), s, "HEAD stays on it");
+    assert!(!f.poll(), "the next call finishes it");
+    assert_eq!(f.dma_read(B, d::rcv_ctr(0, CTR_COUNT)).unwrap(), 0);
+    assert_eq!(f.dma_read(B, RCV_CTR_HIT_ZERO).unwrap(), 0x8000_0000);
+    assert_eq!(f.dma_read(A, d::inj_fifo(0, FIFO_HEAD)).unwrap(), s + 2);
+    // 5000 prefetch-only descriptors: more than one call's descriptor budget.
+    let n = INJECT_BUDGET_DESCRIPTORS + 904;
+    let mut ring = Vec::new();
+    for _ in 0..n {
+        let mut d = [0u32; 8];
+        d[0] = DESC_PREFETCH_ONLY;
+        ring.extend(d.iter().flat_map(|w| w.to_be_bytes()));
+    }
+    f.dma_write(A, d::inj_fifo(0, FIFO_HEAD), s).unwrap();
+    f.memory_mut().window_mut(A)[0x10_0000..0x10_0000 + ring.len()].copy_from_slice(&ring);
+    f.dma_write(A, d::inj_fifo(0, FIFO_TAIL), s + 2 * n).unwrap();
+    assert_eq!(f.dma_read(A, d::inj_fifo(0, FIFO_HEAD)).unwrap(), s + 2 * INJECT_BUDGET_DESCRIPTORS);
+    assert!(!f.poll());
+    assert_eq!(f.dma_read(A, INJ_NOT_EMPTY).unwrap(), 0);
+}

@@ -495,6 +495,10 @@
 #define KESTREL_BGP_TORUS_BUS_SLOT 0x80000000u
 /* Largest memory window of one endpoint (one bus slot). */
 #define KESTREL_BGP_TORUS_MAX_WINDOW 0x80000000u
+/* Payload bytes the fabric's DMA moves within one engine call (all endpoints together); the rest continues on the next call (or `Fabric::poll`), so one endpoint's huge messages cannot stall the others. */
+#define KESTREL_BGP_TORUS_INJECT_BUDGET_BYTES 0x1000000u
+/* Descriptors the fabric's DMA starts within one engine call. */
+#define KESTREL_BGP_TORUS_INJECT_BUDGET_DESCRIPTORS 0x1000u
 /* Frames (pv NIC) queued per endpoint before the fabric drops (and counts) more. */
 #define KESTREL_BGP_TORUS_FRAME_QUEUE_FRAMES 0x80u
 /* Largest Ethernet frame the fabric carries (1514 + 4-byte VLAN tag). */
