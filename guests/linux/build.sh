@@ -34,6 +34,10 @@ need_tool "${CROSS_COMPILE}gcc" gzip
 "${CROSS_COMPILE}gcc" -static -nostdlib -ffreestanding -fno-stack-protector -O2 -Wall -Wextra \
     -Wl,--build-id=none -s -o "$LINUX_GUEST_OUT/kestrel-tb.new" "$LINUX_GUEST_DIR/tools/kestrel-tb.c" -lgcc
 mv "$LINUX_GUEST_OUT/kestrel-tb.new" "$LINUX_GUEST_OUT/kestrel-tb"
+# kestrel-udp-echo: one UDP datagram to an echo service, checked (tools/kestrel-udp-echo.c).
+"${CROSS_COMPILE}gcc" -static -O2 -Wall -Wextra -Wl,--build-id=none -s \
+    -o "$LINUX_GUEST_OUT/kestrel-udp-echo.new" "$LINUX_GUEST_DIR/tools/kestrel-udp-echo.c"
+mv "$LINUX_GUEST_OUT/kestrel-udp-echo.new" "$LINUX_GUEST_OUT/kestrel-udp-echo"
 
 # The initramfs: gen_init_cpio (the kernel's own tool) packs a list of entries, so device
 # nodes need no root. It takes a file's mtime from the file, hence the staged copies.
@@ -41,7 +45,7 @@ stage=$LINUX_GUEST_OUT/initramfs.stage
 rm -rf "$stage"
 mkdir -p "$stage/scripts" "$stage/etc" "$stage/modules"
 cp "$LINUX_GUEST_DIR/init" "$stage/init"
-cp "$LINUX_GUEST_OUT/busybox" "$LINUX_GUEST_OUT/kestrel-tb" "$LINUX_GUEST_OUT/iperf" "$LINUX_GUEST_OUT/NPtcp" "$stage/"
+cp "$LINUX_GUEST_OUT/busybox" "$LINUX_GUEST_OUT/kestrel-tb" "$LINUX_GUEST_OUT/kestrel-udp-echo" "$LINUX_GUEST_OUT/iperf" "$LINUX_GUEST_OUT/NPtcp" "$stage/"
 cp "$LINUX_GUEST_DIR"/scripts/* "$stage/scripts/"
 cp "$LINUX_GUEST_DIR"/rootfs/etc/* "$stage/etc/"
 cp "$LINUX_GUEST_OUT"/modules/*.ko "$stage/modules/"
@@ -60,6 +64,7 @@ list=$LINUX_GUEST_OUT/initramfs.list
     echo "file /init init 0755 0 0"
     echo "file /bin/busybox busybox 0755 0 0"
     echo "file /bin/kestrel-tb kestrel-tb 0755 0 0"
+    echo "file /bin/kestrel-udp-echo kestrel-udp-echo 0755 0 0"
     echo "file /usr/bin/iperf iperf 0755 0 0"
     echo "file /usr/bin/NPtcp NPtcp 0755 0 0"
     for f in "$stage"/scripts/*; do

@@ -338,8 +338,8 @@ impl<const N: usize> CollReassembly<N> {
     }
 
     /// Adds a packet of network `netid` not sent by `me` (node address); a completed
-    /// frame goes to `done`.
-    pub fn add(&mut self, netid: u32, me: u32, p: &[u8; 256], done: impl FnOnce(&[u8])) {
+    /// frame goes to `done` with its sender's node address.
+    pub fn add(&mut self, netid: u32, me: u32, p: &[u8; 256], done: impl FnOnce(u32, &[u8])) {
         let h = CollHdr::parse(p);
         if h.dst_key != netid || u32::from(h.lnk_proto) != LINK_PROTO_NET || h.src_key == me {
             return;
@@ -385,7 +385,7 @@ impl<const N: usize> CollReassembly<N> {
             self.bad += 1;
             return;
         }
-        done(&s.6[pad_head..len - pad_tail]);
+        done(h.src_key, &s.6[pad_head..len - pad_tail]);
     }
 }
 
@@ -488,8 +488,8 @@ mod tests {
         // Over the collective framing and back.
         let mut r = CollReassembly::<2>::new();
         let mut got = None;
-        coll_packets(&q[..n], 0, 5, 1, |p| r.add(0, 3, p, |f| got = Some(f.to_vec())));
-        assert_eq!(got.as_deref(), Some(&q[..n]));
+        coll_packets(&q[..n], 0, 5, 1, |p| r.add(0, 3, p, |src, f| got = Some((src, f.to_vec()))));
+        assert_eq!(got, Some((5, q[..n].to_vec())));
     }
 
     #[test]
@@ -513,7 +513,7 @@ mod tests {
             .write(&mut p);
             let c = &frame[i * COLL_CHUNK..frame.len().min((i + 1) * COLL_CHUNK)];
             p[16..16 + c.len()].copy_from_slice(c);
-            r.add(0, 3, &p, |f| got = Some(f.to_vec()));
+            r.add(0, 3, &p, |_, f| got = Some(f.to_vec()));
         }
         assert_eq!(got, Some(frame));
     }
@@ -544,7 +544,7 @@ mod tests {
                 b.copy_from_slice(p);
                 b[0..4].fill(0);
                 b[12..14].copy_from_slice(&1u16.to_be_bytes());
-                r.add(0, 99, &b, |f| assert!(f.len() <= COLL_MAX_PKTS * COLL_CHUNK));
+                r.add(0, 99, &b, |_, f| assert!(f.len() <= COLL_MAX_PKTS * COLL_CHUNK));
             }
         }
     }

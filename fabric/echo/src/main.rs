@@ -8,23 +8,25 @@
 //! - UDP datagrams to port 7, echoed back unchanged; the payload `KESTREL-ECHO-QUIT` is
 //!   echoed and then ends the program (so a test run can end),
 //!
-//! arriving over the torus (memory-FIFO messages in bgnet's torus framing, answered the
-//! same way), over the collective (bgnet's broadcasts, e.g. ARP requests, on class 0, VC 0;
-//! answered over the torus to the asker's torus-style MAC) or over the pv NIC frame path
-//! (answered there). The network id (bgnet's `network-id`) is 0 (`echo.netid=N`).
+//! arriving over the torus (memory-FIFO messages in bgnet's torus framing), over the
+//! collective (bgnet's framing on class 0, VC 0: broadcasts such as ARP requests, and
+//! point-to-point packets) or over the pv NIC frame path; each answer goes back the way its
+//! request came (over the collective point to point to the sender's node address). The network id (bgnet's `network-id`) is 0 (`echo.netid=N`).
 //! Between events from the service it sleeps; it prints one line per kind of answer the
 //! first time, and a count at the end.
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
+extern crate alloc;
+
 use kestrel_abi::Timeout;
 use kestrel_bgp::coll;
 use kestrel_bgp::torus::LINK_PROTO_NET;
-use kestrel_fabric_client::net::{answer, Answer, CollReassembly, Me, MAX_FRAME};
+use kestrel_fabric_client::net::{self, answer, Answer, CollReassembly, Me, MAX_FRAME};
 use kestrel_fabric_client::port::Port;
 use kestrel_fabric_client::service::{Native, Service};
-use kestrel_fabric_client::spi::{layout, link_header, Coords, DmaGroup, Reassembly, LINK_HDR};
+use kestrel_fabric_client::spi::{layout, link_header, tree, Coords, DmaGroup, Reassembly, LINK_HDR};
 use kestrel_user::{println, root, sys};
 
 /// The DMA window (64 KiB of RAM from the root task) and the shared page.
@@ -46,10 +48,12 @@ struct Inbox {
     buf: [[u8; MAX_FRAME]; 8],
 }
 
+/// How a frame came, and so how its answer goes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Via {
     Torus,
-    Coll,
+    /// From this node address over the collective.
+    Coll(u32),
     Nic,
 }
 
@@ -148,6 +152,7 @@ pub extern "C" fn task_main() {
     let mut counts = [0u32; 3]; // arp, ping, udp
     let mut out = [0u8; LINK_HDR + MAX_FRAME];
     let mut quit = false;
+    let mut conn = 0u16;
     while !quit {
         // Torus: memory-FIFO messages with bgnet's link header.
         let r = dma.receive(&mut port, |pkt| {
@@ -168,7 +173,7 @@ pub extern "C" fn task_main() {
         let mut p = [0u8; 256];
         while inbox.n < inbox.buf.len() {
             match port.tree_receive(ep, TREE_VC, &mut p) {
-                Ok(Some(_)) => coll.add(netid, a.node_address, &p, |f| inbox.push(f, Via::Coll)),
+                Ok(Some(_)) => coll.add(netid, a.node_address, &p, |src, f| inbox.push(f, Via::Coll(src))),
                 _ => break,
             }
         }
@@ -202,6 +207,16 @@ pub extern "C" fn task_main() {
             let dst = [out[LINK_HDR], out[LINK_HDR + 1], out[LINK_HDR + 2], out[LINK_HDR + 3], out[LINK_HDR + 4], out[LINK_HDR + 5]];
             let sent = if inbox.via[i] == Via::Nic {
                 port.frame_send(ep, &out[LINK_HDR..LINK_HDR + len]).map(|_| true)
+            } else if let Via::Coll(src) = inbox.via[i] {
+                // Back the way it came: point to point to the sender's node address.
+                conn = conn.wrapping_add(1);
+                let mut r = Ok(true);
+                net::coll_packets(&out[LINK_HDR..LINK_HDR + len], netid, a.node_address, conn, |p| {
+                    if matches!(r, Ok(true)) {
+                        r = port.tree_inject(ep, TREE_VC, tree::p2p(0, src), p).map(|_| true);
+                    }
+                });
+                r
             } else if u32::from(dst[0] & 7) == kestrel_bgp::torus::MAC_TORUS_KIND {
                 link_header(&mut out, netid, LINK_HDR + len, LINK_PROTO_NET as u16);
                 dma.send(&mut port, Coords::of_mac(&dst), &out[..LINK_HDR + len])

@@ -11,7 +11,7 @@
 //! 4. prints one result line;
 //! 5. with `ranks.echo=A.B.C.D`, rank 0 is a bgnet client of `kestrel-echo` at that address:
 //!    an ARP request as a collective broadcast (class 0, VC 0, bgnet's collective framing),
-//!    the reply over the torus, then a UDP datagram of `ranks.bytes` bytes (at most 1472)
+//!    the reply (point to point over the collective), then a UDP datagram of `ranks.bytes` bytes (at most 1472)
 //!    to port 7 over the torus, whose echo it checks byte for byte, then the datagram
 //!    `KESTREL-ECHO-QUIT` that ends the echo;
 //! 6. a final barrier, and detaches.
@@ -21,6 +21,8 @@
 #![no_std]
 #![no_main]
 #![forbid(unsafe_op_in_unsafe_fn)]
+
+extern crate alloc;
 
 use kestrel_abi::Timeout;
 use kestrel_bgp::torus::LINK_PROTO_NET;
@@ -39,6 +41,7 @@ const TAG: u32 = 0x4b45;
 static mut COMM: Comm = Comm::new();
 static mut BUF: [u8; MAX_DATA] = [0; MAX_DATA];
 static mut TORUS: Reassembly<2> = Reassembly::new();
+static mut COLL: net::CollReassembly<2> = net::CollReassembly::new();
 
 fn parse_ip(s: &str) -> Option<[u8; 4]> {
     let mut ip = [0u8; 4];
@@ -49,13 +52,17 @@ fn parse_ip(s: &str) -> Option<[u8; 4]> {
     it.next().is_none().then_some(ip)
 }
 
-/// Waits (up to ~5 s) for a bgnet frame over the torus that `want` accepts.
-fn torus_frame<T>(
+/// Waits (up to ~5 s) for a bgnet frame over the torus or the collective (class 0, VC 0)
+/// that `want` accepts.
+fn frame<T>(
     port: &mut Native,
     dma: &mut DmaGroup,
     reasm: &mut Reassembly<2>,
+    node_address: u32,
     mut want: impl FnMut(&[u8]) -> Option<T>,
 ) -> Result<Option<T>, kestrel_fabric_client::service::Error> {
+    // SAFETY: the program's only thread; the only reference to this buffer.
+    let coll = unsafe { &mut *core::ptr::addr_of_mut!(COLL) };
     for _ in 0..50 {
         let mut hit = None;
         dma.receive(port, |pkt| {
@@ -66,6 +73,13 @@ fn torus_frame<T>(
                 }
             })
         })?;
+        let mut p = [0u8; 256];
+        while hit.is_none() {
+            match port.tree_receive(dma.ep, 0, &mut p)? {
+                Some(_) => coll.add(0, node_address, &p, |_, f| hit = want(f)),
+                None => break,
+            }
+        }
         if hit.is_some() {
             return Ok(hit);
         }
@@ -98,7 +112,7 @@ fn echo_client(
         }
     });
     r?;
-    let Some(mac) = torus_frame(port, dma, reasm, |fr| net::arp_reply_mac(&me, ip, fr))? else {
+    let Some(mac) = frame(port, dma, reasm, node_address, |fr| net::arp_reply_mac(&me, ip, fr))? else {
         println!("echo: no ARP reply for {}.{}.{}.{}", ip[0], ip[1], ip[2], ip[3]);
         return Ok(());
     };
@@ -113,7 +127,7 @@ fn echo_client(
         let n = net::udp_datagram(&me, (&mac, ip, ECHO_PORT), 4000 + i as u16, data, &mut f[LINK_HDR..]);
         link_header(&mut f, 0, LINK_HDR + n, LINK_PROTO_NET as u16);
         dma.send(port, Coords::of_mac(&mac), &f[..LINK_HDR + n])?;
-        let got = torus_frame(port, dma, reasm, |fr| {
+        let got = frame(port, dma, reasm, node_address, |fr| {
             net::udp_payload(&me, 4000 + i as u16, fr).map(|p| p == data)
         })?;
         let what = if i == 0 { "UDP datagram" } else { "quit datagram" };
