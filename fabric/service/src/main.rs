@@ -18,6 +18,9 @@
 //!   client's event thread with a zero-timeout `EVENT` message, retried every millisecond,
 //!   never to the thread the service is about to answer (it would take the event for its
 //!   reply); `TakeChanged` collects them.
+//! - **Budget.** An engine call runs at most its per-call DMA budget; what is left
+//!   continues at the next call, and the loop polls the engine every millisecond while
+//!   anything is pending.
 //! - **End.** When the last endpoint detaches (after at least one attached) the service
 //!   exits, so a run whose programs all end stops the machine; `fabric.linger=1` on the
 //!   kernel command line keeps it running.
@@ -262,7 +265,9 @@ fn serve() {
             .unwrap_or(Fpage::NIL);
         kestrel_user::ipc::set_acceptor(window);
         s.tell(reply.as_ref().map(|r| r.0));
-        let wait = if s.clients.untold() != 0 {
+        // Untold events are retried, injections the engine's per-call budget cut short
+        // are continued, every millisecond.
+        let wait = if s.clients.untold() != 0 || s.fabric.has_pending() {
             Timeout::from_us(1000)
         } else {
             Timeout::NEVER
@@ -272,6 +277,10 @@ fn serve() {
         // A failed reply (the client is gone), a timeout or a failed map: nothing to answer;
         // a map that failed half-way may still have left pages in the free slot.
         let mut keep = false;
+        if s.fabric.has_pending() {
+            s.fabric.poll();
+            s.collect();
+        }
         if r.is_ok() {
             let (answer, attached) = s.handle(from, &msg, free, window);
             reply = Some((from, answer));
