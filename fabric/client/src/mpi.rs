@@ -71,6 +71,12 @@ pub struct Comm {
     out: [u8; MAX_MSG],
 }
 
+impl Default for Comm {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Comm {
     /// A communicator not yet open (a `const`, so a program can keep it in a `static`: it
     /// holds the reassembly and inbox buffers, about 85 KiB).

@@ -314,10 +314,14 @@ impl CollHdr {
     }
 }
 
+/// A frame being put together: in use, source, connection, packets, option word, packets
+/// seen, bytes.
+type CollSlot = (bool, u32, u16, u8, u16, u64, [u8; COLL_MAX_PKTS * COLL_CHUNK]);
+
 /// Reassembly of bgnet frames from collective packets (one frame at a time per source,
 /// `N` sources at once).
 pub struct CollReassembly<const N: usize> {
-    slots: [(bool, u32, u16, u8, u16, u64, [u8; COLL_MAX_PKTS * COLL_CHUNK]); N],
+    slots: [CollSlot; N],
     victim: usize,
     pub bad: u32,
 }

@@ -110,7 +110,7 @@ impl Service {
         shared_page: u32,
         event: ThreadId,
     ) -> Result<Attached, Error> {
-        if len == 0 || len > layout::WINDOW_MAX || shared_page % PAGE_SIZE != 0 {
+        if len == 0 || len > layout::WINDOW_MAX || !shared_page.is_multiple_of(PAGE_SIZE) {
             return Err(Error::Refused(FabricErr::BadWindow));
         }
         let ps = pieces(window, 0, len, 24).ok_or(Error::Refused(FabricErr::BadWindow))?;

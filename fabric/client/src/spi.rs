@@ -348,7 +348,7 @@ impl<const N: usize> Reassembly<N> {
     /// Adds one packet; when it completes a message, calls `done` with it.
     pub fn add(&mut self, pkt: &Packet, done: impl FnOnce(Message)) {
         let off = pkt.put_offset as usize;
-        if off % PKT_PAYLOAD != 0 || off >= MAX_MSG {
+        if !off.is_multiple_of(PKT_PAYLOAD) || off >= MAX_MSG {
             self.bad += 1;
             return;
         }

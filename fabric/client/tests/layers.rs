@@ -153,11 +153,11 @@ fn mpi_send_recv_allreduce_and_barrier() {
     assert_eq!(ranks[1].try_recv(&mut f, None, 5, &mut buf).unwrap(), None);
     // Allreduce: nothing until every endpoint sourcing the class contributed.
     for round in 0..3u64 {
-        for k in 0..3 {
+        for (k, r) in ranks.iter_mut().enumerate() {
             let v = [k as u64 + 1 + round, 1000 * (k as u64 + 1)];
-            ranks[k].reduce_start(&mut f, Op::Sum, &v).unwrap();
+            r.reduce_start(&mut f, Op::Sum, &v).unwrap();
             let mut out = [0u64; 2];
-            let done = ranks[k].reduce_poll(&mut f, &mut out).unwrap();
+            let done = r.reduce_poll(&mut f, &mut out).unwrap();
             assert_eq!(done, k == 2, "rank {k} round {round}");
         }
         for r in ranks.iter_mut() {
@@ -173,8 +173,8 @@ fn mpi_send_recv_allreduce_and_barrier() {
         }
     }
     // Max over the ALU.
-    for k in 0..3 {
-        ranks[k].reduce_start(&mut f, Op::Max, &[k as u64 * 7]).unwrap();
+    for (k, r) in ranks.iter_mut().enumerate() {
+        r.reduce_start(&mut f, Op::Max, &[k as u64 * 7]).unwrap();
     }
     for r in ranks.iter_mut() {
         let mut out = [0u64];

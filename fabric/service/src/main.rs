@@ -417,7 +417,7 @@ impl Server {
         window: Fpage,
     ) -> Result<[u32; 5], FabricErr> {
         let k = free.ok_or(FabricErr::NoEndpoint)?;
-        if len == 0 || len > layout::WINDOW_MAX || len % kestrel_abi::PAGE_SIZE != 0 {
+        if len == 0 || len > layout::WINDOW_MAX || !len.is_multiple_of(kestrel_abi::PAGE_SIZE) {
             return Err(FabricErr::BadWindow);
         }
         // The items must tile [0, len) of the slot and put one page at SHARED_OFFSET.
