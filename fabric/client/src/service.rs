@@ -114,6 +114,17 @@ impl Service {
             return Err(Error::Refused(FabricErr::BadWindow));
         }
         let ps = pieces(window, 0, len, 24).ok_or(Error::Refused(FabricErr::BadWindow))?;
+        // A map item carries only pages that are mapped in this space: touch each one first
+        // (pages of the program's image, its .bss, are mapped by the root task on first
+        // touch).
+        for page in (window..window + len)
+            .step_by(PAGE_SIZE as usize)
+            .chain([shared_page])
+        {
+            // SAFETY: the caller gives memory of this space (its window and shared page);
+            // reading one byte of each page changes nothing.
+            unsafe { (page as *const u8).read_volatile() };
+        }
         let mut items = [MapItem::map(0, Fpage::NIL); kestrel_abi::root::MAX_ITEMS + 1];
         let mut n = 0;
         for p in ps.as_slice() {
