@@ -16,16 +16,20 @@
 //! See docs/adr/0017-fuzzing.md for the engine and why.
 
 pub mod archive;
+pub mod bic;
 pub mod codec;
+pub mod collective;
 pub mod decode;
 pub mod elf;
 pub mod fabric;
 pub mod fdt;
 pub mod input;
 pub mod seeds;
+pub mod torus;
 pub mod uart;
 pub mod uic;
 pub mod vmm;
+pub mod virtio_net;
 pub mod vtlb;
 
 /// One fuzz target: its name (the binary's and the corpus folders') and its check.
@@ -57,6 +61,26 @@ pub const TARGETS: &[Target] = &[
         name: "uic",
         about: "UIC DCR traffic and input lines vs a per-line reference model",
         run: uic::run,
+    },
+    Target {
+        name: "bic",
+        about: "BG/P BIC MMIO traffic and device lines vs a per-line reference model",
+        run: bic::run,
+    },
+    Target {
+        name: "collective",
+        about: "collective VC loads/stores, DCRs, a filling backend: flags, lines, packets",
+        run: collective::run,
+    },
+    Target {
+        name: "torus",
+        about: "torus DMA page and DCR traffic: no bus address outside the VM's window",
+        run: torus::run,
+    },
+    Target {
+        name: "virtio_net",
+        about: "virtio-net rings, kicks, frames: writes only into posted buffers and used rings",
+        run: virtio_net::run,
     },
     Target {
         name: "vmm",
