@@ -725,18 +725,29 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         buf[..16].copy_from_slice(hdr);
         buf[16..16 + payload.len()].copy_from_slice(payload);
         let data = &buf[..slot as usize];
-        // The slot may wrap at END: the part that fits, then the rest at START.
+        // The slot may wrap at END: the part that fits, then the rest at START. Both parts
+        // are checked before either is written.
         let room = (u64::from(ring.end - ring.tail) * 16).min(u64::from(slot)) as usize;
-        let first = self.write_bus(to, u64::from(ring.tail) << 4, &data[..room]);
-        let second = if room < data.len() {
-            self.write_bus(to, u64::from(ring.start) << 4, &data[room..])
-        } else {
-            Ok(())
-        };
-        if let Err(bad) = first.and(second) {
-            self.dma_error(to, ERR_RANGE, DiagKind::RangeCheck, bad, f as u32);
-            self.note_drop(to, DiagKind::RangeCheck, bad, f as u32);
-            return;
+        let parts = [
+            (u64::from(ring.tail) << 4, &data[..room]),
+            (u64::from(ring.start) << 4, &data[room..]),
+        ];
+        for (at, part) in parts {
+            if !part.is_empty() && self.check(to, at, part.len() as u64, Dir::Rcv).is_none() {
+                self.dma_error(to, ERR_RANGE, DiagKind::RangeCheck, at, f as u32);
+                self.note_drop(to, DiagKind::RangeCheck, at, f as u32);
+                return;
+            }
+        }
+        for (at, part) in parts {
+            if part.is_empty() {
+                continue;
+            }
+            if let Err(bad) = self.write_bus(to, at, part) {
+                self.dma_error(to, ERR_RANGE, DiagKind::RangeCheck, bad, f as u32);
+                self.note_drop(to, DiagKind::RangeCheck, bad, f as u32);
+                return;
+            }
         }
         let Some(e) = self.slot_mut(to) else { return };
         let r = &mut e.dma.rcv[f];

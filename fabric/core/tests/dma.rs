@@ -356,3 +356,22 @@ fn huge_messages_continue_over_calls_within_the_budget() {
     assert!(!f.poll());
     assert_eq!(f.dma_read(A, INJ_NOT_EMPTY).unwrap(), 0);
 }
+
+#[test]
+fn a_slot_whose_wrapped_part_is_outside_the_windows_is_not_half_written() {
+    let mut r = Rig::new(2);
+    r.setup_inj(A, 0);
+    r.setup_rcv(B, 0);
+    r.fill(A, DATA_AT, &pattern(240, 5));
+    // B's reception window 0 starts 128 bytes into its ring: the part of the slot that
+    // wraps to START is outside it.
+    let start = r.r(B, d::rcv_fifo(0, FIFO_START));
+    let end = r.r(B, d::rcv_fifo(0, FIFO_END));
+    r.dcr(B, DCR_RCV_MIN, start + 8);
+    r.w(B, d::rcv_fifo(0, FIFO_HEAD), end - 8);
+    r.w(B, d::rcv_fifo(0, FIFO_TAIL), end - 8);
+    r.post(A, 0, fifo_desc(1, DATA_AT as u32, 240, 0));
+    assert_eq!(r.dcr_r(B, DCR_FATAL_STATUS), ERR_RANGE);
+    assert_eq!(r.r(B, d::rcv_fifo(0, FIFO_TAIL)), end - 8);
+    assert!(r.mem(B).iter().all(|&b| b == 0), "nothing written");
+}
