@@ -34,7 +34,8 @@ pub mod op {
     pub const FRAME: u8 = 8;
     pub const TOGGLE: u8 = 9;
     pub const CODES: u8 = 10;
-    pub const COUNT: u8 = 11;
+    pub const POLL: u8 = 11;
+    pub const COUNT: u8 = 12;
 }
 
 /// Windows with guard bytes between them, in one store; accesses are logged.
@@ -267,6 +268,10 @@ pub fn run(data: &[u8]) {
                     assert_eq!(f.attach(W as u64).expect("slot 2 is free").0, EpId(2));
                 }
                 attached2 = !attached2;
+            }
+            op::POLL => {
+                let more = f.poll();
+                assert_eq!(more, f.has_pending());
             }
             _ => {
                 let c = input.u8();
