@@ -50,9 +50,8 @@ use crate::bus::{IrqLine, MmioDevice, Unanswered};
 pub use kestrel_bgp::bic::{
     group_reg, line_mask, target_slot, CORES, CRIT, GROUPS, GROUP_STRIDE, HIER_CRIT, HIER_MCHK,
     HIER_NCRIT, LINES, LINES_PER_GROUP, MCHK, NCRIT, RD_CLR_STATUS, SIZE, STATUS, STATUS_CLR,
-    STATUS_SET, TARGET, TARGET_BCAST_CRIT, TARGET_BCAST_MCHK, TARGET_BCAST_NCRIT,
-    TARGET_CRIT_CORE, TARGET_DISABLED, TARGET_MCHK_CORE, TARGET_NCRIT_CORE, TARGET_WORDS,
-    UIC0_CASCADE_INPUT,
+    STATUS_SET, TARGET, TARGET_BCAST_CRIT, TARGET_BCAST_MCHK, TARGET_BCAST_NCRIT, TARGET_CRIT_CORE,
+    TARGET_DISABLED, TARGET_MCHK_CORE, TARGET_NCRIT_CORE, TARGET_WORDS, UIC0_CASCADE_INPUT,
 };
 
 const NGROUPS: usize = GROUPS as usize;
@@ -133,7 +132,7 @@ impl Bic {
             (HIER_CRIT, Class::Critical),
             (HIER_MCHK, Class::MachineCheck),
         ] {
-            if (base..base + 4 * CORES).contains(&offset) && offset % 4 == 0 {
+            if (base..base + 4 * CORES).contains(&offset) && offset.is_multiple_of(4) {
                 return self.hierarchy((offset - base) / 4, class);
             }
         }
@@ -263,7 +262,7 @@ impl Bic {
 
     /// `(group, register offset within the group)` of an aligned offset in a group block.
     fn group_of(offset: u32) -> Option<(usize, u32)> {
-        if offset % 4 != 0 || offset >= GROUPS * GROUP_STRIDE {
+        if !offset.is_multiple_of(4) || offset >= GROUPS * GROUP_STRIDE {
             return None;
         }
         Some(((offset / GROUP_STRIDE) as usize, offset % GROUP_STRIDE))
@@ -271,7 +270,7 @@ impl Bic {
 
     /// Decodes an MMIO access: a 32-bit, aligned access inside the window.
     fn decode(offset: u64, len: usize) -> Result<u32, Unanswered> {
-        if len != 4 || offset % 4 != 0 || offset >= SIZE {
+        if len != 4 || !offset.is_multiple_of(4) || offset >= SIZE {
             return Err(Unanswered);
         }
         Ok(offset as u32)

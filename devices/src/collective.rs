@@ -64,15 +64,15 @@
 
 use crate::bus::{DcrDevice, MmioDevice, Unanswered};
 use core::fmt;
+use kestrel_bgp::bic::{line_mask, GROUPS, LINES_PER_GROUP};
 pub use kestrel_bgp::coll::{
     DCR_BASE, DCR_COUNT, DCR_PIXEN, DCR_PIXF, DCR_PRXEN, DCR_PRXF, DI, DR, HDR_IRQ, HI, HR,
     IRQ_INJ_EXC, IRQ_RCV_EXC, IRQ_RCV_VC0, IRQ_RCV_VC1, PAYLOAD_BYTES, PAYLOAD_QUADS,
-    PIX_COLLISION, PIX_HOF0, PIX_HOF1, PIX_POF0, PIX_POF1, PRX_BADADDR0, PRX_BADADDR1,
-    PRX_HUR0, PRX_HUR1, PRX_PUR0, PRX_PUR1, S, SO, ST_HDRS_MASK, ST_INJ_HDRS_SHIFT,
-    ST_INJ_QUADS_SHIFT, ST_QUADS_MASK, ST_RCV_HDRS_SHIFT, ST_RCV_IRQ, ST_RCV_QUADS_SHIFT, VC0_BASE,
-    VC1_BASE, VCS, VC_SIZE,
+    PIX_COLLISION, PIX_HOF0, PIX_HOF1, PIX_POF0, PIX_POF1, PRX_BADADDR0, PRX_BADADDR1, PRX_HUR0,
+    PRX_HUR1, PRX_PUR0, PRX_PUR1, S, SO, ST_HDRS_MASK, ST_INJ_HDRS_SHIFT, ST_INJ_QUADS_SHIFT,
+    ST_QUADS_MASK, ST_RCV_HDRS_SHIFT, ST_RCV_IRQ, ST_RCV_QUADS_SHIFT, VC0_BASE, VC1_BASE, VCS,
+    VC_SIZE,
 };
-use kestrel_bgp::bic::{line_mask, GROUPS, LINES_PER_GROUP};
 
 /// Bytes of one packet's payload.
 pub const PAYLOAD: usize = PAYLOAD_BYTES as usize;
@@ -111,7 +111,11 @@ pub enum Diagnostic {
     /// A payload store on `vc` without a header first.
     PayloadWithoutHeader { vc: usize },
     /// A payload store at DI+`offset` where the quad continues at DI+`expected`.
-    QuadOutOfOrder { vc: usize, offset: u32, expected: u32 },
+    QuadOutOfOrder {
+        vc: usize,
+        offset: u32,
+        expected: u32,
+    },
     /// A header store while `bytes` of the previous packet's payload had been written.
     HeaderInterruptsPacket { vc: usize, bytes: u32 },
     /// The backend's injection FIFO was full; the packet was dropped.
@@ -289,7 +293,12 @@ impl<B: TreeBackend> Collective<B> {
         if inj.header.is_some() {
             add(&mut st, ST_INJ_HDRS_SHIFT, ST_HDRS_MASK, 1);
         }
-        add(&mut st, ST_INJ_QUADS_SHIFT, ST_QUADS_MASK, (inj.filled / QUAD) as u32);
+        add(
+            &mut st,
+            ST_INJ_QUADS_SHIFT,
+            ST_QUADS_MASK,
+            (inj.filled / QUAD) as u32,
+        );
         if let Some(p) = &self.rcv[vc] {
             if !p.header_read {
                 add(&mut st, ST_RCV_HDRS_SHIFT, ST_HDRS_MASK, 1);
@@ -341,7 +350,7 @@ impl<B: TreeBackend> Collective<B> {
     /// or 16 bytes, aligned to it.
     fn decode(vc: usize, offset: u64, len: usize) -> Result<(u32, u32), Unanswered> {
         let ok_len = matches!(len, 4 | 8 | 16);
-        if vc >= NVC || !ok_len || offset >= VC_SIZE || offset % len as u64 != 0 {
+        if vc >= NVC || !ok_len || offset >= VC_SIZE || !offset.is_multiple_of(len as u64) {
             return Err(Unanswered);
         }
         Ok((offset as u32, len as u32))

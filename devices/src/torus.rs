@@ -47,13 +47,13 @@
 use crate::bus::{DcrDevice, MmioDevice, Unanswered};
 use core::fmt;
 use kestrel_bgp::bic::{line_mask, GROUPS, LINES_PER_GROUP};
+use kestrel_bgp::dma::{COUNTERS, DCR_BASE as DMA_DCR_BASE, DCR_COUNT as DMA_DCR_COUNT};
 pub use kestrel_bgp::dma::{
     CTR_BASE, CTR_LIMIT, DCR_BAD_ADDRESS, DCR_FATAL_ENABLE, DCR_FATAL_STATUS, DCR_INJ_MIN,
     DCR_RCV_MIN, ERR_DESCRIPTOR, ERR_RANGE, FIFO_END, FIFO_HEAD, FIFO_START, FIFO_STRIDE,
     FIFO_TAIL, GROUP_SIZE, INJ_CTR, INJ_FIFO, INJ_FIFOS, IRQ_FATAL, RANGE_WINDOWS, RCV_CTR,
     RCV_FIFO, RCV_FIFOS, RCV_HDR_FIFO,
 };
-use kestrel_bgp::dma::{COUNTERS, DCR_BASE as DMA_DCR_BASE, DCR_COUNT as DMA_DCR_COUNT};
 pub use kestrel_bgp::torus::DCR_BASE as TORUS_DCR_BASE;
 
 /// DCRs the model decodes, from [`TORUS_DCR_BASE`] (torus 0xC80..0xCFF, DMA 0xD00..0xDFF).
@@ -90,7 +90,12 @@ pub enum Diagnostic {
     /// An address (`value << 4`) outside the VM's segment; not forwarded, `ERR_RANGE`.
     OutsideSegment { target: Target, value: u32 },
     /// A FIFO pointer outside its FIFO `[start, end)`; not forwarded, `ERR_DESCRIPTOR`.
-    OutsideFifo { offset: u32, value: u32, start: u32, end: u32 },
+    OutsideFifo {
+        offset: u32,
+        value: u32,
+        start: u32,
+        end: u32,
+    },
     /// A range-check window bound clamped to the segment (no flag).
     WindowClamped { dcr: u32, value: u32, clamped: u32 },
 }
@@ -268,14 +273,17 @@ impl<B: DmaBackend> TorusDma<B> {
         if (INJ_FIFO..inj_end).contains(&offset) {
             fifo(((offset - INJ_FIFO) / FIFO_STRIDE) as usize, reg)
         } else if (RCV_FIFO..rcv_end).contains(&offset) {
-            fifo((INJ_FIFOS + (offset - RCV_FIFO) / FIFO_STRIDE) as usize, reg)
+            fifo(
+                (INJ_FIFOS + (offset - RCV_FIFO) / FIFO_STRIDE) as usize,
+                reg,
+            )
         } else if (RCV_HDR_FIFO..RCV_HDR_FIFO + FIFO_STRIDE).contains(&offset) {
             fifo(NFIFO - 1, reg)
-        } else if (INJ_CTR..INJ_CTR + ctrs).contains(&offset) && reg == CTR_BASE {
-            Some((Kind::Inside, None))
-        } else if (RCV_CTR..RCV_CTR + ctrs).contains(&offset)
-            && (reg == CTR_BASE || reg == CTR_LIMIT)
+        } else if ((INJ_CTR..INJ_CTR + ctrs).contains(&offset) && reg == CTR_BASE)
+            || ((RCV_CTR..RCV_CTR + ctrs).contains(&offset)
+                && (reg == CTR_BASE || reg == CTR_LIMIT))
         {
+            // Injection counter BASE, reception counter BASE and LIMIT.
             Some((Kind::Inside, None))
         } else {
             None
@@ -430,7 +438,7 @@ impl<B: DmaBackend> MmioDevice for TorusDma<B> {
 }
 
 fn decode(offset: u64, len: usize) -> Result<u32, Unanswered> {
-    if len != 4 || offset % 4 != 0 || offset >= GROUP_SIZE {
+    if len != 4 || !offset.is_multiple_of(4) || offset >= GROUP_SIZE {
         return Err(Unanswered);
     }
     Ok(offset as u32)

@@ -186,10 +186,16 @@ impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Diagnostic::BadRing { queue, error } => {
-                write!(f, "virtio-net: queue {queue} broken ({error:?}); device needs reset")
+                write!(
+                    f,
+                    "virtio-net: queue {queue} broken ({error:?}); device needs reset"
+                )
             }
             Diagnostic::TxFrameDropped { len } => {
-                write!(f, "virtio-net: TX chain of {len} bytes dropped (header + 0..={MAX_FRAME})")
+                write!(
+                    f,
+                    "virtio-net: TX chain of {len} bytes dropped (header + 0..={MAX_FRAME})"
+                )
             }
             Diagnostic::RxFrameDropped { len, room } => write!(
                 f,
@@ -371,7 +377,10 @@ impl<M: GuestRam, B: FrameBackend> VirtioNet<M, B> {
             reg::DRIVER_FEATURES => {
                 if self.status & status::FEATURES_OK == 0 {
                     match self.driver_features_sel {
-                        0 => self.driver_features = (self.driver_features & !0xFFFF_FFFF) | u64::from(value),
+                        0 => {
+                            self.driver_features =
+                                (self.driver_features & !0xFFFF_FFFF) | u64::from(value)
+                        }
                         1 => {
                             self.driver_features =
                                 (self.driver_features & 0xFFFF_FFFF) | (u64::from(value) << 32)
@@ -538,8 +547,7 @@ impl<M: GuestRam, B: FrameBackend> VirtioNet<M, B> {
         let mut i = head;
         for _ in 0..self.queues[qi].num {
             let d = self.desc(qi, i)?;
-            let bad = VIRTQ_DESC_F_INDIRECT
-                | if writable { 0 } else { VIRTQ_DESC_F_WRITE };
+            let bad = VIRTQ_DESC_F_INDIRECT | if writable { 0 } else { VIRTQ_DESC_F_WRITE };
             if d.flags & bad != 0 || (writable && d.flags & VIRTQ_DESC_F_WRITE == 0) {
                 return Err(RingError::DescFlags(d.flags));
             }
@@ -679,7 +687,8 @@ impl<M: GuestRam, B: FrameBackend> VirtioNet<M, B> {
                 Ok(())
             })
             .map_err(|e| (delivered, e))?;
-            self.push_used(RX_QUEUE, head, len as u32).map_err(|e| (delivered, e))?;
+            self.push_used(RX_QUEUE, head, len as u32)
+                .map_err(|e| (delivered, e))?;
             delivered += 1;
         }
         if delivered > 0 && !quiet {
@@ -700,7 +709,7 @@ fn hi(v: u64, w: u32) -> u64 {
 impl<M: GuestRam, B: FrameBackend> MmioDevice for VirtioNet<M, B> {
     fn mmio_read(&mut self, offset: u64, data: &mut [u8]) -> Result<(), Unanswered> {
         let len = data.len();
-        if offset >= WINDOW || !matches!(len, 1 | 2 | 4 | 8) || offset % len as u64 != 0 {
+        if offset >= WINDOW || !matches!(len, 1 | 2 | 4 | 8) || !offset.is_multiple_of(len as u64) {
             return Err(Unanswered);
         }
         let off = offset as u32;
@@ -721,7 +730,7 @@ impl<M: GuestRam, B: FrameBackend> MmioDevice for VirtioNet<M, B> {
 
     fn mmio_write(&mut self, offset: u64, data: &[u8]) -> Result<(), Unanswered> {
         let len = data.len();
-        if offset >= WINDOW || !matches!(len, 1 | 2 | 4 | 8) || offset % len as u64 != 0 {
+        if offset >= WINDOW || !matches!(len, 1 | 2 | 4 | 8) || !offset.is_multiple_of(len as u64) {
             return Err(Unanswered);
         }
         let off = offset as u32;

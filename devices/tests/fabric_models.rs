@@ -43,7 +43,11 @@ impl DmaBackend for Ep {
 
 impl TreeBackend for Ep {
     fn inject(&mut self, vc: usize, header: u32, payload: &[u8; PAYLOAD]) -> Result<(), TreeError> {
-        match self.f.borrow_mut().tree_inject(self.ep, vc, header, payload) {
+        match self
+            .f
+            .borrow_mut()
+            .tree_inject(self.ep, vc, header, payload)
+        {
             Ok(()) => Ok(()),
             Err(FabricError::InjectionFull) => Err(TreeError::Full),
             Err(_) => Err(TreeError::Refused),
@@ -77,7 +81,10 @@ impl GuestRam for Ep {
     fn read(&self, gpa: u64, buf: &mut [u8]) -> Result<(), OutOfRam> {
         let f = self.f.borrow();
         let w = f.memory().window(self.ep);
-        let bad = OutOfRam { gpa, len: buf.len() };
+        let bad = OutOfRam {
+            gpa,
+            len: buf.len(),
+        };
         let s = usize::try_from(gpa).map_err(|_| bad)?;
         buf.copy_from_slice(w.get(s..s.checked_add(buf.len()).ok_or(bad)?).ok_or(bad)?);
         Ok(())
@@ -85,9 +92,14 @@ impl GuestRam for Ep {
     fn write(&mut self, gpa: u64, data: &[u8]) -> Result<(), OutOfRam> {
         let mut f = self.f.borrow_mut();
         let w = f.memory_mut().window_mut(self.ep);
-        let bad = OutOfRam { gpa, len: data.len() };
+        let bad = OutOfRam {
+            gpa,
+            len: data.len(),
+        };
         let s = usize::try_from(gpa).map_err(|_| bad)?;
-        w.get_mut(s..s.checked_add(data.len()).ok_or(bad)?).ok_or(bad)?.copy_from_slice(data);
+        w.get_mut(s..s.checked_add(data.len()).ok_or(bad)?)
+            .ok_or(bad)?
+            .copy_from_slice(data);
         Ok(())
     }
 }
@@ -104,7 +116,10 @@ impl Vm {
     fn attach(f: &Shared) -> Vm {
         let (id, bus) = f.borrow_mut().attach(RAM).expect("a free endpoint");
         f.borrow_mut().memory_mut().set_window(id, RAM as usize);
-        let ep = Ep { f: f.clone(), ep: id };
+        let ep = Ep {
+            f: f.clone(),
+            ep: id,
+        };
         let mac = f.borrow().frame_mac(id);
         Vm {
             bic: Bic::new(),
@@ -134,7 +149,9 @@ impl Vm {
     }
 
     fn wr(&mut self, off: u32, v: u32) {
-        self.torus.mmio_write(u64::from(off), &v.to_be_bytes()).unwrap();
+        self.torus
+            .mmio_write(u64::from(off), &v.to_be_bytes())
+            .unwrap();
     }
 
     fn rd(&mut self, off: u32) -> u32 {
@@ -197,8 +214,18 @@ fn torus_program(vm: &mut Vm) {
 /// One memory-FIFO descriptor at TX slot `i`: `len` bytes at guest-physical `src` to X.
 fn descriptor(vm: &mut Vm, i: u32, src: u32, len: u32, x: u8) {
     use dma::*;
-    let hw0 = HW_SK | (HW_CHUNKS_MASK << HW_CHUNKS_SHIFT) | HW_PID0 | HW_PID1 | HW_DYNAMIC | u32::from(x);
-    let words = [0, VM_GROUP * COUNTERS + CTR, src, len, hw0, 0, 0, 0x0100_0000];
+    let hw0 =
+        HW_SK | (HW_CHUNKS_MASK << HW_CHUNKS_SHIFT) | HW_PID0 | HW_PID1 | HW_DYNAMIC | u32::from(x);
+    let words = [
+        0,
+        VM_GROUP * COUNTERS + CTR,
+        src,
+        len,
+        hw0,
+        0,
+        0,
+        0x0100_0000,
+    ];
     let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
     vm.poke(u64::from(TX + 2 * i) << 4, &bytes);
 }
@@ -225,7 +252,8 @@ fn torus_message_from_vm_to_vm_through_the_engine() {
     let mut at = u64::from(RX) << 4;
     while at < u64::from(tail) << 4 {
         let hdr = b.mem(at, 16);
-        let chunks = (u32::from_be_bytes(hdr[0..4].try_into().unwrap()) >> dma::HW_CHUNKS_SHIFT) & dma::HW_CHUNKS_MASK;
+        let chunks = (u32::from_be_bytes(hdr[0..4].try_into().unwrap()) >> dma::HW_CHUNKS_SHIFT)
+            & dma::HW_CHUNKS_MASK;
         let slot = u64::from((chunks + 1) * dma::CHUNK_BYTES);
         let n = (msg.len() - got.len()).min(dma::PKT_MAX_PAYLOAD as usize);
         got.extend(b.mem(at + 16, n));
@@ -243,20 +271,36 @@ fn torus_guest_errors_stop_at_the_model_and_raise_the_fatal_line() {
     torus_program(&mut a);
     // A counter base past the VM's memory: not forwarded.
     a.wr(dma::inj_ctr(5, dma::CTR_BASE), (RAM >> 4) as u32);
-    assert_eq!(f.borrow_mut().dma_read(EpId(0), dma::inj_ctr(5, dma::CTR_BASE)), Ok(0));
+    assert_eq!(
+        f.borrow_mut()
+            .dma_read(EpId(0), dma::inj_ctr(5, dma::CTR_BASE)),
+        Ok(0)
+    );
     // Linux unmasks the fatal line (BIC 0x3F) for core 0.
     let (word, shift) = bic::target_slot(dma::IRQ_FATAL);
-    a.bic.write(bic::group_reg(dma::IRQ_FATAL / 32, bic::TARGET + 4 * word), bic::TARGET_NCRIT_CORE << shift);
+    a.bic.write(
+        bic::group_reg(dma::IRQ_FATAL / 32, bic::TARGET + 4 * word),
+        bic::TARGET_NCRIT_CORE << shift,
+    );
     a.update_bic();
     assert!(a.bic.ncrit_output(0));
-    assert_eq!(a.mfdcrx(dma::DCR_BASE + dma::DCR_FATAL_STATUS), dma::ERR_RANGE);
-    assert_eq!(a.mfdcrx(dma::DCR_BASE + dma::DCR_BAD_ADDRESS), (RAM >> 4) as u32);
+    assert_eq!(
+        a.mfdcrx(dma::DCR_BASE + dma::DCR_FATAL_STATUS),
+        dma::ERR_RANGE
+    );
+    assert_eq!(
+        a.mfdcrx(dma::DCR_BASE + dma::DCR_BAD_ADDRESS),
+        (RAM >> 4) as u32
+    );
     a.mtdcrx(dma::DCR_BASE + dma::DCR_FATAL_STATUS, dma::ERR_RANGE);
     a.update_bic();
     assert!(!a.bic.ncrit_output(0));
     // The range windows the engine reports read guest-physical: the whole RAM at reset.
     assert_eq!(a.mfdcrx(dma::DCR_BASE + dma::DCR_INJ_MIN), 0);
-    assert_eq!(a.mfdcrx(dma::DCR_BASE + dma::DCR_INJ_MIN + 1), ((RAM - 1) >> 4) as u32);
+    assert_eq!(
+        a.mfdcrx(dma::DCR_BASE + dma::DCR_INJ_MIN + 1),
+        ((RAM - 1) >> 4) as u32
+    );
 }
 
 #[test]
@@ -268,19 +312,27 @@ fn collective_p2p_from_vm_to_vm_through_the_engine() {
     assert_eq!(naddr_b, f.borrow().node_address(EpId(1)));
     let header = coll::HDR_P2P | coll::HDR_IRQ | (naddr_b << coll::HDR_P2P_ADDR_SHIFT);
     let payload: Vec<u8> = (0..PAYLOAD).map(|i| (i * 3) as u8).collect();
-    a.coll.mmio_write(u64::from(coll::HI), &header.to_be_bytes()).unwrap();
+    a.coll
+        .mmio_write(u64::from(coll::HI), &header.to_be_bytes())
+        .unwrap();
     for (i, w) in payload.chunks(4).enumerate() {
         a.coll.mmio_write(4 * (i as u64 % 4), w).unwrap();
     }
     assert_eq!(a.coll.take_diagnostic(), None);
     // B: the receive line of VC0 is up; S counts one header.
     let (word, shift) = bic::target_slot(coll::IRQ_RCV_VC0);
-    b.bic.write(bic::group_reg(5, bic::TARGET + 4 * word), bic::TARGET_NCRIT_CORE << shift);
+    b.bic.write(
+        bic::group_reg(5, bic::TARGET + 4 * word),
+        bic::TARGET_NCRIT_CORE << shift,
+    );
     b.update_bic();
     assert!(b.bic.ncrit_output(0));
     let mut w = [0u8; 4];
     b.coll.mmio_read(u64::from(coll::S), &mut w).unwrap();
-    assert_eq!((u32::from_be_bytes(w) >> coll::ST_RCV_HDRS_SHIFT) & coll::ST_HDRS_MASK, 1);
+    assert_eq!(
+        (u32::from_be_bytes(w) >> coll::ST_RCV_HDRS_SHIFT) & coll::ST_HDRS_MASK,
+        1
+    );
     b.coll.mmio_read(u64::from(coll::HR), &mut w).unwrap();
     assert_eq!(u32::from_be_bytes(w), header);
     let mut got = vec![0u8; PAYLOAD];
@@ -292,7 +344,10 @@ fn collective_p2p_from_vm_to_vm_through_the_engine() {
     assert!(!b.bic.ncrit_output(0));
     // Nothing more: an HR read underruns, flagged by the model.
     b.coll.mmio_read(u64::from(coll::HR), &mut w).unwrap();
-    assert_eq!(b.coll.read_dcr(coll::DCR_PRXF) & coll::PRX_HUR0, coll::PRX_HUR0);
+    assert_eq!(
+        b.coll.read_dcr(coll::DCR_PRXF) & coll::PRX_HUR0,
+        coll::PRX_HUR0
+    );
 }
 
 #[test]
@@ -301,14 +356,20 @@ fn virtio_frames_from_vm_to_vm_through_the_engine() {
     let f = fabric();
     let mut a = Vm::attach(&f);
     let mut b = Vm::attach(&f);
-    let w32 = |vm: &mut Vm, off: u32, v: u32| vm.net.mmio_write(u64::from(off), &v.to_le_bytes()).unwrap();
+    let w32 = |vm: &mut Vm, off: u32, v: u32| {
+        vm.net.mmio_write(u64::from(off), &v.to_le_bytes()).unwrap()
+    };
     for vm in [&mut a, &mut b] {
         w32(vm, reg::STATUS, status::ACKNOWLEDGE | status::DRIVER);
         w32(vm, reg::DRIVER_FEATURES_SEL, 1);
         w32(vm, reg::DRIVER_FEATURES, 1);
         w32(vm, reg::DRIVER_FEATURES_SEL, 0);
         w32(vm, reg::DRIVER_FEATURES, (1 << 5) | (1 << 16));
-        w32(vm, reg::STATUS, status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK);
+        w32(
+            vm,
+            reg::STATUS,
+            status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK,
+        );
         for (q, base) in [(0u32, 0x1_0000u64), (1, 0x2_0000)] {
             w32(vm, reg::QUEUE_SEL, q);
             w32(vm, reg::QUEUE_NUM, 16);

@@ -6,7 +6,12 @@
 //! output.
 
 use kestrel_bgp::{coll, dma};
-use kestrel_devices::bic::*;
+use kestrel_devices::bic::{
+    group_reg, line_mask, target_slot, Bic, BicCascade, CRIT, GROUPS, HIER_CRIT, HIER_MCHK,
+    HIER_NCRIT, MCHK, NCRIT, RD_CLR_STATUS, SIZE, STATUS, STATUS_CLR, STATUS_SET, TARGET,
+    TARGET_BCAST_CRIT, TARGET_BCAST_NCRIT, TARGET_CRIT_CORE, TARGET_DISABLED, TARGET_MCHK_CORE,
+    TARGET_NCRIT_CORE, TARGET_WORDS, UIC0_CASCADE_INPUT,
+};
 use kestrel_devices::bus::{IrqLine, MmioDevice};
 use std::cell::Cell;
 
@@ -23,7 +28,9 @@ impl Driver {
     }
 
     fn out_be32(&mut self, off: u32, v: u32) {
-        self.bic.mmio_write(u64::from(off), &v.to_be_bytes()).expect("decoded");
+        self.bic
+            .mmio_write(u64::from(off), &v.to_be_bytes())
+            .expect("decoded");
     }
 
     /// Probe: every target disabled, every latch cleared.
@@ -130,7 +137,11 @@ fn soft_bits_latch_until_acked_and_a_level_pulse_is_gone() {
     d.unmask(0x41);
     d.bic.set_line(0x40, true);
     d.bic.set_line(0x40, false);
-    assert_eq!(d.get_irq(), None, "level-sensitive: the condition went away");
+    assert_eq!(
+        d.get_irq(),
+        None,
+        "level-sensitive: the condition went away"
+    );
     d.out_be32(group_reg(2, STATUS_SET), line_mask(0x41));
     d.bic.set_line(0x40, false);
     assert_eq!(d.get_irq(), Some(0x41), "soft interrupt stays");
@@ -165,7 +176,10 @@ fn groups_are_ordered_by_hierarchy() {
         d.unmask(irq);
         d.bic.set_line(irq, true);
     }
-    assert_eq!(d.in_be32(HIER_NCRIT), (0x8000_0000 >> 1) | (0x8000_0000 >> 3) | (0x8000_0000 >> 14));
+    assert_eq!(
+        d.in_be32(HIER_NCRIT),
+        (0x8000_0000 >> 1) | (0x8000_0000 >> 3) | (0x8000_0000 >> 14)
+    );
     assert_eq!(d.get_irq(), Some(0x3F));
     d.bic.set_line(0x3F, false);
     d.ack(0x3F);
@@ -178,8 +192,15 @@ fn soft_interrupts_and_status_writes() {
     d.unmask(3);
     d.out_be32(group_reg(0, STATUS_SET), line_mask(3) | line_mask(7));
     assert_eq!(d.get_irq(), Some(3));
-    assert_eq!(d.in_be32(group_reg(0, NCRIT)), line_mask(3), "7 has no target");
-    assert_eq!(d.in_be32(group_reg(0, RD_CLR_STATUS)), line_mask(3) | line_mask(7));
+    assert_eq!(
+        d.in_be32(group_reg(0, NCRIT)),
+        line_mask(3),
+        "7 has no target"
+    );
+    assert_eq!(
+        d.in_be32(group_reg(0, RD_CLR_STATUS)),
+        line_mask(3) | line_mask(7)
+    );
     assert_eq!(d.in_be32(group_reg(0, STATUS)), 0);
     d.out_be32(group_reg(0, STATUS), line_mask(3));
     assert_eq!(d.get_irq(), Some(3), "a STATUS write replaces the latch");
@@ -197,8 +218,15 @@ fn critical_machine_check_and_broadcast_routing() {
     }
     let g = 1;
     assert_eq!(d.in_be32(group_reg(g, NCRIT)), line_mask(0x23));
-    assert_eq!(d.in_be32(group_reg(g, NCRIT + 12)), line_mask(0x23), "broadcast: core 3 too");
-    assert_eq!(d.in_be32(group_reg(g, CRIT)), line_mask(0x21) | line_mask(0x24));
+    assert_eq!(
+        d.in_be32(group_reg(g, NCRIT + 12)),
+        line_mask(0x23),
+        "broadcast: core 3 too"
+    );
+    assert_eq!(
+        d.in_be32(group_reg(g, CRIT)),
+        line_mask(0x21) | line_mask(0x24)
+    );
     assert_eq!(d.in_be32(group_reg(g, CRIT + 4)), line_mask(0x24));
     assert_eq!(d.in_be32(group_reg(g, MCHK + 8)), line_mask(0x22));
     assert_eq!(d.in_be32(group_reg(g, MCHK)), 0);
@@ -240,16 +268,19 @@ fn cascade_drives_the_uic_input() {
     let mut c = BicCascade::new(Level(Cell::new(false)));
     let t = group_reg(5, TARGET + 4 * 2);
     // Unmask 0xB6 (line 22 of group 5: word 2, shift (7 - 6) * 4).
-    c.mmio_write(u64::from(t), &(TARGET_NCRIT_CORE << 4).to_be_bytes()).unwrap();
+    c.mmio_write(u64::from(t), &(TARGET_NCRIT_CORE << 4).to_be_bytes())
+        .unwrap();
     assert!(!c.line.0.get());
     c.set_line(coll::IRQ_RCV_VC0, true);
     assert!(c.line.0.get());
     c.set_line(coll::IRQ_RCV_VC0, false);
     assert!(!c.line.0.get());
     let set = group_reg(5, STATUS_SET);
-    c.mmio_write(u64::from(set), &line_mask(coll::IRQ_RCV_VC0).to_be_bytes()).unwrap();
+    c.mmio_write(u64::from(set), &line_mask(coll::IRQ_RCV_VC0).to_be_bytes())
+        .unwrap();
     assert!(c.line.0.get(), "soft set");
     let clr = group_reg(5, STATUS_CLR);
-    c.mmio_write(u64::from(clr), &line_mask(coll::IRQ_RCV_VC0).to_be_bytes()).unwrap();
+    c.mmio_write(u64::from(clr), &line_mask(coll::IRQ_RCV_VC0).to_be_bytes())
+        .unwrap();
     assert!(!c.line.0.get());
 }

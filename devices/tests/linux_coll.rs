@@ -41,7 +41,9 @@ impl TreeBackend for Loopback {
     fn status(&self, vc: usize) -> u32 {
         let n = self.fifo[vc].len() as u32;
         let irq = self.fifo[vc].iter().any(|(h, _)| h & HDR_IRQ != 0);
-        (n << ST_RCV_HDRS_SHIFT) | ((n * 16).min(0xFF) << ST_RCV_QUADS_SHIFT) | if irq { ST_RCV_IRQ } else { 0 }
+        (n << ST_RCV_HDRS_SHIFT)
+            | ((n * 16).min(0xFF) << ST_RCV_QUADS_SHIFT)
+            | if irq { ST_RCV_IRQ } else { 0 }
     }
 
     fn dcr_read(&mut self, dcr: u32) -> u32 {
@@ -73,16 +75,22 @@ impl Driver {
     }
 
     fn stw(&mut self, vc: usize, off: u32, v: u32) {
-        self.c.mmio_write(Self::base(vc) + u64::from(off), &v.to_be_bytes()).unwrap();
+        self.c
+            .mmio_write(Self::base(vc) + u64::from(off), &v.to_be_bytes())
+            .unwrap();
     }
 
     fn stfd(&mut self, vc: usize, off: u32, v: [u8; 8]) {
-        self.c.mmio_write(Self::base(vc) + u64::from(off), &v).unwrap();
+        self.c
+            .mmio_write(Self::base(vc) + u64::from(off), &v)
+            .unwrap();
     }
 
     fn lwz(&mut self, vc: usize, off: u32) -> u32 {
         let mut w = [0u8; 4];
-        self.c.mmio_read(Self::base(vc) + u64::from(off), &mut w).unwrap();
+        self.c
+            .mmio_read(Self::base(vc) + u64::from(off), &mut w)
+            .unwrap();
         u32::from_be_bytes(w)
     }
 
@@ -91,7 +99,11 @@ impl Driver {
         self.stw(vc, HI, header);
         for q in payload.chunks(16) {
             for (i, w) in q.chunks(4).enumerate() {
-                self.stw(vc, DI + 4 * i as u32, u32::from_be_bytes(w.try_into().unwrap()));
+                self.stw(
+                    vc,
+                    DI + 4 * i as u32,
+                    u32::from_be_bytes(w.try_into().unwrap()),
+                );
             }
         }
     }
@@ -153,9 +165,16 @@ fn send_and_receive_with_word_stores() {
     assert_eq!(d.rcv_headers(0), 2);
     assert_ne!(d.lwz(0, S) & ST_RCV_IRQ, 0);
     assert_eq!(d.rcv_headers(1), 0);
-    assert_eq!((d.lwz(1, SO) >> ST_RCV_HDRS_SHIFT) & ST_HDRS_MASK, 2, "SO of VC1 is VC0");
+    assert_eq!(
+        (d.lwz(1, SO) >> ST_RCV_HDRS_SHIFT) & ST_HDRS_MASK,
+        2,
+        "SO of VC1 is VC0"
+    );
     let got = d.drain(0);
-    assert_eq!(got, vec![(p2p_header(3), pattern(1)), (p2p_header(4), pattern(2))]);
+    assert_eq!(
+        got,
+        vec![(p2p_header(3), pattern(1)), (p2p_header(4), pattern(2))]
+    );
     assert_eq!(d.lwz(0, S), 0);
     assert_eq!(d.c.take_diagnostic(), None);
     assert_eq!(d.c.flags(), (0, 0));
@@ -185,7 +204,7 @@ fn status_counts_the_packet_in_assembly_and_in_hand() {
     assert_eq!((s >> ST_INJ_HDRS_SHIFT) & ST_HDRS_MASK, 1);
     assert_eq!((s >> ST_INJ_QUADS_SHIFT) & ST_QUADS_MASK, 2);
     for _ in 0..14 * 4 {
-        d.stw(0, DI + 4 * 0, 0);
+        d.stw(0, DI, 0);
         d.stw(0, DI + 4, 0);
         d.stw(0, DI + 8, 0);
         d.stw(0, DI + 12, 0);
@@ -200,7 +219,11 @@ fn status_counts_the_packet_in_assembly_and_in_hand() {
     assert_eq!((s >> ST_RCV_HDRS_SHIFT) & ST_HDRS_MASK, 0);
     assert_eq!((s >> ST_RCV_QUADS_SHIFT) & ST_QUADS_MASK, 16);
     d.lwz(0, DR);
-    assert_eq!((d.lwz(0, S) >> ST_RCV_QUADS_SHIFT) & ST_QUADS_MASK, 16, "partial quad");
+    assert_eq!(
+        (d.lwz(0, S) >> ST_RCV_QUADS_SHIFT) & ST_QUADS_MASK,
+        16,
+        "partial quad"
+    );
     d.lwz(0, DR + 4);
     d.lwz(0, DR + 8);
     d.lwz(0, DR + 12);
@@ -212,7 +235,10 @@ fn payload_before_header_is_a_collision() {
     let mut d = Driver::new();
     d.c.write_dcr(DCR_PIXEN, PIX_COLLISION);
     d.stw(0, DI, 1);
-    assert_eq!(d.c.take_diagnostic(), Some((Diagnostic::PayloadWithoutHeader { vc: 0 }, 1)));
+    assert_eq!(
+        d.c.take_diagnostic(),
+        Some((Diagnostic::PayloadWithoutHeader { vc: 0 }, 1))
+    );
     let mut lines = [0u32; 15];
     d.c.irq_lines(&mut lines);
     assert_eq!(lines[5], line_mask(IRQ_INJ_EXC));
@@ -234,7 +260,14 @@ fn out_of_order_store_and_interrupted_packet_drop_the_packet() {
     d.stw(1, DI + 8, 0);
     assert_eq!(
         d.c.take_diagnostic(),
-        Some((Diagnostic::QuadOutOfOrder { vc: 1, offset: 8, expected: 4 }, 1))
+        Some((
+            Diagnostic::QuadOutOfOrder {
+                vc: 1,
+                offset: 8,
+                expected: 4
+            },
+            1
+        ))
     );
     assert_eq!(d.c.flags().1, PIX_COLLISION);
     d.stw(1, HI, 8);
@@ -251,7 +284,10 @@ fn out_of_order_store_and_interrupted_packet_drop_the_packet() {
     }
     let got = d.drain(1);
     assert_eq!(got.len(), 1);
-    assert_eq!(got[0].0, 9, "the last header starts the packet that went out");
+    assert_eq!(
+        got[0].0, 9,
+        "the last header starts the packet that went out"
+    );
 }
 
 #[test]
@@ -262,12 +298,18 @@ fn full_injection_fifo_sets_overflow() {
     }
     assert_eq!(d.c.take_diagnostic(), None);
     d.send(1, 99 << 2, &pattern(0));
-    assert_eq!(d.c.take_diagnostic(), Some((Diagnostic::InjectionFull { vc: 1 }, 1)));
+    assert_eq!(
+        d.c.take_diagnostic(),
+        Some((Diagnostic::InjectionFull { vc: 1 }, 1))
+    );
     assert_eq!(d.c.read_dcr(DCR_PIXF), PIX_POF1 | PIX_HOF1);
     assert_eq!(d.drain(1).len(), 8);
     d.c.backend_mut().refuse = true;
     d.send(0, 0, &pattern(0));
-    assert_eq!(d.c.take_diagnostic(), Some((Diagnostic::InjectionRefused { vc: 0 }, 1)));
+    assert_eq!(
+        d.c.take_diagnostic(),
+        Some((Diagnostic::InjectionRefused { vc: 0 }, 1))
+    );
     assert_eq!(d.c.flags(), (0, 0), "refusals are not the guest's to see");
 }
 
@@ -279,14 +321,27 @@ fn underruns_and_bad_addresses() {
     assert_eq!(d.lwz(1, DR + 4), 0);
     assert_eq!(d.lwz(0, 0x60), 0);
     d.c.mmio_write(u64::from(S), &[0; 8]).unwrap();
-    assert_eq!(d.c.take_diagnostic(), Some((Diagnostic::BadAddress { vc: 0, offset: S, len: 8 }, 4)));
+    assert_eq!(
+        d.c.take_diagnostic(),
+        Some((
+            Diagnostic::BadAddress {
+                vc: 0,
+                offset: S,
+                len: 8
+            },
+            4
+        ))
+    );
     assert_eq!(d.c.flags().0, PRX_HUR0 | PRX_PUR1 | PRX_BADADDR0);
     let mut lines = [0u32; 15];
     d.c.irq_lines(&mut lines);
     assert_eq!(lines[5], line_mask(IRQ_RCV_EXC));
     // The backend's own PRXF bits are merged, and both sides clear on read.
     d.c.backend_mut().dcrs.insert(DCR_BASE + DCR_PRXF, PRX_WM0);
-    assert_eq!(d.c.read_dcr(DCR_PRXF), PRX_HUR0 | PRX_PUR1 | PRX_BADADDR0 | PRX_WM0);
+    assert_eq!(
+        d.c.read_dcr(DCR_PRXF),
+        PRX_HUR0 | PRX_PUR1 | PRX_BADADDR0 | PRX_WM0
+    );
     assert_eq!(d.c.read_dcr(DCR_PRXF), 0);
 }
 

@@ -6,10 +6,17 @@
 //! memory or its FIFO stops at the model with the hardware's error bit and a diagnostic.
 
 use kestrel_bgp::bic::line_mask;
-use kestrel_bgp::dma::*;
+use kestrel_bgp::dma::{
+    inj_ctr, inj_fifo, rcv_ctr, rcv_fifo, BASE_CONTROL_USE_DMA, CTR_BASE, CTR_COUNT, CTR_INCREMENT,
+    CTR_LIMIT, DCR_BAD_ADDRESS, DCR_BASE, DCR_BASE_CONTROL, DCR_FATAL_ENABLE, DCR_FATAL_STATUS,
+    DCR_INJ_FIFO_ENABLE, DCR_INJ_MIN, DCR_RCV_MAP, DCR_RCV_MIN, DESC_BYTES, ERR_DESCRIPTOR,
+    ERR_RANGE, FIFO_END, FIFO_HEAD, FIFO_START, FIFO_TAIL, GROUP_SIZE, INJ_ACTIVATE,
+    INJ_CTR_DISABLE, INJ_CTR_ENABLE, INJ_DEACTIVATE, IRQ_FATAL, PKT_HDR_BYTES, PKT_MAX_PAYLOAD,
+    RCV_THRESHOLD_CLEAR, VM_GROUP,
+};
 use kestrel_bgp::torus;
 use kestrel_devices::bus::{DcrDevice, MmioDevice, Unanswered};
-use kestrel_devices::torus::{DmaBackend, Diagnostic, Target, TorusDma, DCR_SPAN, TORUS_DCR_BASE};
+use kestrel_devices::torus::{Diagnostic, DmaBackend, Target, TorusDma, DCR_SPAN, TORUS_DCR_BASE};
 use std::collections::HashMap;
 
 /// A VM with 64 MiB at guest-physical 0, seen by the fabric at bus 0x1000_0000.
@@ -47,7 +54,8 @@ impl DmaBackend for Regs {
 
 fn backend() -> Regs {
     let mut r = Regs::default();
-    r.dcr.insert(DCR_BASE + DCR_FATAL_ENABLE, ERR_RANGE | ERR_DESCRIPTOR);
+    r.dcr
+        .insert(DCR_BASE + DCR_FATAL_ENABLE, ERR_RANGE | ERR_DESCRIPTOR);
     r
 }
 
@@ -146,18 +154,31 @@ fn bring_up_translates_every_address() {
     assert_eq!(page(&d, inj_fifo(FIFO, FIFO_END)), BUS_Q + Driver::tx_end());
     assert_eq!(page(&d, inj_fifo(FIFO, FIFO_TAIL)), BUS_Q + TX_START);
     assert_eq!(page(&d, inj_ctr(CTR, CTR_BASE)), BUS_Q);
-    assert_eq!(page(&d, rcv_fifo(RFIFO, FIFO_END)), BUS_Q + Driver::rx_end());
+    assert_eq!(
+        page(&d, rcv_fifo(RFIFO, FIFO_END)),
+        BUS_Q + Driver::rx_end()
+    );
     let dcr = &d.t.backend().dcr;
     assert_eq!(dcr[&(DCR_BASE + DCR_INJ_MIN)], BUS_Q);
-    assert_eq!(dcr[&(DCR_BASE + DCR_INJ_MIN + 1)], BUS_Q + ((SEG_LEN - 1) >> 4) as u32);
-    assert_eq!(dcr[&(DCR_BASE + DCR_RCV_MAP)], 0x1F1F_1F1F, "plain DCRs pass through");
+    assert_eq!(
+        dcr[&(DCR_BASE + DCR_INJ_MIN + 1)],
+        BUS_Q + ((SEG_LEN - 1) >> 4) as u32
+    );
+    assert_eq!(
+        dcr[&(DCR_BASE + DCR_RCV_MAP)],
+        0x1F1F_1F1F,
+        "plain DCRs pass through"
+    );
     // Non-address registers are untouched.
     assert_eq!(page(&d, INJ_ACTIVATE), 1);
     assert_eq!(page(&d, inj_ctr(CTR, CTR_COUNT)), 0);
     // The guest reads guest-physical values back.
     assert_eq!(d.rd(inj_fifo(FIFO, FIFO_START)), TX_START);
     assert_eq!(d.rd(inj_ctr(CTR, CTR_BASE)), 0);
-    assert_eq!(d.mfdcrx(DCR_BASE + DCR_INJ_MIN + 1), ((SEG_LEN - 1) >> 4) as u32);
+    assert_eq!(
+        d.mfdcrx(DCR_BASE + DCR_INJ_MIN + 1),
+        ((SEG_LEN - 1) >> 4) as u32
+    );
 }
 
 #[test]
@@ -167,13 +188,21 @@ fn send_and_receive_paths() {
     // Send: INCREMENT passes as is, TAIL is translated.
     d.wr(inj_ctr(CTR, CTR_INCREMENT), 1500);
     d.wr(inj_fifo(FIFO, FIFO_TAIL), TX_START + 2);
-    assert_eq!(d.t.backend().writes[d.t.backend().writes.len() - 2], (inj_ctr(CTR, CTR_INCREMENT), 1500));
+    assert_eq!(
+        d.t.backend().writes[d.t.backend().writes.len() - 2],
+        (inj_ctr(CTR, CTR_INCREMENT), 1500)
+    );
     assert_eq!(page(&d, inj_fifo(FIFO, FIFO_TAIL)), BUS_Q + TX_START + 2);
     // The engine advanced HEAD (bus); the driver's reclaim reads it guest-physical.
-    d.t.backend_mut().page.insert(inj_fifo(FIFO, FIFO_HEAD), BUS_Q + TX_START + 2);
+    d.t.backend_mut()
+        .page
+        .insert(inj_fifo(FIFO, FIFO_HEAD), BUS_Q + TX_START + 2);
     assert_eq!(d.rd(inj_fifo(FIFO, FIFO_HEAD)), TX_START + 2);
     // Receive: the engine moved TAIL by two slots; the driver frees them by writing HEAD.
-    d.t.backend_mut().page.insert(rcv_fifo(RFIFO, FIFO_TAIL), BUS_Q + RX_START + 2 * SLOT_QUADS);
+    d.t.backend_mut().page.insert(
+        rcv_fifo(RFIFO, FIFO_TAIL),
+        BUS_Q + RX_START + 2 * SLOT_QUADS,
+    );
     d.wr(RCV_THRESHOLD_CLEAR, 1);
     let tail = d.rd(rcv_fifo(RFIFO, FIFO_TAIL));
     assert_eq!(tail, RX_START + 2 * SLOT_QUADS);
@@ -195,7 +224,11 @@ fn send_and_receive_paths() {
             1
         ))
     );
-    assert_eq!(page(&d, inj_fifo(FIFO, FIFO_TAIL)), BUS_Q + TX_START, "not forwarded");
+    assert_eq!(
+        page(&d, inj_fifo(FIFO, FIFO_TAIL)),
+        BUS_Q + TX_START,
+        "not forwarded"
+    );
     assert_eq!(d.t.fatal(), ERR_DESCRIPTOR);
 }
 
@@ -247,11 +280,25 @@ fn addresses_outside_the_segment_are_stopped_and_reported() {
 fn pointers_before_bounds_and_backend_errors() {
     let mut d = Driver::new();
     d.wr(rcv_fifo(0, FIFO_HEAD), RX_START);
-    assert!(matches!(d.t.take_diagnostic(), Some((Diagnostic::OutsideFifo { start: 0, end: 0, .. }, 1))));
+    assert!(matches!(
+        d.t.take_diagnostic(),
+        Some((
+            Diagnostic::OutsideFifo {
+                start: 0,
+                end: 0,
+                ..
+            },
+            1
+        ))
+    ));
     // The engine's own fatal bits and bad address (bus) read merged and translated.
     d.mtdcrx(DCR_BASE + DCR_FATAL_STATUS, ERR_DESCRIPTOR);
-    d.t.backend_mut().dcr.insert(DCR_BASE + DCR_FATAL_STATUS, ERR_RANGE);
-    d.t.backend_mut().dcr.insert(DCR_BASE + DCR_BAD_ADDRESS, BUS_Q + 0x1234);
+    d.t.backend_mut()
+        .dcr
+        .insert(DCR_BASE + DCR_FATAL_STATUS, ERR_RANGE);
+    d.t.backend_mut()
+        .dcr
+        .insert(DCR_BASE + DCR_BAD_ADDRESS, BUS_Q + 0x1234);
     assert_eq!(d.mfdcrx(DCR_BASE + DCR_FATAL_STATUS), ERR_RANGE);
     assert_eq!(d.mfdcrx(DCR_BASE + DCR_BAD_ADDRESS), 0x1234);
     // A bus value outside the VM's window (never written) reads 0.
@@ -264,10 +311,20 @@ fn range_windows_are_clamped() {
     let mut d = Driver::new();
     d.mtdcrx(DCR_BASE + DCR_RCV_MIN + 2 * 3 + 1, u32::MAX);
     let last = ((SEG_LEN >> 4) - 1) as u32;
-    assert_eq!(d.t.backend().dcr[&(DCR_BASE + DCR_RCV_MIN + 7)], BUS_Q + last);
+    assert_eq!(
+        d.t.backend().dcr[&(DCR_BASE + DCR_RCV_MIN + 7)],
+        BUS_Q + last
+    );
     assert_eq!(
         d.t.take_diagnostic(),
-        Some((Diagnostic::WindowClamped { dcr: DCR_BASE + DCR_RCV_MIN + 7, value: u32::MAX, clamped: last }, 1))
+        Some((
+            Diagnostic::WindowClamped {
+                dcr: DCR_BASE + DCR_RCV_MIN + 7,
+                value: u32::MAX,
+                clamped: last
+            },
+            1
+        ))
     );
     assert_eq!(d.t.fatal(), 0, "clamping is not an error");
     assert_eq!(d.mfdcrx(DCR_BASE + DCR_RCV_MIN + 7), last);
@@ -278,18 +335,28 @@ fn a_segment_not_at_zero() {
     // 16 MiB at guest-physical 16 MiB, bus 0.
     let mut t = TorusDma::new(backend(), 16 << 20, 16 << 20, 0);
     t.write(inj_ctr(0, CTR_BASE), 0);
-    assert!(t.take_diagnostic().is_some(), "guest-physical 0 is not this VM's");
+    assert!(
+        t.take_diagnostic().is_some(),
+        "guest-physical 0 is not this VM's"
+    );
     t.write(inj_ctr(0, CTR_BASE), (16 << 20) >> 4);
     assert_eq!(t.backend().page[&inj_ctr(0, CTR_BASE)], 0);
     assert_eq!(t.read(inj_ctr(0, CTR_BASE)), (16 << 20) >> 4);
     t.write_dcr(DCR_BASE + DCR_INJ_MIN - TORUS_DCR_BASE, 0);
-    assert_eq!(t.backend().dcr[&(DCR_BASE + DCR_INJ_MIN)], 0, "clamped to the first quad");
+    assert_eq!(
+        t.backend().dcr[&(DCR_BASE + DCR_INJ_MIN)],
+        0,
+        "clamped to the first quad"
+    );
 }
 
 #[test]
 fn torus_dcrs_pass_through_and_accesses_decode() {
     let mut d = Driver::new();
-    d.t.backend_mut().dcr.insert(torus::DCR_BASE + torus::DCR_COORDS, torus::coord_word(2, 0, 0));
+    d.t.backend_mut().dcr.insert(
+        torus::DCR_BASE + torus::DCR_COORDS,
+        torus::coord_word(2, 0, 0),
+    );
     assert_eq!(d.mfdcrx(torus::DCR_BASE + torus::DCR_COORDS), 0x0200_0000);
     d.mtdcrx(torus::DCR_BASE + torus::DCR_RESET, 0);
     assert_eq!(d.t.backend().dcr[&torus::DCR_BASE], 0);

@@ -7,7 +7,11 @@
 //! bad ring needs a reset and the driver recovers; features refused; undecodable accesses.
 
 use kestrel_devices::bus::{GuestRam, MmioDevice, OutOfRam, Unanswered};
-use kestrel_devices::virtio_net::*;
+use kestrel_devices::virtio_net::{
+    feature, isr, reg, status, Diagnostic, FrameBackend, RingError, VirtioNet, VENDOR_ID,
+    VIRTIO_NET_S_LINK_UP, VIRTQ_AVAIL_F_NO_INTERRUPT, VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT,
+    VIRTQ_DESC_F_WRITE, WINDOW,
+};
 use std::collections::VecDeque;
 
 const RAM: usize = 1 << 20;
@@ -18,16 +22,28 @@ struct Ram {
 
 impl GuestRam for Ram {
     fn read(&self, gpa: u64, buf: &mut [u8]) -> Result<(), OutOfRam> {
-        let bad = OutOfRam { gpa, len: buf.len() };
+        let bad = OutOfRam {
+            gpa,
+            len: buf.len(),
+        };
         let s = usize::try_from(gpa).map_err(|_| bad)?;
-        let src = self.mem.get(s..s.checked_add(buf.len()).ok_or(bad)?).ok_or(bad)?;
+        let src = self
+            .mem
+            .get(s..s.checked_add(buf.len()).ok_or(bad)?)
+            .ok_or(bad)?;
         buf.copy_from_slice(src);
         Ok(())
     }
     fn write(&mut self, gpa: u64, data: &[u8]) -> Result<(), OutOfRam> {
-        let bad = OutOfRam { gpa, len: data.len() };
+        let bad = OutOfRam {
+            gpa,
+            len: data.len(),
+        };
         let s = usize::try_from(gpa).map_err(|_| bad)?;
-        let dst = self.mem.get_mut(s..s.checked_add(data.len()).ok_or(bad)?).ok_or(bad)?;
+        let dst = self
+            .mem
+            .get_mut(s..s.checked_add(data.len()).ok_or(bad)?)
+            .ok_or(bad)?;
         dst.copy_from_slice(data);
         Ok(())
     }
@@ -82,7 +98,9 @@ impl Driver {
     }
 
     fn writel(&mut self, off: u32, v: u32) {
-        self.dev.mmio_write(u64::from(off), &v.to_le_bytes()).unwrap();
+        self.dev
+            .mmio_write(u64::from(off), &v.to_le_bytes())
+            .unwrap();
     }
 
     fn mem_w16(&mut self, gpa: u64, v: u16) {
@@ -114,7 +132,10 @@ impl Driver {
         let mut f = u64::from(self.readl(reg::DEVICE_FEATURES)) << 32;
         self.writel(reg::DEVICE_FEATURES_SEL, 0);
         f |= u64::from(self.readl(reg::DEVICE_FEATURES));
-        assert_eq!(f, feature::VIRTIO_F_VERSION_1 | feature::VIRTIO_NET_F_MAC | feature::VIRTIO_NET_F_STATUS);
+        assert_eq!(
+            f,
+            feature::VIRTIO_F_VERSION_1 | feature::VIRTIO_NET_F_MAC | feature::VIRTIO_NET_F_STATUS
+        );
         self.writel(reg::DRIVER_FEATURES_SEL, 1);
         self.writel(reg::DRIVER_FEATURES, (f >> 32) as u32);
         self.writel(reg::DRIVER_FEATURES_SEL, 0);
@@ -126,11 +147,15 @@ impl Driver {
         let mut mac = [0u8; 6];
         for (i, b) in mac.iter_mut().enumerate() {
             let mut x = [0u8; 1];
-            self.dev.mmio_read(u64::from(reg::CONFIG) + i as u64, &mut x).unwrap();
+            self.dev
+                .mmio_read(u64::from(reg::CONFIG) + i as u64, &mut x)
+                .unwrap();
             *b = x[0];
         }
         let mut w = [0u8; 2];
-        self.dev.mmio_read(u64::from(reg::CONFIG) + 6, &mut w).unwrap();
+        self.dev
+            .mmio_read(u64::from(reg::CONFIG) + 6, &mut w)
+            .unwrap();
         assert_eq!(u16::from_le_bytes(w), VIRTIO_NET_S_LINK_UP);
         assert_eq!(self.readl(reg::CONFIG_GENERATION), 0);
         mac
@@ -147,7 +172,10 @@ impl Driver {
         let used = (avail + 6 + 2 * u64::from(num) + 4095) & !4095;
         // vring_create_virtqueue hands out zeroed memory.
         let end = used + 6 + 8 * u64::from(num);
-        self.dev.ram_mut().write(desc, &vec![0u8; (end - desc) as usize]).unwrap();
+        self.dev
+            .ram_mut()
+            .write(desc, &vec![0u8; (end - desc) as usize])
+            .unwrap();
         self.writel(reg::QUEUE_NUM, u32::from(num));
         self.writel(reg::QUEUE_DESC_LOW, desc as u32);
         self.writel(reg::QUEUE_DESC_HIGH, (desc >> 32) as u32);
@@ -180,7 +208,10 @@ impl Driver {
         d[8..12].copy_from_slice(&len.to_le_bytes());
         d[12..14].copy_from_slice(&flags.to_le_bytes());
         d[14..16].copy_from_slice(&next.to_le_bytes());
-        self.dev.ram_mut().write(vq.desc + 16 * u64::from(i), &d).unwrap();
+        self.dev
+            .ram_mut()
+            .write(vq.desc + 16 * u64::from(i), &d)
+            .unwrap();
     }
 
     /// virtqueue_add_*: a chain of `bufs` (addr, len, writable) made available.
@@ -212,7 +243,10 @@ impl Driver {
         let mut out = vec![];
         while vq.last_used != idx {
             let slot = u64::from(vq.last_used % vq.num);
-            out.push((self.mem_r32(vq.used + 4 + 8 * slot), self.mem_r32(vq.used + 8 + 8 * slot)));
+            out.push((
+                self.mem_r32(vq.used + 4 + 8 * slot),
+                self.mem_r32(vq.used + 8 + 8 * slot),
+            ));
             vq.last_used = vq.last_used.wrapping_add(1);
         }
         out
@@ -256,7 +290,10 @@ fn bring_up_and_transmit() {
     // Header and frame in two descriptors (virtio_net's xmit_skb with a separate header).
     d.dev.ram_mut().write(0x8_0000, &[0u8; 12]).unwrap();
     d.dev.ram_mut().write(0x8_1000, &f).unwrap();
-    let head = d.add(&mut tx, &[(0x8_0000, 12, false), (0x8_1000, f.len() as u32, false)]);
+    let head = d.add(
+        &mut tx,
+        &[(0x8_0000, 12, false), (0x8_1000, f.len() as u32, false)],
+    );
     d.kick(&tx);
     assert_eq!(d.dev.backend().sent, vec![f.clone()]);
     assert!(d.dev.irq());
@@ -276,7 +313,10 @@ fn bring_up_and_transmit() {
 #[test]
 fn receive_into_posted_buffers() {
     let (mut d, mut rx, _tx) = Driver::up(2);
-    d.dev.backend_mut().pending.extend([frame(60, 1), frame(1514, 2), frame(100, 3)]);
+    d.dev
+        .backend_mut()
+        .pending
+        .extend([frame(60, 1), frame(1514, 2), frame(100, 3)]);
     assert_eq!(d.dev.poll_rx(), 2, "two buffers posted");
     assert_eq!(d.interrupt(), isr::USED_BUFFER);
     let used = d.get_used(&mut rx);
@@ -317,7 +357,13 @@ fn rx_chain_of_header_and_data_buffers_and_a_too_small_buffer() {
     assert_eq!(d.dev.poll_rx(), 1);
     assert_eq!(
         d.dev.take_diagnostic(),
-        Some((Diagnostic::RxFrameDropped { len: 212, room: 100 }, 1))
+        Some((
+            Diagnostic::RxFrameDropped {
+                len: 212,
+                room: 100
+            },
+            1
+        ))
     );
     assert_eq!(d.get_used(&mut rx), vec![(0, 212), (2, 62)]);
 }
@@ -332,7 +378,13 @@ fn bad_rings_need_a_reset_and_the_driver_recovers() {
     assert_eq!(d.interrupt() & isr::CONFIG_CHANGE, isr::CONFIG_CHANGE);
     assert!(matches!(
         d.dev.take_diagnostic(),
-        Some((Diagnostic::BadRing { queue: 1, error: RingError::OutOfRam { .. } }, 1))
+        Some((
+            Diagnostic::BadRing {
+                queue: 1,
+                error: RingError::OutOfRam { .. }
+            },
+            1
+        ))
     ));
     assert!(d.dev.backend().sent.is_empty());
     // Stopped until reset: further kicks do nothing.
@@ -357,9 +409,13 @@ fn bad_rings_need_a_reset_and_the_driver_recovers() {
 #[test]
 fn each_ring_error_is_caught() {
     type Setup = fn(&mut Driver, &mut Vq);
-    let cases: [(Setup, fn(&RingError) -> bool); 5] = [
+    type Want = fn(&RingError) -> bool;
+    let cases: [(Setup, Want); 5] = [
         // Available index far ahead.
-        (|d, vq| d.mem_w16(vq.avail + 2, 1000), |e| matches!(e, RingError::AvailIndex { .. })),
+        (
+            |d, vq| d.mem_w16(vq.avail + 2, 1000),
+            |e| matches!(e, RingError::AvailIndex { .. }),
+        ),
         // Head out of range.
         (
             |d, vq| {
@@ -417,12 +473,30 @@ fn queue_setup_errors() {
     d.writel(reg::QUEUE_NUM, 100);
     d.writel(reg::QUEUE_READY, 1);
     assert_eq!(d.readl(reg::QUEUE_READY), 0);
-    assert_eq!(d.dev.take_diagnostic(), Some((Diagnostic::BadRing { queue: 0, error: RingError::BadSize(100) }, 1)));
+    assert_eq!(
+        d.dev.take_diagnostic(),
+        Some((
+            Diagnostic::BadRing {
+                queue: 0,
+                error: RingError::BadSize(100)
+            },
+            1
+        ))
+    );
     d.writel(reg::STATUS, 0);
     d.writel(reg::QUEUE_SEL, 1);
     d.writel(reg::QUEUE_DESC_LOW, 0x1008);
     d.writel(reg::QUEUE_READY, 1);
-    assert_eq!(d.dev.take_diagnostic(), Some((Diagnostic::BadRing { queue: 1, error: RingError::Misaligned(0x1008) }, 1)));
+    assert_eq!(
+        d.dev.take_diagnostic(),
+        Some((
+            Diagnostic::BadRing {
+                queue: 1,
+                error: RingError::Misaligned(0x1008)
+            },
+            1
+        ))
+    );
     // A queue that does not exist.
     d.writel(reg::STATUS, 0);
     d.writel(reg::QUEUE_SEL, 2);
@@ -437,13 +511,30 @@ fn features_outside_the_offer_are_refused() {
     d.writel(reg::STATUS, status::ACKNOWLEDGE | status::DRIVER);
     d.writel(reg::DRIVER_FEATURES_SEL, 0);
     d.writel(reg::DRIVER_FEATURES, feature::VIRTIO_NET_F_MAC as u32);
-    d.writel(reg::STATUS, status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK);
-    assert_eq!(d.readl(reg::STATUS) & status::FEATURES_OK, 0, "no VERSION_1");
+    d.writel(
+        reg::STATUS,
+        status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK,
+    );
+    assert_eq!(
+        d.readl(reg::STATUS) & status::FEATURES_OK,
+        0,
+        "no VERSION_1"
+    );
     d.writel(reg::DRIVER_FEATURES_SEL, 1);
     d.writel(reg::DRIVER_FEATURES, 1 | 2);
-    d.writel(reg::STATUS, status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK);
-    assert_eq!(d.readl(reg::STATUS) & status::FEATURES_OK, 0, "bit 33 not offered");
-    assert!(matches!(d.dev.take_diagnostic(), Some((Diagnostic::FeaturesRefused { .. }, 2))));
+    d.writel(
+        reg::STATUS,
+        status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK,
+    );
+    assert_eq!(
+        d.readl(reg::STATUS) & status::FEATURES_OK,
+        0,
+        "bit 33 not offered"
+    );
+    assert!(matches!(
+        d.dev.take_diagnostic(),
+        Some((Diagnostic::FeaturesRefused { .. }, 2))
+    ));
 }
 
 #[test]
@@ -462,6 +553,10 @@ fn nothing_moves_before_driver_ok_and_accesses_decode() {
     assert_eq!(d.dev.mmio_read(WINDOW, &mut b), Err(Unanswered));
     assert_eq!(d.dev.mmio_read(0x102, &mut b[..2]), Ok(()));
     assert_eq!(b[..2], MAC[2..4]);
-    assert_eq!(d.dev.mmio_write(0x100, &[1, 2, 3, 4]), Ok(()), "config writes ignored");
+    assert_eq!(
+        d.dev.mmio_write(0x100, &[1, 2, 3, 4]),
+        Ok(()),
+        "config writes ignored"
+    );
     assert_eq!(d.probe(), MAC);
 }

@@ -47,7 +47,7 @@ impl RefBic {
     }
 
     fn read(&mut self, off: u32) -> u32 {
-        if off % 4 != 0 {
+        if !off.is_multiple_of(4) {
             return 0;
         }
         if off < 15 * 0x80 {
@@ -81,7 +81,7 @@ impl RefBic {
     }
 
     fn write(&mut self, off: u32, v: u32) {
-        if off % 4 != 0 || off >= 15 * 0x80 {
+        if !off.is_multiple_of(4) || off >= 15 * 0x80 {
             return;
         }
         let (g, r) = (off / 0x80, off % 0x80);
@@ -150,7 +150,7 @@ pub fn run(data: &[u8]) {
                         let got = u32::from_be_bytes(buf[..4].try_into().expect("4 bytes"));
                         assert_eq!(got, reference.read(u32::from(off)), "read {off:#x}");
                     }
-                    Err(_) => assert!(w != 4 || off % 4 != 0 || u64::from(off) >= SIZE),
+                    Err(_) => assert!(w != 4 || !off.is_multiple_of(4) || u64::from(off) >= SIZE),
                 }
             }
             op::WRITE => {
@@ -192,9 +192,16 @@ fn check(bic: &Bic, reference: &mut RefBic) {
         }
         assert_eq!(copy.read(off), reference.read(off), "offset {off:#x}");
     }
-    assert_eq!(&copy, bic, "reads other than RD_CLR_STATUS have no side effects");
+    assert_eq!(
+        &copy, bic,
+        "reads other than RD_CLR_STATUS have no side effects"
+    );
     for g in 0..15 {
-        assert_eq!(bic.status(g) & bic.levels(g), bic.levels(g), "asserted lines pending");
+        assert_eq!(
+            bic.status(g) & bic.levels(g),
+            bic.levels(g),
+            "asserted lines pending"
+        );
     }
     for core in 0..4 {
         assert_eq!(bic.ncrit_output(core), copy.read(0x780 + 4 * core) != 0);

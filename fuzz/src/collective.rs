@@ -82,9 +82,11 @@ fn address(input: &mut Input) -> u64 {
 /// Stores a whole packet on `vc`: the header, then 16 quads of 4 words.
 fn send(c: &mut Collective<Loopback>, vc: usize, header: u32, payload: &[u8; PAYLOAD]) {
     let base = vc as u64 * VC_STRIDE;
-    c.mmio_write(base + u64::from(HI), &header.to_be_bytes()).expect("HI decodes");
+    c.mmio_write(base + u64::from(HI), &header.to_be_bytes())
+        .expect("HI decodes");
     for (i, w) in payload.chunks(4).enumerate() {
-        c.mmio_write(base + (i as u64 % 4) * 4, w).expect("DI decodes");
+        c.mmio_write(base + (i as u64 % 4) * 4, w)
+            .expect("DI decodes");
     }
 }
 
@@ -159,7 +161,10 @@ pub fn run(data: &[u8]) {
             assert_eq!(*w & !(if g == 5 { 0xF00 } else { 0 }), 0, "only 0xB4..0xB7");
         }
         for &(vc, h) in &c.backend().injected {
-            assert!(headers[vc].contains(&h), "injected header {h:#x} was stored on VC{vc}");
+            assert!(
+                headers[vc].contains(&h),
+                "injected header {h:#x} was stored on VC{vc}"
+            );
         }
         if let Some((d, n)) = c.take_diagnostic() {
             assert!(n >= 1 && !d.to_string().is_empty());

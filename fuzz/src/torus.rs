@@ -32,13 +32,17 @@ struct Rec {
 
 impl DmaBackend for Rec {
     fn read(&mut self, offset: u32) -> u32 {
-        assert!(offset < 0x1000 && offset % 4 == 0);
+        assert!(offset < 0x1000 && offset.is_multiple_of(4));
         self.value.unwrap_or_else(|| {
-            self.page.iter().rev().find(|w| w.0 == offset).map_or(0, |w| w.1)
+            self.page
+                .iter()
+                .rev()
+                .find(|w| w.0 == offset)
+                .map_or(0, |w| w.1)
         })
     }
     fn write(&mut self, offset: u32, value: u32) {
-        assert!(offset < 0x1000 && offset % 4 == 0);
+        assert!(offset < 0x1000 && offset.is_multiple_of(4));
         self.page.push((offset, value));
     }
     fn dcr_read(&mut self, dcr: u32) -> u32 {
@@ -93,7 +97,10 @@ pub fn run(data: &[u8]) {
         match input.u8() % op::COUNT {
             op::READ => {
                 let off = input.u16();
-                let w = match input.u8() { b @ 0..=8 => usize::from(b), _ => 4 };
+                let w = match input.u8() {
+                    b @ 0..=8 => usize::from(b),
+                    _ => 4,
+                };
                 let v = value(&mut input);
                 t.backend_mut().value = input.bool().then_some(v);
                 let mut buf = vec![0u8; w];

@@ -55,20 +55,30 @@ impl Ram {
 
 impl GuestRam for Ram {
     fn read(&self, gpa: u64, buf: &mut [u8]) -> Result<(), OutOfRam> {
-        let bad = OutOfRam { gpa, len: buf.len() };
+        let bad = OutOfRam {
+            gpa,
+            len: buf.len(),
+        };
         let s = usize::try_from(gpa).map_err(|_| bad)?;
         let m = self.mem.borrow();
         buf.copy_from_slice(m.get(s..s.checked_add(buf.len()).ok_or(bad)?).ok_or(bad)?);
         Ok(())
     }
     fn write(&mut self, gpa: u64, data: &[u8]) -> Result<(), OutOfRam> {
-        let bad = OutOfRam { gpa, len: data.len() };
+        let bad = OutOfRam {
+            gpa,
+            len: data.len(),
+        };
         let s = usize::try_from(gpa).map_err(|_| bad)?;
         let e = s.checked_add(data.len()).ok_or(bad)?;
         if e > RAM {
             return Err(bad);
         }
-        assert!(self.allowed(gpa, data.len()), "device wrote {gpa:#x}+{}", data.len());
+        assert!(
+            self.allowed(gpa, data.len()),
+            "device wrote {gpa:#x}+{}",
+            data.len()
+        );
         self.mem.borrow_mut()[s..e].copy_from_slice(data);
         Ok(())
     }
@@ -95,7 +105,8 @@ impl FrameBackend for Frames {
 type Dev = VirtioNet<Ram, Frames>;
 
 fn w32(d: &mut Dev, off: u32, v: u32) {
-    d.mmio_write(u64::from(off), &v.to_le_bytes()).expect("register decodes");
+    d.mmio_write(u64::from(off), &v.to_le_bytes())
+        .expect("register decodes");
 }
 
 /// The device after Linux's bring-up with 16-entry queues at fixed places.
@@ -107,8 +118,15 @@ fn device() -> Dev {
     w32(&mut d, reg::STATUS, status::ACKNOWLEDGE | status::DRIVER);
     w32(&mut d, reg::DRIVER_FEATURES_SEL, 1);
     w32(&mut d, reg::DRIVER_FEATURES, 1);
-    w32(&mut d, reg::STATUS, status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK);
-    for (q, desc, avail, used) in [(0, RX_DESC, RX_AVAIL, RX_USED), (1, TX_DESC, TX_AVAIL, TX_USED)] {
+    w32(
+        &mut d,
+        reg::STATUS,
+        status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK,
+    );
+    for (q, desc, avail, used) in [
+        (0, RX_DESC, RX_AVAIL, RX_USED),
+        (1, TX_DESC, TX_AVAIL, TX_USED),
+    ] {
         w32(&mut d, reg::QUEUE_SEL, q);
         w32(&mut d, reg::QUEUE_NUM, u32::from(NUM));
         w32(&mut d, reg::QUEUE_DESC_LOW, desc as u32);
@@ -163,12 +181,16 @@ pub fn run(data: &[u8]) {
                 };
                 let (flags, next) = (input.u16() % 8, input.u16());
                 let base = if tx { TX_DESC } else { RX_DESC };
-                d.ram().poke(base + 16 * u64::from(i), &desc_bytes(addr, len, flags, next));
+                d.ram().poke(
+                    base + 16 * u64::from(i),
+                    &desc_bytes(addr, len, flags, next),
+                );
             }
             op::SLOT => {
                 let base = if input.bool() { TX_AVAIL } else { RX_AVAIL };
                 let slot = input.u16() % NUM;
-                d.ram().poke(base + 4 + 2 * u64::from(slot), &input.u16().to_le_bytes());
+                d.ram()
+                    .poke(base + 4 + 2 * u64::from(slot), &input.u16().to_le_bytes());
             }
             op::AVAIL_IDX => {
                 let base = if input.bool() { TX_AVAIL } else { RX_AVAIL };
@@ -208,7 +230,8 @@ pub fn run(data: &[u8]) {
                 let frame: Vec<u8> = (0..n).map(|i| i as u8).collect();
                 f.ram().poke(0x8000, &[0; 12]);
                 f.ram().poke(0x8000 + 12, &frame);
-                f.ram().poke(TX_DESC, &desc_bytes(0x8000, 12 + n as u32, 0, 0));
+                f.ram()
+                    .poke(TX_DESC, &desc_bytes(0x8000, 12 + n as u32, 0, 0));
                 f.ram().poke(TX_AVAIL + 4, &0u16.to_le_bytes());
                 f.ram().poke(TX_AVAIL + 2, &1u16.to_le_bytes());
                 w32(&mut f, reg::QUEUE_NOTIFY, 1);
@@ -243,7 +266,15 @@ pub fn seed(ops: &[Op]) -> Vec<u8> {
     for o in ops {
         match *o {
             Op::Desc(tx, i, addr, len, flags, next) => {
-                w.u8(op::DESC).bool(tx).u16(i).u8(1).u16(addr).u8(1).u16(len).u16(flags).u16(next);
+                w.u8(op::DESC)
+                    .bool(tx)
+                    .u16(i)
+                    .u8(1)
+                    .u16(addr)
+                    .u8(1)
+                    .u16(len)
+                    .u16(flags)
+                    .u16(next);
             }
             Op::Slot(tx, s, h) => {
                 w.u8(op::SLOT).bool(tx).u16(s).u16(h);
