@@ -277,10 +277,11 @@ impl DmaRegs {
         }
     }
 
+    /// The subgroup bits (`group * 8 + c / 8`) of the counters set in `zero`.
     fn ctr_group_status(zero: u64) -> u32 {
-        (0..NCTR)
-            .filter(|&c| zero & bit64(c) != 0)
-            .fold(0, |a, c| a | subgroup_bit(c))
+        (0..8usize)
+            .filter(|&s| (zero >> (56 - 8 * s)) & 0xFF != 0)
+            .fold(0, |a, s| a | subgroup_bit(8 * s))
     }
 
     /// A register read; `None` for a reserved or unaligned offset.

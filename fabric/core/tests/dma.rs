@@ -375,3 +375,18 @@ fn a_slot_whose_wrapped_part_is_outside_the_windows_is_not_half_written() {
     assert_eq!(r.r(B, d::rcv_fifo(0, FIFO_TAIL)), end - 8);
     assert!(r.mem(B).iter().all(|&b| b == 0), "nothing written");
 }
+
+#[test]
+fn counter_group_status_names_the_subgroup() {
+    let mut r = Rig::new(2);
+    r.setup_inj(A, 0);
+    for (c, word, bit) in [(63u32, 4u32, 1u32), (9, 0, 1 << 22), (40, 4, 1 << 23)] {
+        r.setup_rcv_ctr(B, c, 0x4000, 16);
+        r.post(A, 0, put_desc(1, DATA_AT as u32, 16, c, 0));
+        assert_eq!(r.r(B, RCV_CTR_HIT_ZERO + word), bit, "counter {c}");
+        let sub = 0x8000_0000u32 >> (VM_GROUP * 8 + c / 8);
+        assert_eq!(r.r(B, RCV_CTR_GRP_STATUS), sub, "counter {c}");
+        r.w(B, RCV_CTR_CLEAR_HIT_ZERO + word, bit);
+        assert_eq!(r.r(B, RCV_CTR_GRP_STATUS), 0);
+    }
+}
