@@ -24,7 +24,10 @@
 //! involved: it sets an error bit (DMA fatal status, collective exception flags), drops and
 //! counts a packet ([`Stats`]), and leaves a [`Diagnostic`] the VMM can log
 //! ([`Fabric::take_diagnostic`]). A full reception FIFO or frame queue drops (the hardware
-//! would back-pressure; an endpoint that never reads must not stall the fabric).
+//! would back-pressure; an endpoint that never reads must not stall the fabric). One call
+//! moves a bounded amount of DMA data (`kestrel_bgp::torus::INJECT_BUDGET_*`); the rest
+//! continues in later calls: a host running the engine calls [`Fabric::poll`] from a timer
+//! while [`Fabric::has_pending`].
 #![no_std]
 #![forbid(unsafe_code)]
 
