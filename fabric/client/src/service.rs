@@ -426,6 +426,11 @@ impl crate::port::Port for Native {
 pub struct RemoteFabric {
     service: Service,
     place: [(Coords, u32, u64, u64); MAX_ENDPOINTS],
+    /// Whether a call since the last `take_changed` may have changed something (or an
+    /// event said so): only then does `take_changed` ask the service, so a client that
+    /// polls after every one of its own operations (the VMM after every fault) pays no
+    /// IPC for operations that did not touch the fabric.
+    dirty: core::cell::Cell<bool>,
 }
 
 use kestrel_fabric::{Coords, Diagnostic, EpId, FabricError, Stats, IRQ_WORDS};
@@ -448,12 +453,23 @@ impl RemoteFabric {
         Ok(RemoteFabric {
             service: Service::connect()?,
             place: [(Coords::default(), 0, 0, 0); MAX_ENDPOINTS],
+            dirty: core::cell::Cell::new(true),
         })
     }
 
     /// The service's thread: its `proto::EVENT` messages arrive from there.
     pub fn thread(&self) -> ThreadId {
         self.service.thread()
+    }
+
+    /// Notes an `EVENT` from the service: the next `take_changed` asks it.
+    pub fn note_event(&self) {
+        self.dirty.set(true);
+    }
+
+    fn svc(&self) -> &Service {
+        self.dirty.set(true);
+        &self.service
     }
 
     /// Attaches an endpoint whose memory window is `[window, window + len)` of this space
@@ -482,6 +498,7 @@ impl RemoteFabric {
     }
 
     pub fn detach(&mut self, ep: EpId) {
+        self.dirty.set(true);
         let _ = self.service.detach(ep.0);
     }
 
@@ -500,19 +517,19 @@ impl RemoteFabric {
     }
 
     pub fn dma_read(&mut self, ep: EpId, offset: u32) -> Result<u32, FabricError> {
-        self.service.dma_read(ep.0, offset).map_err(engine)
+        self.svc().dma_read(ep.0, offset).map_err(engine)
     }
 
     pub fn dma_write(&mut self, ep: EpId, offset: u32, value: u32) -> Result<(), FabricError> {
-        self.service.dma_write(ep.0, offset, value).map_err(engine)
+        self.svc().dma_write(ep.0, offset, value).map_err(engine)
     }
 
     pub fn dcr_read(&mut self, ep: EpId, dcr: u32) -> Result<u32, FabricError> {
-        self.service.dcr_read(ep.0, dcr).map_err(engine)
+        self.svc().dcr_read(ep.0, dcr).map_err(engine)
     }
 
     pub fn dcr_write(&mut self, ep: EpId, dcr: u32, value: u32) -> Result<(), FabricError> {
-        self.service.dcr_write(ep.0, dcr, value).map_err(engine)
+        self.svc().dcr_write(ep.0, dcr, value).map_err(engine)
     }
 
     pub fn tree_inject(
@@ -533,7 +550,7 @@ impl RemoteFabric {
         vc: usize,
         payload: &mut [u8; TREE_PAYLOAD],
     ) -> Option<u32> {
-        self.service.tree_receive(ep.0, vc, payload).ok().flatten()
+        self.svc().tree_receive(ep.0, vc, payload).ok().flatten()
     }
 
     pub fn tree_status(&self, ep: EpId, vc: usize) -> u32 {
@@ -541,11 +558,11 @@ impl RemoteFabric {
     }
 
     pub fn frame_send(&mut self, ep: EpId, frame: &[u8]) -> Result<(), FabricError> {
-        self.service.frame_send(ep.0, frame).map_err(engine)
+        self.svc().frame_send(ep.0, frame).map_err(engine)
     }
 
     pub fn frame_receive(&mut self, ep: EpId, buf: &mut [u8]) -> Option<usize> {
-        self.service.frame_receive(ep.0, buf).ok().flatten()
+        self.svc().frame_receive(ep.0, buf).ok().flatten()
     }
 
     pub fn frame_mac(&self, ep: EpId) -> [u8; 6] {
@@ -565,6 +582,9 @@ impl RemoteFabric {
 
     /// This client's endpoints whose lines or frame queue changed (bit k = `EpId(k)`).
     pub fn take_changed(&mut self) -> u32 {
+        if !self.dirty.replace(false) {
+            return 0;
+        }
         self.service.take_changed().unwrap_or(0)
     }
 
