@@ -25,6 +25,7 @@ pub mod fabric;
 pub mod fdt;
 pub mod input;
 pub mod seeds;
+pub mod service;
 pub mod torus;
 pub mod uart;
 pub mod uic;
@@ -111,6 +112,11 @@ pub const TARGETS: &[Target] = &[
         name: "fabric",
         about: "fabric engine: DMA/DCR traffic, descriptors, collective, frames vs a guarded memory",
         run: fabric::run,
+    },
+    Target {
+        name: "service",
+        about: "fabric service: client requests and replies, torus and collective reassembly, echo answers",
+        run: service::run,
     },
 ];
 

@@ -43,6 +43,7 @@ pub fn seeds(name: &str) -> Vec<(String, Vec<u8>)> {
         "fdt" => named(vec![BAMBOO_DTB.to_vec()]),
         "codec" => named((0..16).map(codec::seed).collect()),
         "fabric" => named(crate::fabric::seeds()),
+        "service" => named((0..8).map(crate::service::seed).collect()),
         _ => Vec::new(),
     }
 }
