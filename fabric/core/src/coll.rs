@@ -339,6 +339,32 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         r
     }
 
+    /// Sets `ep`'s class routes at once (bit c of `sources` / `targets` = class c: SRCL /
+    /// TGTL in its RDR; the link bits are kept). For a host that attaches an endpoint for
+    /// a guest: at reset every endpoint sources every class, so a reduction on a class
+    /// waits for every attached endpoint; a VMM that limits its VMs to the classes their
+    /// drivers use (bgnet: class 0) keeps native programs' reductions on other classes
+    /// (the MPI layer's) from waiting for VMs that never take part.
+    pub fn set_routes(&mut self, ep: EpId, sources: u16, targets: u16) -> Result<(), FabricError> {
+        let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
+        for class in 0..2 * RDR_COUNT {
+            let (dcr, shift) = rdr_of_class(class);
+            let o = ((dcr - DCR_BASE) % DCR_COUNT) as usize;
+            let mut v = e.coll.dcr[o] & !((RDR_LO_SRCL | RDR_LO_TGTL) >> shift);
+            if sources & (1 << class) != 0 {
+                v |= RDR_LO_SRCL >> shift;
+            }
+            if targets & (1 << class) != 0 {
+                v |= RDR_LO_TGTL >> shift;
+            }
+            e.coll.dcr[o] = v;
+        }
+        self.coll_settle_all();
+        self.touch(ep);
+        self.settle();
+        Ok(())
+    }
+
     /// The status word of `ep`'s `vc` (0 for an unknown endpoint or VC).
     pub fn tree_status(&self, ep: EpId, vc: usize) -> u32 {
         match self.slot(ep) {

@@ -219,3 +219,22 @@ fn bad_vc_and_reserved_opcode() {
     assert_eq!(recv(&mut r, A, 9), None);
     assert_eq!(r.f.tree_inject(EpId(3), 0, 0, &[0; 256]), Err(FabricError::NoSuchEndpoint));
 }
+
+#[test]
+fn set_routes_keeps_a_vm_out_of_native_reductions() {
+    let mut r = Rig::new(3);
+    // C plays a VM whose driver uses class 0 only.
+    r.f.set_routes(C, 1, 1).unwrap();
+    let (dcr, _) = rdr_of_class(0);
+    assert_eq!(r.f.dcr_read(C, dcr).unwrap(), RDR_LO_SRCL | RDR_LO_TGTL);
+    let h = hdr(14, OP_ADD, 0);
+    r.f.tree_inject(A, 1, h, &[1; 256]).unwrap();
+    r.f.tree_inject(B, 1, h, &[2; 256]).unwrap();
+    assert_eq!(recv(&mut r, A, 1), Some((h, [3; 256])), "no wait for C");
+    assert_eq!(recv(&mut r, C, 1), None);
+    // Class 0 broadcasts still reach C; C cannot inject into class 14.
+    r.f.tree_inject(A, 0, hdr(0, OP_NONE, 0), &[5; 256]).unwrap();
+    assert!(recv(&mut r, C, 0).is_some());
+    assert_eq!(r.f.tree_inject(C, 1, h, &[0; 256]), Err(FabricError::BadHeader));
+    assert_eq!(r.f.set_routes(EpId(9), 0, 0), Err(FabricError::NoSuchEndpoint));
+}
