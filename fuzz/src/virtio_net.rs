@@ -1,7 +1,8 @@
 //! Target `virtio_net`: the virtio-mmio network device (`kestrel_devices::virtio_net`)
 //! brought up as Linux does (features, two 16-entry queues, DRIVER_OK), then driven with
 //! arbitrary ring contents (descriptors, available slots, indices and flags), kicks, frames
-//! from the backend, polls and register traffic.
+//! from the backend, polls and register traffic (resets included, but no queue
+//! reconfiguration: the write check below knows the rings at their fixed places).
 //!
 //! After every step, and at every device write into guest memory: the write lies in a used
 //! ring or inside a device-writable descriptor of the RX table as it is at that moment (the
@@ -217,7 +218,12 @@ pub fn run(data: &[u8]) {
                 let _ = d.mmio_read(off, &mut b);
             }
             op::WRITE => {
-                let off = u64::from(input.u16() % 0x240);
+                // The write check knows the rings at their fixed places: register writes
+                // leave the queue configuration (select, size, ready, areas) alone.
+                let off = match u64::from(input.u16() % 0x240) {
+                    o @ (0x30..=0x4F | 0x80..=0xAF) => o % 4 + u64::from(reg::INTERRUPT_ACK),
+                    o => o,
+                };
                 let w = usize::from(input.u8() % 9);
                 let v = input.u32();
                 let b: Vec<u8> = v.to_le_bytes().iter().copied().cycle().take(w).collect();
