@@ -32,7 +32,9 @@
 //! Events: when an endpoint's interrupt lines or frame queue change, the service sends
 //! [`EVENT`] (MR1 = mask of the changed endpoints of that event thread, bit k = endpoint k)
 //! to the event thread named at attach, with a zero timeout, and retries every millisecond
-//! until it is taken or the client collected the change with `TakeChanged`.
+//! until it is taken or the client collected the change with `TakeChanged`. An `EVENT` with
+//! an empty mask is the service's liveness probe (sent after a second without requests):
+//! nothing changed.
 
 /// Label of request op 0; request `op` has label `LABEL + op`.
 pub const LABEL: u16 = 0x0600;

@@ -21,6 +21,9 @@
 //! - **Budget.** An engine call runs at most its per-call DMA budget; what is left
 //!   continues at the next call, and the loop polls the engine every millisecond while
 //!   anything is pending.
+//! - **Liveness.** With endpoints attached and nothing to do for a second, the service sends
+//!   each client an `EVENT` with an empty mask (zero timeout): a client whose thread is gone
+//!   (its program ended without detaching, or was stopped) loses its endpoints.
 //! - **End.** When the last endpoint detaches (after at least one attached) the service
 //!   exits, so a run whose programs all end stops the machine; `fabric.linger=1` on the
 //!   kernel command line keeps it running.
@@ -32,7 +35,9 @@ extern crate alloc;
 
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kestrel_abi::root::PROGRAM_CEILING;
-use kestrel_abi::{exreg, map_target, unmapflags, Fpage, IpcError, Rights, ThreadId, Timeout, Timeouts};
+use kestrel_abi::{
+    exreg, map_target, unmapflags, Fpage, IpcError, IpcPhase, Rights, ThreadId, Timeout, Timeouts,
+};
 use kestrel_bgp::torus::coord_word;
 use kestrel_fabric::{EpId, Fabric, FabricError, MemError, Memory, MAX_ENDPOINTS};
 use kestrel_fabric_client::proto::{
@@ -48,6 +53,9 @@ const _: () = assert!(MAX_ENDPOINTS == proto::MAX_ENDPOINTS);
 
 /// Slots whose pages faulted (bit k = slot k): the client took them back.
 static REVOKED: AtomicU32 = AtomicU32::new(0);
+/// With endpoints attached and nothing to do, the service checks this often (µs) that their
+/// clients still exist.
+const PROBE_US: u32 = 1_000_000;
 /// `fabric.linger=1`: keep running when the last endpoint detaches.
 static LINGER: AtomicBool = AtomicBool::new(false);
 
@@ -269,11 +277,16 @@ fn serve() {
         // are continued, every millisecond.
         let wait = if s.clients.untold() != 0 || s.fabric.has_pending() {
             Timeout::from_us(1000)
+        } else if s.clients.attached() != 0 {
+            Timeout::from_us(PROBE_US)
         } else {
             Timeout::NEVER
         };
         let (to, out) = reply.take().unwrap_or((ThreadId::NIL, Msg::new(0)));
         let (from, msg, r) = ipc(to, ThreadId::ANY, Timeouts::new(Timeout::ZERO, wait), &out);
+        if wait.as_us() == PROBE_US && matches!(r, Err(e) if e.error == IpcError::Timeout && e.phase == IpcPhase::Receive) {
+            s.probe();
+        }
         // A failed reply (the client is gone), a timeout or a failed map: nothing to answer;
         // a map that failed half-way may still have left pages in the free slot.
         let mut keep = false;
@@ -327,6 +340,29 @@ impl Server {
                     }
                 }
                 Err(_) => {}
+            }
+        }
+    }
+
+    /// Checks that the clients still exist: a zero-timeout `EVENT` with an empty mask to
+    /// each owner ("nothing changed"); an owner that is gone (`NoPartner`: its program ended
+    /// or was stopped) loses its endpoints.
+    fn probe(&mut self) {
+        for k in 0..MAX_ENDPOINTS {
+            let t = self.clients.owner[k];
+            if t.is_nil() || (0..k).any(|j| self.clients.owner[j] == t) {
+                continue;
+            }
+            let m = Msg::with_words(proto::EVENT, &[0]);
+            if let Err(e) = kestrel_user::ipc::send(t, &m, Timeout::ZERO) {
+                if e.error == IpcError::NoPartner {
+                    for j in k..MAX_ENDPOINTS {
+                        if self.clients.owner[j] == t {
+                            println!("endpoint {j}: its client {t:?} is gone; detaching");
+                            self.detach(j);
+                        }
+                    }
+                }
             }
         }
     }
