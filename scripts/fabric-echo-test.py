@@ -10,6 +10,9 @@ kestrel-fabric-ranks (as kestrel-rank0 and kestrel-rank1) and kestrel-echo. Pass
 - rank 0, as a bgnet client, learnt kestrel-echo's MAC with an ARP request broadcast over
   the collective (the reply came over the torus), had a UDP datagram echoed byte for byte
   over the torus, and ended the echo with its quit datagram;
+- rank 0, playing a client that takes its memory back, attached a second endpoint (in the
+  slot the echo had used), unmapped its window and sent it a message: the service survived
+  the write into the vanished window, detached that endpoint and kept serving rank 0;
 - the service saw every endpoint detach and exited, the root task saw every program end,
   and QEMU exited by itself with status 0.
 
@@ -90,7 +93,7 @@ def native(timeout):
            "--program", f"kestrel-rank0={ranks}",
            "--program", f"kestrel-rank1={ranks}",
            "--program", f"kestrel-echo={os.path.join(OUT, 'kestrel-echo')}",
-           "--append", f"ranks.echo={ECHO_IP} ranks.bytes={RANKS_BYTES}",
+           "--append", f"ranks.echo={ECHO_IP} ranks.bytes={RANKS_BYTES} ranks.revoke=1",
            "--timeout", str(timeout), "--log", log]
     print(f"fabric-echo: native: service, two ranks and the echo (log: {log})", flush=True)
     r = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
@@ -105,6 +108,9 @@ def native(timeout):
         f"[kestrel-rank0] echo: UDP datagram of {RANKS_BYTES} bytes echoed, ok",
         f"[kestrel-rank0] echo: quit datagram of {len(QUIT)} bytes echoed, ok",
         "[kestrel-echo] quit: answered 1 ARP requests, 0 pings, 2 UDP datagrams",
+        "[kestrel-fabric] endpoint 2: its client (66.1) unmapped its window or shared page; detaching",
+        "[kestrel-rank0] revoke: sent to the unmapped endpoint 2 (Ok(true)); the service detached it; "
+        "endpoint 0 still served, ok",
         "[kestrel-fabric] the last endpoint detached; exiting",
         "root: kestrel-fabric exited (code 0)",
         "root: every program has ended; stopping the machine",
@@ -114,7 +120,8 @@ def native(timeout):
         if "WRONG" in line or "panicked" in line:
             raise Failure(f"{line!r} (log: {log})")
     print("fabric-echo: native: PASS: message exchange and allreduce between two ranks over the service, "
-          "ARP (collective) + UDP echo (torus) with kestrel-echo, clean exit", flush=True)
+          "ARP (collective) + UDP echo (torus) with kestrel-echo, a client's unmapped window survived, "
+          "clean exit", flush=True)
 
 
 def vm(timeout):

@@ -14,7 +14,12 @@
 //!    the reply (point to point over the collective), then a UDP datagram of `ranks.bytes` bytes (at most 1472)
 //!    to port 7 over the torus, whose echo it checks byte for byte, then the datagram
 //!    `KESTREL-ECHO-QUIT` that ends the echo;
-//! 6. a final barrier, and detaches.
+//! 6. with `ranks.revoke=1`, rank 0 plays a client that takes its memory back: it attaches
+//!    a second endpoint, sets up its DMA group, unmaps that endpoint's window from its own
+//!    space (which revokes the service's mapping too), and sends it a message from its first
+//!    endpoint. The service must survive the write into the vanished window, detach the
+//!    second endpoint, and go on serving the first one;
+//! 7. a final barrier, and detaches.
 //!
 //! Every line is checkable: `ranks r/N: received B bytes from rank s, ok; allreduce sum
 //! [a, b, c]` (c = the sum of every rank's CRC).
@@ -29,6 +34,7 @@ use kestrel_bgp::torus::LINK_PROTO_NET;
 use kestrel_fabric_client::mpi::{Comm, Op, MAX_DATA};
 use kestrel_fabric_client::net::{self, Me, ECHO_PORT, QUIT};
 use kestrel_fabric_client::port::Port;
+use kestrel_fabric_client::proto::FabricErr;
 use kestrel_fabric_client::spi::{link_header, tree, Coords, DmaGroup, Reassembly, LINK_HDR};
 use kestrel_fabric_client::service::{Native, Service};
 use kestrel_user::{println, root, sys};
@@ -37,6 +43,9 @@ const WINDOW: u32 = 0x2000_0000;
 const WINDOW_LEN: u32 = kestrel_fabric_client::spi::layout::MIN_WINDOW;
 const SHARED: u32 = 0x2010_0000;
 const TAG: u32 = 0x4b45;
+/// The second endpoint's window and shared page (`ranks.revoke=1`).
+const WINDOW2: u32 = 0x2020_0000;
+const SHARED2: u32 = 0x2030_0000;
 
 static mut COMM: Comm = Comm::new();
 static mut BUF: [u8; MAX_DATA] = [0; MAX_DATA];
@@ -86,6 +95,44 @@ fn frame<T>(
         wait(port);
     }
     Ok(None)
+}
+
+/// Rank 0 as a client that takes its memory back (`ranks.revoke=1`).
+fn revoke(port: &mut Native, dma: &mut DmaGroup) -> Result<(), kestrel_fabric_client::service::Error> {
+    use kestrel_abi::{unmapflags, Fpage, Rights};
+    if let Err(e) = root::ram(WINDOW2, WINDOW_LEN, 16).and_then(|_| root::ram(SHARED2, 4096, 12)) {
+        println!("revoke: no memory for a second window: {e}");
+        return Ok(());
+    }
+    let b = port.attach(WINDOW2, WINDOW_LEN, SHARED2, sys::my_id())?;
+    // The second endpoint takes part in no collective class (no reduction waits for it).
+    for r in 0..kestrel_bgp::coll::RDR_COUNT {
+        port.dcr_write(b.ep, kestrel_bgp::coll::DCR_BASE + kestrel_bgp::coll::DCR_RDR0 + r, 0)?;
+    }
+    let me = Coords { x: b.ep, y: 0, z: 0 };
+    DmaGroup::setup(port, b.ep, b.bus_base, me)?;
+    let window = Fpage::new(WINDOW2, WINDOW_LEN.trailing_zeros(), Rights::RWX)
+        .expect("the window is a naturally aligned power of two");
+    if let Err(e) = sys::unmap(window, unmapflags::FLUSH_OWN) {
+        println!("revoke: cannot unmap the window: {}", e.as_str());
+        return Ok(());
+    }
+    let mut msg = [0u8; 600];
+    link_header(&mut msg, 0, 600, 1);
+    let sent = dma.send(port, me, &msg);
+    let gone = matches!(
+        port.service.info(b.ep),
+        Err(kestrel_fabric_client::service::Error::Refused(FabricErr::NotOwner))
+    );
+    let still = port.service.info(dma.ep).is_ok();
+    println!(
+        "revoke: sent to the unmapped endpoint {} ({sent:?}); the service {} it; endpoint {} {}",
+        b.ep,
+        if gone { "detached" } else { "did NOT detach" },
+        dma.ep,
+        if still { "still served, ok" } else { "NOT served, WRONG" }
+    );
+    Ok(())
 }
 
 /// Rank 0 as a bgnet client of kestrel-echo at `ip`.
@@ -174,6 +221,7 @@ pub extern "C" fn task_main() {
     let mut size = 2u32;
     let mut bytes = 3000usize;
     let mut echo = None;
+    let mut revoke_test = false;
     for a in args.split_ascii_whitespace() {
         if let Some(v) = a.strip_prefix("ranks.n=").and_then(|v| v.parse().ok()) {
             size = v;
@@ -183,6 +231,9 @@ pub extern "C" fn task_main() {
         }
         if let Some(v) = a.strip_prefix("ranks.echo=").and_then(parse_ip) {
             echo = Some(v);
+        }
+        if a == "ranks.revoke=1" {
+            revoke_test = true;
         }
     }
     let bytes = bytes.min(MAX_DATA);
@@ -241,6 +292,9 @@ pub extern "C" fn task_main() {
         );
         if let (0, Some(ip)) = (r, echo) {
             echo_client(&mut port, &mut comm.dma, a.node_address, ip, bytes)?;
+        }
+        if r == 0 && revoke_test {
+            revoke(&mut port, &mut comm.dma)?;
         }
         comm.barrier(&mut port, wait)?;
         Ok(())
