@@ -21,9 +21,10 @@
 //! - **Budget.** An engine call runs at most its per-call DMA budget; what is left
 //!   continues at the next call, and the loop polls the engine every millisecond while
 //!   anything is pending.
-//! - **Liveness.** With endpoints attached and nothing to do for a second, the service sends
-//!   each client an `EVENT` with an empty mask (zero timeout): a client whose thread is gone
-//!   (its program ended without detaching, or was stopped) loses its endpoints.
+//! - **Liveness.** Every second (the pager thread's tick, so the server itself waits without
+//!   a timeout and its IPC takes the kernel's fast path) the service sends each client an
+//!   `EVENT` with an empty mask (zero timeout): a client whose thread is gone (its program
+//!   ended without detaching, or was stopped) loses its endpoints.
 //! - **End.** When the last endpoint detaches (after at least one attached) the service
 //!   exits, so a run whose programs all end stops the machine; `fabric.linger=1` on the
 //!   kernel command line keeps it running.
@@ -56,6 +57,8 @@ static REVOKED: AtomicU32 = AtomicU32::new(0);
 /// With endpoints attached and nothing to do, the service checks this often (µs) that their
 /// clients still exist.
 const PROBE_US: u32 = 1_000_000;
+/// The pager thread's tick to the server (an internal label, never a client's request).
+const TICK: u16 = 0x06f1;
 /// `fabric.linger=1`: keep running when the last endpoint detaches.
 static LINGER: AtomicBool = AtomicBool::new(false);
 
@@ -98,7 +101,7 @@ pub extern "C" fn task_main() {
         println!("cannot make {pager_thread:?} the server's pager: {}", e.as_str());
         return;
     }
-    serve()
+    serve(pager_thread)
 }
 
 /// Pages the server thread (`server`, the raw id): image pages are shared, a missing client
@@ -111,7 +114,7 @@ extern "C" fn pager(server: u32) {
     // nobody reads what the scratch page holds.
     unsafe { (scratch as *mut u8).write_volatile(0) };
     let slots = layout::slot(0)..layout::slot(MAX_ENDPOINTS);
-    kestrel_user::mem::pager_loop(move |from, msg| {
+    let resolve = |from: ThreadId, msg: &Msg| -> Option<Msg> {
         let f = PageFault::parse(msg)?;
         if from != server {
             return None;
@@ -131,7 +134,23 @@ extern "C" fn pager(server: u32) {
                 None
             }
         }
-    })
+    };
+    // Between faults the pager is the server's clock: every PROBE_US it sends the server a
+    // TICK (zero timeout: taken only when the server waits), so the server can wait without
+    // a timeout (the kernel's IPC fast path) and still check its clients' liveness.
+    let mut pending: Option<(ThreadId, Msg)> = None;
+    loop {
+        let (to, out) = pending.take().unwrap_or((ThreadId::NIL, Msg::new(0)));
+        let wait = Timeouts::new(Timeout::ZERO, Timeout::from_us(PROBE_US));
+        let (from, msg, r) = ipc(to, ThreadId::ANY, wait, &out);
+        match r {
+            Ok(()) => pending = resolve(from, &msg).map(|m| (from, m)),
+            Err(e) if e.error == IpcError::Timeout && e.phase == IpcPhase::Receive => {
+                let _ = kestrel_user::ipc::send(server, &Msg::new(TICK), Timeout::ZERO);
+            }
+            Err(_) => {}
+        }
+    }
 }
 
 /// The engine's memory: endpoint k's window is slot k of this space.
@@ -241,7 +260,7 @@ struct Server {
     clients: Clients,
 }
 
-fn serve() {
+fn serve(pager_thread: ThreadId) {
     let mut s = Server {
         fabric: Fabric::new(WindowMemory {
             len: [0; MAX_ENDPOINTS],
@@ -277,15 +296,16 @@ fn serve() {
         // are continued, every millisecond.
         let wait = if s.clients.untold() != 0 || s.fabric.has_pending() {
             Timeout::from_us(1000)
-        } else if s.clients.attached() != 0 {
-            Timeout::from_us(PROBE_US)
         } else {
             Timeout::NEVER
         };
         let (to, out) = reply.take().unwrap_or((ThreadId::NIL, Msg::new(0)));
         let (from, msg, r) = ipc(to, ThreadId::ANY, Timeouts::new(Timeout::ZERO, wait), &out);
-        if wait.as_us() == PROBE_US && matches!(r, Err(e) if e.error == IpcError::Timeout && e.phase == IpcPhase::Receive) {
+        if r.is_ok() && msg.label() == TICK && from == pager_thread {
+            // The pager's clock: check the clients are still there; nothing to answer.
             s.probe();
+            s.reap_revoked();
+            continue;
         }
         // A failed reply (the client is gone), a timeout or a failed map: nothing to answer;
         // a map that failed half-way may still have left pages in the free slot.

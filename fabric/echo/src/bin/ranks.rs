@@ -19,7 +19,11 @@
 //!    space (which revokes the service's mapping too), and sends it a message from its first
 //!    endpoint. The service must survive the write into the vanished window, detach the
 //!    second endpoint, and go on serving the first one;
-//! 7. a final barrier, and detaches.
+//! 7. with `ranks.bench=N`, rank 0 times N calls to the service (a DMA register read: one
+//!    IPC round trip and one engine call) and N 240-byte messages to itself (descriptor,
+//!    counter and TAIL writes, then the receive: five calls and the copies) and prints the
+//!    average cost of each in time-base ticks;
+//! 8. a final barrier, and detaches.
 //!
 //! Every line is checkable: `ranks r/N: received B bytes from rank s, ok; allreduce sum
 //! [a, b, c]` (c = the sum of every rank's CRC).
@@ -222,6 +226,7 @@ pub extern "C" fn task_main() {
     let mut bytes = 3000usize;
     let mut echo = None;
     let mut revoke_test = false;
+    let mut bench = 0u32;
     for a in args.split_ascii_whitespace() {
         if let Some(v) = a.strip_prefix("ranks.n=").and_then(|v| v.parse().ok()) {
             size = v;
@@ -234,6 +239,9 @@ pub extern "C" fn task_main() {
         }
         if a == "ranks.revoke=1" {
             revoke_test = true;
+        }
+        if let Some(v) = a.strip_prefix("ranks.bench=").and_then(|v| v.parse().ok()) {
+            bench = v;
         }
     }
     let bytes = bytes.min(MAX_DATA);
@@ -295,6 +303,28 @@ pub extern "C" fn task_main() {
         }
         if r == 0 && revoke_test {
             revoke(&mut port, &mut comm.dma)?;
+        }
+        if r == 0 && bench > 0 {
+            let ep = comm.dma.ep;
+            let t0 = sys::timebase();
+            for _ in 0..bench {
+                port.dma_read(ep, kestrel_bgp::dma::INJ_ACTIVATED)?;
+            }
+            let t1 = sys::timebase();
+            let me = comm.dma.me;
+            let mut msg = [0u8; 240];
+            link_header(&mut msg, 0, 240, 1);
+            let mut got = 0u32;
+            for _ in 0..bench {
+                comm.dma.send(&mut port, me, &msg)?;
+                got += comm.dma.receive(&mut port, |_| {})? as u32;
+            }
+            let t2 = sys::timebase();
+            println!(
+                "bench: {bench} service calls, {} ticks each; {bench} 240-byte messages to self ({got} received), {} ticks each",
+                (t1 - t0) / u64::from(bench),
+                (t2 - t1) / u64::from(bench)
+            );
         }
         comm.barrier(&mut port, wait)?;
         Ok(())
