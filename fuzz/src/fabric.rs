@@ -46,8 +46,14 @@ struct Guarded {
 
 impl Guarded {
     fn at(ep: EpId, off: u64, len: usize) -> usize {
-        assert!((ep.0 as usize) < EPS, "access for {ep:?}, which has no window");
-        assert!(off as usize + len <= W, "access {off:#x}+{len} outside {ep:?}'s window");
+        assert!(
+            (ep.0 as usize) < EPS,
+            "access for {ep:?}, which has no window"
+        );
+        assert!(
+            off as usize + len <= W,
+            "access {off:#x}+{len} outside {ep:?}'s window"
+        );
         G + ep.0 as usize * (W + G) + off as usize
     }
 }
@@ -103,7 +109,11 @@ fn setup(f: &mut Fabric<Guarded>, ep: EpId) {
         let _ = f.dma_write(ep, o, v);
     }
     let _ = f.dcr_write(ep, DCR_BASE + DCR_INJ_FIFO_ENABLE + VM_GROUP, 0x8000_0000);
-    let _ = f.dcr_write(ep, DCR_BASE + DCR_RCV_FIFO_ENABLE, 0x8000_0000 >> (VM_GROUP * 8));
+    let _ = f.dcr_write(
+        ep,
+        DCR_BASE + DCR_RCV_FIFO_ENABLE,
+        0x8000_0000 >> (VM_GROUP * 8),
+    );
 }
 
 /// A register value: a small kind byte selects a raw word, a quad address near an
@@ -130,7 +140,12 @@ fn offset(input: &mut Input) -> u32 {
         2 => inj_ctr(f, r),
         3 => rcv_fifo(f, r),
         4 => rcv_ctr(f, r),
-        5 => [INJ_ACTIVATE, INJ_CTR_ENABLE, RCV_CTR_ENABLE, RCV_THRESHOLD_CLEAR][r as usize / 4],
+        5 => [
+            INJ_ACTIVATE,
+            INJ_CTR_ENABLE,
+            RCV_CTR_ENABLE,
+            RCV_THRESHOLD_CLEAR,
+        ][r as usize / 4],
         _ => u32::from(input.u16()) & 0xFFF & !3,
     }
 }
@@ -157,7 +172,10 @@ fn check_log(f: &mut Fabric<Guarded>) {
             let hi = (u64::from(f.dcr_read(ep, first + 2 * w + 1).unwrap_or(0)) << 4) + 16;
             lo <= s && e <= hi
         });
-        assert!(ok, "{ep:?} access {off:#x}+{len} (write {write}) outside its range windows");
+        assert!(
+            ok,
+            "{ep:?} access {off:#x}+{len} (write {write}) outside its range windows"
+        );
     }
 }
 
@@ -172,7 +190,12 @@ fn allowed_lines() -> [u32; 15] {
         set(IRQ_INJ_CTR_ZERO + i);
         set(IRQ_RCV_CTR_ZERO + i);
     }
-    for i in [coll::IRQ_INJ_EXC, coll::IRQ_RCV_EXC, coll::IRQ_RCV_VC0, coll::IRQ_RCV_VC1] {
+    for i in [
+        coll::IRQ_INJ_EXC,
+        coll::IRQ_RCV_EXC,
+        coll::IRQ_RCV_VC0,
+        coll::IRQ_RCV_VC1,
+    ] {
         set(i);
     }
     l
@@ -298,7 +321,10 @@ pub fn run(data: &[u8]) {
     }
     let m = &f.memory().bytes;
     for k in 0..=EPS {
-        assert!(m[k * (W + G)..k * (W + G) + G].iter().all(|&b| b == 0), "guard written");
+        assert!(
+            m[k * (W + G)..k * (W + G) + G].iter().all(|&b| b == 0),
+            "guard written"
+        );
     }
     let s = G + 3 * (W + G);
     assert!(m[s..s + W].iter().all(|&b| b == 0), "bystander written");
@@ -351,7 +377,10 @@ pub fn seeds() -> Vec<Vec<u8>> {
     let mut frame = vec![0u8, 100];
     frame.extend([6, 0, 0, 1, 0, 0, 6, 0, 0, 0, 0, 0, 8, 0]);
     vec![
-        seed(true, &[(0, op::POST, fifo.clone()), (1, op::TREE_RECV, vec![0])]),
+        seed(
+            true,
+            &[(0, op::POST, fifo.clone()), (1, op::TREE_RECV, vec![0])],
+        ),
         seed(true, &[(0, op::POST, put), (1, op::DMA_READ, vec![4, 0])]),
         seed(true, &[(0, op::POST, stray), (0, op::POST, fifo)]),
         seed(
@@ -364,6 +393,13 @@ pub fn seeds() -> Vec<Vec<u8>> {
                 (1, op::TREE_RECV, vec![0]),
             ],
         ),
-        seed(false, &[(0, op::FRAME, frame), (1, op::TOGGLE, vec![]), (2, op::TOGGLE, vec![])]),
+        seed(
+            false,
+            &[
+                (0, op::FRAME, frame),
+                (1, op::TOGGLE, vec![]),
+                (2, op::TOGGLE, vec![]),
+            ],
+        ),
     ]
 }

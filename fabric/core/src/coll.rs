@@ -273,14 +273,18 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
         let class = hdr_class(header);
         let p2p = header & HDR_P2P != 0;
-        let bad = !e.coll.sources(class) || (!p2p && op(header) != OP_NONE && !is_alu_op(op(header)));
+        let bad =
+            !e.coll.sources(class) || (!p2p && op(header) != OP_NONE && !is_alu_op(op(header)));
         let r = if bad {
             e.coll.flag(DCR_PIXF, per_vc(vc, PIX_BADHDR0, PIX_BADHDR1));
             self.note_error(ep, DiagKind::TreeHeader, 0, header);
             Err(FabricError::BadHeader)
         } else if !p2p && op(header) != OP_NONE {
             if usize::from(e.coll.waiting[vc]) >= DEPTH {
-                e.coll.flag(DCR_PIXF, per_vc(vc, PIX_HOF0 | PIX_POF0, PIX_HOF1 | PIX_POF1));
+                e.coll.flag(
+                    DCR_PIXF,
+                    per_vc(vc, PIX_HOF0 | PIX_POF0, PIX_HOF1 | PIX_POF1),
+                );
                 self.note_drop(ep, DiagKind::TreeOverflow, 0, vc as u32);
                 Err(FabricError::InjectionFull)
             } else {
@@ -324,7 +328,12 @@ impl<M: Memory, L: Link> Fabric<M, L> {
     /// Takes the oldest packet received on `vc` into `payload`; returns its header, or
     /// `None` when nothing was received (no flag: the device model in front, which knows
     /// whether the guest read HR or DR, sets the underrun flag).
-    pub fn tree_receive(&mut self, ep: EpId, vc: usize, payload: &mut [u8; PAYLOAD]) -> Option<u32> {
+    pub fn tree_receive(
+        &mut self,
+        ep: EpId,
+        vc: usize,
+        payload: &mut [u8; PAYLOAD],
+    ) -> Option<u32> {
         check_vc(vc).ok()?;
         let e = self.slot_mut(ep)?;
         let r = match e.coll.rcv[vc].pop_front() {
@@ -391,7 +400,10 @@ impl<M: Memory, L: Link> Fabric<M, L> {
             .red
             .waiting
             .iter()
-            .map(|c| self.slot(c.ep).is_some_and(|e| e.coll.sources(u32::from(c.class))))
+            .map(|c| {
+                self.slot(c.ep)
+                    .is_some_and(|e| e.coll.sources(u32::from(c.class)))
+            })
             .collect();
         let stale: Vec<(EpId, u8)> = self
             .red
@@ -429,7 +441,10 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         loop {
             let sources: Vec<EpId> = (0..MAX_ENDPOINTS)
                 .map(|k| EpId(k as u8))
-                .filter(|&k| self.slot(k).is_some_and(|e| e.coll.sources(u32::from(class))))
+                .filter(|&k| {
+                    self.slot(k)
+                        .is_some_and(|e| e.coll.sources(u32::from(class)))
+                })
                 .collect();
             if sources.is_empty() {
                 return;
@@ -456,9 +471,12 @@ impl<M: Memory, L: Link> Fabric<M, L> {
             let header = taken[0].packet.0;
             let mut acc = *taken[0].packet.1;
             for c in &taken[1..] {
-                if op(c.packet.0) != op(header) || operand_bytes(c.packet.0) != operand_bytes(header) {
+                if op(c.packet.0) != op(header)
+                    || operand_bytes(c.packet.0) != operand_bytes(header)
+                {
                     if let Some(e) = self.slot_mut(c.ep) {
-                        e.coll.flag(DCR_PIXF, per_vc(usize::from(vc), PIX_BADHDR0, PIX_BADHDR1));
+                        e.coll
+                            .flag(DCR_PIXF, per_vc(usize::from(vc), PIX_BADHDR0, PIX_BADHDR1));
                     }
                     self.note_error(c.ep, DiagKind::TreeHeader, 0, c.packet.0);
                 }
@@ -474,7 +492,10 @@ impl<M: Memory, L: Link> Fabric<M, L> {
             let mut n = 0;
             for k in 0..MAX_ENDPOINTS {
                 let to = EpId(k as u8);
-                if self.slot(to).is_some_and(|e| e.coll.targets(u32::from(class))) {
+                if self
+                    .slot(to)
+                    .is_some_and(|e| e.coll.targets(u32::from(class)))
+                {
                     self.tree_deliver(to, usize::from(vc), header, &acc);
                     n += 1;
                 }

@@ -703,7 +703,8 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         }
         let hw0 = u32::from_be_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
         let pid = u32::from(hw0 & HW_PID0 != 0) << 1 | u32::from(hw0 & HW_PID1 != 0);
-        let map = e.dma.dcr[(DCR_RCV_MAP + RCV_MAP_DCRS_PER_PID * pid + RCV_MAP_LOCAL_WORD) as usize];
+        let map =
+            e.dma.dcr[(DCR_RCV_MAP + RCV_MAP_DCRS_PER_PID * pid + RCV_MAP_LOCAL_WORD) as usize];
         let byte = (map >> RCV_MAP_LOCAL_SHIFT) & 0xFF;
         let f = (byte & 7) as usize;
         if byte >> 3 != GROUP || e.dma.dcr[DCR_RCV_FIFO_ENABLE as usize] & rcv_bit(f) == 0 {

@@ -233,7 +233,9 @@ impl fmt::Display for Diagnostic {
             DiagKind::FifoPointers => write!(f, "FIFO {v} pointers outside the FIFO"),
             DiagKind::RcvOverflow => write!(f, "reception FIFO {v} full: packet dropped"),
             DiagKind::NoRoute => write!(f, "no endpoint at X={v}: packet dropped"),
-            DiagKind::RcvConfig => write!(f, "receiver refused a packet (map/enable/counter {v:#x})"),
+            DiagKind::RcvConfig => {
+                write!(f, "receiver refused a packet (map/enable/counter {v:#x})")
+            }
             DiagKind::TreeHeader => write!(f, "collective header {v:#010x} not deliverable"),
             DiagKind::TreeOverflow => write!(f, "collective VC{v} FIFO full: packet dropped"),
             DiagKind::TreeNoTarget => write!(f, "collective header {v:#010x} has no target"),
@@ -609,7 +611,9 @@ impl<M: Memory, L: Link> Fabric<M, L> {
 
     /// Writes `data` at bus address `bus` for `ep` (reception direction).
     fn write_bus(&mut self, ep: EpId, bus: u64, data: &[u8]) -> Result<(), u64> {
-        let off = self.check(ep, bus, data.len() as u64, Dir::Rcv).ok_or(bus)?;
+        let off = self
+            .check(ep, bus, data.len() as u64, Dir::Rcv)
+            .ok_or(bus)?;
         self.mem.write(ep, off, data).map_err(|_| bus)
     }
 }

@@ -50,7 +50,9 @@ impl VecMemory {
 
     /// Endpoint `ep`'s window (empty if it has none).
     pub fn window(&self, ep: EpId) -> &[u8] {
-        self.windows.get(usize::from(ep.0)).map_or(&[], |w| w.as_slice())
+        self.windows
+            .get(usize::from(ep.0))
+            .map_or(&[], |w| w.as_slice())
     }
 
     /// Endpoint `ep`'s window, writable (empty if it has none).
@@ -61,7 +63,10 @@ impl VecMemory {
     }
 
     fn range(&self, ep: EpId, offset: u64, len: usize) -> Result<(usize, usize), MemError> {
-        let w = self.windows.get(usize::from(ep.0)).ok_or(MemError::NoWindow)?;
+        let w = self
+            .windows
+            .get(usize::from(ep.0))
+            .ok_or(MemError::NoWindow)?;
         let start = usize::try_from(offset).map_err(|_| MemError::OutOfRange)?;
         let end = start.checked_add(len).ok_or(MemError::OutOfRange)?;
         if end > w.len() {
@@ -94,10 +99,16 @@ mod tests {
         let mut m = VecMemory::new();
         m.set_window(EpId(2), 64);
         assert_eq!(m.write(EpId(2), 60, &[1, 2, 3, 4]), Ok(()));
-        assert_eq!(m.write(EpId(2), 61, &[1, 2, 3, 4]), Err(MemError::OutOfRange));
+        assert_eq!(
+            m.write(EpId(2), 61, &[1, 2, 3, 4]),
+            Err(MemError::OutOfRange)
+        );
         assert_eq!(m.write(EpId(0), 0, &[1]), Err(MemError::OutOfRange));
         assert_eq!(m.write(EpId(7), 0, &[1]), Err(MemError::NoWindow));
-        assert_eq!(m.read(EpId(2), u64::MAX, &mut [0]), Err(MemError::OutOfRange));
+        assert_eq!(
+            m.read(EpId(2), u64::MAX, &mut [0]),
+            Err(MemError::OutOfRange)
+        );
         let mut b = [0; 4];
         m.read(EpId(2), 60, &mut b).unwrap();
         assert_eq!(b, [1, 2, 3, 4]);

@@ -34,7 +34,10 @@ fn broadcast_reaches_every_target_including_the_sender() {
     let h = hdr(0, OP_NONE, 0);
     r.f.tree_inject(A, 0, h, &payload(1)).unwrap();
     for ep in [A, B, C] {
-        assert_eq!(r.f.tree_status(ep, 0), 16 << ST_RCV_QUADS_SHIFT | 1 << ST_RCV_HDRS_SHIFT);
+        assert_eq!(
+            r.f.tree_status(ep, 0),
+            16 << ST_RCV_QUADS_SHIFT | 1 << ST_RCV_HDRS_SHIFT
+        );
         assert_eq!(recv(&mut r, ep, 0), Some((h, payload(1))));
         assert_eq!(r.f.tree_status(ep, 0), 0);
         assert_eq!(recv(&mut r, ep, 0), None);
@@ -131,12 +134,19 @@ fn class_routes_choose_sources_and_targets() {
     assert_eq!(recv(&mut r, B, 0), None);
     // B injecting into a class it does not source: refused, flag, line when enabled.
     r.f.dcr_write(B, DCR_BASE + DCR_PIXEN, PIX_BADHDR0).unwrap();
-    assert_eq!(r.f.tree_inject(B, 0, h, &[0; 256]), Err(FabricError::BadHeader));
+    assert_eq!(
+        r.f.tree_inject(B, 0, h, &[0; 256]),
+        Err(FabricError::BadHeader)
+    );
     assert!(line(&r.f.irq_lines(B), IRQ_INJ_EXC));
-    assert_ne!(r.f.dcr_read(B, DCR_BASE + DCR_PIXF).unwrap() & PIX_BADHDR0, 0);
+    assert_ne!(
+        r.f.dcr_read(B, DCR_BASE + DCR_PIXF).unwrap() & PIX_BADHDR0,
+        0
+    );
     assert!(!line(&r.f.irq_lines(B), IRQ_INJ_EXC), "PIXF read clears");
     // Class 0 still works for B.
-    r.f.tree_inject(B, 0, hdr(0, OP_NONE, 0), &[0; 256]).unwrap();
+    r.f.tree_inject(B, 0, hdr(0, OP_NONE, 0), &[0; 256])
+        .unwrap();
     assert!(recv(&mut r, B, 0).is_some());
 }
 
@@ -156,10 +166,14 @@ fn route_change_and_detach_complete_waiting_reductions() {
 fn reception_fifo_holds_eight_packets() {
     let mut r = Rig::new(2);
     for i in 0..10u8 {
-        r.f.tree_inject(A, 0, hdr(0, OP_NONE, 0), &payload(i)).unwrap();
+        r.f.tree_inject(A, 0, hdr(0, OP_NONE, 0), &payload(i))
+            .unwrap();
     }
     assert_eq!(r.f.stats(B).drops, 2);
-    assert_eq!(r.f.tree_status(B, 0), 128 << ST_RCV_QUADS_SHIFT | 8 << ST_RCV_HDRS_SHIFT);
+    assert_eq!(
+        r.f.tree_status(B, 0),
+        128 << ST_RCV_QUADS_SHIFT | 8 << ST_RCV_HDRS_SHIFT
+    );
     for i in 0..8u8 {
         assert_eq!(recv(&mut r, B, 0).unwrap().1, payload(i), "in order");
     }
@@ -172,7 +186,10 @@ fn waiting_reduction_packets_are_bounded_by_the_injection_fifo() {
     for _ in 0..8 {
         r.f.tree_inject(A, 1, h, &[0; 256]).unwrap();
     }
-    assert_eq!(r.f.tree_inject(A, 1, h, &[0; 256]), Err(FabricError::InjectionFull));
+    assert_eq!(
+        r.f.tree_inject(A, 1, h, &[0; 256]),
+        Err(FabricError::InjectionFull)
+    );
     let f = r.f.dcr_read(A, DCR_BASE + DCR_PIXF).unwrap();
     assert_eq!(f & (PIX_HOF1 | PIX_POF1), PIX_HOF1 | PIX_POF1);
     // B's contributions complete them in order.
@@ -187,7 +204,8 @@ fn waiting_reduction_packets_are_bounded_by_the_injection_fifo() {
 #[test]
 fn irq_bit_packets_raise_the_vc_line() {
     let mut r = Rig::new(2);
-    r.f.tree_inject(A, 1, hdr(0, OP_NONE, 0) | HDR_IRQ, &[0; 256]).unwrap();
+    r.f.tree_inject(A, 1, hdr(0, OP_NONE, 0) | HDR_IRQ, &[0; 256])
+        .unwrap();
     assert!(line(&r.f.irq_lines(B), IRQ_RCV_VC1));
     assert!(!line(&r.f.irq_lines(B), IRQ_RCV_VC0));
     assert_ne!(r.f.tree_status(B, 1) & ST_RCV_IRQ, 0);
@@ -201,10 +219,14 @@ fn reception_watermark_flag_is_a_condition() {
     let mut r = Rig::new(2);
     r.f.dcr_write(B, DCR_BASE + DCR_PRXEN, PRX_WM0).unwrap();
     assert!(!line(&r.f.irq_lines(B), IRQ_RCV_EXC));
-    r.f.tree_inject(A, 0, hdr(0, OP_NONE, 0), &[0; 256]).unwrap();
+    r.f.tree_inject(A, 0, hdr(0, OP_NONE, 0), &[0; 256])
+        .unwrap();
     assert!(line(&r.f.irq_lines(B), IRQ_RCV_EXC));
     assert_eq!(r.f.dcr_read(B, DCR_BASE + DCR_PRXF).unwrap(), PRX_WM0);
-    assert!(line(&r.f.irq_lines(B), IRQ_RCV_EXC), "still above the watermark");
+    assert!(
+        line(&r.f.irq_lines(B), IRQ_RCV_EXC),
+        "still above the watermark"
+    );
     recv(&mut r, B, 0).unwrap();
     assert!(!line(&r.f.irq_lines(B), IRQ_RCV_EXC));
 }
@@ -213,11 +235,20 @@ fn reception_watermark_flag_is_a_condition() {
 fn bad_vc_and_reserved_opcode() {
     let mut r = Rig::new(1);
     assert_eq!(r.f.tree_inject(A, 2, 0, &[0; 256]), Err(FabricError::BadVc));
-    assert_eq!(r.f.tree_inject(A, 0, hdr(0, 4, 0), &[0; 256]), Err(FabricError::BadHeader));
-    assert_eq!(r.f.tree_inject(A, 0, hdr(0, 7, 0), &[0; 256]), Err(FabricError::BadHeader));
+    assert_eq!(
+        r.f.tree_inject(A, 0, hdr(0, 4, 0), &[0; 256]),
+        Err(FabricError::BadHeader)
+    );
+    assert_eq!(
+        r.f.tree_inject(A, 0, hdr(0, 7, 0), &[0; 256]),
+        Err(FabricError::BadHeader)
+    );
     assert_eq!(r.f.tree_status(A, 5), 0);
     assert_eq!(recv(&mut r, A, 9), None);
-    assert_eq!(r.f.tree_inject(EpId(3), 0, 0, &[0; 256]), Err(FabricError::NoSuchEndpoint));
+    assert_eq!(
+        r.f.tree_inject(EpId(3), 0, 0, &[0; 256]),
+        Err(FabricError::NoSuchEndpoint)
+    );
 }
 
 #[test]
@@ -233,8 +264,15 @@ fn set_routes_keeps_a_vm_out_of_native_reductions() {
     assert_eq!(recv(&mut r, A, 1), Some((h, [3; 256])), "no wait for C");
     assert_eq!(recv(&mut r, C, 1), None);
     // Class 0 broadcasts still reach C; C cannot inject into class 14.
-    r.f.tree_inject(A, 0, hdr(0, OP_NONE, 0), &[5; 256]).unwrap();
+    r.f.tree_inject(A, 0, hdr(0, OP_NONE, 0), &[5; 256])
+        .unwrap();
     assert!(recv(&mut r, C, 0).is_some());
-    assert_eq!(r.f.tree_inject(C, 1, h, &[0; 256]), Err(FabricError::BadHeader));
-    assert_eq!(r.f.set_routes(EpId(9), 0, 0), Err(FabricError::NoSuchEndpoint));
+    assert_eq!(
+        r.f.tree_inject(C, 1, h, &[0; 256]),
+        Err(FabricError::BadHeader)
+    );
+    assert_eq!(
+        r.f.set_routes(EpId(9), 0, 0),
+        Err(FabricError::NoSuchEndpoint)
+    );
 }

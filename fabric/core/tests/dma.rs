@@ -21,16 +21,25 @@ fn memory_fifo_message_lands_as_slots() {
     r.post(A, 0, fifo_desc(1, DATA_AT as u32, 500, 0x1234));
 
     // HEAD caught up with TAIL; the counter hit zero.
-    assert_eq!(r.r(A, d::inj_fifo(0, FIFO_HEAD)), r.r(A, d::inj_fifo(0, FIFO_TAIL)));
+    assert_eq!(
+        r.r(A, d::inj_fifo(0, FIFO_HEAD)),
+        r.r(A, d::inj_fifo(0, FIFO_TAIL))
+    );
     assert_eq!(r.r(A, d::inj_ctr(0, CTR_COUNT)), 0);
     assert_eq!(r.r(A, INJ_CTR_HIT_ZERO), 0x8000_0000);
     assert_eq!(r.r(A, INJ_NOT_EMPTY), 0);
     // 240 + 240 + 20 bytes: slots of 256, 256 and 64 bytes.
     let start = r.r(B, d::rcv_fifo(0, FIFO_START));
-    assert_eq!(r.r(B, d::rcv_fifo(0, FIFO_TAIL)), start + (256 + 256 + 64) / 16);
+    assert_eq!(
+        r.r(B, d::rcv_fifo(0, FIFO_TAIL)),
+        start + (256 + 256 + 64) / 16
+    );
     let m = r.mem(B);
     let at = RCV_FIFO_AT as usize;
-    for (i, (slot, n)) in [(0usize, 240usize), (256, 240), (512, 20)].into_iter().enumerate() {
+    for (i, (slot, n)) in [(0usize, 240usize), (256, 240), (512, 20)]
+        .into_iter()
+        .enumerate()
+    {
         let h = &m[at + slot..at + slot + 16];
         let hw0 = u32::from_be_bytes(h[0..4].try_into().unwrap());
         let chunks = (hw0 >> HW_CHUNKS_SHIFT) & HW_CHUNKS_MASK;
@@ -39,7 +48,10 @@ fn memory_fifo_message_lands_as_slots() {
         let put = u32::from_be_bytes(h[8..12].try_into().unwrap());
         assert_eq!(put, 240 * i as u32);
         assert_eq!(&h[12..16], &0x1234u32.to_be_bytes());
-        assert_eq!(&m[at + slot + 16..at + slot + 16 + n], &msg[240 * i..240 * i + n]);
+        assert_eq!(
+            &m[at + slot + 16..at + slot + 16 + n],
+            &msg[240 * i..240 * i + n]
+        );
     }
     // B: not empty, threshold crossed, type-0 threshold line up.
     let bit = 0x8000_0000u32 >> (VM_GROUP * RCV_FIFOS);
@@ -58,7 +70,10 @@ fn memory_fifo_message_lands_as_slots() {
     let s = r.f.stats(A);
     assert_eq!((s.dma_packets_sent, s.dma_bytes_sent), (3, 500));
     let s = r.f.stats(B);
-    assert_eq!((s.dma_packets_received, s.dma_bytes_received, s.drops), (3, 500, 0));
+    assert_eq!(
+        (s.dma_packets_received, s.dma_bytes_received, s.drops),
+        (3, 500, 0)
+    );
 }
 
 #[test]
@@ -155,7 +170,10 @@ fn full_reception_fifo_drops_and_counts() {
     }
     assert_eq!(r.f.stats(B).drops, 5);
     assert_eq!(r.dcr_r(B, DCR_FATAL_STATUS), ERR_RCV_OVERFLOW);
-    assert!(!line(&r.f.irq_lines(B), IRQ_FATAL), "overflow is not enabled at reset");
+    assert!(
+        !line(&r.f.irq_lines(B), IRQ_FATAL),
+        "overflow is not enabled at reset"
+    );
     assert_eq!(r.f.take_diagnostic(B).unwrap().kind, DiagKind::RcvOverflow);
 }
 
@@ -207,10 +225,23 @@ fn reserved_registers_are_errors_not_panics() {
 fn torus_dcrs_give_coordinates() {
     let mut r = Rig::new(3);
     use kestrel_bgp::torus;
-    assert_eq!(r.f.dcr_read(EpId(2), torus::DCR_BASE + torus::DCR_COORDS).unwrap(), torus::coord_word(2, 0, 0));
-    assert_eq!(r.f.dcr_read(EpId(2), torus::DCR_BASE + torus::DCR_SIZE).unwrap(), torus::coord_word(15, 0, 0));
-    r.f.dcr_write(EpId(2), torus::DCR_BASE + torus::DCR_COORDS, 0).unwrap();
-    assert_eq!(r.f.dcr_read(EpId(2), torus::DCR_BASE + torus::DCR_COORDS).unwrap(), torus::coord_word(2, 0, 0));
+    assert_eq!(
+        r.f.dcr_read(EpId(2), torus::DCR_BASE + torus::DCR_COORDS)
+            .unwrap(),
+        torus::coord_word(2, 0, 0)
+    );
+    assert_eq!(
+        r.f.dcr_read(EpId(2), torus::DCR_BASE + torus::DCR_SIZE)
+            .unwrap(),
+        torus::coord_word(15, 0, 0)
+    );
+    r.f.dcr_write(EpId(2), torus::DCR_BASE + torus::DCR_COORDS, 0)
+        .unwrap();
+    assert_eq!(
+        r.f.dcr_read(EpId(2), torus::DCR_BASE + torus::DCR_COORDS)
+            .unwrap(),
+        torus::coord_word(2, 0, 0)
+    );
     assert_eq!(r.f.frame_mac(EpId(2)), [6, 0, 0, 2, 0, 0]);
 }
 
@@ -218,23 +249,41 @@ fn torus_dcrs_give_coordinates() {
 fn attach_detach_lifecycle() {
     let mut r = Rig::new(2);
     assert_eq!(r.f.attach(0), Err(kestrel_fabric::FabricError::BadWindow));
-    assert_eq!(r.f.attach((1 << 31) + 1), Err(kestrel_fabric::FabricError::BadWindow));
+    assert_eq!(
+        r.f.attach((1 << 31) + 1),
+        Err(kestrel_fabric::FabricError::BadWindow)
+    );
     for k in 2..16u8 {
         assert_eq!(r.f.attach(0x100).unwrap().0, EpId(k));
     }
-    assert_eq!(r.f.attach(0x100), Err(kestrel_fabric::FabricError::NoFreeEndpoint));
+    assert_eq!(
+        r.f.attach(0x100),
+        Err(kestrel_fabric::FabricError::NoFreeEndpoint)
+    );
     // Detach frees the slot; the next attach gets it back at reset.
     r.setup_inj(B, 0);
     r.f.detach(B);
     assert!(!r.f.is_attached(B));
-    assert_eq!(r.f.dma_read(B, 0), Err(kestrel_fabric::FabricError::NoSuchEndpoint));
+    assert_eq!(
+        r.f.dma_read(B, 0),
+        Err(kestrel_fabric::FabricError::NoSuchEndpoint)
+    );
     let (ep, base) = r.f.attach(WINDOW).unwrap();
-    assert_eq!((ep, base), (B, kestrel_fabric::Fabric::<kestrel_fabric::VecMemory>::bus_base(B)));
+    assert_eq!(
+        (ep, base),
+        (
+            B,
+            kestrel_fabric::Fabric::<kestrel_fabric::VecMemory>::bus_base(B)
+        )
+    );
     assert_eq!(r.r(B, INJ_ACTIVATED), 0);
     assert_eq!(r.r(B, d::inj_fifo(0, FIFO_START)), 0);
     // Reset range window 0 is the whole window.
     assert_eq!(r.dcr_r(B, DCR_INJ_MIN), (base >> 4) as u32);
-    assert_eq!(r.dcr_r(B, DCR_INJ_MIN + 1), ((base + WINDOW - 1) >> 4) as u32);
+    assert_eq!(
+        r.dcr_r(B, DCR_INJ_MIN + 1),
+        ((base + WINDOW - 1) >> 4) as u32
+    );
 }
 
 #[test]
@@ -244,7 +293,11 @@ fn injection_waits_for_enable_activate_and_reset() {
     r.setup_rcv(B, 0);
     r.w(A, INJ_DEACTIVATE, 0x8000_0000);
     r.post(A, 0, fifo_desc(1, DATA_AT as u32, 16, 0));
-    assert_eq!(r.r(A, INJ_NOT_EMPTY), 0x8000_0000, "deactivated: the descriptor waits");
+    assert_eq!(
+        r.r(A, INJ_NOT_EMPTY),
+        0x8000_0000,
+        "deactivated: the descriptor waits"
+    );
     assert_eq!(r.f.stats(B).dma_packets_received, 0);
     // Hold the DMA in reset, then activate: still nothing.
     r.dcr(A, DCR_RESET, u32::MAX);
@@ -306,13 +359,20 @@ fn huge_messages_continue_over_calls_within_the_budget() {
         let (ep, _) = f.attach(BIG).unwrap();
         f.memory_mut().set_window(ep, BIG as usize);
     }
-    let q = |f: &Fabric<VecMemory>, ep: EpId, off: u64| ((f.window(ep).unwrap().0 + off) >> 4) as u32;
+    let q =
+        |f: &Fabric<VecMemory>, ep: EpId, off: u64| ((f.window(ep).unwrap().0 + off) >> 4) as u32;
     // A: injection FIFO 0 big enough for 5000 descriptors at 0x10_0000.
     let (s, e) = (q(&f, A, 0x10_0000), q(&f, A, 0x10_0000 + 32 * 6000));
-    for (r, v) in [(FIFO_START, s), (FIFO_END, e), (FIFO_HEAD, s), (FIFO_TAIL, s)] {
+    for (r, v) in [
+        (FIFO_START, s),
+        (FIFO_END, e),
+        (FIFO_HEAD, s),
+        (FIFO_TAIL, s),
+    ] {
         f.dma_write(A, d::inj_fifo(0, r), v).unwrap();
     }
-    f.dcr_write(A, DCR_BASE + DCR_INJ_FIFO_ENABLE + VM_GROUP, 0x8000_0000).unwrap();
+    f.dcr_write(A, DCR_BASE + DCR_INJ_FIFO_ENABLE + VM_GROUP, 0x8000_0000)
+        .unwrap();
     f.dma_write(A, INJ_ACTIVATE, 0x8000_0000).unwrap();
     let base = q(&f, A, 0);
     f.dma_write(A, d::inj_ctr(0, CTR_BASE), base).unwrap();
@@ -334,10 +394,15 @@ fn huge_messages_continue_over_calls_within_the_budget() {
     f.dma_write(A, d::inj_fifo(0, FIFO_TAIL), s + 2).unwrap();
     assert!(f.has_pending());
     let m = f.memory().window(B);
-    assert!(m[..16].iter().all(|&b| b == 0xCD), "the start moved in this call");
+    assert!(
+        m[..16].iter().all(|&b| b == 0xCD),
+        "the start moved in this call"
+    );
     assert!(m[end - 16..end].iter().all(|&b| b == 0), "the end did not");
     assert!(!f.poll(), "the next call finishes it");
-    assert!(f.memory().window(B)[end - 16..end].iter().all(|&b| b == 0xAB));
+    assert!(f.memory().window(B)[end - 16..end]
+        .iter()
+        .all(|&b| b == 0xAB));
     assert_eq!(f.dma_read(B, d::rcv_ctr(0, CTR_COUNT)).unwrap(), 0);
     assert_eq!(f.dma_read(B, RCV_CTR_HIT_ZERO).unwrap(), 0x8000_0000);
     assert_eq!(f.dma_read(A, d::inj_fifo(0, FIFO_HEAD)).unwrap(), s + 2);
@@ -351,7 +416,8 @@ fn huge_messages_continue_over_calls_within_the_budget() {
     }
     f.dma_write(A, d::inj_fifo(0, FIFO_HEAD), s).unwrap();
     f.memory_mut().window_mut(A)[0x10_0000..0x10_0000 + ring.len()].copy_from_slice(&ring);
-    f.dma_write(A, d::inj_fifo(0, FIFO_TAIL), s + 2 * n).unwrap();
+    f.dma_write(A, d::inj_fifo(0, FIFO_TAIL), s + 2 * n)
+        .unwrap();
     assert!(f.has_pending(), "{n} descriptors take two calls");
     assert!(!f.poll());
     assert_eq!(f.dma_read(A, INJ_NOT_EMPTY).unwrap(), 0);

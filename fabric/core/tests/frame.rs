@@ -46,13 +46,25 @@ fn broadcast_goes_to_every_other_endpoint() {
 fn other_macs_and_missing_endpoints_drop() {
     let mut r = Rig::new(2);
     let src = r.f.frame_mac(EpId(0));
-    r.f.frame_send(EpId(0), &frame([2, 0, 0, 0, 0, 1], src, 10)).unwrap();
-    r.f.frame_send(EpId(0), &frame([6, 0, 0, 9, 0, 0], src, 10)).unwrap();
-    r.f.frame_send(EpId(0), &frame([6, 0, 0, 1, 1, 0], src, 10)).unwrap();
+    r.f.frame_send(EpId(0), &frame([2, 0, 0, 0, 0, 1], src, 10))
+        .unwrap();
+    r.f.frame_send(EpId(0), &frame([6, 0, 0, 9, 0, 0], src, 10))
+        .unwrap();
+    r.f.frame_send(EpId(0), &frame([6, 0, 0, 1, 1, 0], src, 10))
+        .unwrap();
     assert_eq!(r.f.stats(EpId(0)).drops, 3);
-    assert_eq!(r.f.take_diagnostic(EpId(0)).unwrap().kind, DiagKind::FrameDropped);
-    assert_eq!(r.f.frame_send(EpId(0), &[0; 13]), Err(FabricError::BadFrame));
-    assert_eq!(r.f.frame_send(EpId(0), &[0; 1519]), Err(FabricError::BadFrame));
+    assert_eq!(
+        r.f.take_diagnostic(EpId(0)).unwrap().kind,
+        DiagKind::FrameDropped
+    );
+    assert_eq!(
+        r.f.frame_send(EpId(0), &[0; 13]),
+        Err(FabricError::BadFrame)
+    );
+    assert_eq!(
+        r.f.frame_send(EpId(0), &[0; 1519]),
+        Err(FabricError::BadFrame)
+    );
     assert_eq!(r.f.frames_queued(EpId(1)), 0);
 }
 
@@ -65,5 +77,8 @@ fn the_queue_is_bounded() {
     }
     assert_eq!(r.f.frames_queued(EpId(1)), FRAME_QUEUE_FRAMES as usize);
     assert_eq!(r.f.stats(EpId(1)).drops, 3);
-    assert_eq!(r.f.stats(EpId(1)).frames_received, u64::from(FRAME_QUEUE_FRAMES));
+    assert_eq!(
+        r.f.stats(EpId(1)).frames_received,
+        u64::from(FRAME_QUEUE_FRAMES)
+    );
 }

@@ -34,7 +34,10 @@ impl Guarded {
     }
 
     fn at(ep: EpId, off: u64, len: usize) -> usize {
-        assert!((ep.0 as usize) < EPS, "access for endpoint {ep:?} that has no window");
+        assert!(
+            (ep.0 as usize) < EPS,
+            "access for endpoint {ep:?} that has no window"
+        );
         assert!(
             off as usize + len <= W,
             "engine accessed {len} bytes at {off:#x} outside {ep:?}'s window"
@@ -167,14 +170,24 @@ fn op() -> impl Strategy<Value = Op> {
 fn setup(f: &mut Fabric<Guarded>, ep: EpId) {
     let q = |off: u64| ((base(ep.0) + off) >> 4) as u32;
     let mut w = |o: u32, v: u32| f.dma_write(ep, o, v).unwrap();
-    for (r, v) in [(FIFO_START, q(0x100)), (FIFO_END, q(0x300)), (FIFO_HEAD, q(0x100)), (FIFO_TAIL, q(0x100))] {
+    for (r, v) in [
+        (FIFO_START, q(0x100)),
+        (FIFO_END, q(0x300)),
+        (FIFO_HEAD, q(0x100)),
+        (FIFO_TAIL, q(0x100)),
+    ] {
         w(inj_fifo(0, r), v);
     }
     w(INJ_ACTIVATE, 0x8000_0000);
     for c in 0..3 {
         w(inj_ctr(c, CTR_BASE), q(0));
     }
-    for (r, v) in [(FIFO_START, q(0x1000)), (FIFO_END, q(0x1800)), (FIFO_HEAD, q(0x1000)), (FIFO_TAIL, q(0x1000))] {
+    for (r, v) in [
+        (FIFO_START, q(0x1000)),
+        (FIFO_END, q(0x1800)),
+        (FIFO_HEAD, q(0x1000)),
+        (FIFO_TAIL, q(0x1000)),
+    ] {
         w(rcv_fifo(0, r), v);
     }
     for c in 0..3 {
@@ -182,8 +195,14 @@ fn setup(f: &mut Fabric<Guarded>, ep: EpId) {
         w(rcv_ctr(c, CTR_LIMIT), q(W as u64 - 1));
     }
     w(RCV_CTR_ENABLE, 0xE000_0000);
-    f.dcr_write(ep, DCR_BASE + DCR_INJ_FIFO_ENABLE + VM_GROUP, 0x8000_0000).unwrap();
-    f.dcr_write(ep, DCR_BASE + DCR_RCV_FIFO_ENABLE, 0x8000_0000 >> (VM_GROUP * RCV_FIFOS)).unwrap();
+    f.dcr_write(ep, DCR_BASE + DCR_INJ_FIFO_ENABLE + VM_GROUP, 0x8000_0000)
+        .unwrap();
+    f.dcr_write(
+        ep,
+        DCR_BASE + DCR_RCV_FIFO_ENABLE,
+        0x8000_0000 >> (VM_GROUP * RCV_FIFOS),
+    )
+    .unwrap();
 }
 
 #[test]
@@ -195,12 +214,22 @@ fn random_traffic_moves_data() {
     }
     setup(&mut f, EpId(0));
     setup(&mut f, EpId(1));
-    let d = [0, VM_GROUP * COUNTERS, 0x400, 300, 7 << HW_CHUNKS_SHIFT | 1, 0, 0, 0];
+    let d = [
+        0,
+        VM_GROUP * COUNTERS,
+        0x400,
+        300,
+        7 << HW_CHUNKS_SHIFT | 1,
+        0,
+        0,
+        0,
+    ];
     let a = G + 0x100;
     let bytes: Vec<u8> = d.iter().flat_map(|w| w.to_be_bytes()).collect();
     f.memory_mut().bytes[a..a + 32].copy_from_slice(&bytes);
     let tail = f.dma_read(EpId(0), inj_fifo(0, FIFO_TAIL)).unwrap();
-    f.dma_write(EpId(0), inj_fifo(0, FIFO_TAIL), tail + 2).unwrap();
+    f.dma_write(EpId(0), inj_fifo(0, FIFO_TAIL), tail + 2)
+        .unwrap();
     assert_eq!(f.stats(EpId(1)).dma_packets_received, 2);
 }
 
@@ -208,82 +237,92 @@ fn random_traffic_moves_data() {
 /// the isolation properties after every op; returns the packets delivered.
 fn run_ops(ops: Vec<Op>) -> Result<u64, TestCaseError> {
     let mut f = Fabric::new(Guarded::new());
-        for _ in 0..EPS {
-            f.attach(W as u64).unwrap();
-        }
-        for k in 0..3 {
-            setup(&mut f, EpId(k));
-        }
-        let mut attached2 = true;
-        let mut delivered = 0;
-        for op in ops {
-            match op {
-                Op::Dma(e, o, v) => {
-                    let _ = f.dma_write(EpId(e), o, v);
-                    let _ = f.dma_read(EpId(e), o);
-                }
-                Op::Dcr(e, d, v) => {
-                    let _ = f.dcr_write(EpId(e), d, v);
-                }
-                Op::Desc(e, at, d) => {
-                    let a = G + e as usize * (W + G) + at as usize;
-                    let bytes: Vec<u8> = d.iter().flat_map(|w| w.to_be_bytes()).collect();
-                    f.memory_mut().bytes[a..a + 32].copy_from_slice(&bytes);
-                }
-                Op::Post(e, d) => {
-                    let ep = EpId(e);
-                    if let (Ok(tail), Ok(start), Ok(end)) = (
-                        f.dma_read(ep, inj_fifo(0, FIFO_TAIL)),
-                        f.dma_read(ep, inj_fifo(0, FIFO_START)),
-                        f.dma_read(ep, inj_fifo(0, FIFO_END)),
-                    ) {
-                        let at = (u64::from(tail) << 4).wrapping_sub(base(e));
-                        if at.checked_add(32).is_some_and(|e| e <= W as u64) {
-                            let a = G + e as usize * (W + G) + at as usize;
-                            let bytes: Vec<u8> = d.iter().flat_map(|w| w.to_be_bytes()).collect();
-                            f.memory_mut().bytes[a..a + 32].copy_from_slice(&bytes);
-                        }
-                        let next = if tail.wrapping_add(2) >= end { start } else { tail.wrapping_add(2) };
-                        let _ = f.dma_write(ep, inj_fifo(0, FIFO_TAIL), next);
+    for _ in 0..EPS {
+        f.attach(W as u64).unwrap();
+    }
+    for k in 0..3 {
+        setup(&mut f, EpId(k));
+    }
+    let mut attached2 = true;
+    let mut delivered = 0;
+    for op in ops {
+        match op {
+            Op::Dma(e, o, v) => {
+                let _ = f.dma_write(EpId(e), o, v);
+                let _ = f.dma_read(EpId(e), o);
+            }
+            Op::Dcr(e, d, v) => {
+                let _ = f.dcr_write(EpId(e), d, v);
+            }
+            Op::Desc(e, at, d) => {
+                let a = G + e as usize * (W + G) + at as usize;
+                let bytes: Vec<u8> = d.iter().flat_map(|w| w.to_be_bytes()).collect();
+                f.memory_mut().bytes[a..a + 32].copy_from_slice(&bytes);
+            }
+            Op::Post(e, d) => {
+                let ep = EpId(e);
+                if let (Ok(tail), Ok(start), Ok(end)) = (
+                    f.dma_read(ep, inj_fifo(0, FIFO_TAIL)),
+                    f.dma_read(ep, inj_fifo(0, FIFO_START)),
+                    f.dma_read(ep, inj_fifo(0, FIFO_END)),
+                ) {
+                    let at = (u64::from(tail) << 4).wrapping_sub(base(e));
+                    if at.checked_add(32).is_some_and(|e| e <= W as u64) {
+                        let a = G + e as usize * (W + G) + at as usize;
+                        let bytes: Vec<u8> = d.iter().flat_map(|w| w.to_be_bytes()).collect();
+                        f.memory_mut().bytes[a..a + 32].copy_from_slice(&bytes);
                     }
-                }
-                Op::Tree(e, vc, h, s) => {
-                    let p: [u8; 256] = pattern(256, s).try_into().unwrap();
-                    let _ = f.tree_inject(EpId(e), vc, h, &p);
-                    let mut q = [0u8; 256];
-                    let _ = f.tree_receive(EpId((e + 1) % 3), vc, &mut q);
-                    let _ = f.tree_status(EpId(e), vc);
-                }
-                Op::Frame(e, m, l) => {
-                    let mut fr = vec![0u8; usize::from(l)];
-                    let k = fr.len().min(6);
-                    fr[..k].copy_from_slice(&m[..k]);
-                    let _ = f.frame_send(EpId(e), &fr);
-                    let mut buf = [0u8; 64];
-                    let _ = f.frame_receive(EpId((e + 2) % 3), &mut buf);
-                }
-                Op::Toggle => {
-                    if attached2 {
-                        f.detach(EpId(2));
+                    let next = if tail.wrapping_add(2) >= end {
+                        start
                     } else {
-                        prop_assert_eq!(f.attach(W as u64).unwrap().0, EpId(2));
-                    }
-                    attached2 = !attached2;
+                        tail.wrapping_add(2)
+                    };
+                    let _ = f.dma_write(ep, inj_fifo(0, FIFO_TAIL), next);
                 }
             }
-            for k in 0..EPS as u8 {
-                let _ = f.irq_lines(EpId(k));
-                let _ = f.take_diagnostic(EpId(k));
+            Op::Tree(e, vc, h, s) => {
+                let p: [u8; 256] = pattern(256, s).try_into().unwrap();
+                let _ = f.tree_inject(EpId(e), vc, h, &p);
+                let mut q = [0u8; 256];
+                let _ = f.tree_receive(EpId((e + 1) % 3), vc, &mut q);
+                let _ = f.tree_status(EpId(e), vc);
             }
-            let _ = f.take_changed();
-            check_log(&mut f)?;
+            Op::Frame(e, m, l) => {
+                let mut fr = vec![0u8; usize::from(l)];
+                let k = fr.len().min(6);
+                fr[..k].copy_from_slice(&m[..k]);
+                let _ = f.frame_send(EpId(e), &fr);
+                let mut buf = [0u8; 64];
+                let _ = f.frame_receive(EpId((e + 2) % 3), &mut buf);
+            }
+            Op::Toggle => {
+                if attached2 {
+                    f.detach(EpId(2));
+                } else {
+                    prop_assert_eq!(f.attach(W as u64).unwrap().0, EpId(2));
+                }
+                attached2 = !attached2;
+            }
         }
-        for k in 0..3 {
-            delivered += f.stats(EpId(k)).dma_packets_received;
+        for k in 0..EPS as u8 {
+            let _ = f.irq_lines(EpId(k));
+            let _ = f.take_diagnostic(EpId(k));
         }
-        prop_assert!(f.memory().guards_clean(), "guard bytes between windows were written");
-        prop_assert!(f.memory().window(D).iter().all(|&b| b == 0), "bystander written");
-        prop_assert_eq!(f.stats(D).dma_packets_received, 0);
+        let _ = f.take_changed();
+        check_log(&mut f)?;
+    }
+    for k in 0..3 {
+        delivered += f.stats(EpId(k)).dma_packets_received;
+    }
+    prop_assert!(
+        f.memory().guards_clean(),
+        "guard bytes between windows were written"
+    );
+    prop_assert!(
+        f.memory().window(D).iter().all(|&b| b == 0),
+        "bystander written"
+    );
+    prop_assert_eq!(f.stats(D).dma_packets_received, 0);
     Ok(delivered)
 }
 
@@ -299,7 +338,10 @@ fn check_log(f: &mut Fabric<Guarded>) -> Result<(), TestCaseError> {
             let hi = (u64::from(f.dcr_read(ep, first + 2 * w + 1).unwrap()) << 4) + 16;
             lo <= s && e <= hi
         });
-        prop_assert!(ok, "{ep:?} access {off:#x}+{len} (write {write}) outside its range windows");
+        prop_assert!(
+            ok,
+            "{ep:?} access {off:#x}+{len} (write {write}) outside its range windows"
+        );
         prop_assert!(ep != D, "the bystander's memory was accessed");
     }
     Ok(())
@@ -380,9 +422,11 @@ fn the_traffic_property_delivers_packets() {
         delivered += run_ops(ops).unwrap();
     }
     eprintln!("{delivered} packets delivered in 40 runs");
-    assert!(delivered >= 100, "only {delivered} packets delivered in 40 runs");
+    assert!(
+        delivered >= 100,
+        "only {delivered} packets delivered in 40 runs"
+    );
 }
-
 
 proptest! {
     /// Reductions pair each source's packets in injection order, however the sources

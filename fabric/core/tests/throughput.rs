@@ -29,7 +29,11 @@ fn memory_fifo_and_direct_put_throughput() {
     let s = t.elapsed().as_secs_f64();
     let bytes = f64::from(rounds) * 3360.0;
     assert_eq!(r.f.stats(B).drops, 0);
-    eprintln!("memory FIFO: {:.0} MB/s ({:.2} us per 3360-byte message)", bytes / s / 1e6, s * 1e6 / f64::from(rounds));
+    eprintln!(
+        "memory FIFO: {:.0} MB/s ({:.2} us per 3360-byte message)",
+        bytes / s / 1e6,
+        s * 1e6 / f64::from(rounds)
+    );
     // Direct put: 8 KiB into a counter, re-armed each round.
     r.setup_rcv_ctr(B, 0, 0x4000, 0x2000);
     let t = Instant::now();
@@ -39,5 +43,8 @@ fn memory_fifo_and_direct_put_throughput() {
     }
     let s = t.elapsed().as_secs_f64();
     assert_eq!(r.r(B, d::rcv_ctr(0, CTR_COUNT)), 0);
-    eprintln!("direct put: {:.0} MB/s", f64::from(rounds) * 8192.0 / s / 1e6);
+    eprintln!(
+        "direct put: {:.0} MB/s",
+        f64::from(rounds) * 8192.0 / s / 1e6
+    );
 }

@@ -79,7 +79,12 @@ impl Rig {
     pub fn setup_rcv(&mut self, ep: EpId, fifo: u32) {
         let s = self.q(ep, RCV_FIFO_AT);
         let e = self.q(ep, RCV_FIFO_AT + RCV_FIFO_LEN);
-        for (r, v) in [(FIFO_START, s), (FIFO_END, e), (FIFO_HEAD, s), (FIFO_TAIL, s)] {
+        for (r, v) in [
+            (FIFO_START, s),
+            (FIFO_END, e),
+            (FIFO_HEAD, s),
+            (FIFO_TAIL, s),
+        ] {
             self.w(ep, d::rcv_fifo(fifo, r), v);
         }
         let bit = 0x8000_0000u32 >> (VM_GROUP * RCV_FIFOS + fifo);
@@ -133,7 +138,16 @@ pub fn fifo_desc(x: u8, off: u32, len: u32, sw1: u32) -> [u32; 8] {
 /// A direct-put descriptor into the destination's reception counter `rc` at `put`.
 pub fn put_desc(x: u8, off: u32, len: u32, rc: u32, put: u32) -> [u32; 8] {
     let hw0 = HW_CHUNKS_MASK << HW_CHUNKS_SHIFT | HW_DM | u32::from(x);
-    [0, ctr_id(0), off, len, hw0, 0, put, ctr_id(rc) << SW_RCV_CTR_SHIFT]
+    [
+        0,
+        ctr_id(0),
+        off,
+        len,
+        hw0,
+        0,
+        put,
+        ctr_id(rc) << SW_RCV_CTR_SHIFT,
+    ]
 }
 
 /// Whether BIC line `irq` is set in `lines`.
@@ -142,5 +156,7 @@ pub fn line(lines: &[u32; 15], irq: u32) -> bool {
 }
 
 pub fn pattern(n: usize, seed: u8) -> Vec<u8> {
-    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
 }
