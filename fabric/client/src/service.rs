@@ -557,24 +557,11 @@ impl RemoteFabric {
     /// `targets` = class c's SRCL / TGTL; the link bits are kept), through the endpoint's
     /// route descriptor DCRs.
     pub fn set_routes(&mut self, ep: EpId, sources: u16, targets: u16) -> Result<(), FabricError> {
-        use kestrel_bgp::coll::{rdr_of_class, DCR_BASE, DCR_RDR0, RDR_COUNT, RDR_LO_SRCL, RDR_LO_TGTL};
+        use kestrel_bgp::coll::{DCR_BASE, DCR_RDR0, RDR_COUNT};
         for r in 0..RDR_COUNT {
             let dcr = DCR_BASE + DCR_RDR0 + r;
-            let mut v = self.dcr_read(ep, dcr)?;
-            for class in 0..2 * RDR_COUNT {
-                let (d, shift) = rdr_of_class(class);
-                if d != dcr {
-                    continue;
-                }
-                v &= !((RDR_LO_SRCL | RDR_LO_TGTL) >> shift);
-                if sources & (1 << class) != 0 {
-                    v |= RDR_LO_SRCL >> shift;
-                }
-                if targets & (1 << class) != 0 {
-                    v |= RDR_LO_TGTL >> shift;
-                }
-            }
-            self.dcr_write(ep, dcr, v)?;
+            let v = self.dcr_read(ep, dcr)?;
+            self.dcr_write(ep, dcr, crate::spi::tree::route_word(dcr, v, sources, targets))?;
         }
         Ok(())
     }

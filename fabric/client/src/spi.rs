@@ -434,6 +434,27 @@ pub mod tree {
             | (dest & coll::HDR_P2P_ADDR_MASK) << coll::HDR_P2P_ADDR_SHIFT
     }
 
+    /// Route descriptor register `dcr` (an RDR) with value `v`, its two classes' local
+    /// source and target bits set from `sources` / `targets` (bit c = class c) and its link
+    /// bits kept: what the engine's `set_routes` does to that register.
+    pub fn route_word(dcr: u32, v: u32, sources: u16, targets: u16) -> u32 {
+        let mut v = v;
+        for class in 0..2 * coll::RDR_COUNT {
+            let (d, shift) = coll::rdr_of_class(class);
+            if d != dcr {
+                continue;
+            }
+            v &= !((coll::RDR_LO_SRCL | coll::RDR_LO_TGTL) >> shift);
+            if sources & (1 << class) != 0 {
+                v |= coll::RDR_LO_SRCL >> shift;
+            }
+            if targets & (1 << class) != 0 {
+                v |= coll::RDR_LO_TGTL >> shift;
+            }
+        }
+        v
+    }
+
     /// A reduction with ALU `op` over operands of `bytes` bytes (2, 4, ... 256) on `class`.
     pub const fn reduce(class: u32, op: u32, bytes: u32) -> u32 {
         (class & coll::HDR_CLASS_MASK) << coll::HDR_CLASS_SHIFT

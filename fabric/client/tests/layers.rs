@@ -194,3 +194,27 @@ fn port_reaches_only_the_own_window() {
     assert!(Port::mem_read(&mut f, 0, WINDOW as u32 - 3, &mut b).is_err());
     assert!(Port::mem_write(&mut f, 1, 0, &b).is_err());
 }
+
+proptest! {
+    /// The service client's `set_routes` (RDR by RDR, through DCRs) leaves every route
+    /// register as the engine's own `set_routes` does.
+    #[test]
+    fn route_words_match_the_engine(sources in any::<u16>(), targets in any::<u16>(), links in any::<[u32; 8]>()) {
+        use kestrel_bgp::coll::{DCR_BASE, DCR_RDR0};
+        let (mut a, _) = fabric(1);
+        let (mut b, _) = fabric(1);
+        for r in 0..8u32 {
+            let dcr = DCR_BASE + DCR_RDR0 + r;
+            a.dcr_write(EpId(0), dcr, links[r as usize]).unwrap();
+            b.dcr_write(EpId(0), dcr, links[r as usize]).unwrap();
+        }
+        a.set_routes(EpId(0), sources, targets).unwrap();
+        for r in 0..8u32 {
+            let dcr = DCR_BASE + DCR_RDR0 + r;
+            let v = b.dcr_read(EpId(0), dcr).unwrap();
+            let w = kestrel_fabric_client::spi::tree::route_word(dcr, v, sources, targets);
+            b.dcr_write(EpId(0), dcr, w).unwrap();
+            prop_assert_eq!(a.dcr_read(EpId(0), dcr).unwrap(), b.dcr_read(EpId(0), dcr).unwrap());
+        }
+    }
+}
