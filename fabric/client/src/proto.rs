@@ -28,6 +28,7 @@
 //! | [`Request::TakeChanged`] | | mask of the caller's changed endpoints | |
 //! | [`Request::Stats`] | ep | packets, bytes, drops, errors (`kestrel_fabric::proto::stats_words`) | |
 //! | [`Request::TakeDiagnostic`] | ep | found, then `kestrel_fabric::proto::diagnostic_words` | |
+//! | [`Request::FramesQueued`] | ep | frames waiting for the endpoint | |
 //!
 //! Events: when an endpoint's interrupt lines or frame queue change, the service sends
 //! [`EVENT`] (MR1 = mask of the changed endpoints of that event thread, bit k = endpoint k)
@@ -105,8 +106,9 @@ pub mod op {
     pub const TAKE_CHANGED: u16 = 14;
     pub const STATS: u16 = 15;
     pub const TAKE_DIAGNOSTIC: u16 = 16;
+    pub const FRAMES_QUEUED: u16 = 17;
     /// The last op.
-    pub const LAST: u16 = TAKE_DIAGNOSTIC;
+    pub const LAST: u16 = FRAMES_QUEUED;
 }
 
 /// A request to the fabric service. `ep` is an endpoint number (`EpId.0`).
@@ -133,6 +135,8 @@ pub enum Request {
     Stats { ep: u8 },
     /// The engine's last error or drop on the endpoint (`Fabric::take_diagnostic`).
     TakeDiagnostic { ep: u8 },
+    /// How many frames wait for the endpoint (`Fabric::frames_queued`).
+    FramesQueued { ep: u8 },
 }
 
 /// A request or reply as label and untyped words.
@@ -175,6 +179,7 @@ impl Request {
             Request::TakeChanged => op::TAKE_CHANGED,
             Request::Stats { .. } => op::STATS,
             Request::TakeDiagnostic { .. } => op::TAKE_DIAGNOSTIC,
+            Request::FramesQueued { .. } => op::FRAMES_QUEUED,
         }
     }
 
@@ -195,7 +200,8 @@ impl Request {
             | Request::FrameReceive { ep }
             | Request::IrqLines { ep }
             | Request::Stats { ep }
-            | Request::TakeDiagnostic { ep } => Some(ep),
+            | Request::TakeDiagnostic { ep }
+            | Request::FramesQueued { ep } => Some(ep),
         }
     }
 
@@ -209,7 +215,8 @@ impl Request {
             | Request::FrameReceive { ep }
             | Request::IrqLines { ep }
             | Request::Stats { ep }
-            | Request::TakeDiagnostic { ep } => Words::new(l, &[ep as u32]),
+            | Request::TakeDiagnostic { ep }
+            | Request::FramesQueued { ep } => Words::new(l, &[ep as u32]),
             Request::DmaRead { ep, offset: a }
             | Request::DcrRead { ep, dcr: a }
             | Request::TreeReceive { ep, vc: a }
@@ -245,7 +252,8 @@ impl Request {
             | op::FRAME_RECEIVE
             | op::IRQ_LINES
             | op::STATS
-            | op::TAKE_DIAGNOSTIC => 1,
+            | op::TAKE_DIAGNOSTIC
+            | op::FRAMES_QUEUED => 1,
             op::ATTACH
             | op::DMA_READ
             | op::DCR_READ
@@ -298,7 +306,8 @@ impl Request {
             op::FRAME_RECEIVE => Request::FrameReceive { ep },
             op::IRQ_LINES => Request::IrqLines { ep },
             op::STATS => Request::Stats { ep },
-            _ => Request::TakeDiagnostic { ep },
+            op::TAKE_DIAGNOSTIC => Request::TakeDiagnostic { ep },
+            _ => Request::FramesQueued { ep },
         })
     }
 }
@@ -402,7 +411,7 @@ pub const fn reply_words(op: u16) -> usize {
     match op {
         op::ATTACH => 5,
         op::INFO => 6,
-        op::DMA_READ | op::DCR_READ | op::TREE_STATUS | op::TAKE_CHANGED => 1,
+        op::DMA_READ | op::DCR_READ | op::TREE_STATUS | op::TAKE_CHANGED | op::FRAMES_QUEUED => 1,
         op::TREE_RECEIVE | op::FRAME_RECEIVE => 2,
         op::STATS => 4,
         op::TAKE_DIAGNOSTIC => 5,
@@ -451,7 +460,8 @@ mod tests {
             ep.clone().prop_map(|ep| Request::IrqLines { ep }),
             Just(Request::TakeChanged),
             ep.clone().prop_map(|ep| Request::Stats { ep }),
-            ep.prop_map(|ep| Request::TakeDiagnostic { ep }),
+            ep.clone().prop_map(|ep| Request::TakeDiagnostic { ep }),
+            ep.prop_map(|ep| Request::FramesQueued { ep }),
         ]
     }
 

@@ -578,6 +578,13 @@ impl RemoteFabric {
         self.svc().frame_receive(ep.0, buf).ok().flatten()
     }
 
+    /// Frames waiting for `ep` (0 if the service cannot be asked).
+    pub fn frames_queued(&self, ep: EpId) -> usize {
+        self.service
+            .request(Request::FramesQueued { ep: ep.0 }, &[])
+            .map_or(0, |w| w[0] as usize)
+    }
+
     pub fn frame_mac(&self, ep: EpId) -> [u8; 6] {
         let c = self.coords(ep);
         [kestrel_bgp::torus::MAC_TORUS_KIND as u8, 0, 0, c.x, c.y, c.z]

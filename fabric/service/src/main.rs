@@ -634,6 +634,10 @@ impl Server {
                 w[0] = mine;
                 1
             }
+            Request::FramesQueued { ep } => {
+                w[0] = f.frames_queued(EpId(ep)) as u32;
+                1
+            }
             Request::TakeDiagnostic { ep } => {
                 if let Some(d) = f.take_diagnostic(EpId(ep)) {
                     let [a, b, c, v] = kestrel_fabric::proto::diagnostic_words(&d);
