@@ -67,6 +67,14 @@ static const struct kernel_param_ops transport_ops = {
 module_param_cb(transport, &transport_ops, NULL, 0644);
 MODULE_PARM_DESC(transport, "path for frames: auto (by MAC, default), torus or collective");
 
+static unsigned int coll_burst = KESTREL_BGP_COLL_FIFO_PACKETS;
+module_param(coll_burst, uint, 0644);
+MODULE_PARM_DESC(coll_burst, "collective packets sent back to back before a pause (default: one reception FIFO, 8)");
+
+static unsigned int coll_gap_ms;
+module_param(coll_gap_ms, uint, 0644);
+MODULE_PARM_DESC(coll_gap_ms, "pause after coll_burst collective packets, ms (rounded up to jiffies; default 0: no pacing)");
+
 static unsigned int mtu = ETH_DATA_LEN;
 module_param(mtu, uint, 0444);
 MODULE_PARM_DESC(mtu, "initial MTU (default 1500; `ip link set mtu` changes it later)");
@@ -131,6 +139,10 @@ struct bgnet {
 	bool coll_rx_registered;
 	u32 route, channel, naddr;
 	u16 conn_id;
+	/* Pacing: packets sent in the window that ends at coll_window_end (jiffies). */
+	unsigned int coll_sent;
+	unsigned long coll_window_end;
+	struct timer_list coll_timer;
 	struct bgnet_reasm reasm[BGNET_REASM_SLOTS]; /* touched by the coll rx callback only */
 
 	/* Counters, each written from one context only (xmit, torus IRQ, collective thread). */
@@ -337,6 +349,40 @@ static int bgnet_coll_send(struct bgnet *bg, u32 header, const struct sk_buff *s
 	return 0;
 }
 
+/*
+ * Collective pacing. The fabric drops a packet that finds the receiver's reception FIFO
+ * (8 packets) full, where BG/P's links would hold it back, and a receiving VM drains its
+ * FIFO only when it runs. So bgnet sends at most coll_burst packets per coll_gap_ms and
+ * stops the queue in between: the sending VM idles and the receiver gets the CPU.
+ */
+static void bgnet_coll_window(struct bgnet *bg)
+{
+	if (time_after_eq(jiffies, bg->coll_window_end)) {
+		bg->coll_sent = 0;
+		bg->coll_window_end = jiffies + msecs_to_jiffies(READ_ONCE(coll_gap_ms));
+	}
+}
+
+static void bgnet_coll_pace(struct bgnet *bg, unsigned int npkts)
+{
+	unsigned int next = DIV_ROUND_UP(bg->ndev->mtu + ETH_HLEN, BGNET_COLL_CHUNK);
+
+	if (!READ_ONCE(coll_gap_ms))
+		return;
+	bg->coll_sent += npkts;
+	if (bg->coll_sent + next > READ_ONCE(coll_burst)) {
+		netif_stop_queue(bg->ndev);
+		mod_timer(&bg->coll_timer, bg->coll_window_end);
+	}
+}
+
+static void bgnet_coll_timer(struct timer_list *tm)
+{
+	struct bgnet *bg = from_timer(bg, tm, coll_timer);
+
+	netif_wake_queue(bg->ndev);
+}
+
 /* Send over the torus; the torus driver owns skb on success. */
 static netdev_tx_t bgnet_torus_xmit(struct bgnet *bg, struct sk_buff *skb, const u8 *dst)
 {
@@ -433,7 +479,9 @@ static netdev_tx_t bgnet_xmit(struct sk_buff *skb, struct net_device *ndev)
 		return NETDEV_TX_OK;
 	}
 
+	bgnet_coll_window(bg);
 	ret = bgnet_coll_send(bg, header, skb);
+	bgnet_coll_pace(bg, DIV_ROUND_UP(skb->len, BGNET_COLL_CHUNK));
 	if (ret) {
 		/* -EBUSY: the injection FIFO stayed full; the receiver drops the partial frame. */
 		bg->tx_errors++;
@@ -633,6 +681,8 @@ static int bgnet_probe(struct platform_device *pdev)
 	bg = netdev_priv(ndev);
 	bg->ndev = ndev;
 	bg->dev = dev;
+	timer_setup(&bg->coll_timer, bgnet_coll_timer, 0);
+	bg->coll_window_end = jiffies; /* jiffies start near the wrap: never 0 */
 	platform_set_drvdata(pdev, bg);
 
 	if (of_property_read_u32(np, "tree-route", &bg->route))
@@ -724,6 +774,7 @@ static int bgnet_probe(struct platform_device *pdev)
 
 err_unregister:
 	unregister_netdev(ndev);
+	del_timer_sync(&bg->coll_timer);
 err_unbind:
 	bgnet_unbind(bg);
 err_free:
@@ -737,6 +788,7 @@ static int bgnet_remove(struct platform_device *pdev)
 	struct net_device *ndev = bg->ndev;
 
 	unregister_netdev(ndev);
+	del_timer_sync(&bg->coll_timer);
 	bgnet_unbind(bg);
 	free_netdev(ndev);
 	return 0;
