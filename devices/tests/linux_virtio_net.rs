@@ -6,65 +6,17 @@
 //! handler (status, ack), frames received into posted buffers; then the guest errors: a
 //! bad ring needs a reset and the driver recovers; features refused; undecodable accesses.
 
-use kestrel_devices::bus::{GuestRam, MmioDevice, OutOfRam, Unanswered};
+use kestrel_devices::bus::{GuestRam, MmioDevice, Unanswered};
 use kestrel_devices::virtio_net::{
-    feature, isr, reg, status, Diagnostic, FrameBackend, RingError, VirtioNet, VENDOR_ID,
-    VIRTIO_NET_S_LINK_UP, VIRTQ_AVAIL_F_NO_INTERRUPT, VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT,
-    VIRTQ_DESC_F_WRITE, WINDOW,
+    feature, isr, reg, status, Diagnostic, RingError, VirtioNet, VENDOR_ID, VIRTIO_NET_S_LINK_UP,
+    VIRTQ_AVAIL_F_NO_INTERRUPT, VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT, VIRTQ_DESC_F_WRITE,
+    WINDOW,
 };
-use std::collections::VecDeque;
+use kestrel_testkit::virtio::{Frames, Ram};
 
+/// Guest RAM: 1 MiB, plain (the buffers are placed where Linux would, not in the
+/// testkit's checked layout).
 const RAM: usize = 1 << 20;
-
-struct Ram {
-    mem: Vec<u8>,
-}
-
-impl GuestRam for Ram {
-    fn read(&self, gpa: u64, buf: &mut [u8]) -> Result<(), OutOfRam> {
-        let bad = OutOfRam {
-            gpa,
-            len: buf.len(),
-        };
-        let s = usize::try_from(gpa).map_err(|_| bad)?;
-        let src = self
-            .mem
-            .get(s..s.checked_add(buf.len()).ok_or(bad)?)
-            .ok_or(bad)?;
-        buf.copy_from_slice(src);
-        Ok(())
-    }
-    fn write(&mut self, gpa: u64, data: &[u8]) -> Result<(), OutOfRam> {
-        let bad = OutOfRam {
-            gpa,
-            len: data.len(),
-        };
-        let s = usize::try_from(gpa).map_err(|_| bad)?;
-        let dst = self
-            .mem
-            .get_mut(s..s.checked_add(data.len()).ok_or(bad)?)
-            .ok_or(bad)?;
-        dst.copy_from_slice(data);
-        Ok(())
-    }
-}
-
-#[derive(Default)]
-struct Frames {
-    sent: Vec<Vec<u8>>,
-    pending: VecDeque<Vec<u8>>,
-}
-
-impl FrameBackend for Frames {
-    fn send(&mut self, frame: &[u8]) {
-        self.sent.push(frame.to_vec());
-    }
-    fn receive(&mut self, buf: &mut [u8]) -> Option<usize> {
-        let f = self.pending.pop_front()?;
-        buf[..f.len()].copy_from_slice(&f);
-        Some(f.len())
-    }
-}
 
 const MAC: [u8; 6] = [0x06, 0, 0, 1, 0, 0];
 
@@ -87,7 +39,7 @@ struct Driver {
 impl Driver {
     fn new() -> Self {
         Driver {
-            dev: VirtioNet::new(Ram { mem: vec![0; RAM] }, Frames::default(), MAC),
+            dev: VirtioNet::new(Ram::plain(RAM), Frames::default(), MAC),
         }
     }
 

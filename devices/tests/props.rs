@@ -1,10 +1,11 @@
 //! Property tests: arbitrary guest register traffic and host events never panic, and the
 //! models' invariants hold after every step. The UIC is also checked against a per-line
-//! reference model written independently of the bit-mask implementation.
+//! reference model written independently of the bit-mask implementation
+//! (`kestrel_testkit::uic`, shared with the `uic` fuzz target).
 
 use kestrel_devices::uart::{iir, lcr, lsr, mcr, reg as ureg, FIFO_LEN};
-use kestrel_devices::uic::reg;
 use kestrel_devices::{Uart16550, Uic};
+use kestrel_testkit::uic::{check as check_uic, RefUic};
 use proptest::prelude::*;
 
 // ---------------------------------------------------------------------------------------
@@ -173,161 +174,6 @@ fn uic_op() -> impl Strategy<Value = UicOp> {
         4 => (uic_offset(), uic_value()).prop_map(|(o, v)| UicOp::Write(o, v)),
         5 => (uic_line(), any::<bool>()).prop_map(|(l, v)| UicOp::Input(l, v)),
     ]
-}
-
-/// One line of the reference UIC, with plain booleans.
-#[derive(Clone, Copy, Default)]
-struct RefLine {
-    status: bool,
-    enabled: bool,
-    critical: bool,
-    active_high: bool,
-    edge: bool,
-    input: bool,
-    driven: bool,
-}
-
-/// The reference UIC: lines indexed by their number, registers assembled bit by bit.
-struct RefUic {
-    lines: [RefLine; 32],
-    vcr: u32,
-    polarity: bool,
-}
-
-/// Register bit for line `n`: the manual numbers bits from the most significant end.
-fn bit_of(value: u32, n: usize) -> bool {
-    value & (0x8000_0000 >> n) != 0
-}
-
-impl RefUic {
-    fn new(polarity: bool) -> Self {
-        Self {
-            lines: [RefLine::default(); 32],
-            vcr: 0,
-            polarity,
-        }
-    }
-
-    fn asserted(&self, l: &RefLine) -> bool {
-        l.driven
-            && if self.polarity {
-                l.input == l.active_high
-            } else {
-                l.input
-            }
-    }
-
-    fn gather(&self, f: impl Fn(&RefLine) -> bool) -> u32 {
-        (0..32)
-            .filter(|&n| f(&self.lines[n]))
-            .map(|n| 0x8000_0000u32 >> n)
-            .fold(0, |a, b| a | b)
-    }
-
-    fn read(&self, offset: u32) -> u32 {
-        match offset {
-            0 | 1 => self.gather(|l| l.status),
-            2 => self.gather(|l| l.enabled),
-            3 => self.gather(|l| l.critical),
-            4 => self.gather(|l| l.active_high),
-            5 => self.gather(|l| l.edge),
-            6 => self.gather(|l| l.status && l.enabled),
-            7 => self.vector(),
-            8 => self.vcr,
-            _ => 0,
-        }
-    }
-
-    /// QEMU's vector search: from the least significant bit up, unless PRO is set.
-    fn vector(&self) -> u32 {
-        let cr = self.gather(|l| l.status && l.enabled && l.critical);
-        if cr == 0 {
-            return 0;
-        }
-        let base = self.vcr & 0xFFFF_FFFC;
-        if self.vcr & 1 != 0 {
-            return base;
-        }
-        let i = (0..32u32).find(|i| cr & (1 << i) != 0).unwrap();
-        base.wrapping_add(i * 512)
-    }
-
-    fn write(&mut self, offset: u32, value: u32) {
-        for n in 0..32 {
-            let v = bit_of(value, n);
-            let before = self.asserted(&self.lines[n]);
-            let l = &mut self.lines[n];
-            match offset {
-                0 => l.status &= !v,
-                1 => l.status |= v,
-                2 => l.enabled = v,
-                3 => l.critical = v,
-                4 => l.active_high = v,
-                5 => l.edge = v,
-                _ => {}
-            }
-            let now = self.asserted(&self.lines[n]);
-            let l = &mut self.lines[n];
-            if matches!(offset, 0 | 4 | 5) && !l.edge {
-                if now {
-                    l.status = true;
-                } else if before {
-                    l.status = false;
-                }
-            }
-        }
-        if offset == 8 {
-            self.vcr = value & 0xFFFF_FFFD;
-        }
-    }
-
-    fn set_input(&mut self, line: u32, level: bool) {
-        let Ok(n) = usize::try_from(line) else { return };
-        if n >= 32 {
-            return;
-        }
-        let before = self.asserted(&self.lines[n]);
-        self.lines[n].input = level;
-        self.lines[n].driven = true;
-        let now = self.asserted(&self.lines[n]);
-        let l = &mut self.lines[n];
-        if l.edge {
-            if now && !before {
-                l.status = true;
-            }
-        } else {
-            l.status = now;
-        }
-    }
-}
-
-fn check_uic(uic: &Uic, reference: &RefUic) {
-    let mut copy = uic.clone();
-    let sr = copy.read_dcr(reg::SR);
-    let er = copy.read_dcr(reg::ER);
-    let cr = copy.read_dcr(reg::CR);
-    let msr = copy.read_dcr(reg::MSR);
-    assert_eq!(&copy, uic, "DCR reads have no side effects");
-    assert_eq!(msr, sr & er, "MSR == SR & ER");
-    assert_eq!(copy.read_dcr(reg::SRS), sr);
-    assert_eq!(uic.masked_status(), msr);
-    assert_eq!(uic.irq_output(), msr & !cr != 0);
-    assert_eq!(uic.crit_output(), msr & cr != 0);
-    assert_eq!(copy.read_dcr(reg::VCR) & 0x2, 0, "VCR bit 30 never sticks");
-    for offset in 0..12 {
-        assert_eq!(
-            copy.read_dcr(offset),
-            reference.read(offset),
-            "offset {offset}"
-        );
-    }
-    // Level-sensitive lines at their active level always have their SR bit set.
-    let tr = copy.read_dcr(reg::TR);
-    let asserted = uic.asserted();
-    assert_eq!(sr & asserted & !tr, asserted & !tr);
-    // Only driven lines can be asserted.
-    let expected = reference.gather(|l| reference.asserted(l));
-    assert_eq!(asserted, expected);
 }
 
 proptest! {

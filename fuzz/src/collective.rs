@@ -1,59 +1,21 @@
 //! Target `collective`: the collective network model (`kestrel_devices::collective`) under
 //! arbitrary loads and stores in its two VC windows, DCR traffic and a backend that fills
-//! up, with the checks of `devices/tests/bgp_props.rs`.
+//! up, with the checks of `kestrel_testkit::collective` (shared with
+//! `devices/tests/bgp_props.rs`).
 //!
 //! Input: operations, one selector byte each: load or store (VC, offset `u16`, width byte:
 //! mostly 4, 8 or 16), a whole well-formed packet (header + 64 word stores), DCR read or
-//! write, backend full or not. The backend is a loopback (8 packets per VC) that checks the
-//! VC and DCR numbers it is given. After every step: the model's PRXF/PIXF bits are only
-//! the ones it documents; its interrupt lines are only 0xB4..0xB7; every packet injected
-//! carries a header the guest stored on that VC; and a packet sent whole while the backend
-//! had room comes back byte for byte through HR and DR.
+//! write, backend full or not. The backend is the testkit's loopback (8 packets per VC,
+//! refusing a ninth) that checks the VC and DCR numbers it is given. After every step: the
+//! model's PRXF/PIXF bits are only the ones it documents; its interrupt lines are only
+//! 0xB4..0xB7; every packet injected carries a header the guest stored on that VC; and a
+//! packet sent whole while the backend had room comes back byte for byte through HR and DR.
 
 use crate::input::{Input, SeedWriter};
-use kestrel_bgp::coll::{
-    DCR_BASE, DCR_COUNT, HI, PIX_COLLISION, PIX_HOF0, PIX_HOF1, PIX_POF0, PIX_POF1, PRX_BADADDR0,
-    PRX_BADADDR1, PRX_HUR0, PRX_HUR1, PRX_PUR0, PRX_PUR1,
-};
+use kestrel_bgp::coll::HI;
 use kestrel_devices::bus::MmioDevice;
-use kestrel_devices::collective::{Collective, TreeBackend, TreeError, PAYLOAD, VC_STRIDE};
-use std::collections::VecDeque;
-
-#[derive(Default)]
-struct Loopback {
-    queued: [VecDeque<(u32, [u8; PAYLOAD])>; 2],
-    injected: Vec<(usize, u32)>,
-    full: bool,
-}
-
-impl TreeBackend for Loopback {
-    fn inject(&mut self, vc: usize, h: u32, p: &[u8; PAYLOAD]) -> Result<(), TreeError> {
-        assert!(vc < 2);
-        if self.full || self.queued[vc].len() >= 8 {
-            return Err(TreeError::Full);
-        }
-        self.injected.push((vc, h));
-        self.queued[vc].push_back((h, *p));
-        Ok(())
-    }
-    fn receive(&mut self, vc: usize, p: &mut [u8; PAYLOAD]) -> Option<u32> {
-        assert!(vc < 2);
-        let (h, q) = self.queued[vc].pop_front()?;
-        *p = q;
-        Some(h)
-    }
-    fn status(&self, vc: usize) -> u32 {
-        assert!(vc < 2);
-        self.queued[vc].len() as u32
-    }
-    fn dcr_read(&mut self, dcr: u32) -> u32 {
-        assert!((DCR_BASE..DCR_BASE + DCR_COUNT).contains(&dcr));
-        0
-    }
-    fn dcr_write(&mut self, dcr: u32, _: u32) {
-        assert!((DCR_BASE..DCR_BASE + DCR_COUNT).contains(&dcr));
-    }
-}
+use kestrel_devices::collective::{Collective, PAYLOAD, VC_STRIDE};
+use kestrel_testkit::collective::{check, send, Loopback};
 
 /// Operation selectors, for [`seed`].
 pub mod op {
@@ -79,23 +41,10 @@ fn address(input: &mut Input) -> u64 {
     vc * VC_STRIDE + u64::from(input.u16())
 }
 
-/// Stores a whole packet on `vc`: the header, then 16 quads of 4 words.
-fn send(c: &mut Collective<Loopback>, vc: usize, header: u32, payload: &[u8; PAYLOAD]) {
-    let base = vc as u64 * VC_STRIDE;
-    c.mmio_write(base + u64::from(HI), &header.to_be_bytes())
-        .expect("HI decodes");
-    for (i, w) in payload.chunks(4).enumerate() {
-        c.mmio_write(base + (i as u64 % 4) * 4, w)
-            .expect("DI decodes");
-    }
-}
-
 pub fn run(data: &[u8]) {
     let mut input = Input::new(data);
     let mut c = Collective::new(Loopback::default());
     let mut headers: [Vec<u32>; 2] = [vec![], vec![]];
-    let prx_ok = PRX_BADADDR0 | PRX_BADADDR1 | PRX_HUR0 | PRX_HUR1 | PRX_PUR0 | PRX_PUR1;
-    let pix_ok = PIX_COLLISION | PIX_POF0 | PIX_POF1 | PIX_HOF0 | PIX_HOF1;
     while !input.is_empty() {
         match input.u8() % op::COUNT {
             op::LOAD => {
@@ -152,23 +101,7 @@ pub fn run(data: &[u8]) {
             }
             _ => c.backend_mut().full = input.bool(),
         }
-        let (prx, pix) = c.flags();
-        assert_eq!(prx & !prx_ok, 0);
-        assert_eq!(pix & !pix_ok, 0);
-        let mut lines = [0u32; 15];
-        c.irq_lines(&mut lines);
-        for (g, w) in lines.iter().enumerate() {
-            assert_eq!(*w & !(if g == 5 { 0xF00 } else { 0 }), 0, "only 0xB4..0xB7");
-        }
-        for &(vc, h) in &c.backend().injected {
-            assert!(
-                headers[vc].contains(&h),
-                "injected header {h:#x} was stored on VC{vc}"
-            );
-        }
-        if let Some((d, n)) = c.take_diagnostic() {
-            assert!(n >= 1 && !d.to_string().is_empty());
-        }
+        check(&mut c, &headers);
     }
 }
 

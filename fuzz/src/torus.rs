@@ -1,6 +1,7 @@
 //! Target `torus`: the torus DMA model (`kestrel_devices::torus`, the Fig. 6 front) under
 //! arbitrary group-page and DCR traffic, with values clustered around the VM's segment and
-//! its bus window, and arbitrary values from the backend.
+//! its bus window, and arbitrary values from the backend (`kestrel_testkit::torus`: the
+//! recorder and the window checks, shared with `devices/tests/bgp_props.rs`).
 //!
 //! Input: operations, one selector byte each: page read or write (offset `u16`, width byte,
 //! value), DCR read or write (offset `u16` from 0xC80, value); a read also sets what the
@@ -12,60 +13,10 @@
 //! register written with an in-segment value reads back that value.
 
 use crate::input::{Input, SeedWriter};
-use kestrel_bgp::bic::line_mask;
-use kestrel_bgp::dma::{ERR_DESCRIPTOR, ERR_RANGE, IRQ_FATAL};
 use kestrel_devices::bus::{DcrDevice, MmioDevice};
-use kestrel_devices::torus::{DmaBackend, TorusDma, TORUS_DCR_BASE};
-
-/// 4 MiB at guest-physical 16 MiB, bus 2 GiB.
-pub const GPA: u64 = 0x100_0000;
-pub const SEG: u64 = 0x40_0000;
-pub const BUS: u64 = 0x8000_0000;
-
-/// Records forwarded writes; reads return `value`, or what was last written there.
-#[derive(Default)]
-struct Rec {
-    page: Vec<(u32, u32)>,
-    dcrs: Vec<(u32, u32)>,
-    value: Option<u32>,
-}
-
-impl DmaBackend for Rec {
-    fn read(&mut self, offset: u32) -> u32 {
-        assert!(offset < 0x1000 && offset.is_multiple_of(4));
-        self.value.unwrap_or_else(|| {
-            self.page
-                .iter()
-                .rev()
-                .find(|w| w.0 == offset)
-                .map_or(0, |w| w.1)
-        })
-    }
-    fn write(&mut self, offset: u32, value: u32) {
-        assert!(offset < 0x1000 && offset.is_multiple_of(4));
-        self.page.push((offset, value));
-    }
-    fn dcr_read(&mut self, dcr: u32) -> u32 {
-        assert!((0xC80..0xE00).contains(&dcr));
-        self.value.unwrap_or(0)
-    }
-    fn dcr_write(&mut self, dcr: u32, value: u32) {
-        assert!((0xC80..0xE00).contains(&dcr));
-        self.dcrs.push((dcr, value));
-    }
-}
-
-fn is_addr(off: u32) -> bool {
-    let reg = off % 16;
-    off < 0x200
-        || (0x800..0x890).contains(&off)
-        || ((0x400..0x800).contains(&off) && reg == 8)
-        || (off >= 0xC00 && reg >= 8)
-}
-
-fn is_window(dcr: u32) -> bool {
-    (0xD02..0xD12).contains(&dcr) || (0xD14..0xD24).contains(&dcr)
-}
+use kestrel_devices::torus::TORUS_DCR_BASE;
+use kestrel_testkit::torus::{check, guest_value_ok, is_addr, is_window, torus};
+pub use kestrel_testkit::torus::{BUS, GPA, SEG};
 
 /// Operation selectors, for [`seed`].
 pub mod op {
@@ -90,9 +41,7 @@ fn value(input: &mut Input) -> u32 {
 
 pub fn run(data: &[u8]) {
     let mut input = Input::new(data);
-    let mut t = TorusDma::new(Rec::default(), GPA, SEG, BUS);
-    let (bus_lo, bus_hi) = ((BUS >> 4) as u32, ((BUS + SEG) >> 4) as u32);
-    let (g_lo, g_hi) = ((GPA >> 4) as u32, ((GPA + SEG) >> 4) as u32);
+    let mut t = torus();
     while !input.is_empty() {
         match input.u8() % op::COUNT {
             op::READ => {
@@ -107,7 +56,7 @@ pub fn run(data: &[u8]) {
                 if t.mmio_read(u64::from(off), &mut buf).is_ok() {
                     let got = u32::from_be_bytes(buf[..4].try_into().expect("4 bytes"));
                     if is_addr(u32::from(off)) {
-                        assert!(got == 0 || (g_lo..=g_hi).contains(&got), "{got:#x}");
+                        assert!(guest_value_ok(got), "{got:#x}");
                     } else if let Some(v) = t.backend().value {
                         assert_eq!(got, v);
                     }
@@ -131,7 +80,7 @@ pub fn run(data: &[u8]) {
                 t.backend_mut().value = Some(v);
                 let got = t.dcr_read(d);
                 if d < 0x180 && is_window(d + TORUS_DCR_BASE) {
-                    assert!(got == 0 || (g_lo..=g_hi).contains(&got));
+                    assert!(guest_value_ok(got), "{got:#x}");
                 }
                 t.backend_mut().value = None;
             }
@@ -141,26 +90,7 @@ pub fn run(data: &[u8]) {
                 t.dcr_write(d, v);
             }
         }
-        for &(off, v) in &t.backend().page {
-            if is_addr(off) {
-                assert!((bus_lo..=bus_hi).contains(&v), "page {off:#x} = {v:#x}");
-            }
-        }
-        for &(dcr, v) in &t.backend().dcrs {
-            if is_window(dcr) {
-                assert!((bus_lo..bus_hi).contains(&v), "window {dcr:#x} = {v:#x}");
-            }
-        }
-        let mut lines = [0u32; 15];
-        t.irq_lines(&mut lines);
-        let g = (IRQ_FATAL / 32) as usize;
-        for (i, w) in lines.iter().enumerate() {
-            assert_eq!(*w & !(if i == g { line_mask(IRQ_FATAL) } else { 0 }), 0);
-        }
-        assert_eq!(t.fatal() & !(ERR_RANGE | ERR_DESCRIPTOR), 0);
-        if let Some((d, _)) = t.take_diagnostic() {
-            assert!(!d.to_string().is_empty());
-        }
+        check(&mut t);
     }
 }
 

@@ -2,7 +2,9 @@
 //! brought up as Linux does (features, two 16-entry queues, DRIVER_OK), then driven with
 //! arbitrary ring contents (descriptors, available slots, indices and flags), kicks, frames
 //! from the backend, polls and register traffic (resets included, but no queue
-//! reconfiguration: the write check below knows the rings at their fixed places).
+//! reconfiguration: the write check knows the rings at their fixed places). The guest RAM,
+//! its write check, the frame back end and the bring-up are `kestrel_testkit::virtio`'s
+//! (shared with `devices/tests/bgp_props.rs` and `linux_virtio_net.rs`).
 //!
 //! After every step, and at every device write into guest memory: the write lies in a used
 //! ring or inside a device-writable descriptor of the RX table as it is at that moment (the
@@ -11,143 +13,15 @@
 //! device given one well-formed TX chain sends exactly that frame.
 
 use crate::input::{Input, SeedWriter};
-use kestrel_devices::bus::{GuestRam, MmioDevice, OutOfRam};
-use kestrel_devices::virtio_net::{
-    reg, status, FrameBackend, VirtioNet, MAX_FRAME, VIRTQ_DESC_F_WRITE,
+use kestrel_devices::bus::MmioDevice;
+use kestrel_devices::virtio_net::{reg, MAX_FRAME};
+use kestrel_testkit::virtio::{
+    check, desc_bytes, device, reconfigures_queues, w32, Ram, NUM, RX_AVAIL, RX_DESC, TX_AVAIL,
+    TX_DESC,
 };
-use std::cell::RefCell;
-use std::collections::VecDeque;
 
-const RAM: usize = 0x1_0000;
-const NUM: u16 = 16;
-const RX_DESC: u64 = 0x1000;
-const RX_AVAIL: u64 = RX_DESC + 16 * NUM as u64;
-const RX_USED: u64 = 0x2000;
-const TX_DESC: u64 = 0x3000;
-const TX_AVAIL: u64 = TX_DESC + 16 * NUM as u64;
-const TX_USED: u64 = 0x4000;
-const USED_LEN: u64 = 6 + 8 * NUM as u64;
-
-struct Ram {
-    mem: RefCell<Vec<u8>>,
-}
-
-impl Ram {
-    fn allowed(&self, gpa: u64, len: usize) -> bool {
-        let end = gpa + len as u64;
-        let inside = |a: u64, l: u64| a <= gpa && end <= a.saturating_add(l);
-        if inside(RX_USED, USED_LEN) || inside(TX_USED, USED_LEN) {
-            return true;
-        }
-        let m = self.mem.borrow();
-        (0..usize::from(NUM)).any(|i| {
-            let d = &m[RX_DESC as usize + 16 * i..][..16];
-            let addr = u64::from_le_bytes(d[0..8].try_into().expect("8 bytes"));
-            let l = u32::from_le_bytes(d[8..12].try_into().expect("4 bytes"));
-            let flags = u16::from_le_bytes([d[12], d[13]]);
-            flags & VIRTQ_DESC_F_WRITE != 0 && inside(addr, u64::from(l))
-        })
-    }
-
-    fn poke(&self, gpa: u64, bytes: &[u8]) {
-        self.mem.borrow_mut()[gpa as usize..][..bytes.len()].copy_from_slice(bytes);
-    }
-}
-
-impl GuestRam for Ram {
-    fn read(&self, gpa: u64, buf: &mut [u8]) -> Result<(), OutOfRam> {
-        let bad = OutOfRam {
-            gpa,
-            len: buf.len(),
-        };
-        let s = usize::try_from(gpa).map_err(|_| bad)?;
-        let m = self.mem.borrow();
-        buf.copy_from_slice(m.get(s..s.checked_add(buf.len()).ok_or(bad)?).ok_or(bad)?);
-        Ok(())
-    }
-    fn write(&mut self, gpa: u64, data: &[u8]) -> Result<(), OutOfRam> {
-        let bad = OutOfRam {
-            gpa,
-            len: data.len(),
-        };
-        let s = usize::try_from(gpa).map_err(|_| bad)?;
-        let e = s.checked_add(data.len()).ok_or(bad)?;
-        if e > RAM {
-            return Err(bad);
-        }
-        assert!(
-            self.allowed(gpa, data.len()),
-            "device wrote {gpa:#x}+{}",
-            data.len()
-        );
-        self.mem.borrow_mut()[s..e].copy_from_slice(data);
-        Ok(())
-    }
-}
-
-#[derive(Default)]
-struct Frames {
-    pending: VecDeque<usize>,
-    sent: Vec<Vec<u8>>,
-}
-
-impl FrameBackend for Frames {
-    fn send(&mut self, frame: &[u8]) {
-        assert!(frame.len() <= MAX_FRAME);
-        self.sent.push(frame.to_vec());
-    }
-    fn receive(&mut self, buf: &mut [u8]) -> Option<usize> {
-        let n = self.pending.pop_front()?.min(buf.len());
-        buf[..n].fill(0x5A);
-        Some(n)
-    }
-}
-
-type Dev = VirtioNet<Ram, Frames>;
-
-fn w32(d: &mut Dev, off: u32, v: u32) {
-    d.mmio_write(u64::from(off), &v.to_le_bytes())
-        .expect("register decodes");
-}
-
-/// The device after Linux's bring-up with 16-entry queues at fixed places.
-fn device() -> Dev {
-    let ram = Ram {
-        mem: RefCell::new(vec![0; RAM]),
-    };
-    let mut d = VirtioNet::new(ram, Frames::default(), [6, 0, 0, 1, 0, 0]);
-    w32(&mut d, reg::STATUS, status::ACKNOWLEDGE | status::DRIVER);
-    w32(&mut d, reg::DRIVER_FEATURES_SEL, 1);
-    w32(&mut d, reg::DRIVER_FEATURES, 1);
-    w32(
-        &mut d,
-        reg::STATUS,
-        status::ACKNOWLEDGE | status::DRIVER | status::FEATURES_OK,
-    );
-    for (q, desc, avail, used) in [
-        (0, RX_DESC, RX_AVAIL, RX_USED),
-        (1, TX_DESC, TX_AVAIL, TX_USED),
-    ] {
-        w32(&mut d, reg::QUEUE_SEL, q);
-        w32(&mut d, reg::QUEUE_NUM, u32::from(NUM));
-        w32(&mut d, reg::QUEUE_DESC_LOW, desc as u32);
-        w32(&mut d, reg::QUEUE_DRIVER_LOW, avail as u32);
-        w32(&mut d, reg::QUEUE_DEVICE_LOW, used as u32);
-        w32(&mut d, reg::QUEUE_READY, 1);
-    }
-    w32(&mut d, reg::STATUS, 0xF);
-    assert_eq!(d.status(), 0xF, "bring-up accepted");
-    d
-}
-
-fn desc_bytes(addr: u64, len: u32, flags: u16, next: u16) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    b[0..8].copy_from_slice(&addr.to_le_bytes());
-    b[8..12].copy_from_slice(&len.to_le_bytes());
-    b[12..14].copy_from_slice(&flags.to_le_bytes());
-    b[14..16].copy_from_slice(&next.to_le_bytes());
-    b
-}
+/// The MAC the device is brought up with.
+const MAC: [u8; 6] = [6, 0, 0, 1, 0, 0];
 
 /// Operation selectors, for [`seed`].
 pub mod op {
@@ -166,7 +40,7 @@ pub mod op {
 
 pub fn run(data: &[u8]) {
     let mut input = Input::new(data);
-    let mut d = device();
+    let mut d = device(Ram::checked(), MAC);
     while !input.is_empty() {
         match input.u8() % op::COUNT {
             op::DESC => {
@@ -207,7 +81,7 @@ pub fn run(data: &[u8]) {
             }
             op::FRAME => {
                 let n = usize::from(input.u16()) % 1600;
-                d.backend_mut().pending.push_back(n);
+                d.backend_mut().pending.push_back(vec![0x5A; n]);
             }
             op::POLL => {
                 d.poll_rx();
@@ -221,7 +95,7 @@ pub fn run(data: &[u8]) {
                 // The write check knows the rings at their fixed places: register writes
                 // leave the queue configuration (select, size, ready, areas) alone.
                 let off = match u64::from(input.u16() % 0x240) {
-                    o @ (0x30..=0x4F | 0x80..=0xAF) => o % 4 + u64::from(reg::INTERRUPT_ACK),
+                    o if reconfigures_queues(o) => o % 4 + u64::from(reg::INTERRUPT_ACK),
                     o => o,
                 };
                 let w = usize::from(input.u8() % 9);
@@ -232,7 +106,7 @@ pub fn run(data: &[u8]) {
             _ => {
                 // A fresh device sends one well-formed chain exactly.
                 let n = usize::from(input.u16()) % (MAX_FRAME + 1);
-                let mut f = device();
+                let mut f = device(Ram::checked(), MAC);
                 let frame: Vec<u8> = (0..n).map(|i| i as u8).collect();
                 f.ram().poke(0x8000, &[0; 12]);
                 f.ram().poke(0x8000 + 12, &frame);
@@ -245,12 +119,7 @@ pub fn run(data: &[u8]) {
                 assert!(f.irq());
             }
         }
-        let isr = d.read_reg(reg::INTERRUPT_STATUS);
-        assert_eq!(d.irq(), isr != 0);
-        assert_eq!(isr & !3, 0);
-        if let Some((diag, _)) = d.take_diagnostic() {
-            assert!(!diag.to_string().is_empty());
-        }
+        check(&mut d);
     }
 }
 

@@ -1,7 +1,7 @@
 //! Target `vtlb`: the virtual TLB (`kestrel_vtlb`) driven the way the kernel drives it,
-//! against the reference model of `vtlb/tests/model.rs` (QEMU's `helper_440_tlbwe`,
-//! `tlbre` and `ppcemb_tlb_check` in hex constants, host memory as a map of aligned
-//! pages).
+//! against the reference model `kestrel_testkit::vtlb` (QEMU's `helper_440_tlbwe`, `tlbre`
+//! and `ppcemb_tlb_check` in hex constants, host memory as a map of aligned pages; shared
+//! with `vtlb/tests/model.rs`, as are the rules a hit and a shadow slot must obey).
 //!
 //! Input: a host map (up to eight aligned host pages, optionally one 256 MiB RWX page at
 //! guest-physical 0), then operations: `tlbwe` of one word or of a whole entry (each word
@@ -26,225 +26,21 @@
 
 use crate::input::{Input, SeedWriter};
 use kestrel_abi::Rights;
-use kestrel_vtlb::{
-    fig5_tid, hw_pid, needs_flush, shadow_fill, split_fill, Access, Event, FillResult,
-    GuestPhysMap, GuestTlb, HostPage, HwEntry, PageSize, Perms, Placement, ShadowTlb, SplitFill,
-    Wimge, SPLIT_PAGE, TID_KERNEL, TID_SHARED, TID_USER,
+use kestrel_testkit::vtlb::{
+    check_entry, check_fill, multi_hit, EntryDraw, HostMap, RefTlb, Region, EA_ANCHORS,
+    GPA_ANCHORS, OFFSETS,
 };
-use std::collections::HashMap;
+use kestrel_vtlb::{
+    needs_flush, split_fill, Access, Event, FillResult, GuestTlb, HwEntry, Placement, ShadowTlb,
+    SplitFill, SPLIT_PAGE,
+};
 
 /// Shadow slots: few, so that fills evict each other.
 const SLOTS: usize = 8;
 
 // ---------------------------------------------------------------------------------------
-// Reference model (from vtlb/tests/model.rs)
-
-#[derive(Clone, Copy, Debug, Default)]
-struct RefEntry {
-    epn: u32,
-    /// Bytes, computed in 32 bits like QEMU: 0 for SIZE codes 0xB..=0xF.
-    size: u32,
-    ts: bool,
-    valid: bool,
-    tid: u8,
-    rpn: u32,
-    w2: u32,
-}
-
-impl RefEntry {
-    fn mask(&self) -> u32 {
-        !self.size.wrapping_sub(1)
-    }
-
-    fn matches(&self, ea: u32, pid: u8, ts: bool) -> bool {
-        self.valid
-            && (self.tid == 0 || self.tid == pid)
-            && self.ts == ts
-            && ea & self.mask() == self.epn
-    }
-
-    fn translate(&self, ea: u32) -> u64 {
-        let low = (self.rpn & self.mask()) | (ea & !self.mask());
-        u64::from(low) | (u64::from(self.rpn & 0xF) << 32)
-    }
-
-    fn block(&self) -> Option<(u64, u64)> {
-        if !self.valid || self.epn & !self.mask() != 0 {
-            return None;
-        }
-        let len = if self.size == 0 {
-            1u64 << 32
-        } else {
-            u64::from(self.size)
-        };
-        Some((u64::from(self.epn), u64::from(self.epn) + len))
-    }
-
-    fn user(&self) -> Rights {
-        Rights(
-            ((self.w2 & 0x08 != 0) as u8) * 4
-                + ((self.w2 & 0x10 != 0) as u8) * 2
-                + (self.w2 & 0x20 != 0) as u8,
-        )
-    }
-
-    fn supervisor(&self) -> Rights {
-        Rights(
-            ((self.w2 & 0x01 != 0) as u8) * 4
-                + ((self.w2 & 0x02 != 0) as u8) * 2
-                + (self.w2 & 0x04 != 0) as u8,
-        )
-    }
-
-    fn rights(&self, pr: bool) -> Rights {
-        if pr {
-            self.user()
-        } else {
-            self.supervisor()
-        }
-    }
-
-    fn wimge(&self) -> u8 {
-        ((self.w2 >> 7) & 0x1F) as u8
-    }
-}
-
-/// QEMU's `booke_page_size_to_tlb`, with `tlbre`'s fallback to 1 for unknown sizes.
-fn size_code_of(size: u32) -> u32 {
-    match size {
-        0x400 => 0,
-        0x1000 => 1,
-        0x4000 => 2,
-        0x1_0000 => 3,
-        0x4_0000 => 4,
-        0x10_0000 => 5,
-        0x40_0000 => 6,
-        0x100_0000 => 7,
-        0x400_0000 => 8,
-        0x1000_0000 => 9,
-        0x4000_0000 => 0xA,
-        _ => 1,
-    }
-}
-
-struct RefTlb {
-    e: Vec<RefEntry>,
-}
-
-impl RefTlb {
-    fn new() -> RefTlb {
-        // Reset entries hold word 0 = 0: SIZE code 0, 1 KiB.
-        let reset = RefEntry {
-            size: 1024,
-            ..RefEntry::default()
-        };
-        RefTlb { e: vec![reset; 64] }
-    }
-
-    fn tlbwe(&mut self, index: u32, word: u32, value: u32, mmucr: u32) -> bool {
-        if word > 2 {
-            return false;
-        }
-        let e = &mut self.e[(index & 0x3F) as usize];
-        match word {
-            0 => {
-                e.epn = value & 0xFFFF_FC00;
-                e.size = 1024u32 << (2 * ((value >> 4) & 0xF));
-                e.ts = value & 0x100 != 0;
-                e.valid = value & 0x200 != 0;
-                e.tid = (mmucr & 0xFF) as u8;
-            }
-            1 => e.rpn = value & 0xFFFF_FC0F,
-            _ => e.w2 = value & (0xFF00 | 0x80 | 0x3F),
-        }
-        true
-    }
-
-    fn tlbre(&self, index: u32, word: u32, mmucr: u32) -> Option<(u32, Option<u32>)> {
-        let e = &self.e[(index & 0x3F) as usize];
-        match word {
-            0 => {
-                let v = e.epn
-                    | (size_code_of(e.size) << 4)
-                    | if e.ts { 0x100 } else { 0 }
-                    | if e.valid { 0x200 } else { 0 };
-                Some((v, Some((mmucr & !0xFF) | u32::from(e.tid))))
-            }
-            1 => Some((e.rpn, None)),
-            2 => Some((e.w2, None)),
-            _ => None,
-        }
-    }
-
-    fn first_match(&self, ea: u32, pid: u8, ts: bool) -> Option<usize> {
-        self.e.iter().position(|e| e.matches(ea, pid, ts))
-    }
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Region {
-    gpa: u64,
-    size: u32,
-    host: u32,
-    rights: Rights,
-    device: bool,
-}
-
-impl Region {
-    fn end(&self) -> u64 {
-        self.gpa + u64::from(self.size)
-    }
-}
-
-#[derive(Default)]
-struct HostMap {
-    pages: HashMap<(u32, u64), Region>,
-}
-
-impl HostMap {
-    /// Adds `r` unless it overlaps a page already there.
-    fn insert(&mut self, r: Region) {
-        if self
-            .pages
-            .values()
-            .all(|o| r.end() <= o.gpa || o.end() <= r.gpa)
-        {
-            self.pages.insert((r.size.trailing_zeros(), r.gpa), r);
-        }
-    }
-
-    fn region_of(&self, gpa: u64) -> Option<Region> {
-        self.pages
-            .values()
-            .copied()
-            .find(|r| gpa >= r.gpa && gpa < r.end())
-    }
-}
-
-impl GuestPhysMap for HostMap {
-    fn translate(&self, gpa: u64) -> Option<HostPage> {
-        (12..32)
-            .find_map(|log| self.pages.get(&(log, gpa & !((1u64 << log) - 1))))
-            .map(|r| {
-                HostPage::new(r.host, r.size, r.rights, r.device).expect("regions are aligned")
-            })
-    }
-}
-
-// ---------------------------------------------------------------------------------------
 // Input decoding
 
-const EA_ANCHORS: [u32; 5] = [
-    0x0000_0000,
-    0x0040_0000,
-    0x1000_0000,
-    0xC000_0000,
-    0xFFC0_0000,
-];
-const GPA_ANCHORS: [u32; 4] = [0x0000_0000, 0x0080_0000, 0x0400_0000, 0x1000_0000];
-const OFFSETS: [u32; 8] = [
-    0, 0x400, 0x1000, 0x3000, 0x1_0000, 0x10_0000, 0x12_3400, 0x100_0000,
-];
 const SIZE_CODES: [u32; 11] = [0, 1, 2, 3, 4, 5, 7, 9, 0xA, 6, 8];
 
 /// An offset: one of the shared values most of the time (so entries nest), else any.
@@ -289,27 +85,25 @@ fn entry_write(input: &mut Input) -> (u32, [u32; 3], u32) {
     let junk = input.u32();
     let mmucr_other = input.u32();
 
-    let size = 1u64 << (10 + 2 * code.min(11));
-    let raw = anchor.wrapping_add(off % (16 << 20)) & 0xFFFF_FC00;
-    let epn = if aligned {
-        (u64::from(raw) & !(size - 1)) as u32
-    } else {
-        raw
-    };
-    let w0 = epn
-        | (code << 4)
-        | if valid { 0x200 } else { 0 }
-        | if ts { 0x100 } else { 0 }
-        | (junk & 0xF);
-    let rpn = ganchor.wrapping_add(goff) & 0xFFFF_FC00;
-    let ext = if erpn >= 0xE0 {
-        u32::from(erpn & 0xF)
-    } else {
-        0
-    };
-    let w1 = rpn | ext | (junk & 0x3F0);
-    let w2 = perms | (attr & 0xFF80) | (junk & 0xFFFF_0040);
-    (index, [w0, w1, w2], (mmucr_other & !0xFF) | u32::from(tid))
+    let words = EntryDraw {
+        anchor,
+        offset: off,
+        code,
+        aligned,
+        valid,
+        ts,
+        gpa: ganchor.wrapping_add(goff),
+        erpn: if erpn >= 0xE0 {
+            u32::from(erpn & 0xF)
+        } else {
+            0
+        },
+        perms,
+        attr,
+        junk,
+    }
+    .words();
+    (index, words, (mmucr_other & !0xFF) | u32::from(tid))
 }
 
 fn region(input: &mut Input) -> Region {
@@ -341,15 +135,10 @@ fn query(input: &mut Input, model: &RefTlb, pid: u8, ts: bool) -> (u32, u8, bool
     let pick = input.u8();
     let off = offset(input);
     let raw = input.u32();
-    let valid: Vec<&RefEntry> = model.e.iter().filter(|e| e.valid).collect();
+    let valid = model.valid();
     if how < 0xD0 && !valid.is_empty() {
         let e = valid[usize::from(pick) % valid.len()];
-        let len = if e.size == 0 {
-            1u64 << 32
-        } else {
-            u64::from(e.size)
-        };
-        let ea = e.epn.wrapping_add((u64::from(off) % len) as u32);
+        let ea = e.epn.wrapping_add((u64::from(off) % e.span()) as u32);
         if how & 1 == 0 {
             return (ea, if e.tid == 0 { pid } else { e.tid }, e.ts);
         }
@@ -527,14 +316,6 @@ pub fn run(data: &[u8]) {
     }
 }
 
-#[derive(Debug, PartialEq, Eq)]
-enum Kind {
-    Hit(usize),
-    GuestMiss,
-    GuestProtection,
-    PhysMiss(u64),
-}
-
 /// A TLB miss at `ea` for `access` by the instruction at `pc`, as the kernel handles it:
 /// checked against the model, then the entry (narrowed by `split_fill` while the guest
 /// runs split) goes into the shadow TLB. Returns where it went.
@@ -545,29 +326,8 @@ fn fill(s: &mut State, ea: u32, access: Access, pc: u32) -> Option<Placement> {
     } else {
         s.ds
     };
-    let got = shadow_fill(&s.guest, map, ea, s.pid, s.pr, access, ts);
-    let want = match model.first_match(ea, s.pid, ts) {
-        None => Kind::GuestMiss,
-        Some(i) if !model.e[i].rights(s.pr).contains(access.right()) => Kind::GuestProtection,
-        Some(i) => {
-            let gpa = model.e[i].translate(ea);
-            match map.region_of(gpa) {
-                Some(r) if r.rights.contains(access.right()) => Kind::Hit(i),
-                _ => Kind::PhysMiss(gpa),
-            }
-        }
-    };
-    let kind = match got {
-        FillResult::Hit { guest_index, .. } => Kind::Hit(guest_index as usize),
-        FillResult::GuestMiss => Kind::GuestMiss,
-        FillResult::GuestProtection => Kind::GuestProtection,
-        FillResult::PhysMiss { gpa } => Kind::PhysMiss(gpa),
-    };
-    assert_eq!(
-        kind, want,
-        "fill {ea:#x} {access:?} pid {} pr {} ts {ts}",
-        s.pid, s.pr
-    );
+    let got = check_fill(&s.guest, model, map, ea, (s.pid, s.pr, ts), access)
+        .unwrap_or_else(|m| panic!("{m}"));
     if s.is != s.ds {
         let split = split_fill(&s.guest, map, ea, s.pid, s.pr, access, s.is, s.ds, pc);
         assert_eq!(
@@ -586,53 +346,6 @@ fn fill(s: &mut State, ea: u32, access: Access, pc: u32) -> Option<Placement> {
     let FillResult::Hit { hw, guest_index } = got else {
         return None;
     };
-    let gi = guest_index as usize;
-    let e = &model.e[gi];
-    let tid = if e.user() == e.supervisor() {
-        TID_SHARED
-    } else if s.pr {
-        TID_USER
-    } else {
-        TID_KERNEL
-    };
-    assert_eq!(hw.tid, tid, "Fig. 5 TID");
-    let perms = Perms {
-        user: e.user(),
-        supervisor: e.supervisor(),
-    };
-    assert_eq!(fig5_tid(perms, s.pr).0, tid);
-    assert!(
-        hw.visible_with_pid(hw_pid(s.pr)),
-        "usable in the current mode"
-    );
-    assert!(hw.contains(ea), "covers the faulting address");
-    let r = map
-        .region_of(e.translate(ea))
-        .expect("a hit has a host page");
-    assert_eq!(hw.perms, e.rights(s.pr).intersect(r.rights), "guest ∩ VMM");
-    assert!(
-        hw.perms.contains(access.right()),
-        "allows the faulting access"
-    );
-    let wimge = if r.device {
-        e.wimge() | 0b01010
-    } else {
-        e.wimge()
-    };
-    assert_eq!(hw.wimge, Wimge(wimge));
-    check_entry(model, map, &hw, gi, s.pid, ts).unwrap_or_else(|m| panic!("fill {ea:#x}: {m}"));
-    // As large as allowed: the next architected size breaks a rule.
-    if let Some(bigger) = PageSize::ALL.iter().find(|p| p.bytes() > hw.bytes()) {
-        let b = u64::from(bigger.bytes());
-        let base = u64::from(ea) & !(b - 1);
-        let guest_size = e.block().map(|(s, t)| t - s).expect("matched");
-        assert!(
-            b > guest_size
-                || b > u64::from(r.size)
-                || shadowed_by_earlier(model, gi, (base, base + b), s.pid, ts),
-            "fill {ea:#x}: {bigger:?} would have fit"
-        );
-    }
     // With MSR[IS] != MSR[DS] the kernel installs what `split_fill` says: the hit narrowed
     // to SPLIT_PAGE and to the access class's permissions, or nothing (it emulates).
     let hw = if s.is != s.ds {
@@ -691,80 +404,6 @@ fn fill(s: &mut State, ea: u32, access: Access, pc: u32) -> Option<Placement> {
     Some(placement)
 }
 
-fn shadowed_by_earlier(model: &RefTlb, gi: usize, range: (u64, u64), pid: u8, ts: bool) -> bool {
-    model.e[..gi].iter().any(|e| {
-        (e.tid == 0 || e.tid == pid)
-            && e.ts == ts
-            && e.block().is_some_and(|b| range.0 < b.1 && b.0 < range.1)
-    })
-}
-
-/// The rules a hardware entry derived from guest entry `gi` obeys while the guest runs
-/// with `pid` and `ts` (`check_subset` of model.rs).
-fn check_entry(
-    model: &RefTlb,
-    map: &HostMap,
-    hw: &HwEntry,
-    gi: usize,
-    pid: u8,
-    ts: bool,
-) -> Result<(), String> {
-    let e = &model.e[gi];
-    let range = (u64::from(hw.epn), u64::from(hw.epn) + u64::from(hw.bytes()));
-    let fail = |what: &str| {
-        Err(format!(
-            "{what}: {hw:x?} from entry {gi} {e:x?} (pid {pid}, ts {ts})"
-        ))
-    };
-    if !PageSize::ALL.contains(&hw.size)
-        || hw.epn & (hw.bytes() - 1) != 0
-        || hw.rpn_base & (hw.bytes() - 1) != 0
-    {
-        return fail("size or alignment");
-    }
-    if !(e.valid && (e.tid == 0 || e.tid == pid) && e.ts == ts) {
-        return fail("source entry not in context");
-    }
-    let Some(block) = e.block() else {
-        return fail("source entry has no block");
-    };
-    if !(block.0 <= range.0 && range.1 <= block.1) {
-        return fail("outside the guest page");
-    }
-    if shadowed_by_earlier(model, gi, range, pid, ts) {
-        return fail("an earlier guest entry wins inside the page");
-    }
-    let gpa0 = e.translate(hw.epn);
-    if e.translate((range.1 - 1) as u32) != gpa0 + u64::from(hw.bytes()) - 1 {
-        return fail("guest translation not linear");
-    }
-    let Some(r) = map.region_of(gpa0) else {
-        return fail("no host page");
-    };
-    if gpa0 + u64::from(hw.bytes()) > r.end() {
-        return fail("more than one host page");
-    }
-    if u64::from(hw.rpn_base) != u64::from(r.host) + (gpa0 - r.gpa) {
-        return fail("not the two-stage translation");
-    }
-    if !r.rights.contains(hw.perms) {
-        return fail("more than the VMM's rights");
-    }
-    if r.device && !Wimge(hw.wimge.0).contains(Wimge::I.union(Wimge::G)) {
-        return fail("device page without I and G");
-    }
-    for pr in [false, true] {
-        if hw.visible_with_pid(hw_pid(pr)) && !e.rights(pr).contains(hw.perms) {
-            return fail(if pr {
-                "more than the guest's user rights"
-            } else {
-                "more than the guest's supervisor rights"
-            });
-        }
-    }
-    Ok(())
-}
-
 /// Every occupied slot is right for the current context; no two overlap under a common
 /// hardware PID.
 fn check_slots(s: &State) {
@@ -791,10 +430,8 @@ fn check_slots(s: &State) {
         }
         for &j in occupied.iter().filter(|&&j| j > i) {
             let other = s.shadow.slot(j).expect("occupied").hw;
-            let common =
-                slot.hw.tid == other.tid || slot.hw.tid == TID_SHARED || other.tid == TID_SHARED;
             assert!(
-                !(common && slot.hw.overlaps(other.epn, u64::from(other.bytes()))),
+                !multi_hit(&slot.hw, &other),
                 "slots {i} and {j} overlap: {:x?} {:x?}",
                 slot.hw,
                 other

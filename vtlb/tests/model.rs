@@ -1,4 +1,6 @@
-//! Property tests of the virtual TLB against a plain reference model.
+//! Property tests of the virtual TLB against a plain reference model
+//! (`kestrel_testkit::vtlb`, shared with the `vtlb` fuzz target, as are the rules a hit
+//! and a shadow slot must obey).
 //!
 //! The model is written from QEMU's `helper_440_tlbwe`/`tlbre` and `ppcemb_tlb_check`
 //! with hex constants and 32-bit wrapping arithmetic, independently of the crate's field
@@ -14,242 +16,26 @@
 
 use kestrel_abi::Rights;
 use kestrel_ppc440::mmucr;
+use kestrel_testkit::vtlb::{
+    self, check_entry, kind_of, multi_hit, reference_kind, EntryDraw, HostMap, Kind, RefTlb,
+    Region, EA_ANCHORS, GPA_ANCHORS, OFFSETS,
+};
 use kestrel_vtlb::{
-    fig5_tid, hw_pid, needs_flush, shadow_fill, split_fill, Access, Event, FillResult,
-    GuestPhysMap, GuestTlb, HostPage, HwEntry, PageSize, ShadowTlb, SplitFill, Wimge, SPLIT_PAGE,
-    TID_KERNEL, TID_SHARED, TID_USER,
+    fig5_tid, hw_pid, needs_flush, shadow_fill, split_fill, Access, Event, FillResult, GuestTlb,
+    HwEntry, PageSize, ShadowTlb, SplitFill, Wimge, SPLIT_PAGE, TID_KERNEL, TID_SHARED, TID_USER,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
-use std::collections::HashMap;
-
-// ------------------------------------------------------------------------------------
-// Reference model of the guest TLB
-// ------------------------------------------------------------------------------------
-
-/// One entry as QEMU's `ppcemb_tlb_t` holds it.
-#[derive(Clone, Copy, Debug, Default)]
-struct RefEntry {
-    epn: u32,
-    /// Bytes, computed in 32 bits like QEMU: 0 for SIZE codes 0xB..=0xF.
-    size: u32,
-    ts: bool,
-    valid: bool,
-    tid: u8,
-    /// Word 1 as kept: RPN | ERPN.
-    rpn: u32,
-    /// Word 2 as kept: U0-U3, WIMG (QEMU's 0xFF00), E (0x80, kept like the hardware),
-    /// and the six permission bits.
-    w2: u32,
-}
-
-impl RefEntry {
-    fn mask(&self) -> u32 {
-        !self.size.wrapping_sub(1)
-    }
-
-    /// QEMU's `ppcemb_tlb_check` plus the AS comparison.
-    fn matches(&self, ea: u32, pid: u8, ts: bool) -> bool {
-        self.valid
-            && (self.tid == 0 || self.tid == pid)
-            && self.ts == ts
-            && ea & self.mask() == self.epn
-    }
-
-    fn translate(&self, ea: u32) -> u64 {
-        let low = (self.rpn & self.mask()) | (ea & !self.mask());
-        u64::from(low) | (u64::from(self.rpn & 0xF) << 32)
-    }
-
-    /// The set of addresses the entry can match, as a half-open range (empty: None).
-    fn block(&self) -> Option<(u64, u64)> {
-        if !self.valid || self.epn & !self.mask() != 0 {
-            return None;
-        }
-        let len = if self.size == 0 {
-            1u64 << 32
-        } else {
-            u64::from(self.size)
-        };
-        Some((u64::from(self.epn), u64::from(self.epn) + len))
-    }
-
-    fn user(&self) -> Rights {
-        Rights(
-            ((self.w2 & 0x08 != 0) as u8) * 4
-                + ((self.w2 & 0x10 != 0) as u8) * 2
-                + (self.w2 & 0x20 != 0) as u8,
-        )
-    }
-
-    fn supervisor(&self) -> Rights {
-        Rights(
-            ((self.w2 & 0x01 != 0) as u8) * 4
-                + ((self.w2 & 0x02 != 0) as u8) * 2
-                + (self.w2 & 0x04 != 0) as u8,
-        )
-    }
-
-    /// The permissions the 440 applies with `MSR[PR]` = `pr`.
-    fn rights(&self, pr: bool) -> Rights {
-        if pr {
-            self.user()
-        } else {
-            self.supervisor()
-        }
-    }
-
-    fn wimge(&self) -> u8 {
-        ((self.w2 >> 7) & 0x1F) as u8
-    }
-}
-
-/// QEMU's `booke_page_size_to_tlb`, with `tlbre`'s fallback to 1 for unknown sizes.
-fn size_code_of(size: u32) -> u32 {
-    match size {
-        0x400 => 0,
-        0x1000 => 1,
-        0x4000 => 2,
-        0x1_0000 => 3,
-        0x4_0000 => 4,
-        0x10_0000 => 5,
-        0x40_0000 => 6,
-        0x100_0000 => 7,
-        0x400_0000 => 8,
-        0x1000_0000 => 9,
-        0x4000_0000 => 0xA,
-        _ => 1,
-    }
-}
-
-#[derive(Clone, Debug)]
-struct RefTlb {
-    e: Vec<RefEntry>,
-}
-
-impl RefTlb {
-    fn new() -> RefTlb {
-        RefTlb {
-            e: vec![RefEntry::default(); 64],
-        }
-    }
-
-    fn tlbwe(&mut self, index: u32, word: u32, value: u32, mmucr: u32) -> bool {
-        if word > 2 {
-            return false;
-        }
-        let e = &mut self.e[(index & 0x3F) as usize];
-        match word {
-            0 => {
-                e.epn = value & 0xFFFF_FC00;
-                e.size = 1024u32 << (2 * ((value >> 4) & 0xF));
-                e.ts = value & 0x100 != 0;
-                e.valid = value & 0x200 != 0;
-                e.tid = (mmucr & 0xFF) as u8;
-            }
-            1 => e.rpn = value & 0xFFFF_FC0F,
-            _ => e.w2 = value & (0xFF00 | 0x80 | 0x3F),
-        }
-        true
-    }
-
-    fn tlbre(&self, index: u32, word: u32, mmucr: u32) -> Option<(u32, Option<u32>)> {
-        let e = &self.e[(index & 0x3F) as usize];
-        match word {
-            0 => {
-                let v = e.epn
-                    | (size_code_of(e.size) << 4)
-                    | if e.ts { 0x100 } else { 0 }
-                    | if e.valid { 0x200 } else { 0 };
-                Some((v, Some((mmucr & !0xFF) | u32::from(e.tid))))
-            }
-            1 => Some((e.rpn, None)),
-            2 => Some((e.w2, None)),
-            _ => None,
-        }
-    }
-
-    fn first_match(&self, ea: u32, pid: u8, ts: bool) -> Option<usize> {
-        self.e.iter().position(|e| e.matches(ea, pid, ts))
-    }
-}
-
-// ------------------------------------------------------------------------------------
-// Reference host memory: aligned host pages keyed by (log2 size, guest-physical base)
-// ------------------------------------------------------------------------------------
-
-#[derive(Clone, Copy, Debug)]
-struct Region {
-    gpa: u64,
-    size: u32,
-    host: u32,
-    rights: Rights,
-    device: bool,
-}
-
-impl Region {
-    fn end(&self) -> u64 {
-        self.gpa + u64::from(self.size)
-    }
-}
-
-#[derive(Clone, Debug, Default)]
-struct HostMap {
-    pages: HashMap<(u32, u64), Region>,
-}
-
-impl HostMap {
-    /// Adds `r` unless it overlaps a page already there.
-    fn insert(&mut self, r: Region) {
-        if self
-            .pages
-            .values()
-            .all(|o| r.end() <= o.gpa || o.end() <= r.gpa)
-        {
-            self.pages.insert((r.size.trailing_zeros(), r.gpa), r);
-        }
-    }
-
-    /// Reference lookup: a plain scan.
-    fn region_of(&self, gpa: u64) -> Option<Region> {
-        self.pages
-            .values()
-            .copied()
-            .find(|r| gpa >= r.gpa && gpa < r.end())
-    }
-}
-
-impl GuestPhysMap for HostMap {
-    fn translate(&self, gpa: u64) -> Option<HostPage> {
-        (12..32)
-            .find_map(|log| self.pages.get(&(log, gpa & !((1u64 << log) - 1))))
-            .map(|r| {
-                HostPage::new(r.host, r.size, r.rights, r.device)
-                    .expect("generated regions are aligned")
-            })
-    }
-}
 
 // ------------------------------------------------------------------------------------
 // Generators
 // ------------------------------------------------------------------------------------
 
-/// Effective addresses cluster around a few places so that entries overlap and queries hit.
-const EA_ANCHORS: [u32; 5] = [
-    0x0000_0000,
-    0x0040_0000,
-    0x1000_0000,
-    0xC000_0000,
-    0xFFC0_0000,
-];
-/// Guest-physical addresses cluster likewise, so that host pages back some of them.
-const GPA_ANCHORS: [u32; 4] = [0x0000_0000, 0x0080_0000, 0x0400_0000, 0x1000_0000];
-
 /// Offsets into anchors and pages: mostly a few shared values, so that entries nest inside
 /// each other and queries land on the host pages placed under entries.
 fn offset() -> impl Strategy<Value = u32> {
     prop_oneof![
-        3 => prop::sample::select(vec![0u32, 0x400, 0x1000, 0x3000, 0x1_0000, 0x10_0000, 0x12_3400, 0x100_0000]),
+        3 => prop::sample::select(OFFSETS.to_vec()),
         2 => any::<u32>(),
     ]
 }
@@ -304,21 +90,20 @@ fn entry_write() -> impl Strategy<Value = EntryWrite> {
             (ganchor, goff, ext, erpn),
             (perms, attr, junk, mmucr_other),
         )| {
-            let size = 1u64 << (10 + 2 * code.min(11));
-            let raw = EA_ANCHORS[anchor].wrapping_add(off % (16 << 20)) & 0xFFFF_FC00;
-            let epn = if aligned {
-                (u64::from(raw) & !(size - 1)) as u32
-            } else {
-                raw
-            };
-            let w0 = epn
-                | (code << 4)
-                | if valid { 0x200 } else { 0 }
-                | if ts { 0x100 } else { 0 }
-                | (junk & 0xF);
-            let rpn = GPA_ANCHORS[ganchor].wrapping_add(goff) & 0xFFFF_FC00;
-            let w1 = rpn | if ext { erpn } else { 0 } | (junk & 0x3F0);
-            let w2 = perms | (attr & 0xFF80) | (junk & 0xFFFF_0040);
+            let words = EntryDraw {
+                anchor: EA_ANCHORS[anchor],
+                offset: off,
+                code,
+                aligned,
+                valid,
+                ts,
+                gpa: GPA_ANCHORS[ganchor].wrapping_add(goff),
+                erpn: if ext { erpn } else { 0 },
+                perms,
+                attr,
+                junk,
+            }
+            .words();
             // Now and then an index with garbage above the six bits the 440 uses.
             let index = if junk >> 31 != 0 {
                 index | (junk & 0x7FFF_FFC0)
@@ -327,7 +112,7 @@ fn entry_write() -> impl Strategy<Value = EntryWrite> {
             };
             EntryWrite {
                 index,
-                words: [w0, w1, w2],
+                words,
                 mmucr: (mmucr_other & !0xFF) | u32::from(tid),
             }
         },
@@ -400,16 +185,11 @@ fn query() -> impl Strategy<Value = Query> {
 impl Query {
     /// The access's (EA, PID, TS) against the entries in `model`.
     fn resolve(&self, model: &RefTlb) -> (u32, u8, bool) {
-        let valid: Vec<&RefEntry> = model.e.iter().filter(|e| e.valid).collect();
+        let valid = model.valid();
         match &self.near {
             Some((pick, off, aim)) if !valid.is_empty() => {
                 let e = valid[pick.index(valid.len())];
-                let len = if e.size == 0 {
-                    1u64 << 32
-                } else {
-                    u64::from(e.size)
-                };
-                let ea = e.epn.wrapping_add((u64::from(*off) % len) as u32);
+                let ea = e.epn.wrapping_add((u64::from(*off) % e.span()) as u32);
                 if *aim {
                     (ea, if e.tid == 0 { self.pid } else { e.tid }, e.ts)
                 } else {
@@ -450,18 +230,13 @@ fn backing() -> impl Strategy<Value = Backing> {
 /// The host map: `backings` placed under the guest's entries first, then `regions`.
 fn build_host(model: &RefTlb, backings: &[Backing], regions: &[Region]) -> HostMap {
     let mut map = HostMap::default();
-    let valid: Vec<&RefEntry> = model.e.iter().filter(|e| e.valid).collect();
+    let valid = model.valid();
     for b in backings {
         if valid.is_empty() {
             break;
         }
         let e = valid[b.pick.index(valid.len())];
-        let len = if e.size == 0 {
-            1u64 << 32
-        } else {
-            u64::from(e.size)
-        }
-        .min(1 << 28);
+        let len = e.span().min(1 << 28);
         let tile = (1u64 << b.log).max(len / 64);
         let start = e.translate(e.epn) & !(tile - 1);
         for i in 0..(len.div_ceil(tile)) {
@@ -507,134 +282,9 @@ fn build(writes: &[EntryWrite]) -> (GuestTlb, RefTlb) {
 // The checks
 // ------------------------------------------------------------------------------------
 
-#[derive(Debug, PartialEq, Eq)]
-enum Kind {
-    Hit(usize),
-    GuestMiss,
-    GuestProtection,
-    PhysMiss(u64),
-}
-
-/// What the reference model says a fill must do.
-fn reference_kind(
-    model: &RefTlb,
-    map: &HostMap,
-    ea: u32,
-    pid: u8,
-    pr: bool,
-    access: Access,
-    ts: bool,
-) -> Kind {
-    let Some(i) = model.first_match(ea, pid, ts) else {
-        return Kind::GuestMiss;
-    };
-    let e = &model.e[i];
-    if !e.rights(pr).contains(access.right()) {
-        return Kind::GuestProtection;
-    }
-    let gpa = e.translate(ea);
-    match map.region_of(gpa) {
-        Some(r) if r.rights.contains(access.right()) => Kind::Hit(i),
-        _ => Kind::PhysMiss(gpa),
-    }
-}
-
-fn kind_of(r: &FillResult) -> Kind {
-    match *r {
-        FillResult::Hit { guest_index, .. } => Kind::Hit(guest_index as usize),
-        FillResult::GuestMiss => Kind::GuestMiss,
-        FillResult::GuestProtection => Kind::GuestProtection,
-        FillResult::PhysMiss { gpa } => Kind::PhysMiss(gpa),
-    }
-}
-
-fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
-    a.0 < b.1 && b.0 < a.1
-}
-
-fn hw_range(hw: &HwEntry) -> (u64, u64) {
-    (u64::from(hw.epn), u64::from(hw.epn) + u64::from(hw.bytes()))
-}
-
-/// Whether an earlier (index < `gi`) entry that can match in context overlaps `range`.
-fn shadowed_by_earlier(model: &RefTlb, gi: usize, range: (u64, u64), pid: u8, ts: bool) -> bool {
-    model.e[..gi].iter().any(|e| {
-        (e.tid == 0 || e.tid == pid) && e.ts == ts && e.block().is_some_and(|b| overlaps(b, range))
-    })
-}
-
-/// The rules every hardware entry derived from guest entry `gi` must obey in every guest
-/// mode where the hardware uses it: range inside the first-match region, linear
-/// translation through one host page, rights within guest ∩ VMM, device attributes.
-fn check_subset(
-    model: &RefTlb,
-    map: &HostMap,
-    hw: &HwEntry,
-    gi: usize,
-    pid: u8,
-    ts: bool,
-) -> Result<(), TestCaseError> {
-    let e = &model.e[gi];
-    let range = hw_range(hw);
-    prop_assert!(PageSize::ALL.contains(&hw.size), "architected size");
-    prop_assert_eq!(hw.epn & (hw.bytes() - 1), 0, "EPN aligned");
-    prop_assert_eq!(hw.rpn_base & (hw.bytes() - 1), 0, "RPN aligned");
-    prop_assert!(
-        e.valid && (e.tid == 0 || e.tid == pid) && e.ts == ts,
-        "source entry is in context"
-    );
-    let block = e.block().expect("a matching entry has a block");
-    prop_assert!(
-        block.0 <= range.0 && range.1 <= block.1,
-        "inside the guest page {block:x?}: {range:x?}"
-    );
-    prop_assert!(
-        !shadowed_by_earlier(model, gi, range, pid, ts),
-        "no earlier entry wins anywhere in {range:x?}"
-    );
-    for a in [range.0 as u32, (range.1 - 1) as u32] {
-        prop_assert_eq!(model.first_match(a, pid, ts), Some(gi));
-    }
-
-    let gpa0 = e.translate(hw.epn);
-    prop_assert_eq!(
-        e.translate((range.1 - 1) as u32),
-        gpa0 + u64::from(hw.bytes()) - 1,
-        "guest translation is linear"
-    );
-    let r = map.region_of(gpa0);
-    prop_assert!(r.is_some(), "host page for {gpa0:#x}");
-    let r = r.expect("checked");
-    prop_assert!(
-        gpa0 + u64::from(hw.bytes()) <= r.end(),
-        "inside one host page"
-    );
-    prop_assert_eq!(
-        u64::from(hw.rpn_base),
-        u64::from(r.host) + (gpa0 - r.gpa),
-        "hardware = two-stage translation"
-    );
-    prop_assert!(r.rights.contains(hw.perms), "within the VMM's rights");
-    if r.device {
-        prop_assert!(
-            Wimge(hw.wimge.0).contains(Wimge::I.union(Wimge::G)),
-            "device pages are I and G"
-        );
-    }
-    for pr in [false, true] {
-        if hw.visible_with_pid(hw_pid(pr)) {
-            prop_assert!(
-                e.rights(pr).contains(hw.perms),
-                "within the guest's rights with PR={}",
-                pr
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Checks one fill against the model: kind, Fig. 5 TID, exact rights and attributes,
-/// range subset, maximal size, and the tlbwe words.
+/// Checks one fill against the model (`kestrel_testkit::vtlb::check_fill`: the kind, and
+/// for a hit the Fig. 5 TID, exact rights and attributes, range subset, maximal size and
+/// the tlbwe words).
 fn check_fill(
     guest: &GuestTlb,
     model: &RefTlb,
@@ -642,74 +292,9 @@ fn check_fill(
     q: &Query,
 ) -> Result<(), TestCaseError> {
     let (ea, pid, ts) = q.resolve(model);
-    let got = shadow_fill(guest, map, ea, pid, q.pr, q.access, ts);
-    let want = reference_kind(model, map, ea, pid, q.pr, q.access, ts);
-    prop_assert_eq!(kind_of(&got), want, "ea {:#x}", ea);
-    let FillResult::Hit { hw, guest_index } = got else {
-        return Ok(());
-    };
-    let gi = guest_index as usize;
-    let e = &model.e[gi];
-
-    let tid = if e.user() == e.supervisor() {
-        TID_SHARED
-    } else if q.pr {
-        TID_USER
-    } else {
-        TID_KERNEL
-    };
-    prop_assert_eq!(hw.tid, tid, "Fig. 5");
-    prop_assert!(
-        hw.visible_with_pid(hw_pid(q.pr)),
-        "usable in the current mode"
-    );
-    prop_assert!(hw.contains(ea));
-    let r = map
-        .region_of(e.translate(ea))
-        .expect("a hit has a host page");
-    prop_assert_eq!(hw.perms, e.rights(q.pr).intersect(r.rights), "guest ∩ VMM");
-    prop_assert!(
-        hw.perms.contains(q.access.right()),
-        "allows the faulting access"
-    );
-    let wimge = if r.device {
-        e.wimge() | 0b01010
-    } else {
-        e.wimge()
-    };
-    prop_assert_eq!(hw.wimge, Wimge(wimge));
-    check_subset(model, map, &hw, gi, pid, ts)?;
-
-    // Maximal: the next larger architected size breaks one of the rules.
-    if let Some(bigger) = PageSize::ALL.iter().find(|s| s.bytes() > hw.bytes()) {
-        let b = u64::from(bigger.bytes());
-        let base = u64::from(ea) & !(b - 1);
-        let guest_size = e.block().map(|(s, t)| t - s).expect("matched");
-        prop_assert!(
-            b > guest_size
-                || b > u64::from(r.size)
-                || shadowed_by_earlier(model, gi, (base, base + b), pid, ts),
-            "{:?} would have fit",
-            bigger
-        );
-    }
-
-    let (w0, w1, w2) = hw.words();
-    prop_assert_eq!(
-        w0,
-        hw.epn | 0x200 | 0x100 | (u32::from(hw.size.code()) << 4)
-    );
-    prop_assert_eq!(w1, hw.rpn_base);
-    prop_assert_eq!(w2 & 0x07, 0, "no supervisor permissions");
-    prop_assert_eq!(
-        (w2 >> 3) & 0x7,
-        u32::from(hw.perms.contains(Rights::R))
-            | u32::from(hw.perms.contains(Rights::W)) << 1
-            | u32::from(hw.perms.contains(Rights::X)) << 2
-    );
-    prop_assert_eq!((w2 >> 7) & 0x1F, u32::from(hw.wimge.0));
-    prop_assert_eq!(w2 & !0x0FBF, 0);
-    Ok(())
+    vtlb::check_fill(guest, model, map, ea, (pid, q.pr, ts), q.access)
+        .map(drop)
+        .map_err(TestCaseError::fail)
 }
 
 // ------------------------------------------------------------------------------------
@@ -932,7 +517,8 @@ fn run_split_instruction<const N: usize>(
                     SplitFill::Fill(FillResult::Hit { hw, guest_index }) => {
                         prop_assert!(hw.contains(pc) && hw.bytes() <= SPLIT_PAGE.bytes());
                         prop_assert_eq!(hw.perms, hw.perms.intersect(Rights::X));
-                        check_subset(model, map, &hw, guest_index as usize, pid, is)?;
+                        check_entry(model, map, &hw, guest_index as usize, pid, is)
+                            .map_err(TestCaseError::fail)?;
                         shadow.insert(hw, guest_index);
                         fills += 1;
                         continue;
@@ -959,7 +545,8 @@ fn run_split_instruction<const N: usize>(
                 SplitFill::Fill(FillResult::Hit { hw, guest_index }) => {
                     prop_assert!(hw.contains(ea) && hw.bytes() <= SPLIT_PAGE.bytes());
                     prop_assert_eq!(hw.perms, hw.perms.intersect(Rights::RW));
-                    check_subset(model, map, &hw, guest_index as usize, pid, ds)?;
+                    check_entry(model, map, &hw, guest_index as usize, pid, ds)
+                        .map_err(TestCaseError::fail)?;
                     shadow.insert(hw, guest_index);
                     fills += 1;
                 }
@@ -1013,10 +600,8 @@ proptest! {
             let slots: Vec<_> = shadow.occupied().map(|i| *shadow.slot(i).expect("occupied")).collect();
             for (i, s) in slots.iter().enumerate() {
                 for t in &slots[i + 1..] {
-                    let same_pid =
-                        s.hw.tid == t.hw.tid || s.hw.tid == TID_SHARED || t.hw.tid == TID_SHARED;
                     prop_assert!(
-                        !(same_pid && overlaps(hw_range(&s.hw), hw_range(&t.hw))),
+                        !multi_hit(&s.hw, &t.hw),
                         "multi-hit: {:?} {:?}", s, t
                     );
                 }
@@ -1067,15 +652,10 @@ fn check_shadow<const N: usize>(
         .map(|i| *shadow.slot(i).expect("occupied"))
         .collect();
     for (i, s) in slots.iter().enumerate() {
-        check_subset(model, map, &s.hw, s.guest_index as usize, pid, ts)?;
+        check_entry(model, map, &s.hw, s.guest_index as usize, pid, ts)
+            .map_err(TestCaseError::fail)?;
         for t in &slots[i + 1..] {
-            let same_pid = s.hw.tid == t.hw.tid || s.hw.tid == TID_SHARED || t.hw.tid == TID_SHARED;
-            prop_assert!(
-                !(same_pid && overlaps(hw_range(&s.hw), hw_range(&t.hw))),
-                "multi-hit: {:?} {:?}",
-                s,
-                t
-            );
+            prop_assert!(!multi_hit(&s.hw, &t.hw), "multi-hit: {:?} {:?}", s, t);
         }
     }
     Ok(())
