@@ -3,6 +3,8 @@
 //! `kestrel_devices::Bic`'s masks) and the BIC's invariants, checked after every step by
 //! `devices/tests/bgp_props.rs` and the `bic` fuzz target.
 
+use alloc::vec;
+use alloc::vec::Vec;
 use kestrel_devices::bic::{line_mask, Bic, SIZE};
 
 /// One of the 480 lines of the reference.

@@ -2,13 +2,15 @@
 //! is given and records every injected header) and the collective's invariants, checked
 //! after every step by `devices/tests/bgp_props.rs` and the `collective` fuzz target.
 
+use alloc::collections::VecDeque;
+use alloc::string::ToString;
+use alloc::vec::Vec;
 use kestrel_bgp::coll::{
     DCR_BASE, DCR_COUNT, HI, PIX_COLLISION, PIX_HOF0, PIX_HOF1, PIX_POF0, PIX_POF1, PRX_BADADDR0,
     PRX_BADADDR1, PRX_HUR0, PRX_HUR1, PRX_PUR0, PRX_PUR1,
 };
 use kestrel_devices::bus::MmioDevice;
 use kestrel_devices::collective::{Collective, TreeBackend, TreeError, PAYLOAD, VC_STRIDE};
-use std::collections::VecDeque;
 
 /// Packets a VC of the loopback holds.
 pub const QUEUE: usize = 8;

@@ -3,6 +3,8 @@
 //! outside the window reach the back end), checked after every step by
 //! `devices/tests/bgp_props.rs` and the `torus` fuzz target.
 
+use alloc::string::ToString;
+use alloc::vec::Vec;
 use kestrel_bgp::bic::line_mask;
 use kestrel_bgp::dma::{ERR_DESCRIPTOR, ERR_RANGE, IRQ_FATAL};
 use kestrel_devices::torus::{DmaBackend, TorusDma};

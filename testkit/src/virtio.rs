@@ -4,12 +4,15 @@
 //! per-step invariants: used by `devices/tests/bgp_props.rs`,
 //! `devices/tests/linux_virtio_net.rs` and the `virtio_net` fuzz target.
 
+use alloc::collections::VecDeque;
+use alloc::string::ToString;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::cell::RefCell;
 use kestrel_devices::bus::{GuestRam, MmioDevice, OutOfRam};
 use kestrel_devices::virtio_net::{
     reg, status, FrameBackend, VirtioNet, MAX_FRAME, VIRTQ_DESC_F_WRITE,
 };
-use std::cell::RefCell;
-use std::collections::VecDeque;
 
 /// Guest RAM of the checked layout.
 pub const RAM: usize = 0x1_0000;

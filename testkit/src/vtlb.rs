@@ -6,12 +6,16 @@
 //! declarations, plus the hardware's choices the crate documents (the E bit is kept,
 //! `tlbsx` compares `MMUCR[STS]`). Host memory is a map of aligned host pages.
 
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
 use kestrel_abi::Rights;
 use kestrel_vtlb::{
     fig5_tid, hw_pid, shadow_fill, Access, FillResult, GuestPhysMap, GuestTlb, HostPage, HwEntry,
     PageSize, Perms, Wimge, TID_KERNEL, TID_SHARED, TID_USER,
 };
-use std::collections::HashMap;
 
 // ---------------------------------------------------------------------------------------
 // Reference model of the guest TLB
@@ -205,7 +209,7 @@ impl Region {
 
 #[derive(Clone, Debug, Default)]
 pub struct HostMap {
-    pub pages: HashMap<(u32, u64), Region>,
+    pub pages: BTreeMap<(u32, u64), Region>,
 }
 
 impl HostMap {
