@@ -199,6 +199,26 @@ impl Bus<dyn DcrDevice> {
     }
 }
 
+/// An MMIO device seen through a window that starts `by` bytes into it, so that one model
+/// answers several windows with its own offsets (the collective's VC1 window is offset
+/// `VC1_BASE - VC0_BASE` of the model that spans both VCs).
+pub struct Shifted<D: ?Sized> {
+    pub dev: Rc<RefCell<D>>,
+    pub by: u64,
+}
+
+impl<D: MmioDevice + ?Sized> MmioDevice for Shifted<D> {
+    fn mmio_read(&mut self, offset: u64, data: &mut [u8]) -> Result<(), Unanswered> {
+        let o = offset.checked_add(self.by).ok_or(Unanswered)?;
+        self.dev.borrow_mut().mmio_read(o, data)
+    }
+
+    fn mmio_write(&mut self, offset: u64, data: &[u8]) -> Result<(), Unanswered> {
+        let o = offset.checked_add(self.by).ok_or(Unanswered)?;
+        self.dev.borrow_mut().mmio_write(o, data)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,6 +276,27 @@ mod tests {
                 Err(BusError::Width(w))
             );
         }
+    }
+
+    #[test]
+    fn a_shifted_window_reaches_the_model_further_in() {
+        let mut bus = MmioBus::new();
+        let dev = ram(0x20);
+        bus.insert(0x1000, 0x10, "lo", dev.clone()).unwrap();
+        let hi: Rc<RefCell<dyn MmioDevice>> = Rc::new(RefCell::new(Shifted {
+            dev: dev.clone(),
+            by: 0x10,
+        }));
+        bus.insert(0x9000, 0x10, "hi", hi).unwrap();
+        bus.write(0x9004, &[7]).unwrap();
+        assert_eq!(dev.borrow().bytes[0x14], 7);
+        assert_eq!(dev.borrow().log.last(), Some(&(true, 0x14, 1)));
+        let mut b = [0];
+        bus.read(0x9004, &mut b).unwrap();
+        assert_eq!(b, [7]);
+        // Past the model's end: refused by the model.
+        let mut s = Shifted { dev, by: u64::MAX };
+        assert_eq!(s.mmio_read(1, &mut b), Err(Unanswered));
     }
 
     #[test]

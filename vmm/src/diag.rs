@@ -30,10 +30,14 @@ pub enum Kind {
     Device,
     /// `mfdcr`/`mtdcr` of a DCR nothing on the board answers (machine check).
     Dcr,
+    /// An error or drop the BG/P interconnect or the virtio NIC reports for the guest: a
+    /// bad DMA descriptor or FIFO pointer, a range-check failure, an access to a reserved
+    /// register, a full FIFO that dropped a packet or frame.
+    Interconnect,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::Instruction, Kind::Device, Kind::Dcr];
+    pub const ALL: [Kind; 4] = [Kind::Instruction, Kind::Device, Kind::Dcr, Kind::Interconnect];
     pub const COUNT: usize = Self::ALL.len();
 
     /// The plural noun of the summary lines.
@@ -42,6 +46,7 @@ impl Kind {
             Kind::Instruction => "unhandled instructions",
             Kind::Device => "unmodelled device accesses",
             Kind::Dcr => "unmodelled DCR accesses",
+            Kind::Interconnect => "interconnect errors",
         }
     }
 }
@@ -205,7 +210,7 @@ mod tests {
         /// final) account for each event exactly once.
         #[test]
         fn every_event_is_accounted_for_once(
-            events in proptest::collection::vec((0usize..3, 0u64..50), 0..400),
+            events in proptest::collection::vec((0usize..Kind::COUNT, 0u64..50), 0..400),
             first in 0u32..6,
             interval in 1u64..300,
         ) {

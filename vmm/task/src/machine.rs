@@ -1,5 +1,6 @@
 //! One virtual bamboo machine: guest RAM as a linear segment, and the devices of the
-//! board description (`kestrel_vmm_core::board::BAMBOO`) on the MMIO and DCR buses. This is
+//! board description ([`BOARD`]: bamboo's and the BG/P interconnect's) on the MMIO and DCR
+//! buses. This is
 //! the glue between the kernel and the pure parts: it decodes the fault message, lets
 //! `kestrel_vmm_core::fault` dispatch it to the buses, and builds the reply with the ABI's
 //! `FaultReply` (adding the interrupt-line levels).
@@ -7,16 +8,44 @@
 use alloc::rc::Rc;
 use core::cell::RefCell;
 use kestrel_abi::{xfer, FaultReply, ThreadId, TracePoint, VirtFaultMsg, XferRegs, PAGE_SIZE};
+use crate::fabric::{self, Port, Ram};
 use kestrel_devices::bus::{GuestRam, TxSink, UartPort, UicInput};
-use kestrel_devices::Uic;
+use kestrel_devices::collective::{Collective, VC_STRIDE};
+use kestrel_devices::{BicCascade, Uic};
+use kestrel_ppc440::decode::{decode, Insn};
 use kestrel_user::{println, sys};
-use kestrel_vmm_core::board::{Board, BAMBOO};
+use kestrel_vmm_core::board::{self, Attachment, Board, Device, Model, Window};
+use kestrel_vmm_core::bus::Shifted;
 use kestrel_vmm_core::diag::{self, LastInFull, LogLimit, Verdict};
 use kestrel_vmm_core::fault::{self, Buses, Unmodelled};
 use kestrel_vmm_core::segment::{GuestMemory, GuestPhysAddr, HostAddr, Segment, SegmentRam};
 
-/// The board every VM is.
-pub const BOARD: Board = BAMBOO;
+/// The board every VM is: bamboo with the BG/P devices whose models exist so far
+/// (`board::BGP_VM` is the whole set).
+pub const BOARD: Board = Board {
+    devices: &[
+        board::UIC0,
+        board::UART0,
+        board::UART1,
+        board::BIC,
+        board::COLL_VC0,
+        board::COLL_VC1,
+        board::COLL_DCR,
+    ],
+    device_space: board::BAMBOO.device_space,
+};
+
+/// The virtual BIC, cascaded into UIC0.
+type VBic = BicCascade<UicInput>;
+/// The virtual collective network.
+type VColl = Collective<Port>;
+
+/// A VM's BG/P devices and its endpoint of the fabric.
+struct Bgp {
+    port: Port,
+    bic: Rc<RefCell<VBic>>,
+    coll: Option<Rc<RefCell<VColl>>>,
+}
 /// Lines logged in full per VM and kind of diagnostic (`kestrel_vmm_core::diag`).
 const LOG_LINES_IN_FULL: u32 = 8;
 /// Least time between two summary lines of one kind, in microseconds.
@@ -98,10 +127,12 @@ impl TxSink for ConsoleOut {
 type ConsoleUart = UartPort<UicInput, ConsoleOut>;
 
 pub struct Machine {
-    ram: SegmentRam<'static, 1>,
+    ram: Ram,
     buses: Buses,
     console: Rc<RefCell<ConsoleUart>>,
     uic: Rc<RefCell<Uic>>,
+    /// The BG/P devices and the VM's fabric endpoint.
+    bgp: Bgp,
     /// Index of this VM (for log lines).
     id: usize,
     /// The rate limit of this VM's diagnostics.
@@ -128,6 +159,7 @@ impl Machine {
         id: usize,
         prefixed: bool,
         os: bool,
+        node: &fabric::Node,
     ) -> Result<Machine, &'static str> {
         if first & (SEGMENT_ALIGN - 1) != 0 {
             return Err("guest RAM is not 16 MiB aligned");
@@ -140,7 +172,11 @@ impl Machine {
         // read-write and used for nothing else; the guest writes it only while its vCPU runs,
         // and this (single-threaded) VMM touches it only while that vCPU is blocked.
         let bytes = unsafe { core::slice::from_raw_parts_mut(first as *mut u8, size as usize) };
-        let ram = SegmentRam::new(map, first, bytes);
+        let ram: Ram = Rc::new(RefCell::new(SegmentRam::new(map, first, bytes)));
+        let port = Port::attach(node, &ram, size as u64).map_err(|e| {
+            println!("vmm: vm{id}: no fabric endpoint: {e}");
+            "no fabric endpoint"
+        })?;
 
         let out = ConsoleOut {
             line: [0; 128],
@@ -148,14 +184,53 @@ impl Machine {
             prefix: prefixed.then_some(id),
             continues: false,
         };
+        let mut bic = None;
+        let mut coll: Option<Rc<RefCell<VColl>>> = None;
         let board = BOARD
-            .attach(out)
-            .map_err(|_| "the board description does not attach")?;
+            .attach_with(out, &mut |d: &Device, uic: &Rc<RefCell<Uic>>| {
+                match (d.model, d.window) {
+                    (Model::Bic, Window::Mmio { .. }) => {
+                        let line = UicInput {
+                            uic: uic.clone(),
+                            input: d.irq?,
+                        };
+                        let b = Rc::new(RefCell::new(BicCascade::new(line)));
+                        bic = Some(b.clone());
+                        Some(Attachment::Mmio(b))
+                    }
+                    (Model::Collective, window) => {
+                        let c = coll
+                            .get_or_insert_with(|| Rc::new(RefCell::new(Collective::new(port.clone()))))
+                            .clone();
+                        Some(match window {
+                            // The model spans both VC windows: VC1's is VC_STRIDE into it.
+                            Window::Mmio { .. } if *d == board::COLL_VC1 => {
+                                Attachment::Mmio(Rc::new(RefCell::new(Shifted {
+                                    dev: c,
+                                    by: VC_STRIDE,
+                                })))
+                            }
+                            Window::Mmio { .. } => Attachment::Mmio(c),
+                            Window::Dcr { .. } => Attachment::Dcr(c),
+                        })
+                    }
+                    _ => None,
+                }
+            })
+            .map_err(|e| {
+                println!("vmm: vm{id}: board: {e:?}");
+                "the board description does not attach"
+            })?;
         Ok(Machine {
             ram,
             buses: board.buses,
             console: board.console,
             uic: board.uic,
+            bgp: Bgp {
+                port,
+                bic: bic.ok_or("the board has no BIC")?,
+                coll,
+            },
             id,
             log: LogLimit::new(diag::Policy {
                 first: LOG_LINES_IN_FULL,
@@ -179,6 +254,7 @@ impl Machine {
                 let base = gpa & !((1u32 << log2) - 1);
                 let host = self
                     .ram
+                    .borrow()
                     .map
                     .translate(GuestPhysAddr::from_u32(base), 1 << log2)
                     .ok()?
@@ -194,7 +270,7 @@ impl Machine {
 
     /// Copies the guest ELF's segments to their guest-physical addresses.
     pub fn load_elf(&mut self, image: &[u8]) -> Result<u32, &'static str> {
-        let size = self.ram.map.segments()[0].size();
+        let size = self.ram.borrow().map.segments()[0].size();
         let plan = kestrel_kcore::elf::load_plan(image, 0x1000, size).map_err(|e| e.as_str())?;
         for seg in plan.segments.iter() {
             let off = seg.file_offset as usize;
@@ -209,7 +285,7 @@ impl Machine {
     /// Copies an ELF image to the physical addresses of its segments (an OS kernel);
     /// returns the physical entry point.
     pub fn load_elf_physical(&mut self, image: &[u8]) -> Result<u32, &'static str> {
-        let size = self.ram.map.segments()[0].size();
+        let size = self.ram.borrow().map.segments()[0].size();
         let plan =
             kestrel_kcore::elf::load_plan_physical(image, 0, size).map_err(|e| e.as_str())?;
         for seg in plan.segments.iter() {
@@ -228,6 +304,7 @@ impl Machine {
             return Ok(());
         }
         self.ram
+            .borrow_mut()
             .write(gpa as u64, data)
             .map_err(|_| "image outside guest RAM")
     }
@@ -253,6 +330,9 @@ impl Machine {
         });
         if !self.input.is_empty() {
             self.feed_input();
+        }
+        if touches_bgp(f) {
+            self.bgp_update();
         }
         match out {
             fault::Outcome::Reply(r) => match gpr {
@@ -294,6 +374,35 @@ impl Machine {
             return Outcome::GuestReset;
         }
         Outcome::Reply(self.with_lines(r))
+    }
+
+    /// This VM's bit in the fabric's changed word.
+    pub fn fabric_bit(&self) -> u32 {
+        self.bgp.port.bit()
+    }
+
+    /// The fabric endpoint (shares the fabric with every VM's).
+    pub fn port(&self) -> &Port {
+        &self.bgp.port
+    }
+
+    /// Brings the BIC's device lines (and so UIC0 input 30) up to date with the fabric and
+    /// the models, and logs what the fabric and the models report about this VM (one line
+    /// per report, under the VM's rate limit). Called after every fault that touched a
+    /// BG/P device, and for every VM whose endpoint the fabric says changed.
+    pub fn bgp_update(&mut self) {
+        let mut lines = self.bgp.port.irq_lines();
+        if let Some(c) = &self.bgp.coll {
+            let mut c = c.borrow_mut();
+            c.irq_lines(&mut lines);
+            if let Some((d, n)) = c.take_diagnostic() {
+                log_interconnect(self.id, &mut self.log, format_args!("{d} ({n} since the last report)"));
+            }
+        }
+        self.bgp.bic.borrow_mut().set_lines(&lines);
+        if let Some(d) = self.bgp.port.take_diagnostic() {
+            log_interconnect(self.id, &mut self.log, format_args!("fabric: {d}"));
+        }
     }
 
     /// The VM stops: prints the diagnostics' summaries still owed, so the log accounts for
@@ -344,10 +453,52 @@ impl Machine {
         reply.irq(irq).crit(crit)
     }
 
+    /// Whether the UIC asserts the vCPU's external or critical interrupt input.
+    pub fn irq_pending(&self) -> bool {
+        let (irq, crit) = self.lines();
+        irq || crit
+    }
+
     /// The UIC's external and critical interrupt outputs.
     fn lines(&self) -> (bool, bool) {
         let uic = self.uic.borrow();
         (uic.irq_output(), uic.crit_output())
+    }
+}
+
+/// Whether fault `f` may have reached a BG/P device or the virtio NIC: an MMIO access
+/// above 4 GiB or in the NIC's page, or `mfdcrx`/`mtdcrx` (the BG/P DCRs are above 1023).
+/// The UART and UIC exits do not pay for the fabric's bookkeeping.
+fn touches_bgp(f: &VirtFaultMsg) -> bool {
+    match f.class {
+        kestrel_abi::VirtFault::Mmio => {
+            f.gpa > u32::MAX as u64
+                || (board::VIRTIO_NET_GPA..board::VIRTIO_NET_GPA + board::VIRTIO_NET_SIZE)
+                    .contains(&f.gpa)
+        }
+        kestrel_abi::VirtFault::Instruction => {
+            matches!(decode(f.insn), Insn::Mfdcrx { .. } | Insn::Mtdcrx { .. })
+        }
+        _ => false,
+    }
+}
+
+/// Logs an interconnect error of VM `id` under the VM's rate limit.
+fn log_interconnect(id: usize, log: &mut LogLimit, what: core::fmt::Arguments) {
+    let kind = diag::Kind::Interconnect;
+    match log.event(kind, sys::timebase()) {
+        Verdict::Log { last } => {
+            println!("vmm: vm{id}: interconnect: {what}");
+            if last {
+                let note = LastInFull {
+                    kind,
+                    first: LOG_LINES_IN_FULL,
+                };
+                println!("vmm: vm{id}: {note}");
+            }
+        }
+        Verdict::Summary(s) => println!("vmm: vm{id}: {s}"),
+        Verdict::Quiet => {}
     }
 }
 

@@ -32,6 +32,7 @@
 extern crate alloc;
 
 mod console;
+mod fabric;
 mod machine;
 
 use console::Console;
@@ -109,8 +110,10 @@ pub extern "C" fn task_main() {
         }
     };
     let mut vms: heapless::Vec<Vm, MAX_VMS> = heapless::Vec::new();
+    // The node's interconnect: every VM is one endpoint of it.
+    let node = fabric::node();
     for i in 0..nvms {
-        match create_vm(i, nvms, archive, vcpus[i]) {
+        match create_vm(i, nvms, archive, vcpus[i], &node) {
             Ok(vm) => {
                 let _ = vms.push(vm);
             }
@@ -182,7 +185,13 @@ const DEFAULT_BOOTARGS: &str = "console=ttyS0 panic=1";
 /// generated ([`kestrel_devtree`]: exactly the devices this VMM models) with the command
 /// line from module `bootargs`; a `dtb` module replaces it. Otherwise the guest is a
 /// bare-metal program.
-fn create_vm(i: usize, nvms: usize, archive: &[u8], vcpu: ThreadId) -> Result<Vm, &'static str> {
+fn create_vm(
+    i: usize,
+    nvms: usize,
+    archive: &[u8],
+    vcpu: ThreadId,
+    node: &fabric::Node,
+) -> Result<Vm, &'static str> {
     let mut own = heapless::String::<16>::new();
     let _ = core::fmt::write(&mut own, format_args!("guest{i}"));
     let guest = bootmod::find(archive, &own)
@@ -198,7 +207,7 @@ fn create_vm(i: usize, nvms: usize, archive: &[u8], vcpu: ThreadId) -> Result<Vm
         println!("vmm: vm{i}: {} MiB of guest RAM: {e}", ram >> 20);
         return Err("no guest RAM");
     }
-    let mut m = Machine::new(ram_va, ram, i, nvms > 1, os)?;
+    let mut m = Machine::new(ram_va, ram, i, nvms > 1, os, node)?;
     let (entry, r3, r1) = if !os {
         // A bare-metal guest learns its VM index in r3 (the isolation test uses it).
         (m.load_elf(guest.data)?, i as u32, 0)
@@ -217,6 +226,8 @@ fn create_vm(i: usize, nvms: usize, archive: &[u8], vcpu: ThreadId) -> Result<Vm
                     None => DEFAULT_BOOTARGS,
                 };
                 let mut board = kestrel_devtree::BambooVm::new(ram, args);
+                board.board = machine::BOARD;
+                board.fabric = Some(m.port().place());
                 board.timebase_hz = (ticks_per_us() * 1_000_000) as u32;
                 board.cpu_hz = board.timebase_hz;
                 if !rd.is_empty() {
@@ -405,7 +416,14 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
             stop_vm(vms, vi, "sent a virtualization fault of an unknown class");
             continue;
         };
-        match vm.machine.handle(vm.vcpu, &fault) {
+        let outcome = vm.machine.handle(vm.vcpu, &fault);
+        // Interrupt lines of other VMs the fault changed (a packet delivered to them).
+        let changed = vms[vi].machine.port().take_changed() & !vms[vi].machine.fabric_bit();
+        if changed != 0 {
+            fabric_changed(vms, changed);
+        }
+        let vm = &mut vms[vi];
+        match outcome {
             Outcome::Reply(reply) => pending = Some((from, vm.machine.reply_msg(&reply))),
             Outcome::Idle(reply) => {
                 vm.machine.flush_console();
@@ -432,6 +450,40 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
     }
 }
 
+/// Brings the VMs whose fabric endpoints changed (bit k = endpoint k) up to date: their
+/// BIC lines and UIC0 input, and the kernel's view of their interrupt input. An idle VM
+/// whose interrupt output went up is answered at once (its held reply carries the lines).
+fn fabric_changed(vms: &mut [Vm], changed: u32) {
+    for i in 0..vms.len() {
+        if changed & vms[i].machine.fabric_bit() == 0 {
+            continue;
+        }
+        vms[i].machine.bgp_update();
+        match vms[i].run {
+            Run::Running => {
+                let vcpu = vms[i].vcpu;
+                vms[i].machine.sync_irq(vcpu);
+            }
+            Run::Idle { .. } if vms[i].machine.irq_pending() => wake(vms, i),
+            _ => {}
+        }
+    }
+}
+
+/// Answers idle VM `i` now (its held reply, with the current interrupt lines).
+fn wake(vms: &mut [Vm], i: usize) {
+    vms[i].run = Run::Running;
+    let Some(reply) = vms[i].machine.held.take() else {
+        return;
+    };
+    let reply = vms[i].machine.with_lines(reply);
+    let msg = vms[i].machine.reply_msg(&reply);
+    if kestrel_user::ipc::reply(vms[i].vcpu, &msg).is_err() {
+        let id = vms[i].vcpu;
+        vm_gone(vms, id, "did not take the VMM's reply");
+    }
+}
+
 /// Answers the idle VMs whose slice ran out (or all idle VMs with input, if `input`).
 fn wake_idle(vms: &mut [Vm], console: &Console, input: bool) {
     let now = sys::timebase();
@@ -443,16 +495,7 @@ fn wake_idle(vms: &mut [Vm], console: &Console, input: bool) {
         if now < until && !has_input {
             continue;
         }
-        vms[i].run = Run::Running;
-        let Some(reply) = vms[i].machine.held.take() else {
-            continue;
-        };
-        let reply = vms[i].machine.with_lines(reply);
-        let msg = vms[i].machine.reply_msg(&reply);
-        if kestrel_user::ipc::reply(vms[i].vcpu, &msg).is_err() {
-            let id = vms[i].vcpu;
-            vm_gone(vms, id, "did not take the VMM's reply");
-        }
+        wake(vms, i);
     }
 }
 
