@@ -54,6 +54,7 @@ test: setup
     guests/linux/build.sh
     scripts/linux-compare.sh --no-build
     scripts/linux-vms-test.py
+    scripts/net-test.py --quiet
     scripts/vm-with-native.py
     scripts/fabric-echo-test.py --no-vm
 

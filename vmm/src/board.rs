@@ -186,6 +186,9 @@ pub const TORUS_DMA: Device = Device {
     irq: None,
 };
 
+/// The first torus DCR.
+pub const TORUS_DCR_BASE: u32 = torus::DCR_BASE;
+
 /// The torus DCRs.
 pub const TORUS_DCR: Device = Device {
     name: "torus-dcr",

@@ -199,9 +199,10 @@ impl Bus<dyn DcrDevice> {
     }
 }
 
-/// An MMIO device seen through a window that starts `by` bytes into it, so that one model
-/// answers several windows with its own offsets (the collective's VC1 window is offset
-/// `VC1_BASE - VC0_BASE` of the model that spans both VCs).
+/// A device seen through a window that starts `by` bytes (or DCRs) into it, so that one
+/// model answers several windows with its own offsets (the collective's VC1 window is
+/// offset `VC1_BASE - VC0_BASE` of the model that spans both VCs; the DMA DCRs are 0x80
+/// DCRs into the torus model).
 pub struct Shifted<D: ?Sized> {
     pub dev: Rc<RefCell<D>>,
     pub by: u64,
@@ -216,6 +217,22 @@ impl<D: MmioDevice + ?Sized> MmioDevice for Shifted<D> {
     fn mmio_write(&mut self, offset: u64, data: &[u8]) -> Result<(), Unanswered> {
         let o = offset.checked_add(self.by).ok_or(Unanswered)?;
         self.dev.borrow_mut().mmio_write(o, data)
+    }
+}
+
+/// The same for DCRs: one model behind several DCR windows (the torus model spans the
+/// torus and the DMA DCRs).
+impl<D: DcrDevice + ?Sized> DcrDevice for Shifted<D> {
+    fn dcr_read(&mut self, offset: u32) -> u32 {
+        self.dev
+            .borrow_mut()
+            .dcr_read(offset.wrapping_add(self.by as u32))
+    }
+
+    fn dcr_write(&mut self, offset: u32, value: u32) {
+        self.dev
+            .borrow_mut()
+            .dcr_write(offset.wrapping_add(self.by as u32), value)
     }
 }
 
@@ -297,6 +314,15 @@ mod tests {
         // Past the model's end: refused by the model.
         let mut s = Shifted { dev, by: u64::MAX };
         assert_eq!(s.mmio_read(1, &mut b), Err(Unanswered));
+        // DCRs: window 0xd00 is 2 DCRs into the model at 0xcfe.
+        let regs: Rc<RefCell<dyn DcrDevice>> = Rc::new(RefCell::new(Regs([0; 4])));
+        let mut bus = DcrBus::new();
+        bus.insert(0xcfe, 2, "lo", regs.clone()).unwrap();
+        let hi: Rc<RefCell<dyn DcrDevice>> = Rc::new(RefCell::new(Shifted { dev: regs, by: 2 }));
+        bus.insert(0xd00, 2, "hi", hi).unwrap();
+        bus.write(0xd01, 5).unwrap();
+        assert_eq!(bus.read(0xd01), Ok(5));
+        assert_eq!(bus.read(0xcff), Ok(0));
     }
 
     #[test]

@@ -11,12 +11,28 @@
 //!   and written through the same checked [`SegmentRam`] the device models use (the window
 //!   starts at guest-physical 0, so a window offset is a guest-physical address).
 //! - [`Port`] implements the models' backend traits over the engine for one endpoint.
+//! - **Shadow reception FIFOs** (as khvmm's vtree keeps, bgp-interconnect.md 2.2): the
+//!   engine's collective reception FIFOs hold 8 packets, as the hardware's do, and drop
+//!   what arrives at a full one (the hardware would back-pressure the sender). A guest
+//!   driver under trap-and-emulate reads a packet in 66 exits, so a sender's burst (a
+//!   1500-byte frame is 7 packets) overruns them before the receiver runs. The VMM
+//!   therefore moves every packet the engine delivers to a VM into that VM's shadow FIFO
+//!   ([`SHADOW_PACKETS`] per VC) right after the fault that delivered it
+//!   ([`Port::drain_tree`]); the collective model reads the shadow, and the status word
+//!   and the VC receive lines (0xB6/0xB7) describe the shadow's packets (counts saturate
+//!   at the status fields' maxima). The engine's reception watermark flags no longer see
+//!   those packets (Linux's kestrel_coll does not use them by default).
 
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
 use alloc::rc::Rc;
 use alloc::vec::Vec;
 use core::cell::RefCell;
 use kestrel_devices::bus::GuestRam;
 use kestrel_devices::collective::{TreeBackend, TreeError, PAYLOAD};
+use kestrel_devices::torus::DmaBackend;
+use kestrel_devices::virtio_net::FrameBackend;
+use kestrel_bgp::{bic, coll};
 use kestrel_fabric::{Diagnostic, EpId, Fabric, FabricError, MemError, Memory, IRQ_WORDS};
 use kestrel_vmm_core::segment::SegmentRam;
 
@@ -62,18 +78,33 @@ pub fn node() -> Node {
     Rc::new(RefCell::new(Fabric::new(VmMemory::default())))
 }
 
+/// The collective class a VM's bgnet uses (`tree-route` in its device tree).
+pub const BGNET_CLASS: u32 = 0;
+
+/// Packets of a VM's shadow collective reception FIFO, per VC.
+pub const SHADOW_PACKETS: usize = 128;
+
+/// A VM's shadow reception FIFOs (VC0, VC1): header and payload of each packet.
+type Shadow = [VecDeque<(u32, Box<[u8; PAYLOAD]>)>; coll::VCS as usize];
+
 /// One VM's endpoint: what its device models call.
 #[derive(Clone)]
 pub struct Port {
     node: Node,
     ep: EpId,
+    /// The bus address of the VM's guest-physical 0 (its window's base).
+    bus_base: u64,
+    shadow: Rc<RefCell<Shadow>>,
 }
 
 impl Port {
     /// Attaches a VM whose RAM (guest-physical 0 up, `len` bytes) is `ram`.
     pub fn attach(node: &Node, ram: &Ram, len: u64) -> Result<Port, FabricError> {
         let mut f = node.borrow_mut();
-        let (ep, _bus) = f.attach(len)?;
+        let (ep, bus_base) = f.attach(len)?;
+        // A VM's collective class is bgnet's (its device tree's `tree-route`, class 0):
+        // native programs' reductions on other classes do not wait for VMs.
+        f.set_routes(ep, 1 << BGNET_CLASS, 1 << BGNET_CLASS)?;
         let w = &mut f.memory_mut().windows;
         let i = usize::from(ep.0);
         if w.len() <= i {
@@ -84,7 +115,14 @@ impl Port {
         Ok(Port {
             node: node.clone(),
             ep,
+            bus_base,
+            shadow: Rc::new(RefCell::new([VecDeque::new(), VecDeque::new()])),
         })
+    }
+
+    /// The bus address the VM's guest-physical 0 is at (the torus model translates with it).
+    pub fn bus_base(&self) -> u64 {
+        self.bus_base
     }
 
     /// The endpoint's bit in [`Port::take_changed`]'s word.
@@ -102,9 +140,48 @@ impl Port {
         }
     }
 
-    /// The BIC lines the fabric asserts for this endpoint.
+    /// Moves the packets the engine received for this endpoint into the shadow FIFOs
+    /// (as many as fit).
+    pub fn drain_tree(&self) {
+        let mut f = self.node.borrow_mut();
+        let mut shadow = self.shadow.borrow_mut();
+        for (vc, q) in shadow.iter_mut().enumerate() {
+            while q.len() < SHADOW_PACKETS && rcv_headers(f.tree_status(self.ep, vc)) > 0 {
+                let mut payload = Box::new([0u8; PAYLOAD]);
+                match f.tree_receive(self.ep, vc, &mut payload) {
+                    Some(header) => q.push_back((header, payload)),
+                    None => break,
+                }
+            }
+        }
+    }
+
+    /// Whether the endpoint's collective reception of VC0 or VC1 is full: its shadow FIFO
+    /// (then the engine's fills and drops).
+    pub fn tree_rcv_full(&self) -> bool {
+        self.shadow.borrow().iter().any(|q| q.len() >= SHADOW_PACKETS)
+    }
+
+    /// The BIC lines the fabric asserts for this endpoint, with the VC receive lines of
+    /// the shadow FIFOs.
     pub fn irq_lines(&self) -> [u32; IRQ_WORDS] {
-        self.node.borrow().irq_lines(self.ep)
+        let mut lines = self.node.borrow().irq_lines(self.ep);
+        for (q, irq) in self.shadow.borrow().iter().zip([coll::IRQ_RCV_VC0, coll::IRQ_RCV_VC1]) {
+            if q.iter().any(|(h, _)| h & coll::HDR_IRQ != 0) {
+                lines[(irq / bic::LINES_PER_GROUP) as usize] |= bic::line_mask(irq);
+            }
+        }
+        lines
+    }
+
+    /// The endpoint's MAC (06:00:00:X:Y:Z), the virtio NIC's.
+    pub fn frame_mac(&self) -> [u8; 6] {
+        self.node.borrow().frame_mac(self.ep)
+    }
+
+    /// Frames the fabric holds for this endpoint.
+    pub fn frames_queued(&self) -> usize {
+        self.node.borrow().frames_queued(self.ep)
     }
 
     /// Endpoints whose lines or frame queue changed since the last call (every port of
@@ -146,11 +223,31 @@ impl TreeBackend for Port {
     }
 
     fn receive(&mut self, vc: usize, payload: &mut [u8; PAYLOAD]) -> Option<u32> {
-        self.node.borrow_mut().tree_receive(self.ep, vc, payload)
+        if self.shadow.borrow().get(vc)?.is_empty() {
+            self.drain_tree();
+        }
+        let (header, p) = self.shadow.borrow_mut().get_mut(vc)?.pop_front()?;
+        payload.copy_from_slice(&*p);
+        Some(header)
     }
 
+    /// The engine's status word with the reception fields counting the shadow's packets
+    /// too (saturated at the fields' maxima).
     fn status(&self, vc: usize) -> u32 {
-        self.node.borrow().tree_status(self.ep, vc)
+        let s = self.node.borrow().tree_status(self.ep, vc);
+        let shadow = self.shadow.borrow();
+        let Some(q) = shadow.get(vc) else {
+            return s;
+        };
+        let n = rcv_headers(s) + q.len() as u32;
+        let hdrs = n.min(coll::ST_HDRS_MASK);
+        let quads = (n * coll::PAYLOAD_QUADS).min(coll::ST_QUADS_MASK);
+        let irq = q.iter().any(|(h, _)| h & coll::HDR_IRQ != 0);
+        s & !(coll::ST_HDRS_MASK << coll::ST_RCV_HDRS_SHIFT)
+            & !(coll::ST_QUADS_MASK << coll::ST_RCV_QUADS_SHIFT)
+            | hdrs << coll::ST_RCV_HDRS_SHIFT
+            | quads << coll::ST_RCV_QUADS_SHIFT
+            | if irq { coll::ST_RCV_IRQ } else { 0 }
     }
 
     fn dcr_read(&mut self, dcr: u32) -> u32 {
@@ -159,5 +256,66 @@ impl TreeBackend for Port {
 
     fn dcr_write(&mut self, dcr: u32, value: u32) {
         let _ = Port::dcr_write(self, dcr, value);
+    }
+}
+
+/// The reception header count of a collective status word.
+fn rcv_headers(status: u32) -> u32 {
+    (status >> coll::ST_RCV_HDRS_SHIFT) & coll::ST_HDRS_MASK
+}
+
+/// The virtio NIC's frames: the engine's frame layer for this endpoint. A frame the
+/// engine refuses (a bad length) is counted and reported by the engine.
+impl FrameBackend for Port {
+    fn send(&mut self, frame: &[u8]) {
+        let _ = self.node.borrow_mut().frame_send(self.ep, frame);
+    }
+
+    fn receive(&mut self, buf: &mut [u8]) -> Option<usize> {
+        let mut f = self.node.borrow_mut();
+        loop {
+            let n = f.frame_receive(self.ep, buf)?;
+            // A frame longer than the buffer was cut short by the engine: dropped.
+            if n <= buf.len() {
+                return Some(n);
+            }
+        }
+    }
+}
+
+/// The torus model's hardware: the engine's DMA group and DCRs for this endpoint (values
+/// are bus addresses; the model translates). A refused access reads 0 and writes nothing;
+/// the engine keeps a diagnostic for the log.
+impl DmaBackend for Port {
+    fn read(&mut self, offset: u32) -> u32 {
+        self.node
+            .borrow_mut()
+            .dma_read(self.ep, offset)
+            .unwrap_or(0)
+    }
+
+    fn write(&mut self, offset: u32, value: u32) {
+        let _ = self.node.borrow_mut().dma_write(self.ep, offset, value);
+    }
+
+    fn dcr_read(&mut self, dcr: u32) -> u32 {
+        Port::dcr_read(self, dcr).unwrap_or(0)
+    }
+
+    fn dcr_write(&mut self, dcr: u32, value: u32) {
+        let _ = Port::dcr_write(self, dcr, value);
+    }
+}
+
+/// A VM's RAM as the virtio model reads and writes it (the shared, checked segment).
+pub struct SharedRam(pub Ram);
+
+impl GuestRam for SharedRam {
+    fn read(&self, gpa: u64, buf: &mut [u8]) -> Result<(), kestrel_devices::bus::OutOfRam> {
+        self.0.borrow().read(gpa, buf)
+    }
+
+    fn write(&mut self, gpa: u64, data: &[u8]) -> Result<(), kestrel_devices::bus::OutOfRam> {
+        self.0.borrow_mut().write(gpa, data)
     }
 }

@@ -11,6 +11,8 @@ use kestrel_abi::{xfer, FaultReply, ThreadId, TracePoint, VirtFaultMsg, XferRegs
 use crate::fabric::{self, Port, Ram};
 use kestrel_devices::bus::{GuestRam, TxSink, UartPort, UicInput};
 use kestrel_devices::collective::{Collective, VC_STRIDE};
+use kestrel_devices::torus::TorusDma;
+use kestrel_devices::virtio_net::VirtioNet;
 use kestrel_devices::{BicCascade, Uic};
 use kestrel_ppc440::decode::{decode, Insn};
 use kestrel_user::{println, sys};
@@ -31,6 +33,10 @@ pub const BOARD: Board = Board {
         board::COLL_VC0,
         board::COLL_VC1,
         board::COLL_DCR,
+        board::TORUS_DMA,
+        board::TORUS_DCR,
+        board::DMA_DCR,
+        board::VIRTIO_NET,
     ],
     device_space: board::BAMBOO.device_space,
 };
@@ -39,12 +45,19 @@ pub const BOARD: Board = Board {
 type VBic = BicCascade<UicInput>;
 /// The virtual collective network.
 type VColl = Collective<Port>;
+/// The virtual torus DMA group.
+type VTorus = TorusDma<Port>;
+/// The paravirtual NIC.
+type VNet = VirtioNet<fabric::SharedRam, Port>;
 
 /// A VM's BG/P devices and its endpoint of the fabric.
 struct Bgp {
     port: Port,
     bic: Rc<RefCell<VBic>>,
     coll: Option<Rc<RefCell<VColl>>>,
+    torus: Option<Rc<RefCell<VTorus>>>,
+    /// The virtio NIC and the UIC0 input of its interrupt.
+    net: Option<(Rc<RefCell<VNet>>, u32)>,
 }
 /// Lines logged in full per VM and kind of diagnostic (`kestrel_vmm_core::diag`).
 const LOG_LINES_IN_FULL: u32 = 8;
@@ -186,6 +199,8 @@ impl Machine {
         };
         let mut bic = None;
         let mut coll: Option<Rc<RefCell<VColl>>> = None;
+        let mut torus: Option<Rc<RefCell<VTorus>>> = None;
+        let mut net = None;
         let board = BOARD
             .attach_with(out, &mut |d: &Device, uic: &Rc<RefCell<Uic>>| {
                 match (d.model, d.window) {
@@ -214,6 +229,32 @@ impl Machine {
                             Window::Dcr { .. } => Attachment::Dcr(c),
                         })
                     }
+                    (Model::VirtioNet, Window::Mmio { .. }) => {
+                        let mac = port.frame_mac();
+                        let shared = fabric::SharedRam(ram.clone());
+                        let n = Rc::new(RefCell::new(VirtioNet::new(shared, port.clone(), mac)));
+                        net = Some((n.clone(), d.irq?));
+                        Some(Attachment::Mmio(n))
+                    }
+                    (Model::TorusDma, window) => {
+                        // Fig. 6: guest-physical [0, size) is the fabric's bus window.
+                        let t = torus
+                            .get_or_insert_with(|| {
+                                let (p, bus) = (port.clone(), port.bus_base());
+                                Rc::new(RefCell::new(TorusDma::new(p, 0, size as u64, bus)))
+                            })
+                            .clone();
+                        Some(match window {
+                            Window::Mmio { .. } => Attachment::Mmio(t),
+                            // The model's DCRs start at the torus DCRs; the DMA DCRs follow.
+                            Window::Dcr { base, .. } => Attachment::Dcr(Rc::new(RefCell::new(
+                                Shifted {
+                                    dev: t,
+                                    by: (base - board::TORUS_DCR_BASE) as u64,
+                                },
+                            ))),
+                        })
+                    }
                     _ => None,
                 }
             })
@@ -230,6 +271,8 @@ impl Machine {
                 port,
                 bic: bic.ok_or("the board has no BIC")?,
                 coll,
+                torus,
+                net,
             },
             id,
             log: LogLimit::new(diag::Policy {
@@ -376,6 +419,26 @@ impl Machine {
         Outcome::Reply(self.with_lines(r))
     }
 
+    /// Whether fault `f` is a store to one of the collective's VC windows (it may complete
+    /// a packet: the VMM applies back-pressure after it).
+    pub fn collective_store(&self, f: &VirtFaultMsg) -> bool {
+        if f.class != kestrel_abi::VirtFault::Mmio || self.bgp.coll.is_none() {
+            return false;
+        }
+        let in_vc = [board::COLL_VC0, board::COLL_VC1].iter().any(|d| match d.window {
+            Window::Mmio { base, size } => (base..base + size).contains(&f.gpa),
+            Window::Dcr { .. } => false,
+        });
+        in_vc
+            && matches!(decode(f.insn), Insn::LoadStore(ls)
+                if ls.kind() == kestrel_ppc440::decode::AccessKind::Store)
+    }
+
+    /// Whether this VM's collective reception FIFO of either VC is full.
+    pub fn collective_rcv_full(&self) -> bool {
+        self.bgp.coll.is_some() && self.bgp.port.tree_rcv_full()
+    }
+
     /// This VM's bit in the fabric's changed word.
     pub fn fabric_bit(&self) -> u32 {
         self.bgp.port.bit()
@@ -391,6 +454,8 @@ impl Machine {
     /// per report, under the VM's rate limit). Called after every fault that touched a
     /// BG/P device, and for every VM whose endpoint the fabric says changed.
     pub fn bgp_update(&mut self) {
+        // Packets the fabric delivered go to the shadow FIFOs at once (see `fabric`).
+        self.bgp.port.drain_tree();
         let mut lines = self.bgp.port.irq_lines();
         if let Some(c) = &self.bgp.coll {
             let mut c = c.borrow_mut();
@@ -399,7 +464,24 @@ impl Machine {
                 log_interconnect(self.id, &mut self.log, format_args!("{d} ({n} since the last report)"));
             }
         }
+        if let Some(t) = &self.bgp.torus {
+            let mut t = t.borrow_mut();
+            t.irq_lines(&mut lines);
+            if let Some((d, n)) = t.take_diagnostic() {
+                log_interconnect(self.id, &mut self.log, format_args!("{d} ({n} since the last report)"));
+            }
+        }
         self.bgp.bic.borrow_mut().set_lines(&lines);
+        if let Some((n, input)) = &self.bgp.net {
+            let mut n = n.borrow_mut();
+            if self.bgp.port.frames_queued() > 0 {
+                n.poll_rx();
+            }
+            self.uic.borrow_mut().set_input(*input, n.irq());
+            if let Some((d, k)) = n.take_diagnostic() {
+                log_interconnect(self.id, &mut self.log, format_args!("virtio-net: {d} ({k} since the last report)"));
+            }
+        }
         if let Some(d) = self.bgp.port.take_diagnostic() {
             log_interconnect(self.id, &mut self.log, format_args!("fabric: {d}"));
         }

@@ -80,8 +80,18 @@ enum Run {
     Idle {
         until: u64,
     },
+    /// Stalled by the collective network's back-pressure (its store completed a packet
+    /// while another VM's reception FIFO is full): the reply is held back until no other
+    /// VM's FIFO is full, or time base `until` at the latest (a VM that never reads must
+    /// not stop the others for longer; the fabric then drops, as ISSUE10's contract says).
+    Stalled {
+        until: u64,
+    },
     Stopped,
 }
+
+/// Longest a VM stays stalled by the collective's back-pressure.
+const STALL_US: u32 = 100_000;
 
 struct Vm {
     vcpu: ThreadId,
@@ -337,7 +347,9 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
     let idle_ticks = IDLE_SLICE_US as u64 * tpu;
     let mut pending: Option<(ThreadId, Msg)> = None;
     loop {
-        let any_idle = vms.iter().any(|v| matches!(v.run, Run::Idle { .. }));
+        let any_idle = vms
+            .iter()
+            .any(|v| matches!(v.run, Run::Idle { .. } | Run::Stalled { .. }));
         let wait = if any_idle {
             Timeout::from_us(IDLE_SLICE_US)
         } else {
@@ -422,6 +434,21 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
         if changed != 0 {
             fabric_changed(vms, changed);
         }
+        // The hardware's back-pressure: a sender does not overrun a receiver's FIFO.
+        release_stalled(vms);
+        if matches!(outcome, Outcome::Reply(_))
+            && vms[vi].machine.collective_store(&fault)
+            && peer_fifo_full(vms, vi)
+        {
+            let Outcome::Reply(reply) = outcome else {
+                unreachable!("matched above")
+            };
+            vms[vi].machine.held = Some(reply);
+            vms[vi].run = Run::Stalled {
+                until: sys::timebase() + STALL_US as u64 * tpu,
+            };
+            continue;
+        }
         let vm = &mut vms[vi];
         match outcome {
             Outcome::Reply(reply) => pending = Some((from, vm.machine.reply_msg(&reply))),
@@ -470,6 +497,25 @@ fn fabric_changed(vms: &mut [Vm], changed: u32) {
     }
 }
 
+/// Whether a VM other than `vi` that can drain its FIFOs (not stopped, not stalled
+/// itself: two VMs must not wait for each other) has a full collective reception FIFO.
+fn peer_fifo_full(vms: &[Vm], vi: usize) -> bool {
+    vms.iter().enumerate().any(|(j, v)| {
+        j != vi
+            && matches!(v.run, Run::Running | Run::Idle { .. })
+            && v.machine.collective_rcv_full()
+    })
+}
+
+/// Answers the VMs stalled by back-pressure whose receivers have room again.
+fn release_stalled(vms: &mut [Vm]) {
+    for i in 0..vms.len() {
+        if matches!(vms[i].run, Run::Stalled { .. }) && !peer_fifo_full(vms, i) {
+            wake(vms, i);
+        }
+    }
+}
+
 /// Answers idle VM `i` now (its held reply, with the current interrupt lines).
 fn wake(vms: &mut [Vm], i: usize) {
     vms[i].run = Run::Running;
@@ -488,8 +534,15 @@ fn wake(vms: &mut [Vm], i: usize) {
 fn wake_idle(vms: &mut [Vm], console: &Console, input: bool) {
     let now = sys::timebase();
     for i in 0..vms.len() {
-        let Run::Idle { until } = vms[i].run else {
-            continue;
+        let until = match vms[i].run {
+            Run::Idle { until } => until,
+            Run::Stalled { until } => {
+                if now >= until {
+                    wake(vms, i);
+                }
+                continue;
+            }
+            _ => continue,
         };
         let has_input = input && console.focus() == i;
         if now < until && !has_input {
