@@ -146,6 +146,8 @@ pub struct Machine {
     uic: Rc<RefCell<Uic>>,
     /// The BG/P devices and the VM's fabric endpoint.
     bgp: Bgp,
+    /// The last fault may have touched a BG/P device or the virtio NIC.
+    pub touched_bgp: bool,
     /// Index of this VM (for log lines).
     id: usize,
     /// The rate limit of this VM's diagnostics.
@@ -274,6 +276,7 @@ impl Machine {
                 torus,
                 net,
             },
+            touched_bgp: false,
             id,
             log: LogLimit::new(diag::Policy {
                 first: LOG_LINES_IN_FULL,
@@ -374,7 +377,8 @@ impl Machine {
         if !self.input.is_empty() {
             self.feed_input();
         }
-        if touches_bgp(f) {
+        self.touched_bgp = touches_bgp(f);
+        if self.touched_bgp {
             self.bgp_update();
         }
         match out {
@@ -559,7 +563,8 @@ fn touches_bgp(f: &VirtFaultMsg) -> bool {
                     .contains(&f.gpa)
         }
         kestrel_abi::VirtFault::Instruction => {
-            matches!(decode(f.insn), Insn::Mfdcrx { .. } | Insn::Mtdcrx { .. })
+            use kestrel_ppc440::decode::{opcd, xo31, OPCD, XO};
+            OPCD.get(f.insn) == opcd::X && matches!(XO.get(f.insn), xo31::MFDCRX | xo31::MTDCRX)
         }
         _ => false,
     }

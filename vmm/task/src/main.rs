@@ -429,14 +429,17 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
             continue;
         };
         let outcome = vm.machine.handle(vm.vcpu, &fault);
-        // Interrupt lines of other VMs the fault changed (a packet delivered to them).
-        let changed = vms[vi].machine.port().take_changed() & !vms[vi].machine.fabric_bit();
-        if changed != 0 {
-            fabric_changed(vms, changed);
+        if vms[vi].machine.touched_bgp {
+            // Interrupt lines of other VMs the fault changed (a packet delivered to them).
+            let changed = vms[vi].machine.port().take_changed() & !vms[vi].machine.fabric_bit();
+            if changed != 0 {
+                fabric_changed(vms, changed);
+            }
+            // The hardware's back-pressure: a sender does not overrun a receiver's FIFO.
+            release_stalled(vms);
         }
-        // The hardware's back-pressure: a sender does not overrun a receiver's FIFO.
-        release_stalled(vms);
-        if matches!(outcome, Outcome::Reply(_))
+        if vms[vi].machine.touched_bgp
+            && matches!(outcome, Outcome::Reply(_))
             && vms[vi].machine.collective_store(&fault)
             && peer_fifo_full(vms, vi)
         {
