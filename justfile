@@ -56,7 +56,7 @@ test: setup
     scripts/linux-vms-test.py
     scripts/net-test.py --quiet
     scripts/vm-with-native.py
-    scripts/fabric-echo-test.py --no-vm
+    scripts/fabric-echo-test.py
 
 # Fuzz the parsers of guest- and user-controlled data with libFuzzer, one process: `just fuzz` runs every target for 20 s each, `just fuzz vtlb 600` one target for 10 minutes (targets: scripts/fuzz.sh --list; docs/adr/0017-fuzzing.md)
 fuzz TARGET="all" SECONDS="20": setup

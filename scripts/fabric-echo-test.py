@@ -16,7 +16,7 @@ kestrel-fabric-ranks (as kestrel-rank0 and kestrel-rank1) and kestrel-echo. Pass
 - the service saw every endpoint detach and exited, the root task saw every program end,
   and QEMU exited by itself with status 0.
 
-VM part (--vm, on by default; --no-vm skips it): a Linux VM (the project's guest, bgnet
+VM part (on by default; --no-vm skips it): a Linux VM (the project's guest, bgnet
 modules loaded) beside kestrel-fabric and kestrel-echo; its script `fabric-echo` pings the
 echo, has UDP datagrams echoed (bytes compared in the guest) and sends the quit datagram.
 The VMM attaches the VM to the service (`vmm.fabric=service`). Passes when the guest

@@ -34,6 +34,8 @@ use kestrel_devices::torus::DmaBackend;
 use kestrel_devices::virtio_net::FrameBackend;
 use kestrel_bgp::{bic, coll};
 use kestrel_fabric::{Diagnostic, EpId, Fabric, FabricError, MemError, Memory, IRQ_WORDS};
+use kestrel_fabric_client::service::RemoteFabric;
+use kestrel_user::println;
 use kestrel_vmm_core::segment::SegmentRam;
 
 /// A VM's guest RAM, shared by its machine, its device models and the fabric.
@@ -70,12 +72,98 @@ impl Memory for VmMemory {
     }
 }
 
-/// The fabric as the VMM holds it (the in-process engine; see the module doc).
-pub type Node = Rc<RefCell<Fabric<VmMemory>>>;
+/// The engine behind the VMM's [`Node`]: in-process, or the fabric service
+/// (`kestrel-fabric`, ADR 0020) when the kernel command line says `vmm.fabric=service`. Both
+/// have the engine's method names and signatures (`kestrel_fabric_client::service::
+/// RemoteFabric` mirrors `Fabric`); only attaching differs.
+pub enum Engine {
+    Local(Fabric<VmMemory>),
+    Remote(RemoteFabric),
+}
 
-/// A new fabric with no endpoints.
-pub fn node() -> Node {
-    Rc::new(RefCell::new(Fabric::new(VmMemory::default())))
+/// Where the shared pages of the VMs' service endpoints live in the VMM's space.
+const SHARED_PAGES_VA: u32 = 0x7e00_0000;
+
+/// Forwards the engine calls the models make to whichever engine is in use.
+macro_rules! forward {
+    (ref: $(fn $name:ident($($a:ident: $t:ty),*) -> $r:ty;)*
+     mut: $(fn $mname:ident($($ma:ident: $mt:ty),*) -> $mr:ty;)*) => {
+        $(pub fn $name(&self, $($a: $t),*) -> $r {
+            match self {
+                Engine::Local(f) => f.$name($($a),*),
+                Engine::Remote(f) => f.$name($($a),*),
+            }
+        })*
+        $(pub fn $mname(&mut self, $($ma: $mt),*) -> $mr {
+            match self {
+                Engine::Local(f) => f.$mname($($ma),*),
+                Engine::Remote(f) => f.$mname($($ma),*),
+            }
+        })*
+    };
+}
+
+impl Engine {
+    forward! {
+        ref:
+        fn coords(ep: EpId) -> kestrel_fabric::Coords;
+        fn node_address(ep: EpId) -> u32;
+        fn irq_lines(ep: EpId) -> [u32; IRQ_WORDS];
+        fn tree_status(ep: EpId, vc: usize) -> u32;
+        fn frame_mac(ep: EpId) -> [u8; 6];
+        fn frames_queued(ep: EpId) -> usize;
+        mut:
+        fn take_changed() -> u32;
+        fn take_diagnostic(ep: EpId) -> Option<Diagnostic>;
+        fn dma_read(ep: EpId, offset: u32) -> Result<u32, FabricError>;
+        fn dma_write(ep: EpId, offset: u32, value: u32) -> Result<(), FabricError>;
+        fn dcr_read(ep: EpId, dcr: u32) -> Result<u32, FabricError>;
+        fn dcr_write(ep: EpId, dcr: u32, value: u32) -> Result<(), FabricError>;
+        fn tree_inject(ep: EpId, vc: usize, header: u32, payload: &[u8; PAYLOAD]) -> Result<(), FabricError>;
+        fn tree_receive(ep: EpId, vc: usize, payload: &mut [u8; PAYLOAD]) -> Option<u32>;
+        fn frame_send(ep: EpId, frame: &[u8]) -> Result<(), FabricError>;
+        fn frame_receive(ep: EpId, buf: &mut [u8]) -> Option<usize>;
+    }
+
+    /// The service thread whose `proto::EVENT` messages say "call take_changed" (none for
+    /// the in-process engine, which changes only inside the VMM's own calls).
+    pub fn events_from(&self) -> Option<kestrel_abi::ThreadId> {
+        match self {
+            Engine::Local(_) => None,
+            Engine::Remote(f) => Some(f.thread()),
+        }
+    }
+
+    /// Takes an `EVENT` from the service into account (the next `take_changed` asks it).
+    pub fn note_event(&self) {
+        if let Engine::Remote(f) = self {
+            f.note_event();
+        }
+    }
+}
+
+/// The fabric as the VMM holds it (see [`Engine`]).
+pub type Node = Rc<RefCell<Engine>>;
+
+/// A new fabric with no endpoints: the service if `service` (`vmm.fabric=service` on the
+/// kernel command line) and the root task knows it, else the engine in-process.
+pub fn node(service: bool) -> Node {
+    let local = || Engine::Local(Fabric::new(VmMemory::default()));
+    let e = if service {
+        match RemoteFabric::connect() {
+            Ok(f) => {
+                println!("vmm: the VMs' fabric is the service kestrel-fabric ({:?})", f.thread());
+                Engine::Remote(f)
+            }
+            Err(e) => {
+                println!("vmm: vmm.fabric=service, but {e}; the engine runs in-process");
+                local()
+            }
+        }
+    } else {
+        local()
+    };
+    Rc::new(RefCell::new(e))
 }
 
 /// The collective class a VM's bgnet uses (`tree-route` in its device tree).
@@ -98,20 +186,35 @@ pub struct Port {
 }
 
 impl Port {
-    /// Attaches a VM whose RAM (guest-physical 0 up, `len` bytes) is `ram`.
-    pub fn attach(node: &Node, ram: &Ram, len: u64) -> Result<Port, FabricError> {
-        let mut f = node.borrow_mut();
-        let (ep, bus_base) = f.attach(len)?;
-        // A VM's collective class is bgnet's (its device tree's `tree-route`, class 0):
-        // native programs' reductions on other classes do not wait for VMs.
-        f.set_routes(ep, 1 << BGNET_CLASS, 1 << BGNET_CLASS)?;
-        let w = &mut f.memory_mut().windows;
-        let i = usize::from(ep.0);
-        if w.len() <= i {
-            w.resize(i + 1, None);
-        }
-        w[i] = Some(ram.clone());
-        drop(f);
+    /// Attaches VM `vm` whose RAM (guest-physical 0 up, `len` bytes) is `ram`, at `first`
+    /// in the VMM's space (from where the fabric service maps it).
+    pub fn attach(node: &Node, ram: &Ram, first: u32, len: u64, vm: usize) -> Result<Port, FabricError> {
+        let mut e = node.borrow_mut();
+        let (ep, bus_base) = match &mut *e {
+            Engine::Local(f) => {
+                let (ep, bus_base) = f.attach(len)?;
+                // A VM's collective class is bgnet's (its device tree's `tree-route`, class 0):
+                // native programs' reductions on other classes do not wait for VMs.
+                f.set_routes(ep, 1 << BGNET_CLASS, 1 << BGNET_CLASS)?;
+                let w = &mut f.memory_mut().windows;
+                let i = usize::from(ep.0);
+                if w.len() <= i {
+                    w.resize(i + 1, None);
+                }
+                w[i] = Some(ram.clone());
+                (ep, bus_base)
+            }
+            Engine::Remote(f) => {
+                // The endpoint's page for bulk data (collective packets, interrupt lines).
+                let shared = SHARED_PAGES_VA + vm as u32 * 4096;
+                kestrel_user::root::ram(shared, 4096, 12).map_err(|_| FabricError::BadWindow)?;
+                let len = u32::try_from(len).map_err(|_| FabricError::BadWindow)?;
+                let (ep, bus_base) = f.attach(first, len, shared, kestrel_user::sys::my_id())?;
+                f.set_routes(ep, 1 << BGNET_CLASS, 1 << BGNET_CLASS)?;
+                (ep, bus_base)
+            }
+        };
+        drop(e);
         Ok(Port {
             node: node.clone(),
             ep,
@@ -123,6 +226,16 @@ impl Port {
     /// The bus address the VM's guest-physical 0 is at (the torus model translates with it).
     pub fn bus_base(&self) -> u64 {
         self.bus_base
+    }
+
+    /// The service thread whose events announce changes (see [`Engine::events_from`]).
+    pub fn events_from(&self) -> Option<kestrel_abi::ThreadId> {
+        self.node.borrow().events_from()
+    }
+
+    /// Takes an event from the service into account (the next `take_changed` asks it).
+    pub fn note_event(&self) {
+        self.node.borrow().note_event();
     }
 
     /// The endpoint's bit in [`Port::take_changed`]'s word.

@@ -188,7 +188,7 @@ impl Machine {
         // and this (single-threaded) VMM touches it only while that vCPU is blocked.
         let bytes = unsafe { core::slice::from_raw_parts_mut(first as *mut u8, size as usize) };
         let ram: Ram = Rc::new(RefCell::new(SegmentRam::new(map, first, bytes)));
-        let port = Port::attach(node, &ram, size as u64).map_err(|e| {
+        let port = Port::attach(node, &ram, first, size as u64, id).map_err(|e| {
             println!("vmm: vm{id}: no fabric endpoint: {e}");
             "no fabric endpoint"
         })?;

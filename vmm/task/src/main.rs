@@ -121,7 +121,7 @@ pub extern "C" fn task_main() {
     };
     let mut vms: heapless::Vec<Vm, MAX_VMS> = heapless::Vec::new();
     // The node's interconnect: every VM is one endpoint of it.
-    let node = fabric::node();
+    let node = fabric::node(boot_option("vmm.fabric=").as_deref() == Some("service"));
     for i in 0..nvms {
         match create_vm(i, nvms, archive, vcpus[i], &node) {
             Ok(vm) => {
@@ -395,6 +395,18 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
             }
             // Acknowledge (unmask the line) with the next receive.
             pending = Some((from, Msg::new(0)));
+            continue;
+        }
+        if msg.label() == kestrel_fabric_client::proto::EVENT
+            && vms.first().and_then(|v| v.machine.port().events_from()) == Some(from)
+        {
+            // The fabric service: another client changed our VMs' lines or queues.
+            let port = vms[0].machine.port();
+            port.note_event();
+            let changed = port.take_changed();
+            if changed != 0 {
+                fabric_changed(vms, changed);
+            }
             continue;
         }
         let Some(vi) = vms.iter().position(|v| v.vcpu == from) else {
