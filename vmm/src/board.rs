@@ -242,6 +242,10 @@ pub const BGP_VM: Board = Board {
     device_space: BAMBOO.device_space,
 };
 
+/// What creates the models that are not built in ([`Board::attach_with`]): called with the
+/// device and the UIC (for interrupt inputs).
+pub type ModelFactory<'a> = dyn FnMut(&Device, &Rc<RefCell<Uic>>) -> Option<Attachment> + 'a;
+
 /// A model the VMM created for a device of the board ([`Board::attach_with`]).
 #[derive(Clone)]
 pub enum Attachment {
@@ -285,7 +289,7 @@ impl Board {
     pub fn attach_with<S: TxSink + 'static>(
         &self,
         console: S,
-        other: &mut dyn FnMut(&Device, &Rc<RefCell<Uic>>) -> Option<Attachment>,
+        other: &mut ModelFactory,
     ) -> Result<Machine<S>, AttachError> {
         self.check().map_err(AttachError::Bus)?;
         let mut buses = Buses::default();
