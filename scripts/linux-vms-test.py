@@ -2,7 +2,8 @@
 """Two Linux VMs at once, driven through the console like a user would.
 
 Boots two VMs (`scripts/vm-linux.sh --vms 2`, interactive), waits until both show the
-busybox shell prompt, runs a command in VM 0, moves the keyboard to VM 1 (Ctrl-] 1) and
+busybox shell prompt, runs a command in VM 0 and pings VM 1 over the virtio NIC and over
+bgnet (the addresses /init gives them), moves the keyboard to VM 1 (Ctrl-] 1) and
 runs one there, then powers VM 1 off and checks VM 0 still answers before powering it off
 too. Passes when every step's output appears in the right VM's prefixed lines and QEMU
 exits by itself with status 0. Builds nothing (run scripts/build-target.sh and
@@ -85,6 +86,10 @@ def run(timeout):
         pos = max(pos0, pos1)
         steps = [
             (b"echo vm-a-$((6*7))\n", r"\[vm0\] vm-a-42\r?\n"),
+            # /init gave each VM's NICs addresses (virtio 10.1.0.k+1, bgnet 10.2.0.k+1): a user
+            # can reach the other VM by hand over either.
+            (b"ping -c 2 10.1.0.2\n", r"\[vm0\] 2 packets transmitted, 2 packets received"),
+            (b"ping -c 2 10.2.0.2\n", r"\[vm0\] 2 packets transmitted, 2 packets received"),
             (FOCUS + b"1", r"console input now goes to vm1"),
             (b"echo vm-b-$((7*7))\n", r"\[vm1\] vm-b-49\r?\n"),
             (b"reboot -f\n", r"vmm: vm1: guest requested a reset"),
@@ -105,8 +110,9 @@ def run(timeout):
         proc.wait()
         print(f"\nlinux-vms: FAIL: {e}")
         return 1
-    print("\nlinux-vms: PASS: two Linux VMs reached the shell, took console input in turn, "
-          "and VM 0 kept running after VM 1 powered off")
+    print("\nlinux-vms: PASS: two Linux VMs reached the shell, VM 0 pinged VM 1 over virtio "
+          "and bgnet, the VMs took console input in turn, and VM 0 kept running after VM 1 "
+          "powered off")
     return 0
 
 
