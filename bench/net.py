@@ -347,7 +347,8 @@ METHOD = (
     "upper bound in NetPIPE's steps, fixed round trips per trial, best of 3 trials; latency = "
     "one-way time of 1 byte; throughput = the highest over all sizes (10^6 bit/s). iperf 2.1.8: "
     "one TCP stream, client's report. Ratios: VM / native. Exit classes: the VMM's trace table "
-    "per VM (whole run: boot, benchmark, power-off), top by count x average cost"
+    "per VM, top by count x average cost, for the whole run (boot, benchmark, power-off) and for "
+    "the benchmark alone (minus a two-VM run of the boot script)"
 )
 
 
