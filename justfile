@@ -39,7 +39,7 @@ demo: setup
     scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-demo
     scripts/native-run.sh kestrel-demo --timeout 60
 
-# Host unit tests, the QEMU launcher's and bench scripts' tests, the on-target ktest suite, the test guest natively vs in a VM, two-VM isolation, the VMM's diagnostics and guest time (vm_diagnostics.py), the hostile guest and the native syscall fuzzer (short, seed 1), every libFuzzer target for 5 s, then Linux: native vs VM, two VMs at once, and a VM beside a native program; the fabric service: native ranks (messages, allreduce) and the native bgnet echo
+# Host unit tests, the QEMU launcher's and bench scripts' tests, the on-target ktest suite, the test guest natively vs in a VM, two-VM isolation, the VMM's diagnostics and guest time (vm_diagnostics.py), the hostile guest and the native syscall fuzzer (short, seed 1), every libFuzzer target for 5 s, then Linux: native vs VM, two VMs at once (pinging each other), the BG/P drivers in two VMs, two VMs copying files over bgnet/torus, bgnet/collective and virtio (plus a VM refused an out-of-RAM DMA address), a VM beside a native program, and the fabric service: native ranks (messages, allreduce) and a VM reaching the native bgnet echo
 test: setup
     {{ cargo }} test
     python3 -m unittest discover -s scripts -p 'test_*.py'
@@ -54,6 +54,7 @@ test: setup
     guests/linux/build.sh
     scripts/linux-compare.sh --no-build
     scripts/linux-vms-test.py
+    scripts/bgp-drivers-test.sh --no-build
     scripts/net-test.py --quiet
     scripts/vm-with-native.py
     scripts/fabric-echo-test.py

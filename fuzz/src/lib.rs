@@ -29,8 +29,8 @@ pub mod service;
 pub mod torus;
 pub mod uart;
 pub mod uic;
-pub mod vmm;
 pub mod virtio_net;
+pub mod vmm;
 pub mod vtlb;
 
 /// One fuzz target: its name (the binary's and the corpus folders') and its check.

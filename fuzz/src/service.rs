@@ -86,7 +86,7 @@ pub fn run(data: &[u8]) {
                     // A well-formed header for network 0, so reassembly gets exercised.
                     p[0..4].fill(0);
                     p[12..14].copy_from_slice(&1u16.to_be_bytes());
-                    p[11] = p[11] % 8;
+                    p[11] %= 8;
                 }
                 coll.add(0, 99, &p, |_, f| assert!(f.len() <= 8 * net::COLL_CHUNK));
             }
@@ -117,7 +117,11 @@ pub fn seed(i: u8) -> Vec<u8> {
         .u32(u32::from(i) % 16)
         .u32(0x10c)
         .u32(i.into());
-    s.u8(op::REPLY).u8(1).u8(1).u32(0x105).u8(proto::op::DMA_READ as u8);
+    s.u8(op::REPLY)
+        .u8(1)
+        .u8(1)
+        .u32(0x105)
+        .u8(proto::op::DMA_READ as u8);
     // A 300-byte message in two packets, second first.
     let mut msg = vec![i; 300];
     msg[4..8].copy_from_slice(&300u32.to_be_bytes());

@@ -76,8 +76,8 @@ fn normalize(text: &str) -> String {
 fn modeled_mnemonics() -> BTreeSet<&'static str> {
     let mut set: BTreeSet<&'static str> = [
         "mfmsr", "mtmsr", "wrtee", "wrteei", "rfi", "rfci", "rfmci", "mfspr", "mtspr", "mfdcr",
-        "mtdcr", "mfdcrx", "mtdcrx", "tlbwe", "tlbre", "tlbsx", "tlbsx.", "tlbsync", "iccci", "dccci", "dcbi",
-        "dcread", "icread", "icbi", "dcbz", "isync", "msync", "mbar", "sc",
+        "mtdcr", "mfdcrx", "mtdcrx", "tlbwe", "tlbre", "tlbsx", "tlbsx.", "tlbsync", "iccci",
+        "dccci", "dcbi", "dcread", "icread", "icbi", "dcbz", "isync", "msync", "mbar", "sc",
     ]
     .into_iter()
     .collect();

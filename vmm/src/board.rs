@@ -28,9 +28,9 @@ use crate::fault::Buses;
 use alloc::rc::Rc;
 use alloc::vec::Vec;
 use core::cell::RefCell;
-use kestrel_devices::bus::{MmioDevice, NullSink, TxSink, UartPort, UicInput};
 use kestrel_bgp::{bic, coll, dma, torus};
 use kestrel_devices::bus::DcrDevice;
+use kestrel_devices::bus::{MmioDevice, NullSink, TxSink, UartPort, UicInput};
 use kestrel_devices::{Uic, UART_REGS, UIC_DCR_BASE, UIC_DCR_COUNT};
 
 /// The 4 KiB page: the granule of MMIO declarations.
@@ -231,7 +231,9 @@ pub const VIRTIO_NET: Device = Device {
 };
 
 /// The BG/P devices of a VM: BIC, collective, torus DMA.
-pub const BGP_DEVICES: [Device; 7] = [BIC, COLL_VC0, COLL_VC1, COLL_DCR, TORUS_DMA, TORUS_DCR, DMA_DCR];
+pub const BGP_DEVICES: [Device; 7] = [
+    BIC, COLL_VC0, COLL_VC1, COLL_DCR, TORUS_DMA, TORUS_DCR, DMA_DCR,
+];
 
 /// Bamboo with the BG/P interconnect and the virtio NIC: the board of every VM.
 pub const BGP_VM: Board = Board {
@@ -633,7 +635,13 @@ mod tests {
             [(VIRTIO_NET_GPA, PAGE), (0xEF60_0000, PAGE)]
         );
         assert!(BGP_VM.in_device_space(VIRTIO_NET_GPA));
-        assert_eq!(TORUS_DMA.window, Window::Mmio { base: 0x6_0000_3000, size: 0x1000 });
+        assert_eq!(
+            TORUS_DMA.window,
+            Window::Mmio {
+                base: 0x6_0000_3000,
+                size: 0x1000
+            }
+        );
         // Without models for the BG/P devices the board does not attach.
         assert_eq!(
             BGP_VM.attach(Vec::<u8>::new()).err(),
@@ -663,9 +671,16 @@ mod tests {
         assert_eq!(inputs[0], ("bic", Some(30)));
         assert_eq!(inputs.last(), Some(&("virtio-net", Some(31))));
         // The collective's VC1 window and its DCRs reach the same model; DCRs above 1023.
-        m.buses.mmio.write(coll::VC1_BASE + 4, &[0, 0, 0, 9]).unwrap();
+        m.buses
+            .mmio
+            .write(coll::VC1_BASE + 4, &[0, 0, 0, 9])
+            .unwrap();
         m.buses.dcr.write(coll::DCR_BASE + 2, 7).unwrap();
-        let c = &models.iter().find(|(m, _)| *m == Model::Collective).unwrap().1;
+        let c = &models
+            .iter()
+            .find(|(m, _)| *m == Model::Collective)
+            .unwrap()
+            .1;
         assert_eq!(c.borrow().0[1..3], [9, 7]);
         assert_eq!(m.buses.dcr.read(dma::DCR_BASE + 0xFF), Ok(0));
         assert!(m.buses.dcr.read(dma::DCR_BASE + 0x100).is_err());

@@ -37,7 +37,12 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [Kind::Instruction, Kind::Device, Kind::Dcr, Kind::Interconnect];
+    pub const ALL: [Kind; 4] = [
+        Kind::Instruction,
+        Kind::Device,
+        Kind::Dcr,
+        Kind::Interconnect,
+    ];
     pub const COUNT: usize = Self::ALL.len();
 
     /// The plural noun of the summary lines.

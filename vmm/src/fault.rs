@@ -196,9 +196,9 @@ pub fn handle(
                 }
             }
             Insn::Mtdcrx { ra, rs } => {
-                let (dcr, v) = gpr
-                    .as_deref()
-                    .map_or((f.gpa as u32, f.rs_value), |g| (g[ra.index()], g[rs.index()]));
+                let (dcr, v) = gpr.as_deref().map_or((f.gpa as u32, f.rs_value), |g| {
+                    (g[ra.index()], g[rs.index()])
+                });
                 match buses.dcr.write(dcr, v) {
                     Ok(()) => Outcome::Reply(FaultReply::resume(next)),
                     Err(_) => unmodelled_dcr(dcr, f, log),

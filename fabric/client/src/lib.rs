@@ -22,6 +22,6 @@ pub mod mpi;
 pub mod net;
 pub mod port;
 pub mod proto;
-pub mod spi;
 #[cfg(target_arch = "powerpc")]
 pub mod service;
+pub mod spi;

@@ -108,7 +108,13 @@ impl Comm {
     }
 
     /// Sends `data` (at most [`MAX_DATA`] bytes) to rank `to` with `tag`; false if too long.
-    pub fn send<P: Port>(&mut self, p: &mut P, to: u8, tag: u32, data: &[u8]) -> Result<bool, P::Error> {
+    pub fn send<P: Port>(
+        &mut self,
+        p: &mut P,
+        to: u8,
+        tag: u32,
+        data: &[u8],
+    ) -> Result<bool, P::Error> {
         if data.len() > MAX_DATA {
             return Ok(false);
         }
@@ -189,7 +195,12 @@ impl Comm {
 
     /// Contributes `values` (at most [`MAX_VALUES`], big-endian 64-bit operands) to a
     /// reduction with `op`.
-    pub fn reduce_start<P: Port>(&mut self, p: &mut P, op: Op, values: &[u64]) -> Result<(), P::Error> {
+    pub fn reduce_start<P: Port>(
+        &mut self,
+        p: &mut P,
+        op: Op,
+        values: &[u64],
+    ) -> Result<(), P::Error> {
         let mut payload = [0u8; 256];
         for (i, v) in values.iter().take(MAX_VALUES).enumerate() {
             payload[8 * i..8 * i + 8].copy_from_slice(&v.to_be_bytes());
@@ -233,7 +244,11 @@ impl Comm {
     }
 
     /// Returns when every rank has called it.
-    pub fn barrier<P: Port>(&mut self, p: &mut P, wait: impl FnMut(&mut P)) -> Result<(), P::Error> {
+    pub fn barrier<P: Port>(
+        &mut self,
+        p: &mut P,
+        wait: impl FnMut(&mut P),
+    ) -> Result<(), P::Error> {
         let mut v = [0u64];
         self.allreduce(p, Op::Or, &mut v, wait)
     }

@@ -140,7 +140,8 @@ fn ip(me: &Me, f: &[u8], out: &mut [u8]) -> Answer {
         }
         17 => {
             let udp = &mut o[ihl..];
-            if udp.len() < 8 || be16(udp, 2) != ECHO_PORT || usize::from(be16(udp, 4)) != udp.len() {
+            if udp.len() < 8 || be16(udp, 2) != ECHO_PORT || usize::from(be16(udp, 4)) != udp.len()
+            {
                 return Answer::None;
             }
             let (sp, dp) = ([udp[0], udp[1]], [udp[2], udp[3]]);
@@ -316,7 +317,15 @@ impl CollHdr {
 
 /// A frame being put together: in use, source, connection, packets, option word, packets
 /// seen, bytes.
-type CollSlot = (bool, u32, u16, u8, u16, u64, [u8; COLL_MAX_PKTS * COLL_CHUNK]);
+type CollSlot = (
+    bool,
+    u32,
+    u16,
+    u8,
+    u16,
+    u64,
+    [u8; COLL_MAX_PKTS * COLL_CHUNK],
+);
 
 /// Reassembly of bgnet frames from collective packets (one frame at a time per source,
 /// `N` sources at once).
@@ -365,7 +374,8 @@ impl<const N: usize> CollReassembly<N> {
                     self.victim
                 });
                 let s = &mut self.slots[i];
-                (s.0, s.1, s.2, s.3, s.4, s.5) = (true, h.src_key, h.conn_id, h.total_pkt, h.opt, 0);
+                (s.0, s.1, s.2, s.3, s.4, s.5) =
+                    (true, h.src_key, h.conn_id, h.total_pkt, h.opt, 0);
                 i
             }
         };
@@ -424,14 +434,36 @@ mod tests {
         f.extend_from_slice(&PEER_MAC);
         f.extend_from_slice(&[8, 0]);
         let total = 20 + 8 + payload.len();
-        let mut ip = vec![0x45, 0, (total >> 8) as u8, total as u8, 0, 1, 0x40, 0, 64, 17, 0, 0];
+        let mut ip = vec![
+            0x45,
+            0,
+            (total >> 8) as u8,
+            total as u8,
+            0,
+            1,
+            0x40,
+            0,
+            64,
+            17,
+            0,
+            0,
+        ];
         ip.extend_from_slice(&PEER_IP);
         ip.extend_from_slice(&ME.ip);
         let c = checksum(&ip);
         ip[10..12].copy_from_slice(&c.to_be_bytes());
         f.extend_from_slice(&ip);
         let ul = 8 + payload.len();
-        f.extend_from_slice(&[0x90, 0x01, (port >> 8) as u8, port as u8, (ul >> 8) as u8, ul as u8, 0, 0]);
+        f.extend_from_slice(&[
+            0x90,
+            0x01,
+            (port >> 8) as u8,
+            port as u8,
+            (ul >> 8) as u8,
+            ul as u8,
+            0,
+            0,
+        ]);
         f.extend_from_slice(payload);
         f
     }
@@ -447,7 +479,10 @@ mod tests {
         assert_eq!(&out[28..32], &ME.ip);
         assert_eq!(&out[32..38], &PEER_MAC);
         assert_eq!(&out[38..42], &PEER_IP);
-        assert_eq!(answer(&ME, &arp_request([10, 1, 0, 7]), &mut out), Answer::None);
+        assert_eq!(
+            answer(&ME, &arp_request([10, 1, 0, 7]), &mut out),
+            Answer::None
+        );
     }
 
     #[test]
@@ -467,7 +502,10 @@ mod tests {
         assert_eq!(&out[42..54], b"hello fabric");
         assert_eq!(answer(&ME, &udp(b"x", 9), &mut out), Answer::None);
         let q = udp(QUIT, 7);
-        assert!(matches!(answer(&ME, &q, &mut out), Answer::Udp { quit: true, .. }));
+        assert!(matches!(
+            answer(&ME, &q, &mut out),
+            Answer::Udp { quit: true, .. }
+        ));
     }
 
     #[test]
@@ -492,7 +530,9 @@ mod tests {
         // Over the collective framing and back.
         let mut r = CollReassembly::<2>::new();
         let mut got = None;
-        coll_packets(&q[..n], 0, 5, 1, |p| r.add(0, 3, p, |src, f| got = Some((src, f.to_vec()))));
+        coll_packets(&q[..n], 0, 5, 1, |p| {
+            r.add(0, 3, p, |src, f| got = Some((src, f.to_vec())))
+        });
         assert_eq!(got, Some((5, q[..n].to_vec())));
     }
 

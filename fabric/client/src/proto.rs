@@ -72,7 +72,8 @@ pub mod layout {
     pub const fn slot(k: usize) -> u32 {
         SLOTS_BASE + ((k as u32) << SLOT_LOG2)
     }
-    const _: () = assert!(SLOTS_BASE as u64 + ((super::MAX_ENDPOINTS as u64) << SLOT_LOG2) <= 0xE000_0000);
+    const _: () =
+        assert!(SLOTS_BASE as u64 + ((super::MAX_ENDPOINTS as u64) << SLOT_LOG2) <= 0xE000_0000);
     const _: () = assert!(SHARED_OFFSET + 4096 <= 1 << SLOT_LOG2);
 }
 
@@ -118,25 +119,69 @@ pub enum Request {
     /// [`layout::WINDOW_MAX`]), mapped by the message's items at window offsets (hot spots)
     /// `0..window_len`, plus the shared page at hot spot [`layout::SHARED_OFFSET`]. Events
     /// go to thread `event` (raw id; nil: none).
-    Attach { window_len: u32, event: u32 },
-    Detach { ep: u8 },
-    Info { ep: u8 },
-    DmaRead { ep: u8, offset: u32 },
-    DmaWrite { ep: u8, offset: u32, value: u32 },
-    DcrRead { ep: u8, dcr: u32 },
-    DcrWrite { ep: u8, dcr: u32, value: u32 },
-    TreeInject { ep: u8, vc: u32, header: u32 },
-    TreeReceive { ep: u8, vc: u32 },
-    TreeStatus { ep: u8, vc: u32 },
-    FrameSend { ep: u8, len: u32 },
-    FrameReceive { ep: u8 },
-    IrqLines { ep: u8 },
+    Attach {
+        window_len: u32,
+        event: u32,
+    },
+    Detach {
+        ep: u8,
+    },
+    Info {
+        ep: u8,
+    },
+    DmaRead {
+        ep: u8,
+        offset: u32,
+    },
+    DmaWrite {
+        ep: u8,
+        offset: u32,
+        value: u32,
+    },
+    DcrRead {
+        ep: u8,
+        dcr: u32,
+    },
+    DcrWrite {
+        ep: u8,
+        dcr: u32,
+        value: u32,
+    },
+    TreeInject {
+        ep: u8,
+        vc: u32,
+        header: u32,
+    },
+    TreeReceive {
+        ep: u8,
+        vc: u32,
+    },
+    TreeStatus {
+        ep: u8,
+        vc: u32,
+    },
+    FrameSend {
+        ep: u8,
+        len: u32,
+    },
+    FrameReceive {
+        ep: u8,
+    },
+    IrqLines {
+        ep: u8,
+    },
     TakeChanged,
-    Stats { ep: u8 },
+    Stats {
+        ep: u8,
+    },
     /// The engine's last error or drop on the endpoint (`Fabric::take_diagnostic`).
-    TakeDiagnostic { ep: u8 },
+    TakeDiagnostic {
+        ep: u8,
+    },
     /// How many frames wait for the endpoint (`Fabric::frames_queued`).
-    FramesQueued { ep: u8 },
+    FramesQueued {
+        ep: u8,
+    },
 }
 
 /// A request or reply as label and untyped words.
@@ -449,7 +494,11 @@ mod tests {
             ep.clone().prop_map(|ep| Request::Detach { ep }),
             ep.clone().prop_map(|ep| Request::Info { ep }),
             (ep.clone(), w).prop_map(|(ep, offset)| Request::DmaRead { ep, offset }),
-            (ep.clone(), w, w).prop_map(|(ep, offset, value)| Request::DmaWrite { ep, offset, value }),
+            (ep.clone(), w, w).prop_map(|(ep, offset, value)| Request::DmaWrite {
+                ep,
+                offset,
+                value
+            }),
             (ep.clone(), w).prop_map(|(ep, dcr)| Request::DcrRead { ep, dcr }),
             (ep.clone(), w, w).prop_map(|(ep, dcr, value)| Request::DcrWrite { ep, dcr, value }),
             (ep.clone(), w, w).prop_map(|(ep, vc, header)| Request::TreeInject { ep, vc, header }),

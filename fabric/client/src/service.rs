@@ -180,7 +180,8 @@ impl Service {
     }
 
     pub fn dma_read(&self, ep: u8, offset: u32) -> Result<u32, Error> {
-        self.request(Request::DmaRead { ep, offset }, &[]).map(|w| w[0])
+        self.request(Request::DmaRead { ep, offset }, &[])
+            .map(|w| w[0])
     }
 
     pub fn dma_write(&self, ep: u8, offset: u32, value: u32) -> Result<(), Error> {
@@ -189,7 +190,8 @@ impl Service {
     }
 
     pub fn dcr_read(&self, ep: u8, dcr: u32) -> Result<u32, Error> {
-        self.request(Request::DcrRead { ep, dcr }, &[]).map(|w| w[0])
+        self.request(Request::DcrRead { ep, dcr }, &[])
+            .map(|w| w[0])
     }
 
     pub fn dcr_write(&self, ep: u8, dcr: u32, value: u32) -> Result<(), Error> {
@@ -381,10 +383,21 @@ impl crate::port::Port for Native {
     fn dcr_write(&mut self, ep: u8, dcr: u32, value: u32) -> Result<(), Error> {
         self.service.dcr_write(ep, dcr, value)
     }
-    fn tree_inject(&mut self, ep: u8, vc: usize, header: u32, payload: &[u8; 256]) -> Result<(), Error> {
+    fn tree_inject(
+        &mut self,
+        ep: u8,
+        vc: usize,
+        header: u32,
+        payload: &[u8; 256],
+    ) -> Result<(), Error> {
         self.service.tree_inject(ep, vc, header, payload)
     }
-    fn tree_receive(&mut self, ep: u8, vc: usize, payload: &mut [u8; 256]) -> Result<Option<u32>, Error> {
+    fn tree_receive(
+        &mut self,
+        ep: u8,
+        vc: usize,
+        payload: &mut [u8; 256],
+    ) -> Result<Option<u32>, Error> {
         self.service.tree_receive(ep, vc, payload)
     }
     fn tree_status(&mut self, ep: u8, vc: usize) -> Result<u32, Error> {
@@ -509,7 +522,9 @@ impl RemoteFabric {
     }
 
     pub fn coords(&self, ep: EpId) -> Coords {
-        self.place.get(usize::from(ep.0)).map_or(Coords::default(), |p| p.0)
+        self.place
+            .get(usize::from(ep.0))
+            .map_or(Coords::default(), |p| p.0)
     }
 
     pub fn node_address(&self, ep: EpId) -> u32 {
@@ -561,7 +576,11 @@ impl RemoteFabric {
         for r in 0..RDR_COUNT {
             let dcr = DCR_BASE + DCR_RDR0 + r;
             let v = self.dcr_read(ep, dcr)?;
-            self.dcr_write(ep, dcr, crate::spi::tree::route_word(dcr, v, sources, targets))?;
+            self.dcr_write(
+                ep,
+                dcr,
+                crate::spi::tree::route_word(dcr, v, sources, targets),
+            )?;
         }
         Ok(())
     }
@@ -587,7 +606,14 @@ impl RemoteFabric {
 
     pub fn frame_mac(&self, ep: EpId) -> [u8; 6] {
         let c = self.coords(ep);
-        [kestrel_bgp::torus::MAC_TORUS_KIND as u8, 0, 0, c.x, c.y, c.z]
+        [
+            kestrel_bgp::torus::MAC_TORUS_KIND as u8,
+            0,
+            0,
+            c.x,
+            c.y,
+            c.z,
+        ]
     }
 
     pub fn irq_lines(&self, ep: EpId) -> [u32; IRQ_WORDS] {

@@ -145,7 +145,11 @@ impl DmaGroup {
         let ri = g * dma::RCV_FIFOS + RCV_FIFO;
         let rx = q(bus + u64::from(layout::RX));
         p.dma_write(ep, rcv_fifo(RCV_FIFO, dma::FIFO_START), rx)?;
-        p.dma_write(ep, rcv_fifo(RCV_FIFO, dma::FIFO_END), rx + layout::RX_BYTES / 16)?;
+        p.dma_write(
+            ep,
+            rcv_fifo(RCV_FIFO, dma::FIFO_END),
+            rx + layout::RX_BYTES / 16,
+        )?;
         p.dma_write(ep, rcv_fifo(RCV_FIFO, dma::FIFO_HEAD), rx)?;
         p.dma_write(ep, rcv_fifo(RCV_FIFO, dma::FIFO_TAIL), rx)?;
         let byte = g << 3 | RCV_FIFO;
@@ -266,7 +270,11 @@ impl DmaGroup {
             let first = (layout::RX_BYTES - self.rx_head * 16).min(bytes);
             p.mem_read(self.ep, at + 16, &mut slot[16..first as usize])?;
             if first < bytes {
-                p.mem_read(self.ep, layout::RX, &mut slot[first as usize..bytes as usize])?;
+                p.mem_read(
+                    self.ep,
+                    layout::RX,
+                    &mut slot[first as usize..bytes as usize],
+                )?;
             }
             let w = |i: usize| u32::from_be_bytes([slot[i], slot[i + 1], slot[i + 2], slot[i + 3]]);
             f(&Packet {
@@ -352,7 +360,11 @@ impl<const N: usize> Reassembly<N> {
             self.bad += 1;
             return;
         }
-        let i = match self.slots.iter().position(|s| s.used && s.word3 == pkt.word3) {
+        let i = match self
+            .slots
+            .iter()
+            .position(|s| s.used && s.word3 == pkt.word3)
+        {
             Some(i) => i,
             None => {
                 let i = match self.slots.iter().position(|s| !s.used) {

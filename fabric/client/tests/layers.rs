@@ -29,13 +29,19 @@ fn at(x: u8) -> Coords {
 }
 
 fn message(len: usize, seed: u8) -> Vec<u8> {
-    let mut m: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect();
+    let mut m: Vec<u8> = (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+        .collect();
     link_header(&mut m, 0x1234, len, 1);
     m
 }
 
 /// Receives everything waiting at `g` and returns the complete messages.
-fn drain(f: &mut Fabric<VecMemory>, g: &mut DmaGroup, r: &mut Reassembly<4>) -> Vec<(u32, Vec<u8>)> {
+fn drain(
+    f: &mut Fabric<VecMemory>,
+    g: &mut DmaGroup,
+    r: &mut Reassembly<4>,
+) -> Vec<(u32, Vec<u8>)> {
     let mut out = Vec::new();
     g.receive(f, |p| r.add(p, |m| out.push((m.word3, m.bytes.to_vec()))))
         .unwrap();
@@ -78,7 +84,9 @@ fn a_waiting_packet_raises_the_reception_interrupt() {
     let mut b = DmaGroup::setup(&mut f, 1, bus[1], at(1)).unwrap();
     f.take_changed();
     let line = kestrel_bgp::dma::IRQ_RCV_FIFO_THRESHOLD;
-    let up = |f: &Fabric<VecMemory>| f.irq_lines(EpId(1))[(line / 32) as usize] & (0x8000_0000 >> (line % 32)) != 0;
+    let up = |f: &Fabric<VecMemory>| {
+        f.irq_lines(EpId(1))[(line / 32) as usize] & (0x8000_0000 >> (line % 32)) != 0
+    };
     assert!(!up(&f));
     a.send(&mut f, at(1), &message(300, 1)).unwrap();
     assert!(up(&f));
@@ -145,9 +153,15 @@ fn mpi_send_recv_allreduce_and_barrier() {
     assert!(ranks[0].send(&mut f, 2, 7, b"later").unwrap());
     assert!(ranks[0].send(&mut f, 2, 5, &[9u8; 3000]).unwrap());
     let mut buf = [0u8; 4000];
-    assert_eq!(ranks[2].try_recv(&mut f, Some(0), 5, &mut buf).unwrap(), Some((0, 3000)));
+    assert_eq!(
+        ranks[2].try_recv(&mut f, Some(0), 5, &mut buf).unwrap(),
+        Some((0, 3000))
+    );
     assert!(buf[..3000].iter().all(|&b| b == 9));
-    assert_eq!(ranks[2].try_recv(&mut f, None, 7, &mut buf).unwrap(), Some((0, 5)));
+    assert_eq!(
+        ranks[2].try_recv(&mut f, None, 7, &mut buf).unwrap(),
+        Some((0, 5))
+    );
     assert_eq!(&buf[..5], b"later");
     assert_eq!(ranks[2].try_recv(&mut f, None, 7, &mut buf).unwrap(), None);
     assert_eq!(ranks[1].try_recv(&mut f, None, 5, &mut buf).unwrap(), None);

@@ -26,7 +26,9 @@ use kestrel_bgp::torus::LINK_PROTO_NET;
 use kestrel_fabric_client::net::{self, answer, Answer, CollReassembly, Me, MAX_FRAME};
 use kestrel_fabric_client::port::Port;
 use kestrel_fabric_client::service::{Native, Service};
-use kestrel_fabric_client::spi::{layout, link_header, tree, Coords, DmaGroup, Reassembly, LINK_HDR};
+use kestrel_fabric_client::spi::{
+    layout, link_header, tree, Coords, DmaGroup, Reassembly, LINK_HDR,
+};
 use kestrel_user::{println, root, sys};
 
 /// The DMA window (64 KiB of RAM from the root task) and the shared page.
@@ -118,7 +120,14 @@ pub extern "C" fn task_main() {
         y: (a.coords >> kestrel_bgp::torus::COORD_Y_SHIFT) as u8,
         z: (a.coords >> kestrel_bgp::torus::COORD_Z_SHIFT) as u8,
     };
-    let mac = [kestrel_bgp::torus::MAC_TORUS_KIND as u8, 0, 0, c.x, c.y, c.z];
+    let mac = [
+        kestrel_bgp::torus::MAC_TORUS_KIND as u8,
+        0,
+        0,
+        c.x,
+        c.y,
+        c.z,
+    ];
     let me = Me { mac, ip };
     let mut dma = match DmaGroup::setup(&mut port, ep, a.bus_base, c) {
         Ok(d) => d,
@@ -130,7 +139,11 @@ pub extern "C" fn task_main() {
     // Take part in bgnet's class only (route 0): a reduction on any other class (the MPI
     // layer's) completes without us.
     for r in 0..coll::RDR_COUNT {
-        let v = if r == 0 { coll::RDR_LO_SRCL | coll::RDR_LO_TGTL } else { 0 };
+        let v = if r == 0 {
+            coll::RDR_LO_SRCL | coll::RDR_LO_TGTL
+        } else {
+            0
+        };
         if let Err(e) = port.dcr_write(ep, coll::DCR_BASE + coll::DCR_RDR0 + r, v) {
             println!("cannot set the class routes: {e}");
             return;
@@ -142,7 +155,12 @@ pub extern "C" fn task_main() {
     );
     // SAFETY: this is the program's only thread, and these are the only references to the
     // reassembly buffers for the rest of its life.
-    let (torus, coll) = unsafe { (&mut *core::ptr::addr_of_mut!(TORUS), &mut *core::ptr::addr_of_mut!(COLL)) };
+    let (torus, coll) = unsafe {
+        (
+            &mut *core::ptr::addr_of_mut!(TORUS),
+            &mut *core::ptr::addr_of_mut!(COLL),
+        )
+    };
     let mut inbox = Inbox {
         n: 0,
         len: [0; 8],
@@ -173,7 +191,9 @@ pub extern "C" fn task_main() {
         let mut p = [0u8; 256];
         while inbox.n < inbox.buf.len() {
             match port.tree_receive(ep, TREE_VC, &mut p) {
-                Ok(Some(_)) => coll.add(netid, a.node_address, &p, |src, f| inbox.push(f, Via::Coll(src))),
+                Ok(Some(_)) => coll.add(netid, a.node_address, &p, |src, f| {
+                    inbox.push(f, Via::Coll(src))
+                }),
                 _ => break,
             }
         }
@@ -200,22 +220,43 @@ pub extern "C" fn task_main() {
                 println!(
                     "first {} answered (from {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x})",
                     ["ARP request", "ping", "UDP datagram"][kind],
-                    frame[6], frame[7], frame[8], frame[9], frame[10], frame[11]
+                    frame[6],
+                    frame[7],
+                    frame[8],
+                    frame[9],
+                    frame[10],
+                    frame[11]
                 );
             }
             counts[kind] += 1;
-            let dst = [out[LINK_HDR], out[LINK_HDR + 1], out[LINK_HDR + 2], out[LINK_HDR + 3], out[LINK_HDR + 4], out[LINK_HDR + 5]];
+            let dst = [
+                out[LINK_HDR],
+                out[LINK_HDR + 1],
+                out[LINK_HDR + 2],
+                out[LINK_HDR + 3],
+                out[LINK_HDR + 4],
+                out[LINK_HDR + 5],
+            ];
             let sent = if inbox.via[i] == Via::Nic {
-                port.frame_send(ep, &out[LINK_HDR..LINK_HDR + len]).map(|_| true)
+                port.frame_send(ep, &out[LINK_HDR..LINK_HDR + len])
+                    .map(|_| true)
             } else if let Via::Coll(src) = inbox.via[i] {
                 // Back the way it came: point to point to the sender's node address.
                 conn = conn.wrapping_add(1);
                 let mut r = Ok(true);
-                net::coll_packets(&out[LINK_HDR..LINK_HDR + len], netid, a.node_address, conn, |p| {
-                    if matches!(r, Ok(true)) {
-                        r = port.tree_inject(ep, TREE_VC, tree::p2p(0, src), p).map(|_| true);
-                    }
-                });
+                net::coll_packets(
+                    &out[LINK_HDR..LINK_HDR + len],
+                    netid,
+                    a.node_address,
+                    conn,
+                    |p| {
+                        if matches!(r, Ok(true)) {
+                            r = port
+                                .tree_inject(ep, TREE_VC, tree::p2p(0, src), p)
+                                .map(|_| true);
+                        }
+                    },
+                );
                 r
             } else if u32::from(dst[0] & 7) == kestrel_bgp::torus::MAC_TORUS_KIND {
                 link_header(&mut out, netid, LINK_HDR + len, LINK_PROTO_NET as u16);

@@ -201,6 +201,10 @@ pub const fn hdr_class(h: u32) -> u32 {
 pub const fn rdr_of_class(class: u32) -> (u32, u32) {
     (
         DCR_BASE + DCR_RDR0 + (class & 0xF) / 2,
-        if class.is_multiple_of(2) { 0 } else { RDR_HI_SHIFT },
+        if class.is_multiple_of(2) {
+            0
+        } else {
+            RDR_HI_SHIFT
+        },
     )
 }

@@ -58,10 +58,22 @@ pub mod torus;
 
 /// Every table, in header order.
 pub const TABLES: &[(&str, &[Def])] = &[
-    ("BIC: Blue Gene interrupt controller (bgp-interconnect.md 2.1)", bic::TABLE),
-    ("Collective (tree) network: VC windows, packet header, status, DCRs (2.2)", coll::TABLE),
-    ("Torus DMA engine: group registers, DCRs, descriptors, packet headers (2.3)", dma::TABLE),
-    ("Torus DCRs and Kestrel's fabric geometry (2.3)", torus::TABLE),
+    (
+        "BIC: Blue Gene interrupt controller (bgp-interconnect.md 2.1)",
+        bic::TABLE,
+    ),
+    (
+        "Collective (tree) network: VC windows, packet header, status, DCRs (2.2)",
+        coll::TABLE,
+    ),
+    (
+        "Torus DMA engine: group registers, DCRs, descriptors, packet headers (2.3)",
+        dma::TABLE,
+    ),
+    (
+        "Torus DCRs and Kestrel's fabric geometry (2.3)",
+        torus::TABLE,
+    ),
 ];
 
 /// The C header with every constant, `#define KESTREL_BGP_<NAME> <value>`.

@@ -5,7 +5,8 @@ use kestrel_bgp::{bic, c_header, coll, dma, TABLES};
 use std::path::PathBuf;
 
 fn header_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../guests/linux/modules/include/kestrel_bgp.h")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../guests/linux/modules/include/kestrel_bgp.h")
 }
 
 #[test]
@@ -51,5 +52,8 @@ fn facts_from_the_sources() {
     // DMA: counter 63's BASE, reception FIFO 7's HEAD.
     assert_eq!(dma::inj_ctr(63, dma::CTR_BASE), 0x7F8);
     assert_eq!(dma::rcv_fifo(7, dma::FIFO_HEAD), 0x878);
-    assert_eq!(dma::PKT_MAX_PAYLOAD + dma::PKT_HDR_BYTES, 8 * dma::CHUNK_BYTES);
+    assert_eq!(
+        dma::PKT_MAX_PAYLOAD + dma::PKT_HDR_BYTES,
+        8 * dma::CHUNK_BYTES
+    );
 }

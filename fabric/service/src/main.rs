@@ -73,7 +73,10 @@ pub extern "C" fn task_main() {
     let mut args = [0u8; kestrel_abi::BOOTARGS_LEN];
     let n = sys::bootargs(&mut args);
     let args = core::str::from_utf8(&args[..n]).unwrap_or("");
-    if args.split_ascii_whitespace().any(|a| a == "fabric.linger=1") {
+    if args
+        .split_ascii_whitespace()
+        .any(|a| a == "fabric.linger=1")
+    {
         LINGER.store(true, Ordering::Relaxed);
     }
     // The first thread serves (clients find it through the root task's `Lookup`); a
@@ -90,15 +93,12 @@ pub extern "C" fn task_main() {
         println!("cannot start the pager thread: {e}");
         return;
     }
-    if let Err(e) = sys::exchange_registers(
-        me,
-        exreg::SET_PAGER,
-        0,
-        0,
-        pager_thread,
-        ThreadId::NIL,
-    ) {
-        println!("cannot make {pager_thread:?} the server's pager: {}", e.as_str());
+    if let Err(e) = sys::exchange_registers(me, exreg::SET_PAGER, 0, 0, pager_thread, ThreadId::NIL)
+    {
+        println!(
+            "cannot make {pager_thread:?} the server's pager: {}",
+            e.as_str()
+        );
         return;
     }
     serve(pager_thread)
@@ -426,7 +426,13 @@ impl Server {
 
     /// Answers one message; the second value says whether it attached an endpoint (whose
     /// items must stay mapped).
-    fn handle(&mut self, from: ThreadId, msg: &Msg, free: Option<usize>, window: Fpage) -> (Msg, bool) {
+    fn handle(
+        &mut self,
+        from: ThreadId,
+        msg: &Msg,
+        free: Option<usize>,
+        window: Fpage,
+    ) -> (Msg, bool) {
         let n = msg.tag.untyped().min(proto::MAX_WORDS);
         let words: [u32; proto::MAX_WORDS] = core::array::from_fn(|i| msg.mr(i + 1));
         let words = &words[..n];
@@ -506,10 +512,7 @@ impl Server {
         if !shared_seen || !tiled || covered != u64::from(len) {
             return Err(FabricErr::BadWindow);
         }
-        let (ep, bus) = self
-            .fabric
-            .attach(u64::from(len))
-            .map_err(engine_err)?;
+        let (ep, bus) = self.fabric.attach(u64::from(len)).map_err(engine_err)?;
         if usize::from(ep.0) != k {
             // The engine and the slots disagree (cannot happen: both take the lowest free).
             self.fabric.detach(ep);

@@ -43,8 +43,8 @@ extern crate alloc;
 use alloc::format;
 use alloc::vec::Vec;
 use core::fmt;
-use kestrel_vmm_core::board::{self, Board, Device, Model, Window};
 use kestrel_bgp::{coll, dma};
+use kestrel_vmm_core::board::{self, Board, Device, Model, Window};
 use vm_fdt::FdtWriter;
 
 /// Facts of the board description ([`board::BAMBOO`]), for tests and tools.
@@ -494,7 +494,9 @@ fn plb_reg(d: &Device) -> Result<[u32; 3], Error> {
         Window::Mmio { base, size } if size <= u32::MAX as u64 => {
             Ok([(base >> 32) as u32, base as u32, size as u32])
         }
-        _ => Err(Error::Board("a BG/P or virtio device without a PLB MMIO window")),
+        _ => Err(Error::Board(
+            "a BG/P or virtio device without a PLB MMIO window",
+        )),
     }
 }
 
@@ -589,7 +591,11 @@ fn bgp_nodes(w: &mut FdtWriter, vm: &BambooVm) -> Result<(), Error> {
         let node = w.begin_node(&format!("virtio@{:x}", mmio_base(d)))?;
         w.property_string("compatible", "virtio,mmio")?;
         w.property_array_u32("reg", &plb_reg(d)?)?;
-        uic0(w, d.irq.ok_or(Error::Board("the virtio NIC has no UIC0 input"))?)?;
+        uic0(
+            w,
+            d.irq
+                .ok_or(Error::Board("the virtio NIC has no UIC0 input"))?,
+        )?;
         w.end_node(node)?;
     }
     Ok(())

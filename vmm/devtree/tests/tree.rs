@@ -548,7 +548,9 @@ fn bgp_vm_has_the_interconnect_nodes() {
     .unwrap();
     let p = paths(&Fdt::new(&dtb).unwrap());
     assert!(p.iter().any(|x| x == "/plb/interrupt-controller@730000000"));
-    assert!(!p.iter().any(|x| x.contains("torus") || x.contains("collective") || x.contains("bgnet")));
+    assert!(!p
+        .iter()
+        .any(|x| x.contains("torus") || x.contains("collective") || x.contains("bgnet")));
     // dtc reads it without a warning (when installed).
     let dir = std::env::temp_dir().join(format!("kestrel-devtree-bgp-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -566,7 +568,13 @@ fn bgp_vm_has_the_interconnect_nodes() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "dtc: {stderr}");
     // (QEMU's layout of /plb/opb draws a unit-name warning of its own.)
-    for new in ["interrupt-controller@", "collective", "torus", "bgnet", "virtio"] {
+    for new in [
+        "interrupt-controller@",
+        "collective",
+        "torus",
+        "bgnet",
+        "virtio",
+    ] {
         assert!(!stderr.contains(new), "dtc warns about {new}: {stderr}");
     }
 }

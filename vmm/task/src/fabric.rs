@@ -28,11 +28,11 @@ use alloc::collections::VecDeque;
 use alloc::rc::Rc;
 use alloc::vec::Vec;
 use core::cell::RefCell;
+use kestrel_bgp::{bic, coll};
 use kestrel_devices::bus::GuestRam;
 use kestrel_devices::collective::{TreeBackend, TreeError, PAYLOAD};
 use kestrel_devices::torus::DmaBackend;
 use kestrel_devices::virtio_net::FrameBackend;
-use kestrel_bgp::{bic, coll};
 use kestrel_fabric::{Diagnostic, EpId, Fabric, FabricError, MemError, Memory, IRQ_WORDS};
 use kestrel_fabric_client::service::RemoteFabric;
 use kestrel_user::println;
@@ -76,6 +76,9 @@ impl Memory for VmMemory {
 /// (`kestrel-fabric`, ADR 0020) when the kernel command line says `vmm.fabric=service`. Both
 /// have the engine's method names and signatures (`kestrel_fabric_client::service::
 /// RemoteFabric` mirrors `Fabric`); only attaching differs.
+// One `Engine` per VMM, built once at start and never moved: the in-process engine's size
+// costs nothing, and boxing it would add an indirection to every device exit.
+#[allow(clippy::large_enum_variant)]
 pub enum Engine {
     Local(Fabric<VmMemory>),
     Remote(RemoteFabric),
@@ -152,7 +155,10 @@ pub fn node(service: bool) -> Node {
     let e = if service {
         match RemoteFabric::connect() {
             Ok(f) => {
-                println!("vmm: the VMs' fabric is the service kestrel-fabric ({:?})", f.thread());
+                println!(
+                    "vmm: the VMs' fabric is the service kestrel-fabric ({:?})",
+                    f.thread()
+                );
                 Engine::Remote(f)
             }
             Err(e) => {
@@ -188,7 +194,13 @@ pub struct Port {
 impl Port {
     /// Attaches VM `vm` whose RAM (guest-physical 0 up, `len` bytes) is `ram`, at `first`
     /// in the VMM's space (from where the fabric service maps it).
-    pub fn attach(node: &Node, ram: &Ram, first: u32, len: u64, vm: usize) -> Result<Port, FabricError> {
+    pub fn attach(
+        node: &Node,
+        ram: &Ram,
+        first: u32,
+        len: u64,
+        vm: usize,
+    ) -> Result<Port, FabricError> {
         let mut e = node.borrow_mut();
         let (ep, bus_base) = match &mut *e {
             Engine::Local(f) => {
@@ -272,14 +284,22 @@ impl Port {
     /// Whether the endpoint's collective reception of VC0 or VC1 is full: its shadow FIFO
     /// (then the engine's fills and drops).
     pub fn tree_rcv_full(&self) -> bool {
-        self.shadow.borrow().iter().any(|q| q.len() >= SHADOW_PACKETS)
+        self.shadow
+            .borrow()
+            .iter()
+            .any(|q| q.len() >= SHADOW_PACKETS)
     }
 
     /// The BIC lines the fabric asserts for this endpoint, with the VC receive lines of
     /// the shadow FIFOs.
     pub fn irq_lines(&self) -> [u32; IRQ_WORDS] {
         let mut lines = self.node.borrow().irq_lines(self.ep);
-        for (q, irq) in self.shadow.borrow().iter().zip([coll::IRQ_RCV_VC0, coll::IRQ_RCV_VC1]) {
+        for (q, irq) in self
+            .shadow
+            .borrow()
+            .iter()
+            .zip([coll::IRQ_RCV_VC0, coll::IRQ_RCV_VC1])
+        {
             if q.iter().any(|(h, _)| h & coll::HDR_IRQ != 0) {
                 lines[(irq / bic::LINES_PER_GROUP) as usize] |= bic::line_mask(irq);
             }
@@ -308,7 +328,6 @@ impl Port {
         self.node.borrow_mut().take_diagnostic(self.ep)
     }
 
-
     pub fn dcr_read(&self, dcr: u32) -> Result<u32, FabricError> {
         self.node.borrow_mut().dcr_read(self.ep, dcr)
     }
@@ -316,9 +335,6 @@ impl Port {
     pub fn dcr_write(&self, dcr: u32, value: u32) -> Result<(), FabricError> {
         self.node.borrow_mut().dcr_write(self.ep, dcr, value)
     }
-
-
-
 }
 
 /// The collective model's hardware: the engine's collective for this endpoint.

@@ -5,10 +5,10 @@
 //! `kestrel_vmm_core::fault` dispatch it to the buses, and builds the reply with the ABI's
 //! `FaultReply` (adding the interrupt-line levels).
 
+use crate::fabric::{self, Port, Ram};
 use alloc::rc::Rc;
 use core::cell::RefCell;
 use kestrel_abi::{xfer, FaultReply, ThreadId, TracePoint, VirtFaultMsg, XferRegs, PAGE_SIZE};
-use crate::fabric::{self, Port, Ram};
 use kestrel_devices::bus::{GuestRam, TxSink, UartPort, UicInput};
 use kestrel_devices::collective::{Collective, VC_STRIDE};
 use kestrel_devices::torus::TorusDma;
@@ -217,7 +217,9 @@ impl Machine {
                     }
                     (Model::Collective, window) => {
                         let c = coll
-                            .get_or_insert_with(|| Rc::new(RefCell::new(Collective::new(port.clone()))))
+                            .get_or_insert_with(|| {
+                                Rc::new(RefCell::new(Collective::new(port.clone())))
+                            })
                             .clone();
                         Some(match window {
                             // The model spans both VC windows: VC1's is VC_STRIDE into it.
@@ -249,12 +251,12 @@ impl Machine {
                         Some(match window {
                             Window::Mmio { .. } => Attachment::Mmio(t),
                             // The model's DCRs start at the torus DCRs; the DMA DCRs follow.
-                            Window::Dcr { base, .. } => Attachment::Dcr(Rc::new(RefCell::new(
-                                Shifted {
+                            Window::Dcr { base, .. } => {
+                                Attachment::Dcr(Rc::new(RefCell::new(Shifted {
                                     dev: t,
                                     by: (base - board::TORUS_DCR_BASE) as u64,
-                                },
-                            ))),
+                                })))
+                            }
                         })
                     }
                     _ => None,
@@ -429,10 +431,12 @@ impl Machine {
         if f.class != kestrel_abi::VirtFault::Mmio || self.bgp.coll.is_none() {
             return false;
         }
-        let in_vc = [board::COLL_VC0, board::COLL_VC1].iter().any(|d| match d.window {
-            Window::Mmio { base, size } => (base..base + size).contains(&f.gpa),
-            Window::Dcr { .. } => false,
-        });
+        let in_vc = [board::COLL_VC0, board::COLL_VC1]
+            .iter()
+            .any(|d| match d.window {
+                Window::Mmio { base, size } => (base..base + size).contains(&f.gpa),
+                Window::Dcr { .. } => false,
+            });
         in_vc
             && matches!(decode(f.insn), Insn::LoadStore(ls)
                 if ls.kind() == kestrel_ppc440::decode::AccessKind::Store)
@@ -465,14 +469,22 @@ impl Machine {
             let mut c = c.borrow_mut();
             c.irq_lines(&mut lines);
             if let Some((d, n)) = c.take_diagnostic() {
-                log_interconnect(self.id, &mut self.log, format_args!("{d} ({n} since the last report)"));
+                log_interconnect(
+                    self.id,
+                    &mut self.log,
+                    format_args!("{d} ({n} since the last report)"),
+                );
             }
         }
         if let Some(t) = &self.bgp.torus {
             let mut t = t.borrow_mut();
             t.irq_lines(&mut lines);
             if let Some((d, n)) = t.take_diagnostic() {
-                log_interconnect(self.id, &mut self.log, format_args!("{d} ({n} since the last report)"));
+                log_interconnect(
+                    self.id,
+                    &mut self.log,
+                    format_args!("{d} ({n} since the last report)"),
+                );
             }
         }
         self.bgp.bic.borrow_mut().set_lines(&lines);
@@ -483,7 +495,11 @@ impl Machine {
             }
             self.uic.borrow_mut().set_input(*input, n.irq());
             if let Some((d, k)) = n.take_diagnostic() {
-                log_interconnect(self.id, &mut self.log, format_args!("virtio-net: {d} ({k} since the last report)"));
+                log_interconnect(
+                    self.id,
+                    &mut self.log,
+                    format_args!("virtio-net: {d} ({k} since the last report)"),
+                );
             }
         }
         if let Some(d) = self.bgp.port.take_diagnostic() {

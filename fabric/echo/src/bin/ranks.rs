@@ -39,8 +39,8 @@ use kestrel_fabric_client::mpi::{Comm, Op, MAX_DATA};
 use kestrel_fabric_client::net::{self, Me, ECHO_PORT, QUIT};
 use kestrel_fabric_client::port::Port;
 use kestrel_fabric_client::proto::FabricErr;
-use kestrel_fabric_client::spi::{link_header, tree, Coords, DmaGroup, Reassembly, LINK_HDR};
 use kestrel_fabric_client::service::{Native, Service};
+use kestrel_fabric_client::spi::{link_header, tree, Coords, DmaGroup, Reassembly, LINK_HDR};
 use kestrel_user::{println, root, sys};
 
 const WINDOW: u32 = 0x2000_0000;
@@ -102,7 +102,10 @@ fn frame<T>(
 }
 
 /// Rank 0 as a client that takes its memory back (`ranks.revoke=1`).
-fn revoke(port: &mut Native, dma: &mut DmaGroup) -> Result<(), kestrel_fabric_client::service::Error> {
+fn revoke(
+    port: &mut Native,
+    dma: &mut DmaGroup,
+) -> Result<(), kestrel_fabric_client::service::Error> {
     use kestrel_abi::{unmapflags, Fpage, Rights};
     if let Err(e) = root::ram(WINDOW2, WINDOW_LEN, 16).and_then(|_| root::ram(SHARED2, 4096, 12)) {
         println!("revoke: no memory for a second window: {e}");
@@ -111,9 +114,17 @@ fn revoke(port: &mut Native, dma: &mut DmaGroup) -> Result<(), kestrel_fabric_cl
     let b = port.attach(WINDOW2, WINDOW_LEN, SHARED2, sys::my_id())?;
     // The second endpoint takes part in no collective class (no reduction waits for it).
     for r in 0..kestrel_bgp::coll::RDR_COUNT {
-        port.dcr_write(b.ep, kestrel_bgp::coll::DCR_BASE + kestrel_bgp::coll::DCR_RDR0 + r, 0)?;
+        port.dcr_write(
+            b.ep,
+            kestrel_bgp::coll::DCR_BASE + kestrel_bgp::coll::DCR_RDR0 + r,
+            0,
+        )?;
     }
-    let me = Coords { x: b.ep, y: 0, z: 0 };
+    let me = Coords {
+        x: b.ep,
+        y: 0,
+        z: 0,
+    };
     DmaGroup::setup(port, b.ep, b.bus_base, me)?;
     let window = Fpage::new(WINDOW2, WINDOW_LEN.trailing_zeros(), Rights::RWX)
         .expect("the window is a naturally aligned power of two");
@@ -126,7 +137,9 @@ fn revoke(port: &mut Native, dma: &mut DmaGroup) -> Result<(), kestrel_fabric_cl
     let sent = dma.send(port, me, &msg);
     let gone = matches!(
         port.service.info(b.ep),
-        Err(kestrel_fabric_client::service::Error::Refused(FabricErr::NotOwner))
+        Err(kestrel_fabric_client::service::Error::Refused(
+            FabricErr::NotOwner
+        ))
     );
     let still = port.service.info(dma.ep).is_ok();
     println!(
@@ -134,7 +147,11 @@ fn revoke(port: &mut Native, dma: &mut DmaGroup) -> Result<(), kestrel_fabric_cl
         b.ep,
         if gone { "detached" } else { "did NOT detach" },
         dma.ep,
-        if still { "still served, ok" } else { "NOT served, WRONG" }
+        if still {
+            "still served, ok"
+        } else {
+            "NOT served, WRONG"
+        }
     );
     Ok(())
 }
@@ -163,8 +180,14 @@ fn echo_client(
         }
     });
     r?;
-    let Some(mac) = frame(port, dma, reasm, node_address, |fr| net::arp_reply_mac(&me, ip, fr))? else {
-        println!("echo: no ARP reply for {}.{}.{}.{}", ip[0], ip[1], ip[2], ip[3]);
+    let Some(mac) = frame(port, dma, reasm, node_address, |fr| {
+        net::arp_reply_mac(&me, ip, fr)
+    })?
+    else {
+        println!(
+            "echo: no ARP reply for {}.{}.{}.{}",
+            ip[0], ip[1], ip[2], ip[3]
+        );
         return Ok(());
     };
     println!(
@@ -175,13 +198,23 @@ fn echo_client(
     let mut payload = [0u8; 1472];
     fill(0xec40, &mut payload[..bytes]);
     for (i, data) in [&payload[..bytes], QUIT].into_iter().enumerate() {
-        let n = net::udp_datagram(&me, (&mac, ip, ECHO_PORT), 4000 + i as u16, data, &mut f[LINK_HDR..]);
+        let n = net::udp_datagram(
+            &me,
+            (&mac, ip, ECHO_PORT),
+            4000 + i as u16,
+            data,
+            &mut f[LINK_HDR..],
+        );
         link_header(&mut f, 0, LINK_HDR + n, LINK_PROTO_NET as u16);
         dma.send(port, Coords::of_mac(&mac), &f[..LINK_HDR + n])?;
         let got = frame(port, dma, reasm, node_address, |fr| {
             net::udp_payload(&me, 4000 + i as u16, fr).map(|p| p == data)
         })?;
-        let what = if i == 0 { "UDP datagram" } else { "quit datagram" };
+        let what = if i == 0 {
+            "UDP datagram"
+        } else {
+            "quit datagram"
+        };
         match got {
             Some(true) => println!("echo: {what} of {} bytes echoed, ok", data.len()),
             Some(false) => println!("echo: {what} of {} bytes echoed WRONG", data.len()),
@@ -206,7 +239,11 @@ fn crc32(data: &[u8]) -> u32 {
     for &b in data {
         c ^= b as u32;
         for _ in 0..8 {
-            c = if c & 1 != 0 { (c >> 1) ^ 0xedb8_8320 } else { c >> 1 };
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0xedb8_8320
+            } else {
+                c >> 1
+            };
         }
     }
     !c
@@ -264,7 +301,12 @@ pub extern "C" fn task_main() {
         }
     };
     // SAFETY: the program's only thread; the only references to these buffers.
-    let (comm, buf) = unsafe { (&mut *core::ptr::addr_of_mut!(COMM), &mut *core::ptr::addr_of_mut!(BUF)) };
+    let (comm, buf) = unsafe {
+        (
+            &mut *core::ptr::addr_of_mut!(COMM),
+            &mut *core::ptr::addr_of_mut!(BUF),
+        )
+    };
     if let Err(e) = comm.open(&mut port, a.ep, a.bus_base) {
         println!("cannot open the communicator: {e}");
         return;
@@ -286,7 +328,11 @@ pub extern "C" fn task_main() {
         let (src, n) = comm.recv(&mut port, Some(from), TAG, &mut got, wait)?;
         fill(u32::from(src) + 1, &mut buf[..n]);
         let ok = src == from && n == bytes && got[..n] == buf[..n];
-        let mut v = [u64::from(r + 1), u64::from((r + 1) * (r + 1)), u64::from(crc32(&got[..n]))];
+        let mut v = [
+            u64::from(r + 1),
+            u64::from((r + 1) * (r + 1)),
+            u64::from(crc32(&got[..n])),
+        ];
         comm.allreduce(&mut port, Op::Sum, &mut v, wait)?;
         let k = u64::from(size);
         let sums_ok = v[0] == k * (k + 1) / 2 && v[1] == k * (k + 1) * (2 * k + 1) / 6;

@@ -190,8 +190,8 @@ fn indexed_dcr(k: &mut Kernel, vi: usize, f: &TrapFrame, e: u32, insn: Insn) -> 
         Insn::Unreadable => return None,
         Insn::Unknown => mmu::guest_fetch(k, vi, f.regs.ip)?,
     };
-    let dcrx = decode::OPCD.get(word) == X
-        && matches!(decode::XO.get(word), xo31::MFDCRX | xo31::MTDCRX);
+    let dcrx =
+        decode::OPCD.get(word) == X && matches!(decode::XO.get(word), xo31::MFDCRX | xo31::MTDCRX);
     dcrx.then_some(word)
 }
 
