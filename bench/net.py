@@ -555,8 +555,8 @@ def main(argv: list[str] | None = None) -> int:
         for index in range(1, args.runs + 1):
             with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
                 # The baseline only when a VM path runs; started last (the paths matter more).
-                todo = paths + ([BASELINE] if any(p != "native" for p in paths) else [])
-                futures = {p: pool.submit(run_path, p, index, params, args.timeout, private) for p in todo}
+                to_run = paths + ([BASELINE] if any(p != "native" for p in paths) else [])
+                futures = {p: pool.submit(run_path, p, index, params, args.timeout, private) for p in to_run}
                 runs.append({p: f.result() for p, f in futures.items()})
         check_deterministic(runs)
         results = {p: runs[0].get(p, {"reason": "not run (--paths)"}) for p in PATHS}

@@ -11,7 +11,7 @@
 //! - [`mpi`]: an MPI-like layer: ranks, send/recv, barrier, allreduce on the collective ALU;
 //! - [`net`]: the tiny network peer of `kestrel-echo` (ARP, ping, UDP echo) and bgnet's
 //!   collective framing;
-//! - `service` (PowerPC 440 only): the protocol stubs, `service::Service`, one call per
+//! - `service` (PowerPC 440 only): the protocol calls, `service::Service`, one call per
 //!   engine method, and `service::Native`, a native program's port.
 //!
 //! The layers are host-tested against the real engine (`tests/`).

@@ -1,4 +1,4 @@
-//! The protocol stubs: [`Service`], one IPC call to the fabric thread per engine method, with
+//! The protocol calls: [`Service`], one IPC call to the fabric thread per engine method, with
 //! the same names and arguments as `kestrel_fabric::Fabric`'s (endpoints as `u8`, errors as
 //! [`Error`]), so a client written against the engine switches to the service by changing
 //! the type it calls (`docs/adr/0020-fabric-service.md`).

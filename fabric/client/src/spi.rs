@@ -107,7 +107,7 @@ fn q(bus: u64) -> u32 {
 }
 
 impl DmaGroup {
-    /// A group not set up yet (endpoint 0, bus 0): only a placeholder until
+    /// A group not set up yet (endpoint 0, bus 0): an empty value until
     /// [`DmaGroup::setup`].
     pub const fn unset() -> DmaGroup {
         DmaGroup {
