@@ -14,11 +14,9 @@
 use crate::input::{Input, SeedWriter};
 use kestrel_bgp::dma::*;
 use kestrel_bgp::{coll, torus};
-use kestrel_fabric::{proto, EpId, Fabric, MemError, Memory};
+use kestrel_fabric::{proto, EpId, Fabric};
+use kestrel_testkit::fabric::{Guarded, EPS, G, W};
 
-const W: usize = 0x2000;
-const G: usize = 0x40;
-const EPS: usize = 4;
 const BYSTANDER: EpId = EpId(3);
 
 /// Operation selectors, for [`seed`].
@@ -36,42 +34,6 @@ pub mod op {
     pub const CODES: u8 = 10;
     pub const POLL: u8 = 11;
     pub const COUNT: u8 = 12;
-}
-
-/// Windows with guard bytes between them, in one store; accesses are logged.
-struct Guarded {
-    bytes: Vec<u8>,
-    log: Vec<(EpId, u64, usize, bool)>,
-}
-
-impl Guarded {
-    fn at(ep: EpId, off: u64, len: usize) -> usize {
-        assert!(
-            (ep.0 as usize) < EPS,
-            "access for {ep:?}, which has no window"
-        );
-        assert!(
-            off as usize + len <= W,
-            "access {off:#x}+{len} outside {ep:?}'s window"
-        );
-        G + ep.0 as usize * (W + G) + off as usize
-    }
-}
-
-impl Memory for Guarded {
-    fn read(&mut self, ep: EpId, offset: u64, buf: &mut [u8]) -> Result<(), MemError> {
-        let a = Self::at(ep, offset, buf.len());
-        buf.copy_from_slice(&self.bytes[a..a + buf.len()]);
-        self.log.push((ep, offset, buf.len(), false));
-        Ok(())
-    }
-
-    fn write(&mut self, ep: EpId, offset: u64, data: &[u8]) -> Result<(), MemError> {
-        let a = Self::at(ep, offset, data.len());
-        self.bytes[a..a + data.len()].copy_from_slice(data);
-        self.log.push((ep, offset, data.len(), true));
-        Ok(())
-    }
 }
 
 fn q(f: &Fabric<Guarded>, ep: EpId, off: u64) -> u32 {
@@ -203,10 +165,7 @@ fn allowed_lines() -> [u32; 15] {
 
 pub fn run(data: &[u8]) {
     let mut input = Input::new(data);
-    let mut f = Fabric::new(Guarded {
-        bytes: vec![0; G + EPS * (W + G)],
-        log: Vec::new(),
-    });
+    let mut f = Fabric::new(Guarded::new());
     for _ in 0..EPS {
         f.attach(W as u64).expect("four endpoints fit");
     }

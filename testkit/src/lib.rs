@@ -22,6 +22,7 @@ extern crate alloc;
 
 pub mod bic;
 pub mod collective;
+pub mod fabric;
 pub mod torus;
 pub mod uic;
 pub mod virtio;

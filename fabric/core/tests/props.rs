@@ -8,71 +8,13 @@ mod common;
 use common::pattern;
 use kestrel_bgp::coll::{self, HDR_OPSIZE_SHIFT, HDR_OP_SHIFT};
 use kestrel_bgp::dma::*;
-use kestrel_fabric::{coll::alu, EpId, Fabric, MemError, Memory};
+use kestrel_fabric::{coll::alu, EpId, Fabric};
+use kestrel_testkit::fabric::{Guarded, EPS, G, W};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 
-const W: usize = 0x2000;
-const G: usize = 0x100;
-const EPS: usize = 4;
 /// The bystander: attached, never configured, never the source of anything.
 const D: EpId = EpId(3);
-
-/// Windows of `W` bytes with `G` guard bytes around each, in one flat store; every access is
-/// logged for the range-window check.
-struct Guarded {
-    bytes: Vec<u8>,
-    log: Vec<(EpId, u64, usize, bool)>,
-}
-
-impl Guarded {
-    fn new() -> Guarded {
-        Guarded {
-            bytes: vec![0; G + EPS * (W + G)],
-            log: Vec::new(),
-        }
-    }
-
-    fn at(ep: EpId, off: u64, len: usize) -> usize {
-        assert!(
-            (ep.0 as usize) < EPS,
-            "access for endpoint {ep:?} that has no window"
-        );
-        assert!(
-            off as usize + len <= W,
-            "engine accessed {len} bytes at {off:#x} outside {ep:?}'s window"
-        );
-        G + ep.0 as usize * (W + G) + off as usize
-    }
-
-    fn window(&self, ep: EpId) -> &[u8] {
-        let s = G + ep.0 as usize * (W + G);
-        &self.bytes[s..s + W]
-    }
-
-    fn guards_clean(&self) -> bool {
-        (0..=EPS).all(|k| {
-            let s = k * (W + G);
-            self.bytes[s..s + G].iter().all(|&b| b == 0)
-        })
-    }
-}
-
-impl Memory for Guarded {
-    fn read(&mut self, ep: EpId, offset: u64, buf: &mut [u8]) -> Result<(), MemError> {
-        let a = Self::at(ep, offset, buf.len());
-        buf.copy_from_slice(&self.bytes[a..a + buf.len()]);
-        self.log.push((ep, offset, buf.len(), false));
-        Ok(())
-    }
-
-    fn write(&mut self, ep: EpId, offset: u64, data: &[u8]) -> Result<(), MemError> {
-        let a = Self::at(ep, offset, data.len());
-        self.bytes[a..a + data.len()].copy_from_slice(data);
-        self.log.push((ep, offset, data.len(), true));
-        Ok(())
-    }
-}
 
 #[derive(Clone, Debug)]
 enum Op {
