@@ -165,6 +165,21 @@ pub mod op {
     pub const COUNT: u8 = 10;
 }
 
+/// The guest PIDs the fuzzer switches between.
+const PIDS: [u8; 5] = [0, 1, 2, 3, 0xFF];
+
+/// The hardware TID the kernel would have allocated for (guest PID, user mode): one per
+/// pair, never 0 (ADR 0024).
+fn tid_of(pid: u8, pr: bool) -> u8 {
+    let i = PIDS.iter().position(|&p| p == pid).expect("a fuzzer PID") as u8;
+    1 + 2 * i + pr as u8
+}
+
+/// The (guest PID, user mode) of a TID from [`tid_of`].
+fn pid_mode_of(tid: u8) -> (u8, bool) {
+    (PIDS[((tid - 1) / 2) as usize], (tid - 1) % 2 == 1)
+}
+
 struct State {
     guest: GuestTlb,
     model: RefTlb,
@@ -187,7 +202,7 @@ impl State {
         );
         if ok {
             let _ = needs_flush(Event::GuestTlbWrite { index });
-            self.shadow.invalidate_guest_write(&self.guest, index);
+            self.shadow.invalidate_guest_write(0, &self.guest, index);
         }
     }
 }
@@ -278,11 +293,10 @@ pub fn run(data: &[u8]) {
                 }
             }
             op::PID => {
-                let pid = input.pick(&[0u8, 1, 2, 3, 0xFF]);
-                assert!(needs_flush(Event::GuestAddressSpaceSwitch));
-                // The kernel keeps global entries that stay first matches instead of
-                // flushing (`guest_pid_switch`); the invariant check below judges that.
-                s.shadow.guest_pid_switch(&s.guest, pid);
+                let pid = input.pick(&PIDS);
+                // Tagged TIDs: every (PID, mode) has its own, so nothing is dropped; the
+                // invariant check below judges every slot under its own TID's PID and mode.
+                assert!(!needs_flush(Event::GuestAddressSpaceSwitch));
                 s.pid = pid;
             }
             op::PR => {
@@ -293,7 +307,7 @@ pub fn run(data: &[u8]) {
                 assert!(needs_flush(Event::GuestTranslationSpaceSwitch));
                 // mtmsr/rfi changing IS, DS or both (a split is legal on the 440).
                 let which = input.u8() % 3;
-                s.shadow.flush_all();
+                s.shadow.invalidate_owner(0);
                 s.is ^= which != 1;
                 s.ds ^= which != 0;
             }
@@ -387,7 +401,8 @@ fn fill(s: &mut State, ea: u32, access: Access, pc: u32) -> Option<Placement> {
         hw
     };
     let before = s.shadow.occupied();
-    let placement = s.shadow.insert(hw, guest_index);
+    let hw = hw.tagged(tid_of(s.pid, s.pr));
+    let placement = s.shadow.insert(0, hw, guest_index);
     assert!(placement.slot < SLOTS);
     assert_eq!(
         placement.invalidate.0 & !before.0,
@@ -400,7 +415,7 @@ fn fill(s: &mut State, ea: u32, access: Access, pc: u32) -> Option<Placement> {
         .slot(placement.slot)
         .expect("the new slot is occupied");
     assert_eq!((slot.hw, slot.guest_index), (hw, guest_index & 63));
-    assert!(s.shadow.derived_from(guest_index).contains(placement.slot));
+    assert!(s.shadow.derived_from(0, guest_index).contains(placement.slot));
     Some(placement)
 }
 
@@ -411,7 +426,7 @@ fn check_slots(s: &State) {
     for &i in &occupied {
         let slot = s.shadow.slot(i).expect("occupied");
         assert!(
-            s.shadow.derived_from(slot.guest_index).contains(i),
+            s.shadow.derived_from(0, slot.guest_index).contains(i),
             "slot {i} filed under its guest index"
         );
         // A slot serves fetches with its X permission (translation space IS) and data with
@@ -423,7 +438,8 @@ fn check_slots(s: &State) {
                 ..slot.hw
             };
             if !part.perms.is_empty() {
-                check_entry(&s.model, &s.host, &part, gi, s.pid, ts).unwrap_or_else(|m| {
+                let (pid, pr) = pid_mode_of(slot.hw.tid);
+                check_entry(&s.model, &s.host, &part, gi, (pid, pr, ts)).unwrap_or_else(|m| {
                     panic!("stale shadow slot {i} (IS {}, DS {}): {m}", s.is, s.ds)
                 });
             }

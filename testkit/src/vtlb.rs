@@ -13,8 +13,8 @@ use alloc::vec;
 use alloc::vec::Vec;
 use kestrel_abi::Rights;
 use kestrel_vtlb::{
-    fig5_tid, hw_pid, shadow_fill, Access, FillResult, GuestPhysMap, GuestTlb, HostPage, HwEntry,
-    PageSize, Perms, Wimge, TID_KERNEL, TID_SHARED, TID_USER,
+    mode_rights, shadow_fill, Access, FillResult, GuestPhysMap, GuestTlb, HostPage, HwEntry,
+    PageSize, Perms, Wimge, UNTAGGED,
 };
 
 // ---------------------------------------------------------------------------------------
@@ -374,18 +374,18 @@ pub fn shadowed_by_earlier(
     })
 }
 
-/// The rules every hardware entry derived from guest entry `gi` must obey in every guest
-/// mode where the hardware uses it, while the guest runs with `pid` and `ts`: an
-/// architected, aligned page inside the first-match region of an entry in context, linear
-/// translation through one host page (the two-stage translation), rights within guest ∩
-/// VMM, device pages I and G. Err: what broke.
+/// The rules every hardware entry derived from guest entry `gi` must obey while it is
+/// tagged with the hardware TID of (guest PID `pid`, guest mode `pr`) and the guest's
+/// translation space is `ts`: an architected, aligned page inside the first-match region
+/// of an entry in context, linear translation through one host page (the two-stage
+/// translation), rights within the guest's for mode `pr` ∩ VMM, device pages I and G.
+/// Err: what broke.
 pub fn check_entry(
     model: &RefTlb,
     map: &HostMap,
     hw: &HwEntry,
     gi: usize,
-    pid: u8,
-    ts: bool,
+    (pid, pr, ts): (u8, bool, bool),
 ) -> Result<(), String> {
     let e = &model.e[gi];
     let range = hw_range(hw);
@@ -436,20 +436,18 @@ pub fn check_entry(
     if r.device && !Wimge(hw.wimge.0).contains(Wimge::I.union(Wimge::G)) {
         return fail("device page without I and G");
     }
-    for pr in [false, true] {
-        if hw.visible_with_pid(hw_pid(pr)) && !e.rights(pr).contains(hw.perms) {
-            return fail(if pr {
-                "more than the guest's user rights"
-            } else {
-                "more than the guest's supervisor rights"
-            });
-        }
+    if !e.rights(pr).contains(hw.perms) {
+        return fail(if pr {
+            "more than the guest's user rights"
+        } else {
+            "more than the guest's supervisor rights"
+        });
     }
     Ok(())
 }
 
 /// Checks a hit of `shadow_fill` for `access` at `ea` (guest in `pid`, `pr`, `ts`) from
-/// guest entry `gi`: Fig. 5 TID, usable in the current mode, covers `ea`, rights exactly
+/// guest entry `gi`: untagged (the kernel tags it), covers `ea`, rights exactly
 /// guest ∩ VMM and allowing the access, the attributes (device pages I and G), the
 /// [`check_entry`] rules, as large as allowed (the next architected size breaks a rule),
 /// and its `tlbwe` words. Err: what broke.
@@ -465,22 +463,15 @@ pub fn check_hit(
 ) -> Result<(), String> {
     let e = &model.e[gi];
     let fail = |what: String| Err(format!("fill {ea:#x} {access:?}: {what}: {hw:x?}"));
-    let tid = if e.user() == e.supervisor() {
-        TID_SHARED
-    } else if pr {
-        TID_USER
-    } else {
-        TID_KERNEL
-    };
     let perms = Perms {
         user: e.user(),
         supervisor: e.supervisor(),
     };
-    if hw.tid != tid || fig5_tid(perms, pr).0 != tid {
-        return fail(format!("Fig. 5 TID, not {tid}"));
+    if hw.tid != UNTAGGED {
+        return fail("tagged by the fill (the kernel tags it)".into());
     }
-    if !hw.visible_with_pid(hw_pid(pr)) {
-        return fail("not usable in the current mode".into());
+    if mode_rights(perms, pr) != e.rights(pr) {
+        return fail("mode rights differ from the model's".into());
     }
     if !hw.contains(ea) {
         return fail("does not cover the faulting address".into());
@@ -502,7 +493,7 @@ pub fn check_hit(
     if hw.wimge != Wimge(wimge) {
         return fail(format!("WIMGE, not {wimge:#x}"));
     }
-    check_entry(model, map, hw, gi, pid, ts).or_else(fail)?;
+    check_entry(model, map, hw, gi, (pid, pr, ts)).or_else(fail)?;
     if let Some(bigger) = PageSize::ALL.iter().find(|s| s.bytes() > hw.bytes()) {
         let b = u64::from(bigger.bytes());
         let base = u64::from(ea) & !(b - 1);
@@ -530,11 +521,10 @@ pub fn check_hit(
     Ok(())
 }
 
-/// Whether the hardware could hit `a` and `b` at once: a common hardware PID (equal TIDs,
-/// or one shared) and overlapping ranges.
+/// Whether the hardware could hit `a` and `b` at once: equal TIDs (guest entries are
+/// never tagged 0, the TID every PID matches) and overlapping ranges.
 pub fn multi_hit(a: &HwEntry, b: &HwEntry) -> bool {
-    let common_pid = a.tid == b.tid || a.tid == TID_SHARED || b.tid == TID_SHARED;
-    common_pid && overlaps(hw_range(a), hw_range(b))
+    (a.tid == b.tid || a.tid == 0 || b.tid == 0) && overlaps(hw_range(a), hw_range(b))
 }
 
 /// One TLB miss as the kernel handles it: `shadow_fill` for `access` at `ea` with the

@@ -472,6 +472,28 @@ impl GuestTlb {
         }
         1u64 << high
     }
+
+    /// Whether live entry `index` of space `ts`, which translates the 4 KiB page at `page`
+    /// (aligned) under some PID, translates it under *every* PID: it is global (TID 0) and
+    /// no earlier live entry of that space with a non-zero TID overlaps the page. The
+    /// kernel keeps its one-page fetch cache across guest PID writes only for such pages.
+    pub fn global_for_page(&self, index: u32, page: u32, ts: bool) -> bool {
+        let index = (index & INDEX_MASK) as usize;
+        if self.entries[index].tid != 0 {
+            return false;
+        }
+        let mask = !(4096u32 - 1);
+        let earlier = self.live[ts as usize] & ((1u64 << index) - 1);
+        let mut candidates = self.index.overlapping(page & mask, mask, earlier) & earlier;
+        while candidates != 0 {
+            let i = pop_lowest(&mut candidates);
+            let (base, bmask) = self.block_of(i);
+            if self.entries[i].tid != 0 && (base ^ page) & bmask & mask == 0 {
+                return false;
+            }
+        }
+        true
+    }
 }
 
 #[cfg(test)]
@@ -895,5 +917,24 @@ mod tests {
                 "{w2:#x}"
             );
         }
+    }
+
+    #[test]
+    fn a_page_is_global_only_without_an_earlier_pid_entry_over_it() {
+        let mut t = GuestTlb::new();
+        // 0: 4 KiB at 0x3000 for PID 5; 1: 1 MiB at 0 global; 2: 4 KiB at 0x7000 for PID 6.
+        let entries = [
+            (0u32, 0x3000 | V | size(1), 5),
+            (1, V | size(5), 0),
+            (2, 0x7000 | V | size(1), 6),
+        ];
+        for (index, w0, tid) in entries {
+            t.tlbwe(index, 0, w0, tid).expect("word 0");
+            t.tlbwe(index, 2, 0x3F, 0).expect("word 2");
+        }
+        assert!(t.global_for_page(1, 0x1000, false));
+        assert!(!t.global_for_page(1, 0x3000, false), "PID 5 sees entry 0 there");
+        assert!(t.global_for_page(1, 0x7000, false), "entry 2 comes later");
+        assert!(!t.global_for_page(0, 0x3000, false), "entry 0 is not global");
     }
 }

@@ -2,9 +2,11 @@
 //!
 //! - [`guest`]: the guest-visible PowerPC 440 TLB that the kernel's instruction emulator
 //!   drives on trapped `tlbwe`, `tlbre` and `tlbsx` (one [`guest::GuestTlb`] per vCPU).
-//! - [`shadow`]: the paper's §3.2 / Fig. 5 policy that merges the guest TLB and the VM's
-//!   guest-physical mappings into hardware TLB entries, tags them with TIDs 0/1/2 for
-//!   guest shared/user/kernel pages, and says when they must be flushed.
+//! - [`shadow`]: the paper's §3.2 policy that merges the guest TLB and the VM's
+//!   guest-physical mappings into hardware TLB entries (tagged by the kernel with a
+//!   hardware TID per vCPU, guest PID and guest mode), says when they must be flushed, and
+//!   keeps the exact record of the hardware slots that native refills and guest fills
+//!   share ([`ShadowTlb`]).
 //! - `index` (private): the block index both use, so that no operation scans all 64
 //!   guest entries or all shadow slots (the kernel runs them on every guest `tlbwe` and
 //!   TLB miss).
@@ -21,7 +23,7 @@ pub mod shadow;
 
 pub use guest::{GuestEntry, GuestTlb, PageSize, Perms, TlbError, Wimge};
 pub use shadow::{
-    fig5_tid, hw_pid, needs_flush, shadow_fill, split_fill, Access, Event, FillResult,
-    GuestPhysMap, HostPage, HwEntry, Placement, ShadowTlb, Slot, SlotMask, SplitFill, SPLIT_PAGE,
-    TID_KERNEL, TID_SHARED, TID_USER,
+    mode_rights, needs_flush, shadow_fill, split_fill, Access, Event, FillResult, GuestPhysMap,
+    HostPage, HwEntry, Placement, ShadowTlb, Slot, SlotMask, SplitFill, OWNERS, SPLIT_PAGE,
+    UNTAGGED,
 };

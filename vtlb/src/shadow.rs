@@ -13,17 +13,24 @@
 //! - **Rights.** Its permissions are a subset of the guest entry's permissions for every
 //!   guest mode in which the hardware can use it, intersected with the rights the VMM
 //!   granted; they always include the faulting access.
-//! - **Fig. 5 TIDs.** A guest page with equal user and supervisor permissions becomes a
-//!   [`TID_SHARED`] entry usable in both guest modes. Otherwise the entry is
-//!   [`TID_USER`] (guest user permissions) when filled in guest user mode and
-//!   [`TID_KERNEL`] (guest supervisor permissions) in guest kernel mode. The kernel loads
-//!   PID [`hw_pid`]`(MSR[PR])`, so a guest user/kernel switch only changes the PID.
+//! - **Tagged.** It carries the rights of the guest mode it was filled in (user permissions
+//!   in guest user mode, supervisor permissions in guest kernel mode, [`mode_rights`]). The
+//!   kernel tags it with the hardware TID it allocated for (vCPU, guest PID, guest mode)
+//!   from the one pool of 8-bit TIDs it shares with native address spaces, and loads that
+//!   TID into the PID register while the guest runs in that PID and mode. A guest
+//!   address-space switch, a user/kernel switch and a world switch then only load another
+//!   hardware PID; a guest global entry (guest TID 0) is shadowed separately under each
+//!   (PID, mode) TID, never under hardware TID 0 (which would match every PID).
 //! - **Space.** It lives in translation space 1 (guests run with `MSR[IS,DS]` = 1), which
 //!   the kernel, the VMM and native tasks never use; the guest's own TS is folded away,
-//!   which is why a guest TS change flushes (see [`Event`]).
+//!   which is why a guest TS change drops that vCPU's entries (see [`Event`]).
 //!
-//! Because shadow entries carry no guest PID, a guest PID change flushes them all, as
-//! does a world switch; guest system calls and VMM traps do not (§3.2, last paragraph).
+//! [`ShadowTlb`] is the kernel's exact record of the hardware TLB slots it refills, for
+//! native spaces and guests alike: one replacement policy over all of them, and for each
+//! guest slot its owner (vCPU), hardware TID and the guest entry it came from, so that a
+//! guest `tlbwe`, a revoked host mapping or a recycled TID drops exactly the slots
+//! derived from it (docs/adr/0024-tagged-shadow-tlb.md).
+//!
 //! A hardware entry serves fetches and data alike, in the one hardware translation space
 //! and under the one hardware PID. While a guest runs with `MSR[IS]` != `MSR[DS]` ("split":
 //! its fetches use guest TS = IS, its data accesses TS = DS), the same effective address
@@ -39,33 +46,23 @@ use crate::guest::{word0, word1, word2, GuestTlb, PageSize, Perms, Wimge};
 use crate::index::{pop_lowest, BlockIndex};
 use kestrel_abi::Rights;
 
-/// Hardware TID of pages that guest user and guest kernel may both touch (Fig. 5).
-/// TID 0 matches every hardware PID.
-pub const TID_SHARED: u8 = 0;
-/// Hardware TID of pages for guest user mode only; also the PID loaded in guest user mode.
-pub const TID_USER: u8 = 1;
-/// Hardware TID of pages for guest kernel mode only; also the PID loaded in guest kernel mode.
-pub const TID_KERNEL: u8 = 2;
+/// The TID [`shadow_fill`] leaves in a [`HwEntry`]: the kernel tags every entry with the
+/// hardware TID of (vCPU, guest PID, guest mode) ([`HwEntry::tagged`]) before installing
+/// it. Hardware TID 0 matches every PID, so a guest entry never carries it.
+pub const UNTAGGED: u8 = 0;
 
-/// The hardware PID the kernel loads while the guest runs with `MSR[PR]` = `guest_pr`.
-pub const fn hw_pid(guest_pr: bool) -> u8 {
+/// Number of guest owners (vCPUs) a [`ShadowTlb`] tells apart.
+pub const OWNERS: usize = 8;
+
+/// The guest-granted rights of a guest entry with `perms` while the guest runs with
+/// `MSR[PR]` = `guest_pr`: its user permissions in user mode, its supervisor permissions
+/// in kernel mode. Each mode has its own hardware TID, so an entry carries exactly its
+/// mode's rights.
+pub const fn mode_rights(perms: Perms, guest_pr: bool) -> Rights {
     if guest_pr {
-        TID_USER
+        perms.user
     } else {
-        TID_KERNEL
-    }
-}
-
-/// The hardware TID and the guest-granted rights of a guest entry with `perms`, filled
-/// while the guest runs with `MSR[PR]` = `guest_pr` (Fig. 5). Equal user and supervisor
-/// permissions give one shared entry; otherwise the mode's own permissions and TID.
-pub const fn fig5_tid(perms: Perms, guest_pr: bool) -> (u8, Rights) {
-    if perms.user.0 & 7 == perms.supervisor.0 & 7 {
-        (TID_SHARED, perms.user)
-    } else if guest_pr {
-        (TID_USER, perms.user)
-    } else {
-        (TID_KERNEL, perms.supervisor)
+        perms.supervisor
     }
 }
 
@@ -145,7 +142,8 @@ pub struct HwEntry {
     pub size: PageSize,
     /// Host-physical page base, aligned to `size`.
     pub rpn_base: u32,
-    /// [`TID_SHARED`], [`TID_USER`] or [`TID_KERNEL`].
+    /// The hardware TID: [`UNTAGGED`] as [`shadow_fill`] returns it, the TID of (vCPU,
+    /// guest PID, guest mode) once the kernel tagged it ([`HwEntry::tagged`]).
     pub tid: u8,
     /// Problem-state permissions (UR/UW/UX): guests always run in problem state, so the
     /// supervisor permissions stay 0.
@@ -168,9 +166,15 @@ impl HwEntry {
         ranges_overlap(self.epn as u64, self.bytes() as u64, base as u64, len)
     }
 
-    /// Whether the hardware uses the entry while PID `pid` is loaded.
+    /// Whether the hardware uses the entry while PID `pid` is loaded (guest entries are
+    /// never tagged with TID 0, which would match every PID).
     pub const fn visible_with_pid(&self, pid: u8) -> bool {
-        self.tid == TID_SHARED || self.tid == pid
+        self.tid == pid
+    }
+
+    /// The entry tagged with hardware TID `tid`.
+    pub const fn tagged(self, tid: u8) -> HwEntry {
+        HwEntry { tid, ..self }
     }
 
     /// The entry with only the permissions of `access`'s class kept: execute for
@@ -265,7 +269,7 @@ pub fn shadow_fill<M: GuestPhysMap + ?Sized>(
     let Some((index, entry)) = guest.lookup(ea, guest_pid, guest_ts) else {
         return FillResult::GuestMiss;
     };
-    let (tid, guest_rights) = fig5_tid(entry.perms(), guest_msr_pr);
+    let guest_rights = mode_rights(entry.perms(), guest_msr_pr);
     if !guest_rights.contains(access.right()) {
         return FillResult::GuestProtection;
     }
@@ -293,7 +297,7 @@ pub fn shadow_fill<M: GuestPhysMap + ?Sized>(
         epn: ea & mask,
         size,
         rpn_base: host.host_address(gpa) & mask,
-        tid,
+        tid: UNTAGGED,
         perms: guest_rights.intersect(host.rights()),
         wimge,
     };
@@ -435,10 +439,11 @@ pub enum Event {
     HostMappingRevoked,
 }
 
-/// Whether `event` requires flushing *every* shadow entry (§3.2, Fig. 5):
-/// - guest address-space switch, guest translation-space switch, world switch: yes,
-///   because shadow entries carry neither the guest's PID, its TS, nor the VM;
-/// - guest user/kernel switch: no, the kernel only loads [`hw_pid`] of the new mode;
+/// Whether `event` requires dropping *every* shadow entry of the vCPU (§3.2, with tagged
+/// TIDs instead of Fig. 5's three):
+/// - guest translation-space switch: yes, entries carry no guest TS;
+/// - guest address-space switch, user/kernel switch, world switch: no, every (vCPU, guest
+///   PID, mode) has its own hardware TID and the kernel only loads another PID;
 /// - VMM trap and resume: no, the VMM and the kernel run in translation space 0;
 /// - guest TLB write: no, only the entries derived from or shadowed by that guest entry
 ///   go ([`ShadowTlb::invalidate_guest_write`]);
@@ -446,10 +451,10 @@ pub enum Event {
 ///   ([`ShadowTlb::invalidate_host_range`]).
 pub const fn needs_flush(event: Event) -> bool {
     match event {
+        Event::GuestTranslationSpaceSwitch => true,
         Event::GuestAddressSpaceSwitch
-        | Event::GuestTranslationSpaceSwitch
-        | Event::WorldSwitch => true,
-        Event::GuestUserKernelSwitch
+        | Event::WorldSwitch
+        | Event::GuestUserKernelSwitch
         | Event::VmmTrapAndResume
         | Event::GuestTlbWrite { .. }
         | Event::HostMappingRevoked => false,
@@ -486,11 +491,13 @@ impl Iterator for SlotMask {
     }
 }
 
-/// One occupied shadow slot: the hardware entry and the guest TLB index it came from.
+/// One occupied guest slot: the hardware entry (tagged), the guest TLB index it came from
+/// and the vCPU (owner, below [`OWNERS`]) whose guest TLB that is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Slot {
     pub hw: HwEntry,
     pub guest_index: u32,
+    pub owner: u8,
 }
 
 /// Where [`ShadowTlb::insert`] put an entry: write it to hardware slot `slot` and
@@ -512,6 +519,7 @@ const NO_SLOT: Slot = Slot {
         wimge: Wimge(0),
     },
     guest_index: 0,
+    owner: 0,
 };
 
 /// Whether two aligned power-of-two blocks, given as base and `!(size - 1)`, overlap:
@@ -521,31 +529,40 @@ const fn blocks_overlap(a: u32, a_mask: u32, b: u32, b_mask: u32) -> bool {
     (a ^ b) & a_mask & b_mask == 0
 }
 
-/// The kernel's record of the `N` (1..=64) hardware TLB slots it fills for the running
-/// VM. Slot `i` stands for whichever hardware index the kernel assigns it.
+/// The kernel's record of the `N` (1..=64) hardware TLB slots it refills (every slot but
+/// the pinned kernel entries): slot `i` stands for whichever hardware index the kernel
+/// assigns it. A slot is free, *native* (a native space's translation-space-0 refill,
+/// known by its hardware TID only) or a *guest* slot (a tagged [`HwEntry`] in translation
+/// space 1, with its owner and origin). One replacement policy serves both kinds: a free
+/// slot if there is one, else the next slot of a round robin over all `N`.
 ///
-/// Invariant: no two occupied slots overlap while visible under the same hardware PID
-/// (the 440 leaves multiple hits undefined), and every occupied slot names the guest
-/// index it was derived from. Every method that drops slots returns them, so the kernel
-/// can invalidate exactly those hardware entries.
+/// Invariant: no two guest slots with the same TID overlap (the 440 leaves multiple hits
+/// undefined; slots with different TIDs are never visible together), every guest slot
+/// names its owner and guest index, and every method that drops slots returns them, so
+/// the kernel can invalidate exactly those hardware entries. Native refills need no
+/// overlap check: they follow a miss, so no entry of their TID matched.
 ///
-/// Layout: `occupied` has bit `i` for each occupied slot, and dropping slots only clears
-/// their bits. `filed` has the slots ever written: `slots[i]` (with `epn`/`mask`, its
-/// page as base and `!(bytes - 1)`; the [`HwEntry`] page is aligned) keeps the last entry
-/// slot `i` held, which stays filed in `index` (by 16 MiB region and 4 KiB page number)
-/// and in `derived[slots[i].guest_index]` until the slot is written again. So every
-/// lookup ANDs with `occupied`: a page is tested only against the few occupied slots
-/// that may overlap it, and the slots derived from guest entry `g` are
-/// `derived[g] & occupied`, which makes dropping them O(1).
+/// Layout: `occupied` has bit `i` for each guest slot, `native` for each native slot, and
+/// dropping slots only clears their bits. `filed` has the slots ever written by a guest
+/// fill: `slots[i]` (with `epn`/`mask`, its page as base and `!(bytes - 1)`) keeps the last
+/// guest entry slot `i` held, which stays filed in `index` (by 16 MiB region and 4 KiB page
+/// number), in `derived[slots[i].guest_index]` and in `owned[slots[i].owner]` until the slot
+/// is written by a guest fill again. So every lookup ANDs with `occupied`: a page is tested
+/// only against the few guest slots that may overlap it, and the slots of owner `o`
+/// derived from guest entry `g` are `derived[g] & owned[o] & occupied`, which makes
+/// dropping them O(1). `tid` holds the hardware TID of every slot, guest or native.
 #[derive(Clone, Debug)]
 pub struct ShadowTlb<const N: usize> {
     slots: [Slot; N],
     epn: [u32; N],
     mask: [u32; N],
+    tid: [u8; N],
     occupied: u64,
+    native: u64,
     filed: u64,
     index: BlockIndex,
     derived: [u64; 64],
+    owned: [u64; OWNERS],
     next_victim: usize,
 }
 
@@ -556,11 +573,13 @@ impl<const N: usize> Default for ShadowTlb<N> {
 }
 
 impl<const N: usize> PartialEq for ShadowTlb<N> {
-    /// Equal occupied slots (contents included) and the same next victim.
+    /// Equal guest slots (contents included), native slots (TIDs) and next victim.
     fn eq(&self, other: &Self) -> bool {
         self.occupied == other.occupied
+            && self.native == other.native
             && self.next_victim == other.next_victim
             && SlotMask(self.occupied).all(|i| self.slots[i] == other.slots[i])
+            && SlotMask(self.native).all(|i| self.tid[i] == other.tid[i])
     }
 }
 
@@ -575,7 +594,7 @@ impl<const N: usize> ShadowTlb<N> {
         (1u64 << (N % 64)) - 1
     };
 
-    /// All slots empty.
+    /// All slots free.
     pub const fn new() -> ShadowTlb<N> {
         #[allow(clippy::let_unit_value)]
         let () = Self::SLOTS_FIT_A_MASK;
@@ -583,14 +602,18 @@ impl<const N: usize> ShadowTlb<N> {
             slots: [NO_SLOT; N],
             epn: [0; N],
             mask: [0; N],
+            tid: [0; N],
             occupied: 0,
+            native: 0,
             filed: 0,
             index: BlockIndex::new(),
             derived: [0; 64],
+            owned: [0; OWNERS],
             next_victim: 0,
         }
     }
 
+    /// Guest slot `slot`, if it is one.
     pub fn slot(&self, slot: usize) -> Option<&Slot> {
         if slot < N && self.occupied & (1 << slot) != 0 {
             Some(&self.slots[slot])
@@ -599,67 +622,106 @@ impl<const N: usize> ShadowTlb<N> {
         }
     }
 
+    /// The guest slots.
     pub fn occupied(&self) -> SlotMask {
         SlotMask(self.occupied)
     }
 
-    /// The slots derived from guest entry `guest_index` (low six bits used).
-    pub fn derived_from(&self, guest_index: u32) -> SlotMask {
-        SlotMask(self.derived[(guest_index & 63) as usize] & self.occupied)
+    /// The native slots.
+    pub fn native(&self) -> SlotMask {
+        SlotMask(self.native)
     }
 
-    /// The slot the hardware would translate `ea` with while PID `hw_pid` is loaded.
+    /// The hardware TID of slot `slot`, if it holds an entry (guest or native).
+    pub fn tid_of(&self, slot: usize) -> Option<u8> {
+        if slot < N && (self.occupied | self.native) & (1 << slot) != 0 {
+            Some(self.tid[slot])
+        } else {
+            None
+        }
+    }
+
+    /// The guest slots of `owner`.
+    pub fn owned_by(&self, owner: u8) -> SlotMask {
+        SlotMask(self.owned[owner as usize % OWNERS] & self.occupied)
+    }
+
+    /// The slots of `owner` derived from its guest entry `guest_index` (low six bits used).
+    pub fn derived_from(&self, owner: u8, guest_index: u32) -> SlotMask {
+        SlotMask(
+            self.derived[(guest_index & 63) as usize]
+                & self.owned[owner as usize % OWNERS]
+                & self.occupied,
+        )
+    }
+
+    /// The guest slot the hardware would translate `ea` with while PID `hw_pid` is loaded.
     pub fn lookup(&self, ea: u32, hw_pid: u8) -> Option<(usize, &Slot)> {
         let mut m = self.occupied;
         while m != 0 {
             let i = pop_lowest(&mut m);
-            if ea & self.mask[i] == self.epn[i] && self.slots[i].hw.visible_with_pid(hw_pid) {
+            if ea & self.mask[i] == self.epn[i] && self.tid[i] == hw_pid {
                 return Some((i, &self.slots[i]));
             }
         }
         None
     }
 
-    /// Records `hw` (derived from guest entry `guest_index`). Slots it would overlap
-    /// under a common PID are dropped; the entry takes the first of them, else a free
-    /// slot, else a round-robin victim.
-    pub fn insert(&mut self, hw: HwEntry, guest_index: u32) -> Placement {
+    /// The slot the next entry goes to: the lowest of `preferred` if any, else the lowest
+    /// free slot, else the round robin's next victim (which may hold anything).
+    #[inline(always)]
+    fn choose(&mut self, preferred: u64) -> usize {
+        let free = !(self.occupied | self.native) & Self::ALL;
+        if preferred != 0 {
+            preferred.trailing_zeros() as usize
+        } else if free != 0 {
+            free.trailing_zeros() as usize
+        } else {
+            let victim = self.next_victim;
+            self.next_victim = if victim + 1 >= N { 0 } else { victim + 1 };
+            victim
+        }
+    }
+
+    /// Records `hw` (tagged with its hardware TID, derived from guest entry `guest_index`
+    /// of `owner`'s guest TLB). Guest slots it would overlap under the same TID are
+    /// dropped; the entry takes the first of them, else a free slot, else the round
+    /// robin's victim (a native or any guest slot, overwritten in place, not reported).
+    pub fn insert(&mut self, owner: u8, hw: HwEntry, guest_index: u32) -> Placement {
         let hw_mask = !(hw.bytes() - 1);
         let mut clash = 0u64;
         let mut m = self.candidates(hw.epn, hw_mask);
         while m != 0 {
             let i = pop_lowest(&mut m);
-            if blocks_overlap(self.epn[i], self.mask[i], hw.epn, hw_mask) {
-                let tid = self.slots[i].hw.tid;
-                if tid == hw.tid || tid == TID_SHARED || hw.tid == TID_SHARED {
-                    clash |= 1 << i;
-                }
+            if blocks_overlap(self.epn[i], self.mask[i], hw.epn, hw_mask) && self.tid[i] == hw.tid
+            {
+                clash |= 1 << i;
             }
         }
-        let free = !self.occupied & Self::ALL;
-        let slot = if clash != 0 {
-            clash.trailing_zeros() as usize
-        } else if free != 0 {
-            free.trailing_zeros() as usize
-        } else {
-            let victim = self.next_victim;
-            self.next_victim = (victim + 1) % N;
-            victim
-        };
-        // The victim (if any) is overwritten in place, not reported.
+        let slot = self.choose(clash);
         self.occupied &= !clash;
         let bit = 1u64 << slot;
+        self.native &= !bit;
         if self.filed & bit != 0 {
-            self.derived[(self.slots[slot].guest_index & 63) as usize] &= !bit;
+            let old = &self.slots[slot];
+            self.derived[(old.guest_index & 63) as usize] &= !bit;
+            self.owned[old.owner as usize % OWNERS] &= !bit;
             self.index.remove(slot, self.epn[slot], self.mask[slot]);
         }
         let guest_index = guest_index & 63;
-        self.slots[slot] = Slot { hw, guest_index };
+        let owner = owner % OWNERS as u8;
+        self.slots[slot] = Slot {
+            hw,
+            guest_index,
+            owner,
+        };
         self.epn[slot] = hw.epn;
         self.mask[slot] = hw_mask;
+        self.tid[slot] = hw.tid;
         self.occupied |= bit;
         self.filed |= bit;
         self.derived[guest_index as usize] |= bit;
+        self.owned[owner as usize] |= bit;
         self.index.insert(slot, hw.epn, hw_mask);
         Placement {
             slot,
@@ -667,33 +729,54 @@ impl<const N: usize> ShadowTlb<N> {
         }
     }
 
-    /// Drops the slots derived from guest entry `guest_index`.
-    pub fn invalidate_guest_index(&mut self, guest_index: u32) -> SlotMask {
-        let gone = self.derived[(guest_index & 63) as usize] & self.occupied;
-        self.occupied &= !gone;
-        SlotMask(gone)
+    /// Records a native refill tagged `tid` and returns its slot (a free one, else the
+    /// round robin's victim, whatever it held).
+    #[inline]
+    pub fn insert_native(&mut self, tid: u8) -> usize {
+        let slot = self.choose(0);
+        let bit = 1u64 << slot;
+        self.occupied &= !bit;
+        self.native |= bit;
+        self.tid[slot] = tid;
+        slot
     }
 
-    /// Drops the slots whose page overlaps the effective range `[base, base + len)`.
+    /// Slot `slot` was invalidated in hardware (a native page flush).
+    pub fn invalidate_slot(&mut self, slot: usize) {
+        if slot < N {
+            self.occupied &= !(1 << slot);
+            self.native &= !(1 << slot);
+        }
+    }
+
+    /// Drops the slots of `owner` derived from its guest entry `guest_index`.
+    pub fn invalidate_guest_index(&mut self, owner: u8, guest_index: u32) -> SlotMask {
+        let gone = self.derived_from(owner, guest_index);
+        self.occupied &= !gone.0;
+        gone
+    }
+
+    /// Drops the guest slots whose page overlaps the effective range `[base, base + len)`.
     pub fn invalidate_overlapping(&mut self, base: u32, len: u64) -> SlotMask {
         self.remove(|s| s.hw.overlaps(base, len))
     }
 
-    /// Drops the slots whose host-physical page overlaps `[base, base + len)`.
+    /// Drops the guest slots whose host-physical page overlaps `[base, base + len)`.
     pub fn invalidate_host_range(&mut self, base: u32, len: u64) -> SlotMask {
         self.remove(|s| ranges_overlap(s.hw.rpn_base as u64, s.hw.bytes() as u64, base as u64, len))
     }
 
-    /// After the guest wrote any word of its entry `index` (already applied to `guest`):
-    /// drops the slots derived from that entry's old contents, and those that the new
-    /// contents now shadow under the first-match rule (any slot overlapping its page).
-    pub fn invalidate_guest_write(&mut self, guest: &GuestTlb, index: u32) -> SlotMask {
-        let derived = self.invalidate_guest_index(index);
+    /// After `owner`'s guest wrote any word of its entry `index` (already applied to
+    /// `guest`): drops the owner's slots derived from that entry's old contents, and those
+    /// that the new contents now shadow under the first-match rule (any of the owner's
+    /// slots overlapping its page, whatever their TID).
+    pub fn invalidate_guest_write(&mut self, owner: u8, guest: &GuestTlb, index: u32) -> SlotMask {
+        let derived = self.invalidate_guest_index(owner, index);
         let Some((base, block_mask)) = guest.live_block(index) else {
             return derived;
         };
         let mut shadowed = 0u64;
-        let mut m = self.candidates(base, block_mask);
+        let mut m = self.candidates(base, block_mask) & self.owned[owner as usize % OWNERS];
         while m != 0 {
             let i = pop_lowest(&mut m);
             if blocks_overlap(self.epn[i], self.mask[i], base, block_mask) {
@@ -704,55 +787,45 @@ impl<const N: usize> ShadowTlb<N> {
         SlotMask(derived.0 | shadowed)
     }
 
-    /// The guest loaded PID `new_pid` (an address-space switch): drops every slot except
-    /// those derived from a global guest entry (TID 0, e.g. Linux's kernel mappings) that
-    /// stay the guest's first match under `new_pid`, i.e. no earlier valid entry of the
-    /// same TS with TID `new_pid` overlaps the slot's page. Shadow entries carry no guest
-    /// PID, so everything else may now translate differently.
-    pub fn guest_pid_switch(&mut self, guest: &GuestTlb, new_pid: u8) -> SlotMask {
-        let entries = guest.entries();
-        // The live entries with TID `new_pid`, gathered once: only they can take a kept
-        // slot's page away from its global origin.
-        let mut with_pid = 0u64;
-        let mut live = guest.live(false) | guest.live(true);
-        while live != 0 {
-            let e = pop_lowest(&mut live);
-            if entries[e].tid() == new_pid {
-                with_pid |= 1 << e;
-            }
-        }
+    /// Drops every guest slot of `owner` (its guest changed translation space, or the
+    /// vCPU goes away).
+    pub fn invalidate_owner(&mut self, owner: u8) -> SlotMask {
+        let gone = self.owned_by(owner);
+        self.occupied &= !gone.0;
+        gone
+    }
+
+    /// Drops every slot, guest or native, tagged `tid` (the TID is being recycled).
+    pub fn invalidate_tid(&mut self, tid: u8) -> SlotMask {
         let mut gone = 0u64;
-        let mut m = self.occupied;
-        'slots: while m != 0 {
+        let mut m = self.occupied | self.native;
+        while m != 0 {
             let s = pop_lowest(&mut m);
-            let gi = self.slots[s].guest_index as usize;
-            let origin = &entries[gi];
-            if !origin.valid() || origin.tid() != 0 {
+            if self.tid[s] == tid {
                 gone |= 1 << s;
-                continue;
-            }
-            let mut earlier = with_pid & guest.live(origin.ts()) & ((1u64 << gi) - 1);
-            while earlier != 0 {
-                let e = pop_lowest(&mut earlier);
-                let (base, mask) = guest.block_of(e);
-                if blocks_overlap(base, mask, self.epn[s], self.mask[s]) {
-                    gone |= 1 << s;
-                    continue 'slots;
-                }
             }
         }
         self.occupied &= !gone;
+        self.native &= !gone;
         SlotMask(gone)
     }
 
-    /// Drops every slot.
-    pub fn flush_all(&mut self) -> SlotMask {
+    /// Drops every guest slot.
+    pub fn flush_guests(&mut self) -> SlotMask {
         let gone = self.occupied;
         self.occupied = 0;
         SlotMask(gone)
     }
 
-    /// The occupied slots that may overlap the aligned block (base, `!(size - 1)`).
+    /// Drops every slot, guest and native.
+    pub fn flush_all(&mut self) -> SlotMask {
+        let gone = self.occupied | self.native;
+        self.occupied = 0;
+        self.native = 0;
+        SlotMask(gone)
+    }
+
+    /// The guest slots that may overlap the aligned block (base, `!(size - 1)`).
     #[inline(always)]
     fn candidates(&self, base: u32, mask: u32) -> u64 {
         self.index.overlapping(base, mask, self.occupied) & self.occupied
@@ -824,83 +897,56 @@ mod tests {
         }
     }
 
-    #[test]
-    fn hardware_pid_follows_guest_mode() {
-        assert_eq!(hw_pid(true), TID_USER);
-        assert_eq!(hw_pid(false), TID_KERNEL);
-        assert_eq!((TID_SHARED, TID_USER, TID_KERNEL), (0, 1, 2));
-    }
+    /// Test TIDs standing for (guest PID 5, user) and (guest PID 5, kernel).
+    const TID_U5: u8 = 11;
+    const TID_K5: u8 = 12;
 
     #[test]
-    fn fig5_equal_permissions_share_tid_0_as_user_permissions() {
+    fn fills_are_untagged_and_carry_their_modes_rights() {
         let t = tlb(&[(0, [V | 0x10, 0, ALL_PERMS], 0)]);
         for pr in [false, true] {
             let (hw, index) = hit(shadow_fill(&t, &RAM_4K, 0x10, 5, pr, Access::Write, false));
             assert_eq!(index, 0);
-            assert_eq!(hw.tid, TID_SHARED);
+            assert_eq!(hw.tid, UNTAGGED);
             assert_eq!(hw.perms, Rights::RWX);
             assert_eq!(hw.words().2 & 0x3F, 0x38, "user permissions only");
+            assert_eq!(hw.tagged(TID_U5).tid, TID_U5);
         }
     }
 
     #[test]
-    fn fig5_differing_permissions_split_by_mode() {
+    fn differing_permissions_give_each_mode_its_own() {
         // Typical kernel-owned page that user mode may only read.
         let t = tlb(&[(0, [V | 0x10, 0, 0x08 | KERNEL_ONLY], 0)]);
         let (hw, _) = hit(shadow_fill(&t, &RAM_4K, 0x10, 5, true, Access::Read, false));
-        assert_eq!((hw.tid, hw.perms), (TID_USER, Rights::R));
-        let (hw, _) = hit(shadow_fill(
-            &t,
-            &RAM_4K,
-            0x10,
-            5,
-            false,
-            Access::Write,
-            false,
-        ));
-        assert_eq!((hw.tid, hw.perms), (TID_KERNEL, Rights::RWX));
+        assert_eq!(hw.perms, Rights::R);
+        let (hw, _) = hit(shadow_fill(&t, &RAM_4K, 0x10, 5, false, Access::Write, false));
+        assert_eq!(hw.perms, Rights::RWX);
         assert_eq!(
             shadow_fill(&t, &RAM_4K, 0x10, 5, true, Access::Write, false),
             FillResult::GuestProtection
         );
+        let perms = t.entry(0).perms();
+        assert_eq!(mode_rights(perms, true), Rights::R);
+        assert_eq!(mode_rights(perms, false), Rights::RWX);
     }
 
     #[test]
-    fn pages_of_one_mode_only_get_only_that_tid() {
+    fn pages_of_one_mode_only_fault_in_the_other() {
         let user = tlb(&[(0, [V | 0x10, 0, USER_ONLY], 0)]);
-        assert_eq!(
-            hit(shadow_fill(
-                &user,
-                &RAM_4K,
-                0,
-                0,
-                true,
-                Access::Execute,
-                false
-            ))
-            .0
-            .tid,
-            TID_USER
-        );
+        assert!(matches!(
+            shadow_fill(&user, &RAM_4K, 0, 0, true, Access::Execute, false),
+            FillResult::Hit { .. }
+        ));
         assert_eq!(
             shadow_fill(&user, &RAM_4K, 0, 0, false, Access::Read, false),
             FillResult::GuestProtection
         );
         let kernel = tlb(&[(0, [V | 0x10, 0, KERNEL_ONLY], 0)]);
-        assert_eq!(
-            hit(shadow_fill(
-                &kernel,
-                &RAM_4K,
-                0,
-                0,
-                false,
-                Access::Execute,
-                false
-            ))
-            .0
-            .tid,
-            TID_KERNEL
-        );
+        assert!(matches!(
+            shadow_fill(&kernel, &RAM_4K, 0, 0, false, Access::Execute, false),
+            FillResult::Hit { .. }
+        ));
         assert_eq!(
             shadow_fill(&kernel, &RAM_4K, 0, 0, true, Access::Read, false),
             FillResult::GuestProtection
@@ -1057,37 +1103,6 @@ mod tests {
     }
 
     #[test]
-    fn a_guest_pid_switch_keeps_only_global_entries_that_stay_first_match() {
-        // 0: 4 KiB at 0x1000, TID 7; 1: 1 MiB at 0, TID 0; 2: 4 KiB at 0x10_0000, TID 3;
-        // 3: 1 MiB at 0x20_0000, TID 0.
-        let t = tlb(&[
-            (0, [0x1000 | V | 0x10, 0, ALL_PERMS], 7),
-            (1, [V | 0x50, 0, ALL_PERMS], 0),
-            (2, [0x10_0000 | V | 0x10, 0x10_0000, ALL_PERMS], 3),
-            (3, [0x20_0000 | V | 0x50, 0x20_0000, ALL_PERMS], 0),
-        ]);
-        let big = Map(&[(0, 16 << 20, 0x2000_0000, Rights::RWX, false)]);
-        let mut sh = ShadowTlb::<8>::new();
-        for ea in [0x8_0000, 0x10_0000, 0x20_0000] {
-            let (hw, index) = hit(shadow_fill(&t, &big, ea, 3, false, Access::Read, false));
-            sh.insert(hw, index);
-        }
-        assert_eq!(sh.occupied().len(), 3);
-        // Switching to PID 3 again drops the PID-3 entry only.
-        let mut same = sh.clone();
-        let dropped = same.guest_pid_switch(&t, 3);
-        assert_eq!(dropped.len(), 1);
-        assert!(same.lookup(0x10_0000, 2).is_none());
-        // PID 7: entry 0 now wins for 0x1000, so the 1 MiB page at 0 must go too.
-        let dropped = sh.guest_pid_switch(&t, 7);
-        assert_eq!(dropped.len(), 2);
-        assert!(sh.lookup(0x8_0000, 2).is_none());
-        assert!(sh
-            .lookup(0x20_0000, 2)
-            .is_some_and(|(_, s)| s.guest_index == 3));
-    }
-
-    #[test]
     fn attributes_are_copied_and_device_memory_is_forced_uncached_guarded() {
         // W M E set by the guest.
         let t = tlb(&[(0, [V | 0x10, 0, 0x0800 | 0x0200 | 0x0080 | ALL_PERMS], 0)]);
@@ -1114,7 +1129,7 @@ mod tests {
             epn: 0xC123_4000,
             size: PageSize::K4,
             rpn_base: 0x3000_0000,
-            tid: TID_KERNEL,
+            tid: TID_K5,
             perms: Rights::RX,
             wimge: Wimge::I.union(Wimge::G),
         };
@@ -1164,10 +1179,10 @@ mod tests {
     }
 
     #[test]
-    fn flush_policy_follows_section_3_2() {
-        assert!(needs_flush(Event::GuestAddressSpaceSwitch));
+    fn flush_policy_follows_section_3_2_with_tagged_tids() {
+        assert!(!needs_flush(Event::GuestAddressSpaceSwitch));
         assert!(needs_flush(Event::GuestTranslationSpaceSwitch));
-        assert!(needs_flush(Event::WorldSwitch));
+        assert!(!needs_flush(Event::WorldSwitch));
         assert!(!needs_flush(Event::GuestUserKernelSwitch));
         assert!(!needs_flush(Event::VmmTrapAndResume));
         assert!(!needs_flush(Event::GuestTlbWrite { index: 3 }));
@@ -1186,76 +1201,92 @@ mod tests {
     }
 
     #[test]
-    fn shadow_slots_track_their_guest_index() {
+    fn shadow_slots_track_their_owner_and_guest_index() {
         let mut s = ShadowTlb::<8>::new();
-        assert_eq!(s.insert(page(0x1000, TID_SHARED, 0x10_0000), 3).slot, 0);
-        assert_eq!(s.insert(page(0x2000, TID_USER, 0x20_0000), 4).slot, 1);
-        assert_eq!(s.insert(page(0x3000, TID_KERNEL, 0x30_0000), 3).slot, 2);
-        assert_eq!(s.invalidate_guest_index(3).collect::<Vec<_>>(), [0, 2]);
-        assert_eq!(s.occupied().collect::<Vec<_>>(), [1]);
-        assert_eq!(s.invalidate_guest_index(3), SlotMask::EMPTY);
-        assert_eq!(s.slot(1).map(|x| x.guest_index), Some(4));
+        assert_eq!(s.insert(0, page(0x1000, TID_K5, 0x10_0000), 3).slot, 0);
+        assert_eq!(s.insert(0, page(0x2000, TID_U5, 0x20_0000), 4).slot, 1);
+        assert_eq!(s.insert(0, page(0x3000, TID_K5, 0x30_0000), 3).slot, 2);
+        // Another vCPU's entry 3 is another guest entry.
+        assert_eq!(s.insert(1, page(0x1000, 40, 0x10_0000), 3).slot, 3);
+        assert_eq!(s.invalidate_guest_index(0, 3).collect::<Vec<_>>(), [0, 2]);
+        assert_eq!(s.occupied().collect::<Vec<_>>(), [1, 3]);
+        assert_eq!(s.invalidate_guest_index(0, 3), SlotMask::EMPTY);
+        assert_eq!(s.slot(1).map(|x| (x.guest_index, x.owner)), Some((4, 0)));
+        assert_eq!(s.slot(3).map(|x| (x.guest_index, x.owner)), Some((3, 1)));
+        assert_eq!(s.invalidate_owner(1).collect::<Vec<_>>(), [3]);
         assert_eq!(s.flush_all().collect::<Vec<_>>(), [1]);
         assert_eq!(s.occupied(), SlotMask::EMPTY);
     }
 
     #[test]
-    fn user_and_kernel_entries_may_overlap_but_shared_ones_may_not() {
+    fn entries_of_different_tids_may_overlap_and_only_their_tid_sees_them() {
         let mut s = ShadowTlb::<8>::new();
-        s.insert(page(0x1000, TID_USER, 0x10_0000), 1);
-        let p = s.insert(page(0x1000, TID_KERNEL, 0x10_0000), 1);
+        s.insert(0, page(0x1000, TID_U5, 0x10_0000), 1);
+        let p = s.insert(0, page(0x1000, TID_K5, 0x10_0000), 1);
         assert_eq!((p.slot, p.invalidate), (1, SlotMask::EMPTY));
-        assert_eq!(s.lookup(0x1234, hw_pid(true)).map(|(i, _)| i), Some(0));
-        assert_eq!(s.lookup(0x1234, hw_pid(false)).map(|(i, _)| i), Some(1));
+        assert_eq!(s.lookup(0x1234, TID_U5).map(|(i, _)| i), Some(0));
+        assert_eq!(s.lookup(0x1234, TID_K5).map(|(i, _)| i), Some(1));
+        assert_eq!(s.lookup(0x1234, 0), None, "PID 0 sees no guest entry");
         let big = HwEntry {
             size: PageSize::K16,
             epn: 0,
-            ..page(0, TID_SHARED, 0x10_0000)
+            ..page(0, TID_K5, 0x10_0000)
         };
-        let p = s.insert(big, 2);
-        assert_eq!(
-            (p.slot, p.invalidate),
-            (0, SlotMask(0b10)),
-            "both clash with TID 0"
-        );
-        assert_eq!(s.occupied(), SlotMask(0b1));
+        let p = s.insert(0, big, 2);
+        assert_eq!((p.slot, p.invalidate), (1, SlotMask::EMPTY), "replaces its own TID's");
+        assert_eq!(s.occupied(), SlotMask(0b11));
     }
 
     #[test]
-    fn a_full_shadow_evicts_round_robin() {
-        let mut s = ShadowTlb::<2>::new();
-        s.insert(page(0x1000, TID_USER, 0), 0);
-        s.insert(page(0x2000, TID_USER, 0), 1);
-        assert_eq!(s.insert(page(0x3000, TID_USER, 0), 2).slot, 0);
-        assert_eq!(s.insert(page(0x4000, TID_USER, 0), 3).slot, 1);
-        assert_eq!(s.insert(page(0x5000, TID_USER, 0), 4).slot, 0);
-        assert_eq!(s.slot(0).map(|x| x.hw.epn), Some(0x5000));
+    fn native_and_guest_slots_share_one_round_robin() {
+        let mut s = ShadowTlb::<3>::new();
+        assert_eq!(s.insert_native(7), 0);
+        s.insert(0, page(0x1000, TID_U5, 0), 0);
+        assert_eq!(s.insert_native(8), 2);
+        assert_eq!((s.native(), s.occupied()), (SlotMask(0b101), SlotMask(0b010)));
+        // Full: the victims go round, whatever they hold.
+        assert_eq!(s.insert(0, page(0x3000, TID_U5, 0), 2).slot, 0);
+        assert_eq!(s.insert_native(9), 1);
+        assert_eq!(s.occupied(), SlotMask(0b001), "the guest slot 1 was overwritten");
+        assert_eq!(s.derived_from(0, 0), SlotMask::EMPTY);
+        assert_eq!(s.insert(0, page(0x5000, TID_U5, 0), 4).slot, 2);
+        assert_eq!(s.tid_of(1), Some(9));
+        // A recycled TID loses its slots, native or guest.
+        assert_eq!(s.invalidate_tid(TID_U5), SlotMask(0b101));
+        assert_eq!(s.invalidate_tid(9), SlotMask(0b010));
+        assert_eq!(s.insert_native(3), 0, "free slots first");
+        s.invalidate_slot(0);
+        assert_eq!(s.tid_of(0), None);
     }
 
     #[test]
-    fn a_guest_write_drops_derived_and_newly_shadowed_slots() {
+    fn a_guest_write_drops_derived_and_newly_shadowed_slots_of_its_owner() {
         let mut s = ShadowTlb::<8>::new();
-        s.insert(page(0x1000, TID_USER, 0), 5); // derived from guest 5
-        s.insert(page(0x9000, TID_USER, 0), 9); // derived from guest 9
-        s.insert(page(0x4_0000, TID_USER, 0), 9);
+        s.insert(0, page(0x1000, TID_U5, 0), 5); // derived from guest 5
+        s.insert(0, page(0x9000, TID_K5, 0), 9); // derived from guest 9
+        s.insert(0, page(0x4_0000, TID_U5, 0), 9);
+        s.insert(1, page(0x9000, 40, 0), 9); // another vCPU's
         // The guest now writes entry 5 as a 64 KiB page over 0..0x1_0000, hiding 0x9000.
         let mut t = GuestTlb::new();
         t.tlbwe(5, 0, V | 0x30, 0).expect("word 0");
-        assert_eq!(s.invalidate_guest_write(&t, 5), SlotMask(0b011));
-        assert_eq!(s.occupied(), SlotMask(0b100));
+        assert_eq!(s.invalidate_guest_write(0, &t, 5), SlotMask(0b011));
+        assert_eq!(s.occupied(), SlotMask(0b1100));
         // An invalid new entry drops only what was derived from it.
         let t = GuestTlb::new();
-        assert_eq!(s.invalidate_guest_write(&t, 9), SlotMask(0b100));
+        assert_eq!(s.invalidate_guest_write(0, &t, 9), SlotMask(0b100));
     }
 
     #[test]
     fn revoking_host_memory_drops_the_slots_onto_it() {
         let mut s = ShadowTlb::<8>::new();
-        s.insert(page(0x1000, TID_USER, 0x10_0000), 0);
-        s.insert(page(0x2000, TID_USER, 0x10_1000), 0);
-        s.insert(page(0x3000, TID_USER, 0x20_0000), 0);
+        s.insert(0, page(0x1000, TID_U5, 0x10_0000), 0);
+        s.insert(0, page(0x2000, TID_U5, 0x10_1000), 0);
+        s.insert(1, page(0x3000, 40, 0x20_0000), 0);
+        s.insert_native(6);
         assert_eq!(s.invalidate_host_range(0x10_1000, 0x1000), SlotMask(0b010));
         assert_eq!(s.invalidate_host_range(0, 1 << 32), SlotMask(0b101));
+        assert_eq!(s.native().len(), 1, "native slots are not guest memory");
+        assert_eq!(s.flush_guests(), SlotMask::EMPTY);
     }
 
     #[test]
@@ -1274,50 +1305,59 @@ mod tests {
 
     use proptest::prelude::*;
 
-    /// The original `ShadowTlb`: an array of `Option<Slot>` scanned with predicates.
+    /// A plain `ShadowTlb`: an array of slots (free, native with a TID, or guest) scanned
+    /// with predicates.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum RefSlot {
+        Free,
+        Native(u8),
+        Guest(Slot),
+    }
+
     #[derive(Clone, Debug)]
     struct RefShadow<const N: usize> {
-        slots: [Option<Slot>; N],
+        slots: [RefSlot; N],
         next_victim: usize,
     }
 
     impl<const N: usize> RefShadow<N> {
         fn new() -> Self {
             RefShadow {
-                slots: [None; N],
+                slots: [RefSlot::Free; N],
                 next_victim: 0,
+            }
+        }
+        fn guest(&self, i: usize) -> Option<Slot> {
+            match self.slots[i] {
+                RefSlot::Guest(s) => Some(s),
+                _ => None,
             }
         }
         fn select(&self, pred: impl Fn(&Slot) -> bool) -> SlotMask {
             SlotMask(
-                self.slots
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, s)| s.as_ref().is_some_and(&pred))
-                    .fold(0, |m, (i, _)| m | 1 << i),
+                (0..N)
+                    .filter(|&i| self.guest(i).is_some_and(|s| pred(&s)))
+                    .fold(0, |m, i| m | 1 << i),
             )
         }
         fn remove(&mut self, pred: impl Fn(&Slot) -> bool) -> SlotMask {
             let gone = self.select(pred);
             for s in gone {
-                self.slots[s] = None;
+                self.slots[s] = RefSlot::Free;
             }
             gone
         }
         fn lookup(&self, ea: u32, hw_pid: u8) -> Option<(usize, Slot)> {
-            self.slots.iter().enumerate().find_map(|(i, s)| {
-                s.filter(|s| s.hw.contains(ea) && s.hw.visible_with_pid(hw_pid))
+            (0..N).find_map(|i| {
+                self.guest(i)
+                    .filter(|s| s.hw.contains(ea) && s.hw.tid == hw_pid)
                     .map(|s| (i, s))
             })
         }
-        fn insert(&mut self, hw: HwEntry, guest_index: u32) -> Placement {
-            let clash = self.select(|s| {
-                s.hw.overlaps(hw.epn, hw.bytes() as u64)
-                    && (s.hw.tid == hw.tid || s.hw.tid == TID_SHARED || hw.tid == TID_SHARED)
-            });
-            let slot = match clash.into_iter().next() {
+        fn choose(&mut self, preferred: SlotMask) -> usize {
+            match preferred.into_iter().next() {
                 Some(slot) => slot,
-                None => match self.slots.iter().position(Option::is_none) {
+                None => match self.slots.iter().position(|s| *s == RefSlot::Free) {
                     Some(free) => free,
                     None => {
                         let victim = self.next_victim;
@@ -1325,21 +1365,31 @@ mod tests {
                         victim
                     }
                 },
-            };
-            for s in clash {
-                self.slots[s] = None;
             }
-            self.slots[slot] = Some(Slot {
+        }
+        fn insert(&mut self, owner: u8, hw: HwEntry, guest_index: u32) -> Placement {
+            let clash = self.select(|s| s.hw.overlaps(hw.epn, hw.bytes() as u64) && s.hw.tid == hw.tid);
+            let slot = self.choose(clash);
+            for s in clash {
+                self.slots[s] = RefSlot::Free;
+            }
+            self.slots[slot] = RefSlot::Guest(Slot {
                 hw,
                 guest_index: guest_index & 63,
+                owner: owner % OWNERS as u8,
             });
             Placement {
                 slot,
                 invalidate: SlotMask(clash.0 & !(1 << slot)),
             }
         }
-        fn invalidate_guest_index(&mut self, guest_index: u32) -> SlotMask {
-            self.remove(|s| s.guest_index == guest_index & 63)
+        fn insert_native(&mut self, tid: u8) -> usize {
+            let slot = self.choose(SlotMask::EMPTY);
+            self.slots[slot] = RefSlot::Native(tid);
+            slot
+        }
+        fn invalidate_guest_index(&mut self, owner: u8, guest_index: u32) -> SlotMask {
+            self.remove(|s| s.owner == owner && s.guest_index == guest_index & 63)
         }
         fn invalidate_overlapping(&mut self, base: u32, len: u64) -> SlotMask {
             self.remove(|s| s.hw.overlaps(base, len))
@@ -1349,35 +1399,38 @@ mod tests {
                 ranges_overlap(s.hw.rpn_base as u64, s.hw.bytes() as u64, base as u64, len)
             })
         }
-        fn invalidate_guest_write(&mut self, guest: &GuestTlb, index: u32) -> SlotMask {
-            let derived = self.invalidate_guest_index(index);
+        fn invalidate_guest_write(&mut self, owner: u8, guest: &GuestTlb, index: u32) -> SlotMask {
+            let derived = self.invalidate_guest_index(owner, index);
             let shadowed = match guest.entry(index).block() {
-                Some((base, len)) => self.invalidate_overlapping(base, len),
+                Some((base, len)) => self.remove(|s| s.owner == owner && s.hw.overlaps(base, len)),
                 None => SlotMask::EMPTY,
             };
             SlotMask(derived.0 | shadowed.0)
         }
-        fn guest_pid_switch(&mut self, guest: &GuestTlb, new_pid: u8) -> SlotMask {
-            let entries = guest.entries();
-            self.remove(|s| {
-                let Some(origin) = entries.get(s.guest_index as usize) else {
-                    return true;
+        fn invalidate_owner(&mut self, owner: u8) -> SlotMask {
+            self.remove(|s| s.owner == owner)
+        }
+        fn invalidate_tid(&mut self, tid: u8) -> SlotMask {
+            let mut gone = 0u64;
+            for i in 0..N {
+                let hit = match self.slots[i] {
+                    RefSlot::Native(t) => t == tid,
+                    RefSlot::Guest(s) => s.hw.tid == tid,
+                    RefSlot::Free => false,
                 };
-                if !origin.valid() || origin.tid() != 0 {
-                    return true;
+                if hit {
+                    self.slots[i] = RefSlot::Free;
+                    gone |= 1 << i;
                 }
-                entries[..s.guest_index as usize].iter().any(|e| {
-                    e.valid()
-                        && e.tid() == new_pid
-                        && e.ts() == origin.ts()
-                        && e.block().is_some_and(|(b, len)| {
-                            ranges_overlap(b as u64, len, s.hw.epn as u64, s.hw.bytes() as u64)
-                        })
-                })
-            })
+            }
+            SlotMask(gone)
         }
         fn flush_all(&mut self) -> SlotMask {
-            self.remove(|_| true)
+            let gone = (0..N)
+                .filter(|&i| self.slots[i] != RefSlot::Free)
+                .fold(0, |m, i| m | 1 << i);
+            self.slots = [RefSlot::Free; N];
+            SlotMask(gone)
         }
     }
 
@@ -1504,7 +1557,7 @@ mod tests {
         #[test]
         fn the_indexed_shadow_equals_the_original(
             writes in prop::collection::vec(guest_write(), 0..64),
-            ops in prop::collection::vec((0u32..8, clustered(), 0u32..64, 0u8..4, any::<bool>(), guest_write()), 1..120),
+            ops in prop::collection::vec((0u32..10, clustered(), 0u32..64, 0u8..4, any::<bool>(), guest_write()), 1..120),
         ) {
             let mut t = GuestTlb::new();
             for &(index, word, value, mmucr) in &writes {
@@ -1512,26 +1565,29 @@ mod tests {
             }
             let mut fast = ShadowTlb::<12>::new();
             let mut slow = RefShadow::<12>::new();
+            // Owners 0..3 (vCPUs), TIDs 1..=4 (owner = TID % 3, so owners share none).
             for &(kind, ea, index, pid, ts, write) in &ops {
+                let tid = 1 + pid;
+                let owner = tid % 3;
                 match kind {
                     0..=2 => {
                         // A fill as the kernel does it, else an arbitrary aligned page.
                         let hw = match shadow_fill(&t, &RAM_4K, ea, pid, pid & 1 != 0, Access::Read, ts) {
-                            FillResult::Hit { hw, .. } if kind != 2 => hw,
+                            FillResult::Hit { hw, .. } if kind != 2 => hw.tagged(tid),
                             _ => {
                                 let size = PageSize::ALL[(index % 9) as usize];
-                                HwEntry { epn: ea & !(size.bytes() - 1), size, rpn_base: ea & !(size.bytes() - 1), tid: pid % 3, perms: Rights::R, wimge: Wimge(0) }
+                                HwEntry { epn: ea & !(size.bytes() - 1), size, rpn_base: ea & !(size.bytes() - 1), tid, perms: Rights::R, wimge: Wimge(0) }
                             }
                         };
-                        prop_assert_eq!(fast.insert(hw, index), slow.insert(hw, index));
+                        prop_assert_eq!(fast.insert(owner, hw, index), slow.insert(owner, hw, index));
                     }
-                    3 => prop_assert_eq!(fast.invalidate_guest_index(index), slow.invalidate_guest_index(index)),
+                    3 => prop_assert_eq!(fast.invalidate_guest_index(owner, index), slow.invalidate_guest_index(owner, index)),
                     4 => {
                         let (windex, word, value, mmucr) = write;
                         t.tlbwe(windex, word, value, mmucr).expect("word 0..=2");
-                        prop_assert_eq!(fast.invalidate_guest_write(&t, windex), slow.invalidate_guest_write(&t, windex));
+                        prop_assert_eq!(fast.invalidate_guest_write(owner, &t, windex), slow.invalidate_guest_write(owner, &t, windex));
                     }
-                    5 => prop_assert_eq!(fast.guest_pid_switch(&t, pid), slow.guest_pid_switch(&t, pid)),
+                    5 => prop_assert_eq!(fast.insert_native(tid + 10 * (index as u8 & 1)), slow.insert_native(tid + 10 * (index as u8 & 1))),
                     6 => {
                         let len = 1u64 << (index % 33);
                         if index % 2 == 0 {
@@ -1540,36 +1596,51 @@ mod tests {
                             prop_assert_eq!(fast.invalidate_host_range(ea, len), slow.invalidate_host_range(ea, len));
                         }
                     }
+                    7 => prop_assert_eq!(fast.invalidate_tid(tid + 10 * (index as u8 & 1)), slow.invalidate_tid(tid + 10 * (index as u8 & 1))),
+                    8 => prop_assert_eq!(fast.invalidate_owner(owner), slow.invalidate_owner(owner)),
                     _ => {
                         if index == 0 {
                             prop_assert_eq!(fast.flush_all(), slow.flush_all());
                         }
                     }
                 }
-                // Same slots, same lookups, and the per-guest-index masks agree.
+                // Same slots, same lookups, and the per-owner, per-guest-index masks agree.
                 for i in 0..12 {
-                    prop_assert_eq!(fast.slot(i).copied(), slow.slots[i]);
+                    prop_assert_eq!(fast.slot(i).copied(), slow.guest(i));
+                    let want = match slow.slots[i] {
+                        RefSlot::Free => None,
+                        RefSlot::Native(t) => Some(t),
+                        RefSlot::Guest(s) => Some(s.hw.tid),
+                    };
+                    prop_assert_eq!(fast.tid_of(i), want);
                 }
                 prop_assert_eq!(fast.occupied(), slow.select(|_| true));
-                for g in 0..64 {
-                    prop_assert_eq!(fast.derived_from(g), slow.select(|s| s.guest_index == g));
+                for o in 0..3u8 {
+                    prop_assert_eq!(fast.owned_by(o), slow.select(|s| s.owner == o));
+                    for g in 0..64 {
+                        prop_assert_eq!(fast.derived_from(o, g), slow.select(|s| s.owner == o && s.guest_index == g));
+                    }
                 }
-                for pid in [TID_USER, TID_KERNEL] {
+                for pid in 0..6u8 {
                     prop_assert_eq!(fast.lookup(ea, pid).map(|(i, s)| (i, *s)), slow.lookup(ea, pid));
                 }
-                // The block index and the derived masks hold exactly the filed slots'
-                // last entries, and every occupied slot is filed.
+                // The block index, the derived and owner masks hold exactly the filed
+                // slots' last entries, and every guest slot is filed.
                 prop_assert_eq!(fast.occupied & !fast.filed, 0);
+                prop_assert_eq!(fast.occupied & fast.native, 0);
                 let mut index = BlockIndex::new();
                 let mut derived = [0u64; 64];
+                let mut owned = [0u64; OWNERS];
                 for s in SlotMask(fast.filed) {
-                    let Slot { hw, guest_index } = fast.slots[s];
+                    let Slot { hw, guest_index, owner } = fast.slots[s];
                     prop_assert_eq!((fast.epn[s], fast.mask[s]), (hw.epn, !(hw.bytes() - 1)));
                     index.insert(s, hw.epn, !(hw.bytes() - 1));
                     derived[guest_index as usize] |= 1 << s;
+                    owned[owner as usize] |= 1 << s;
                 }
                 prop_assert_eq!(&fast.index, &index);
                 prop_assert_eq!(fast.derived, derived);
+                prop_assert_eq!(fast.owned, owned);
             }
         }
     }
@@ -1603,7 +1674,7 @@ mod tests {
             epn: 0x0100_0000,
             size: PageSize::M16,
             rpn_base: 0x2000_0000,
-            tid: TID_KERNEL,
+            tid: TID_K5,
             perms: Rights::RWX,
             wimge: Wimge(0),
         };
@@ -1665,12 +1736,12 @@ mod tests {
             assert_eq!(d.perms, Rights::RW);
             // The two entries coexist in the shadow TLB.
             let mut shadow = ShadowTlb::<8>::new();
-            let a = shadow.insert(f, 0);
-            let b = shadow.insert(d, 1);
+            let a = shadow.insert(0, f.tagged(TID_K5), 0);
+            let b = shadow.insert(0, d.tagged(TID_K5), 1);
             assert!(b.invalidate.is_empty() && a.slot != b.slot);
-            assert_eq!(shadow.lookup(pc, TID_KERNEL).map(|(i, _)| i), Some(a.slot));
+            assert_eq!(shadow.lookup(pc, TID_K5).map(|(i, _)| i), Some(a.slot));
             assert_eq!(
-                shadow.lookup(0x0040_5008, TID_KERNEL).map(|(i, _)| i),
+                shadow.lookup(0x0040_5008, TID_K5).map(|(i, _)| i),
                 Some(b.slot)
             );
         }

@@ -2,9 +2,13 @@
 //! against the PID register (PPC440 core user's manual, "Memory Management": TLB entry
 //! word 0 TID; TID 0 matches every PID).
 //!
-//! PID 0 is reserved for global (kernel) entries; 1..=255 are handed to native address
-//! spaces. When all are taken, the PID held longest is stolen (FIFO): its space loses its
-//! PID and the kernel must flush every TLB entry tagged with it before reuse.
+//! PID 0 is reserved for global (kernel) entries; 1..=255 form ONE pool shared by native
+//! address spaces and guests: an owner is a native space (its space id, below
+//! [`GUEST_OWNER`]) or a guest's (vCPU, guest PID, guest privilege), encoded by
+//! [`guest_owner`], whose shadow TLB entries are tagged with it
+//! (docs/adr/0024-tagged-shadow-tlb.md). When all are taken, the PID held longest is
+//! stolen (FIFO): its owner loses it and the kernel must flush every TLB entry tagged with
+//! it before reuse. So PIDs are only recycled, with a flush, when the pool runs dry.
 //!
 //! Invariants:
 //! - a PID is `Fresh` (never handed out), `Free` (handed out and released: the TLB may
@@ -17,6 +21,31 @@
 pub const FIRST_PID: u8 = 1;
 /// Number of PIDs handed to address spaces (1..=255).
 pub const NUM_PIDS: usize = 255;
+
+/// Owners at or above this value are guest TIDs ([`guest_owner`]); native spaces are
+/// below it.
+pub const GUEST_OWNER: u16 = 0x8000;
+/// vCPUs a guest owner can name (its vCPU index has this many values).
+pub const GUEST_VCPUS: usize = 64;
+
+/// The owner code of the TID for vCPU `vcpu` (below [`GUEST_VCPUS`]), guest PID
+/// `guest_pid` and guest privilege `privileged` (guest `MSR[PR]` = 0).
+pub const fn guest_owner(vcpu: usize, guest_pid: u8, privileged: bool) -> u16 {
+    GUEST_OWNER | ((vcpu as u16 & (GUEST_VCPUS as u16 - 1)) << 9) | (guest_pid as u16) << 1
+        | privileged as u16
+}
+
+/// The (vCPU, guest PID, privileged) of a guest owner code, or `None` for a native space.
+pub const fn guest_of(owner: u16) -> Option<(usize, u8, bool)> {
+    if owner & GUEST_OWNER == 0 {
+        return None;
+    }
+    Some((
+        ((owner >> 9) as usize) & (GUEST_VCPUS - 1),
+        (owner >> 1) as u8,
+        owner & 1 != 0,
+    ))
+}
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum State {
@@ -45,6 +74,9 @@ pub struct PidAllocator {
     state: [State; 256],
     /// Allocation counter; 64 bits so it never wraps.
     clock: u64,
+    /// The lowest PID never handed out (256: none left). Fresh PIDs go in ascending order
+    /// and never become fresh again, so every PID from here up is `Fresh`.
+    fresh: u16,
 }
 
 impl Default for PidAllocator {
@@ -58,6 +90,7 @@ impl PidAllocator {
         PidAllocator {
             state: [State::Fresh; 256],
             clock: 0,
+            fresh: FIRST_PID as u16,
         }
     }
 
@@ -72,7 +105,15 @@ impl PidAllocator {
                 flush: false,
             };
         }
-        let (pid, evicted, flush) = if let Some(pid) = self.find(|s| s == State::Fresh) {
+        self.alloc_new(space)
+    }
+
+    /// [`PidAllocator::alloc`] for an owner the caller knows holds no PID (it keeps its
+    /// own owner → PID map), without the search for one.
+    pub fn alloc_new(&mut self, space: u16) -> PidGrant {
+        let (pid, evicted, flush) = if self.fresh <= u8::MAX as u16 {
+            let pid = self.fresh as u8;
+            self.fresh += 1;
             (pid, None, false)
         } else if let Some(pid) = self.find(|s| s == State::Free) {
             (pid, None, true)
@@ -136,6 +177,7 @@ impl PidAllocator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    extern crate std;
 
     #[test]
     fn hands_out_all_fresh_pids_without_flush_then_steals_fifo() {
@@ -242,6 +284,40 @@ mod tests {
             }
         );
         assert_eq!(a.alloc(502).evicted, Some(8));
+    }
+
+    #[test]
+    fn guest_owners_encode_vcpu_pid_and_privilege_apart_from_spaces() {
+        let mut seen = std::collections::HashSet::new();
+        for vcpu in [0usize, 1, 7, GUEST_VCPUS - 1] {
+            for pid in [0u8, 1, 0x7F, 0xFF] {
+                for privileged in [false, true] {
+                    let o = guest_owner(vcpu, pid, privileged);
+                    assert!(o >= GUEST_OWNER);
+                    assert_eq!(guest_of(o), Some((vcpu, pid, privileged)));
+                    assert!(seen.insert(o), "owner codes are distinct");
+                }
+            }
+        }
+        for space in [0u16, 1, 63, GUEST_OWNER - 1] {
+            assert_eq!(guest_of(space), None);
+        }
+    }
+
+    #[test]
+    fn native_spaces_and_guests_share_one_pool() {
+        let mut a = PidAllocator::new();
+        let native = a.alloc(3);
+        let guest = a.alloc_new(guest_owner(2, 9, true));
+        assert_eq!((native.pid, guest.pid), (1, 2));
+        for i in 0..253u16 {
+            assert!(!a.alloc_new(guest_owner(1, i as u8, i >= 256)).flush);
+        }
+        // Dry: the longest-held TID (the native space's) goes to the next guest owner.
+        let g = a.alloc_new(guest_owner(0, 0, false));
+        assert_eq!(g, PidGrant { pid: 1, evicted: Some(3), flush: true });
+        let g = a.alloc(3);
+        assert_eq!((g.pid, g.evicted.and_then(guest_of)), (2, Some((2, 9, true))));
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! | [`fault_reply`]          | `ipc::transfer` (reply to a `VirtFault` IPC)  |
 //! | [`fault_delivered`]      | `ipc::transfer` (a `VirtFault` message sent)  |
 //! | [`host_mapping_revoked`] | `space::revoke_node`                          |
+//! | [`guest_tid_evicted`]    | `space::grant_tid` (the TID pool ran dry)     |
 //! | [`vcpu_control`], [`trace_control`] | `syscall::dispatch`                |
 //!
 //! Dependency rule: `api` never names `crate::virt`; the implementation is bound once, by
@@ -46,6 +47,9 @@ pub trait Virtualization {
     fn fault_delivered(k: &mut Kernel, s: usize, d: usize);
     /// A mapping of a VM space was revoked: translations derived from it must go.
     fn host_mapping_revoked(k: &mut Kernel);
+    /// The hardware TID `tid` of guest owner `owner` (`kcore::pid::guest_owner`) was
+    /// taken for another owner: forget it (the core flushes its TLB entries).
+    fn guest_tid_evicted(k: &mut Kernel, owner: u16, tid: u8);
     /// The `VcpuControl` system call of thread `cur`.
     fn vcpu_control(k: &mut Kernel, cur: usize, args: &[u32; 5]) -> Result<(), KError>;
     /// The `TraceControl` system call of thread `cur`.
@@ -96,4 +100,9 @@ pub fn vcpu_control(k: &mut Kernel, cur: usize, args: &[u32; 5]) -> Result<(), K
 #[inline(always)]
 pub fn trace_control(k: &mut Kernel, cur: usize, op: u32, who: ThreadId) -> Result<(), KError> {
     <crate::Virtualization as Virtualization>::trace_control(k, cur, op, who)
+}
+
+#[inline(always)]
+pub fn guest_tid_evicted(k: &mut Kernel, owner: u16, tid: u8) {
+    <crate::Virtualization as Virtualization>::guest_tid_evicted(k, owner, tid)
 }

@@ -75,7 +75,6 @@ pub struct Kernel {
     /// Decrementer ticks since boot.
     pub ticks: u64,
     pub mem: MemInfo,
-    pub victim: crate::arch::tlb::Victim,
     pub rq: ReadyQueues<NTCB>,
     pub threads: [Tcb; NTCB],
     pub irqs: [IrqLine; IRQ_LINES],
@@ -85,7 +84,13 @@ pub struct Kernel {
     /// Virtualization's state (vCPU records, shadow TLB), opaque to the core.
     pub vm: hooks::VmState,
     pub mapdb: MapDb<MAPDB_NODES>,
+    /// The record of the hardware TLB entries 0..USER_ENTRIES: native refills and guest
+    /// shadow entries, one replacement policy (docs/adr/0024-tagged-shadow-tlb.md).
+    pub tlb: HwTlb,
 }
+
+/// The kernel's record of the refillable hardware TLB entries.
+pub type HwTlb = kestrel_vtlb::ShadowTlb<{ crate::arch::tlb::USER_ENTRIES }>;
 
 impl Kernel {
     /// Marks interrupt `line` pending or not, keeping the count `irq_pending` in step.
@@ -131,7 +136,6 @@ static mut KERNEL: Kernel = Kernel {
         bootargs: [0; kestrel_abi::BOOTARGS_LEN],
         bootargs_len: 0,
     },
-    victim: crate::arch::tlb::Victim::new(),
     rq: ReadyQueues::new(),
     threads: [Tcb::FREE; NTCB],
     irqs: [IrqLine {
@@ -144,6 +148,7 @@ static mut KERNEL: Kernel = Kernel {
     spaces: [const { Space::empty() }; NSPACES],
     vm: hooks::VM_INIT,
     mapdb: MapDb::new(),
+    tlb: HwTlb::new(),
 };
 
 /// The kernel state.

@@ -221,10 +221,12 @@ pub fn clear_pte(k: &mut Kernel, sid: u16, va: u32) {
     flush_va(k, sid, va);
 }
 
-fn flush_va(k: &Kernel, sid: u16, va: u32) {
+fn flush_va(k: &mut Kernel, sid: u16, va: u32) {
     let pid = k.spaces[sid as usize].pid;
     if pid != 0 {
-        tlb::flush_page(va, pid);
+        if let Some(i) = tlb::flush_page(va, pid) {
+            k.tlb.invalidate_slot(i as usize);
+        }
     }
 }
 
@@ -274,8 +276,7 @@ pub fn destroy(k: &mut Kernel, sid: u16) {
     }
     let pid = k.spaces[sid as usize].pid;
     if pid != 0 {
-        tlb::flush_tid(pid);
-        k.pids.free(pid);
+        release_tid(k, pid);
     }
     // Built at compile time and copied in (a runtime `Space::empty()` is 11 instructions longer).
     k.spaces[sid as usize] = const { Space::empty() };
@@ -293,26 +294,57 @@ pub fn ensure_pid(k: &mut Kernel, sid: u16) -> u8 {
 
 #[inline(never)]
 fn assign_pid(k: &mut Kernel, sid: u16) -> u8 {
-    let g = k.pids.alloc(sid);
+    let pid = grant_tid(k, sid);
+    k.spaces[sid as usize].pid = pid;
+    pid
+}
+
+/// A hardware TID for `owner` (a native space id, or a guest's `kcore::pid::guest_owner`
+/// code), which must hold none, from the one pool native spaces and guests share. When the
+/// pool is dry the TID held longest is taken from its owner (a space loses its `pid`, a
+/// guest its entry in its vCPU's TID table) and every TLB entry tagged with it goes.
+#[inline(never)]
+pub fn grant_tid(k: &mut Kernel, owner: u16) -> u8 {
+    let g = k.pids.alloc_new(owner);
     if let Some(victim) = g.evicted {
-        k.spaces[victim as usize].pid = 0;
+        if kestrel_kcore::pid::guest_of(victim).is_some() {
+            super::hooks::guest_tid_evicted(k, victim, g.pid);
+        } else {
+            k.spaces[victim as usize].pid = 0;
+        }
     }
     if g.flush {
-        tlb::flush_tid(g.pid);
+        flush_tid(k, g.pid);
     }
-    k.spaces[sid as usize].pid = g.pid;
     g.pid
+}
+
+/// Invalidates every refillable TLB entry tagged `tid`, native or guest (the record in
+/// `Kernel::tlb` says which).
+pub fn flush_tid(k: &mut Kernel, tid: u8) {
+    for slot in k.tlb.invalidate_tid(tid) {
+        tlb::invalidate(slot as u32);
+    }
+}
+
+/// Gives `tid` back to the pool (its owner goes away), flushing its entries now so a
+/// later grant of it finds none.
+pub fn release_tid(k: &mut Kernel, tid: u8) {
+    flush_tid(k, tid);
+    k.pids.free(tid);
 }
 
 /// Revokes `rights` from everything derived from `node` (and from `node` itself if
 /// `include_self`), fixing page tables and TLB entries of every affected space.
 pub fn revoke_node(k: &mut Kernel, node: NodeId, rights: Rights, include_self: bool) {
-    let Kernel { mapdb, spaces, .. } = k;
+    let Kernel {
+        mapdb, spaces, tlb, ..
+    } = k;
     let mut vm_touched = false;
     // An invalid node means there is nothing left to revoke.
     let _ = mapdb.revoke(node, rights, include_self, &mut |r: Revoked| {
         vm_touched |= spaces[r.space as usize].vm;
-        apply_revoked(spaces, &r)
+        apply_revoked(spaces, tlb, &r)
     });
     if vm_touched {
         // Hardware entries of a VM are keyed by guest-virtual address: drop them all.
@@ -322,7 +354,7 @@ pub fn revoke_node(k: &mut Kernel, node: NodeId, rights: Rights, include_self: b
 
 /// Applies one revocation result to the page table of the affected space. Only
 /// rewrites existing leaf entries, so it needs no allocation.
-fn apply_revoked(spaces: &mut [Space], r: &Revoked) {
+fn apply_revoked(spaces: &mut [Space], hw: &mut super::HwTlb, r: &Revoked) {
     let va = r.vpage << PAGE_SHIFT;
     let s = &spaces[r.space as usize];
     let Some(p) = leaf_slot(s, va) else { return };
@@ -343,7 +375,9 @@ fn apply_revoked(spaces: &mut [Space], r: &Revoked) {
         }
     }
     if s.pid != 0 {
-        tlb::flush_page(va, s.pid);
+        if let Some(i) = tlb::flush_page(va, s.pid) {
+            hw.invalidate_slot(i as usize);
+        }
     }
 }
 
@@ -438,7 +472,7 @@ pub fn refill(k: &mut Kernel, sid: u16, va: u32, access: Rights) -> bool {
     if e & pte::DEVICE != 0 {
         w2 |= flags::I | flags::G;
     }
-    let idx = k.victim.next_slot();
+    let idx = k.tlb.insert_native(pid) as u32;
     tlb::write(
         idx,
         pid,
@@ -519,10 +553,12 @@ pub fn map_item(
         let flags = (se & (pte::DEVICE)) | rights.0 as u32;
         let frame = se & !(PAGE_SIZE - 1);
         if item.grant {
-            let Kernel { mapdb, spaces, .. } = &mut *k;
+            let Kernel {
+                mapdb, spaces, tlb, ..
+            } = &mut *k;
             let node = mapdb
                 .grant_revoking(snode, dst, dva >> PAGE_SHIFT, rights, &mut |r: Revoked| {
-                    apply_revoked(spaces, &r)
+                    apply_revoked(spaces, tlb, &r)
                 })
                 .map_err(|_| IpcError::MapFailed)?;
             clear_pte(k, src, sva);

@@ -1,7 +1,9 @@
 //! The PPC440 software-managed TLB (PPC440 UM §5): 64 entries, three words each.
 //!
-//! Entries [`KERNEL_FIRST`]..64 are pinned for the kernel; native refills rotate through
-//! 0..[`GUEST_FIRST`], the running VM's shadow entries use GUEST_FIRST..KERNEL_FIRST. LLVM silently assembles `tlbwe rS,rA,1|2` and `tlbre rT,rA,1|2` as
+//! Entries [`KERNEL_FIRST`]..64 are pinned for the kernel; 0..KERNEL_FIRST ([`USER_ENTRIES`])
+//! hold native refills (translation space 0) and guests' shadow entries (space 1) alike,
+//! placed by one replacement policy (`Kernel::tlb`, a `kestrel_vtlb::ShadowTlb`, which
+//! records every one of them; docs/adr/0024-tagged-shadow-tlb.md). LLVM silently assembles `tlbwe rS,rA,1|2` and `tlbre rT,rA,1|2` as
 //! word 0 (see platform notes), so those instructions are emitted as literal words
 //! with fixed registers; the encodings are spelled out next to each.
 
@@ -13,9 +15,8 @@ use ppc440::tlb::{flags, word0, PageSize};
 pub const ENTRIES: u32 = ppc440::tlb::ENTRIES;
 /// First pinned kernel entry.
 pub const KERNEL_FIRST: u32 = 60;
-/// Entries GUEST_FIRST..KERNEL_FIRST (44) hold the running VM's shadow entries (TS 1);
-/// native refills use 0..GUEST_FIRST.
-pub const GUEST_FIRST: u32 = 16;
+/// Entries 0..USER_ENTRIES hold native refills and guest shadow entries.
+pub const USER_ENTRIES: usize = KERNEL_FIRST as usize;
 /// Entry mapping RAM for the kernel.
 const KERNEL_RAM_ENTRY: u32 = 63;
 /// Entry mapping the console UART page for the kernel.
@@ -94,22 +95,15 @@ pub fn search(ea: u32, tid: u8, ts: bool) -> Option<u32> {
     }
 }
 
-/// Invalidates every user entry tagged `tid` (used when a PID is recycled).
-pub fn flush_tid(tid: u8) {
-    for i in 0..KERNEL_FIRST {
-        let (w0, _, _, t) = read(i);
-        if w0 & flags::V != 0 && t == tid {
-            invalidate(i);
-        }
-    }
-}
-
-/// Invalidates the translation of the page at `ea` for `tid` in space 0, if any.
-pub fn flush_page(ea: u32, tid: u8) {
-    if let Some(i) = search(ea, tid, false) {
-        if i < KERNEL_FIRST {
-            invalidate(i);
-        }
+/// Invalidates the translation of the page at `ea` for `tid` in space 0, if any, and
+/// returns its index.
+pub fn flush_page(ea: u32, tid: u8) -> Option<u32> {
+    let i = search(ea, tid, false)?;
+    if i < KERNEL_FIRST {
+        invalidate(i);
+        Some(i)
+    } else {
+        None
     }
 }
 
@@ -148,20 +142,4 @@ pub fn install_kernel_map(uart_phys_page: u32) {
     }
     invalidate(KERNEL_FIRST);
     invalidate(KERNEL_FIRST + 1);
-}
-
-/// Round-robin victim selection for user refills.
-#[derive(Default)]
-pub struct Victim(u32);
-
-impl Victim {
-    pub const fn new() -> Victim {
-        Victim(0)
-    }
-    /// The TLB slot the next user refill overwrites (below `GUEST_FIRST`).
-    pub fn next_slot(&mut self) -> u32 {
-        let v = self.0;
-        self.0 = if v + 1 >= GUEST_FIRST { 0 } else { v + 1 };
-        v
-    }
 }

@@ -64,9 +64,7 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
                 *ivor &= ppc440::ivor::OFFSET.mask();
             }
             v.dec_deadline = if s.dec == 0 { 0 } else { now + s.dec as u64 };
-            if k.vm.shadow_owner as usize == vi {
-                mmu::flush_shadow(k);
-            }
+            mmu::vcpu_state_written(k, vi);
         }
         vcpuctl::SET_TRANSFER_MASK => {
             if a as usize >= NUM_FAULT_CLASSES || b & !kestrel_abi::xfer::ALL != 0 {
@@ -92,9 +90,7 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
                 .map_err(|_| KError::InvalidParam)?;
             t.tlbwe(index, 2, w2, mmucr)
                 .map_err(|_| KError::InvalidParam)?;
-            if k.vm.shadow_owner as usize == vi {
-                mmu::guest_tlb_written(k, vi, index);
-            }
+            mmu::guest_tlb_written(k, vi, index);
         }
         vcpuctl::DECLARE_MMIO => {
             // Pages of [b, b + c) in the VM space; no limit but the kernel's page pool.

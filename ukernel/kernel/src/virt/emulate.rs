@@ -495,9 +495,9 @@ pub(super) fn write_sprg(s: &mut kestrel_abi::VcpuState, n: u32, val: u32) {
     }
 }
 
-/// mtspr PID: a guest address-space switch drops every shadow entry but the guest's
-/// global (TID 0) ones that stay its first match (Linux with KUAP does this around
-/// every kernel entry and user access).
+/// mtspr PID: a guest address-space switch only loads the hardware TID of the new guest
+/// PID (Linux with KUAP does this around every kernel entry and user access); the old
+/// PID's shadow entries stay under their own TIDs.
 pub(super) fn write_pid(k: &mut Kernel, vi: usize, val: u32) {
     let s = &mut k.vm.vcpus[vi].s;
     if s.pid != val & 0xff {

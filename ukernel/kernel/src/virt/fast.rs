@@ -194,7 +194,7 @@ fn emulate(
     }
     k.vm.vcpus[vi].s.msr = new_msr;
     if (new_msr ^ old) & msr::PR != 0 {
-        spr::write::<{ ppc440::spr::PID }>(kestrel_vtlb::hw_pid(new_msr & msr::PR != 0) as u32);
+        spr::write::<{ ppc440::spr::PID }>(mmu::current_hw_pid(&k.vm.vcpus[vi]));
     }
     f.regs.ip = next;
     // QEMU leaves stray bits (even MSR[WE]) in SRR1 on program interrupts: resume
@@ -504,9 +504,9 @@ global_asm!(
     "    andi. 4, 4, {msr_pr}",
     "    beq .Lvf_finish",
     "    andi. 4, 5, {msr_pr}",
-    "    li 4, {pid_kernel}",
+    "    lwz 4, {hw_tid_kernel}(6)",
     "    beq 1f",
-    "    li 4, {pid_user}",
+    "    lwz 4, {hw_tid_user}(6)",
     "1:  mtspr {n_pid}, 4",
     "    b .Lvf_finish",
     ".Lvf_wrteei:",
@@ -739,8 +739,8 @@ global_asm!(
     tsr_pending_hi = const (tsr::DIS | tsr::FIS | tsr::WIS) >> 16,
     tcr_pending_hi = const (tcr::FIE | tcr::WIE) >> 16,
     srr1_keep = const VCPU_MSR | msr::FP | msr::DE,
-    pid_kernel = const kestrel_vtlb::hw_pid(false),
-    pid_user = const kestrel_vtlb::hw_pid(true),
+    hw_tid_kernel = const offset_of!(Vcpu, hw_tid),
+    hw_tid_user = const offset_of!(Vcpu, hw_tid) + 4,
     wrteei_e = const decode::E.mask(),
     op_x = const X,
     op_xl = const XL,

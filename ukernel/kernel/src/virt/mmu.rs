@@ -1,19 +1,29 @@
 //! The in-kernel virtual TLB glue (paper §3.2): guest TLB misses are resolved here from
 //! the guest's TLB (first stage) and the VM space's page table (second stage), and
-//! the merged translation is written into the guest slots of the hardware TLB.
+//! the merged translation is written into the hardware TLB, tagged with the hardware TID
+//! of (vCPU, guest PID, guest mode) (docs/adr/0024-tagged-shadow-tlb.md).
+//!
+//! TIDs come from the kernel's one pool (`kcore::pid`, shared with native spaces) on first
+//! use and stay with their (vCPU, guest PID, mode) until the pool runs dry and takes the
+//! longest-held one back (with a flush of its entries): a guest PID write, a user/kernel
+//! switch and a world switch only load the PID register. Every vCPU keeps its TID table
+//! (`Vcpu::tids`) and the two TIDs of its current guest PID (`Vcpu::hw_tid`), which the
+//! PID register holds while the guest runs; 0 there (no TID yet) makes every guest access
+//! miss, and the miss allocates. Guest entries live in the refillable hardware entries
+//! next to native refills; `Kernel::tlb` places both and records every entry's owner.
 
-use super::{inject, trace, virt_fault, Kernel, VmState};
+use super::{inject, trace, virt_fault, Kernel, NO_VCPU};
 use crate::api::{frame_of, ipc, space, thread, thread::FaultWait};
-use crate::arch::{msr, tlb, vector, TrapFrame};
+use crate::arch::{msr, spr, tlb, vector, TrapFrame};
 use kestrel_abi::{label, MsgTag, Rights, TracePoint, VirtFault, PAGE_SIZE};
+use kestrel_kcore::pid::{guest_of, guest_owner};
 use kestrel_vtlb::{
-    shadow_fill, split_fill, Access, FillResult, GuestPhysMap, HostPage, HwEntry, ShadowTlb,
-    SlotMask, SplitFill, TlbError,
+    shadow_fill, split_fill, Access, FillResult, GuestPhysMap, HostPage, HwEntry, SlotMask,
+    SplitFill, TlbError,
 };
 
-/// Hardware TLB slots used for the running VM.
-pub const GUEST_SLOTS: usize = (tlb::KERNEL_FIRST - tlb::GUEST_FIRST) as usize;
-pub type Shadow = ShadowTlb<GUEST_SLOTS>;
+const _: () = assert!(super::NVCPUS <= kestrel_vtlb::OWNERS);
+const _: () = assert!(super::NVCPUS <= kestrel_kcore::pid::GUEST_VCPUS);
 
 /// Second stage: the VM space's page table (guest-physical → host-physical).
 struct VmSpace<'a> {
@@ -43,32 +53,132 @@ impl GuestPhysMap for VmSpace<'_> {
     }
 }
 
-/// Invalidates every hardware entry of the running VM.
+/// Index of (guest PID, privileged) in `Vcpu::tids`.
+#[inline(always)]
+pub const fn tid_key(guest_pid: u8, privileged: bool) -> usize {
+    (guest_pid as usize) << 1 | privileged as usize
+}
+
+/// The PID register's value for vCPU `v` in its current guest PID and mode (0: no TID
+/// yet, every access misses and the miss allocates one).
+#[inline(always)]
+pub fn current_hw_pid(v: &super::Vcpu) -> u32 {
+    v.hw_tid[(v.s.msr & msr::PR != 0) as usize]
+}
+
+/// The hardware TID of (vCPU `vi`, guest PID `guest_pid`, guest privilege `privileged`
+/// (guest `MSR[PR]` = 0)): a table lookup, and an allocation from the shared pool on a
+/// miss (which may take the longest-held TID from its owner, with a flush of its
+/// entries). The fast paths call it for guest PID writes.
+#[inline(always)]
+pub fn guest_hw_pid(k: &mut Kernel, vi: usize, guest_pid: u8, privileged: bool) -> u8 {
+    let t = k.vm.vcpus[vi].tids[tid_key(guest_pid, privileged)];
+    if t != 0 {
+        return t;
+    }
+    assign_guest_tid(k, vi, guest_pid, privileged)
+}
+
+#[inline(never)]
+fn assign_guest_tid(k: &mut Kernel, vi: usize, guest_pid: u8, privileged: bool) -> u8 {
+    let t = space::grant_tid(k, guest_owner(vi, guest_pid, privileged));
+    let v = &mut k.vm.vcpus[vi];
+    v.tids[tid_key(guest_pid, privileged)] = t;
+    if v.s.pid as u8 == guest_pid {
+        v.hw_tid[!privileged as usize] = t as u32;
+        if is_running(k, vi) {
+            spr::write::<{ ppc440::spr::PID }>(current_hw_pid(&k.vm.vcpus[vi]));
+        }
+    }
+    t
+}
+
+/// Whether vCPU `vi`'s thread is the one running (its TIDs are in the PID register).
+#[inline(always)]
+fn is_running(k: &Kernel, vi: usize) -> bool {
+    k.threads.get(k.current).is_some_and(|t| t.vcpu != NO_VCPU && t.vcpu as usize == vi)
+}
+
+/// The pool took `tid` from guest owner `owner` (the core flushes its entries): forget it,
+/// and if it is the running vCPU's current TID, load PID 0 until a miss allocates another.
+pub fn guest_tid_evicted(k: &mut Kernel, owner: u16, tid: u8) {
+    let Some((vi, guest_pid, privileged)) = guest_of(owner) else {
+        return;
+    };
+    let Some(v) = k.vm.vcpus.get_mut(vi) else {
+        return;
+    };
+    let key = tid_key(guest_pid, privileged);
+    if v.tids[key] != tid {
+        return;
+    }
+    v.tids[key] = 0;
+    if v.s.pid as u8 == guest_pid {
+        v.hw_tid[!privileged as usize] = 0;
+        if is_running(k, vi) {
+            spr::write::<{ ppc440::spr::PID }>(current_hw_pid(&k.vm.vcpus[vi]));
+        }
+    }
+}
+
+/// Gives every TID of vCPU `vi` back to the pool, with its entries (the vCPU goes away).
+pub fn release_tids(k: &mut Kernel, vi: usize) {
+    for key in 0..k.vm.vcpus[vi].tids.len() {
+        let t = k.vm.vcpus[vi].tids[key];
+        if t != 0 {
+            k.vm.vcpus[vi].tids[key] = 0;
+            space::release_tid(k, t);
+        }
+    }
+    k.vm.vcpus[vi].hw_tid = [0; 2];
+    flush_vcpu(k, vi);
+}
+
+/// Invalidates every hardware entry of every guest (a host mapping of some VM was revoked).
 pub fn flush_shadow(k: &mut Kernel) {
     for v in k.vm.vcpus.iter_mut() {
         v.fetch_page = 0;
     }
-    invalidate_slots(k.vm.shadow.flush_all());
+    invalidate_slots(k.tlb.flush_guests());
 }
 
-/// The running vCPU `vi` loaded another guest PID (already in its state).
+/// Invalidates every hardware entry of vCPU `vi` (its translation space changed).
+pub fn flush_vcpu(k: &mut Kernel, vi: usize) {
+    k.vm.vcpus[vi].fetch_page = 0;
+    invalidate_slots(k.tlb.invalidate_owner(vi as u8));
+}
+
+/// The VMM replaced vCPU `vi`'s state (its PID, MSR and so translation space may all have
+/// changed): drop its entries and take the TIDs of its (new) guest PID.
+pub fn vcpu_state_written(k: &mut Kernel, vi: usize) {
+    flush_vcpu(k, vi);
+    guest_pid_switch(k, vi);
+}
+
+/// vCPU `vi` loaded another guest PID (already in its state): take the TIDs of that PID
+/// (no flush: the old PID's entries stay, under their own TIDs), load the PID register if
+/// it runs, and drop the fetch cache unless its page translates alike under every PID.
+#[inline]
 pub fn guest_pid_switch(k: &mut Kernel, vi: usize) {
-    for v in k.vm.vcpus.iter_mut() {
+    let v = &mut k.vm.vcpus[vi];
+    let pid = v.s.pid as u8;
+    v.hw_tid = [
+        v.tids[tid_key(pid, true)] as u32,
+        v.tids[tid_key(pid, false)] as u32,
+    ];
+    if !v.fetch_global {
         v.fetch_page = 0;
     }
-    if k.vm.shadow_owner != vi as u8 {
-        return;
+    if is_running(k, vi) {
+        spr::write::<{ ppc440::spr::PID }>(current_hw_pid(&k.vm.vcpus[vi]));
     }
-    let VmState { shadow, vcpus, .. } = &mut k.vm;
-    let m = shadow.guest_pid_switch(&vcpus[vi].tlb, vcpus[vi].s.pid as u8);
-    invalidate_slots(m);
 }
 
-/// Invalidates the hardware entries of the shadow slots in `mask` (one per set bit).
+/// Invalidates the hardware entries of the slots in `mask` (slot `i` = hardware entry `i`).
 #[inline(always)]
 fn invalidate_slots(mask: SlotMask) {
     for slot in mask {
-        tlb::invalidate(tlb::GUEST_FIRST + slot as u32);
+        tlb::invalidate(slot as u32);
     }
 }
 
@@ -76,8 +186,8 @@ fn invalidate_slots(mask: SlotMask) {
 /// `VcpuControl`): drop the hardware entries derived from it and the fetch cache.
 pub fn guest_tlb_written(k: &mut Kernel, vi: usize, index: u32) {
     k.vm.vcpus[vi].fetch_page = 0;
-    let VmState { shadow, vcpus, .. } = &mut k.vm;
-    invalidate_slots(shadow.invalidate_guest_write(&vcpus[vi].tlb, index));
+    let m = k.tlb.invalidate_guest_write(vi as u8, &k.vm.vcpus[vi].tlb, index);
+    invalidate_slots(m);
 }
 
 /// Whether the guest block `(base, mask)` (aligned, `mask = !(size - 1)`) overlaps the
@@ -101,8 +211,7 @@ pub fn guest_tlbwe(
     word: u32,
     value: u32,
 ) -> Result<(), TlbError> {
-    let VmState { shadow, vcpus, .. } = &mut k.vm;
-    let v = &mut vcpus[vi];
+    let v = &mut k.vm.vcpus[vi];
     let old = v.tlb.live_block(index);
     v.tlb.tlbwe(index, word, value, v.s.mmucr)?;
     let new = if word == 0 {
@@ -116,7 +225,7 @@ pub fn guest_tlbwe(
             v.fetch_page = 0;
         }
     }
-    invalidate_slots(shadow.invalidate_guest_write(&v.tlb, index));
+    invalidate_slots(k.tlb.invalidate_guest_write(vi as u8, &v.tlb, index));
     if word == 2 {
         prefill(k, vi, index);
     }
@@ -140,9 +249,6 @@ pub fn is_split(guest_msr: u32) -> bool {
 /// translation space (that flushes the shadow) or when the fill would not be a plain hit
 /// (in split mode, as [`split_fill`] says for the retried instruction at SRR0).
 fn prefill(k: &mut Kernel, vi: usize, index: u32) {
-    if k.vm.shadow_owner != vi as u8 {
-        return;
-    }
     let v = &k.vm.vcpus[vi];
     let Some((base, mask)) = v.tlb.live_block(index) else {
         return;
@@ -171,18 +277,20 @@ fn prefill(k: &mut Kernel, vi: usize, index: u32) {
         shadow_fill(&v.tlb, &gmap, ea, pid, pr, access, ts)
     };
     if let FillResult::Hit { hw, guest_index } = res {
-        install(k, hw, guest_index);
+        let tid = guest_hw_pid(k, vi, pid, !pr);
+        install(k, vi, hw.tagged(tid), guest_index);
     }
 }
 
-/// Records `hw` (derived from guest entry `guest_index`) in the shadow and writes it to
-/// its hardware slot, invalidating the slots it displaces.
+/// Records `hw` (tagged, derived from guest entry `guest_index` of vCPU `vi`) in the
+/// kernel's TLB record and writes it to the hardware entry the record chose, invalidating
+/// the entries it displaces. Every guest translation enters the hardware TLB here.
 #[inline(always)]
-fn install(k: &mut Kernel, hw: HwEntry, guest_index: u32) {
-    let place = k.vm.shadow.insert(hw, guest_index);
+fn install(k: &mut Kernel, vi: usize, hw: HwEntry, guest_index: u32) {
+    let place = k.tlb.insert(vi as u8, hw, guest_index);
     invalidate_slots(place.invalidate);
     let (w0, w1, w2) = hw.words();
-    tlb::write(tlb::GUEST_FIRST + place.slot as u32, hw.tid, w0, w1, w2);
+    tlb::write(place.slot as u32, hw.tid, w0, w1, w2);
 }
 
 /// Guest-virtual → host-physical for the kernel's own reads of guest memory (fetching
@@ -211,10 +319,12 @@ fn guest_fetch_slow(k: &mut Kernel, vi: usize, pc: u32) -> Option<u32> {
     // earlier (1 KiB) entry wins for part of it.
     let whole_page = e.size_bytes() >= PAGE_SIZE as u64
         && v.tlb.first_match_span(index, pc, pid, ts, PAGE_SIZE as u64) >= PAGE_SIZE as u64;
+    let global = whole_page && v.tlb.global_for_page(index, page, ts);
     let hpa = space::translate(k, k.threads[v.thread].space, gpa as u32, Rights::R)?;
     if whole_page {
         k.vm.vcpus[vi].fetch_page = page | 1;
         k.vm.vcpus[vi].fetch_host = hpa & !(PAGE_SIZE - 1);
+        k.vm.vcpus[vi].fetch_global = global;
     }
     crate::arch::read_phys_u32(hpa, k.mem.ram_end)
 }
@@ -300,7 +410,9 @@ pub fn tlb_fault(
             super::split::emulate(k, cur, vi, f)
         }
         Some(FillResult::Hit { hw, guest_index }) => {
-            install(k, hw, guest_index);
+            // The TID of the guest's PID and mode; allocating one loads the PID register.
+            let tid = guest_hw_pid(k, vi, pid, !pr);
+            install(k, vi, hw.tagged(tid), guest_index);
             None
         }
         Some(FillResult::PhysMiss { gpa }) => return phys_miss(k, cur, vi, f, gpa, access),

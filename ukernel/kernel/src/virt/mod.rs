@@ -6,8 +6,9 @@
 //! kernel and user both run in problem state in translation space 1, which no native
 //! task uses. Its general registers and pc live in the thread's frame like any
 //! thread's; everything else the guest sees (its MSR, shadow SPRs, its TLB) lives in a
-//! [`Vcpu`]. Hardware TLB entries for the running VM occupy the guest slots of the TLB
-//! and are tagged with the TIDs of the paper's Fig. 5 (see `kestrel_vtlb::shadow`).
+//! [`Vcpu`]. Hardware TLB entries of guests share the refillable TLB entries with native
+//! refills and are tagged with a hardware TID per (vCPU, guest PID, guest mode) from the
+//! kernel's one TID pool (`mmu`, docs/adr/0024-tagged-shadow-tlb.md).
 //!
 //! Dependency rules (docs/adr/0010-kernel-layering.md): `virt` uses `api` (threads,
 //! spaces, fault IPC) and `arch`, never `glue`; the L4 core reaches it only through
@@ -56,9 +57,6 @@ pub const VCPU_MSR: u32 = msr::PR | msr::EE | msr::ME | msr::IS | msr::DS;
 pub struct VmState {
     /// vCPU records; `Tcb::vcpu` indexes them.
     pub vcpus: [Vcpu; NVCPUS],
-    /// The shadow TLB of the VM whose vCPU ran last.
-    pub shadow: mmu::Shadow,
-    pub shadow_owner: u8,
     /// The vCPU whose timebase view is loaded (NO_VCPU: host time). The IPC fast path
     /// reads it (`glue::fastpath`).
     pub tb_vcpu: u8,
@@ -73,8 +71,6 @@ impl Virtualization for Virt {
     type State = VmState;
     const INIT: VmState = VmState {
         vcpus: [Vcpu::EMPTY; NVCPUS],
-        shadow: mmu::Shadow::new(),
-        shadow_owner: NO_VCPU,
         tb_vcpu: NO_VCPU,
         fp_owner: NO_VCPU,
     };
@@ -107,6 +103,10 @@ impl Virtualization for Virt {
 
     fn host_mapping_revoked(k: &mut Kernel) {
         mmu::flush_shadow(k);
+    }
+
+    fn guest_tid_evicted(k: &mut Kernel, owner: u16, tid: u8) {
+        mmu::guest_tid_evicted(k, owner, tid);
     }
 
     fn vcpu_control(
@@ -168,6 +168,16 @@ pub struct Vcpu {
     /// guest one failed `stwcx.` and a retry, and keeps these hot paths unchanged.
     pub resv: u32,
     pub step: u8,
+    /// Whether the page in the fetch cache translates alike under every guest PID
+    /// (`GuestTlb::global_for_page`): then a guest PID write keeps the cache.
+    pub fetch_global: bool,
+    /// The hardware TIDs of the current guest PID in guest kernel mode (`[0]`) and user
+    /// mode (`[1]`), 0 while none is allocated: what the PID register holds while the
+    /// guest runs in that mode (the assembly fast path loads them on `rfi`/`mtmsr`).
+    /// Kept equal to `tids` for `s.pid` by `mmu`.
+    pub hw_tid: [u32; 2],
+    /// Hardware TID of every (guest PID, mode) (`mmu::tid_key`), 0: none allocated.
+    pub tids: [u8; 512],
 }
 
 impl Vcpu {
@@ -190,6 +200,9 @@ impl Vcpu {
         trace: [TRACE_ZERO; NUM_TRACEPOINTS],
         resv: 0,
         step: 0,
+        fetch_global: false,
+        hw_tid: [0; 2],
+        tids: [0; 512],
     };
 }
 
@@ -307,9 +320,7 @@ pub fn create(k: &mut Kernel, i: usize) -> Result<(), kestrel_abi::KError> {
 /// Releases the vCPU of thread slot `i` (thread deletion).
 pub fn destroy(k: &mut Kernel, i: usize) {
     if let Some(vi) = vcpu_of(k, i) {
-        if k.vm.shadow_owner == vi as u8 {
-            mmu::flush_shadow(k);
-        }
+        mmu::release_tids(k, vi);
         if k.vm.tb_vcpu == vi as u8 {
             leave_guest_time(k);
         }
@@ -323,12 +334,9 @@ pub fn destroy(k: &mut Kernel, i: usize) {
 }
 
 /// Called when switching to thread `i`: loads the guest's view of the user-readable
-/// SPRs and the hardware PID, and flushes the guest TLB slots on a world switch.
+/// SPRs and the hardware PID of its guest PID and mode (a world switch flushes nothing:
+/// every vCPU's entries carry their own TIDs).
 pub fn on_switch(k: &mut Kernel, vi: usize) {
-    if k.vm.shadow_owner != vi as u8 {
-        mmu::flush_shadow(k);
-        k.vm.shadow_owner = vi as u8;
-    }
     if k.vm.tb_vcpu != vi as u8 {
         leave_guest_time(k);
         let off = k.vm.vcpus[vi].tb_offset;
@@ -339,7 +347,7 @@ pub fn on_switch(k: &mut Kernel, vi: usize) {
     }
     let s = &k.vm.vcpus[vi].s;
     spr::write::<{ ppc440::spr::DBCR0 }>(guest_dbcr0_events(s));
-    spr::write::<{ ppc440::spr::PID }>(kestrel_vtlb::hw_pid(s.msr & msr::PR != 0) as u32);
+    spr::write::<{ ppc440::spr::PID }>(mmu::current_hw_pid(&k.vm.vcpus[vi]));
     spr::write::<{ ppc440::spr::SPRG4 }>(s.sprg[4]);
     spr::write::<{ ppc440::spr::SPRG5 }>(s.sprg[5]);
     spr::write::<{ ppc440::spr::SPRG6 }>(s.sprg[6]);
@@ -438,15 +446,15 @@ pub fn inject(k: &mut Kernel, vi: usize, f: &mut TrapFrame, vector: u32, pc: u32
     set_guest_mode(k, vi, old, f);
 }
 
-/// The guest MSR changed from `old`: switch the hardware PID between the guest-user and
-/// guest-kernel TIDs (Fig. 5), flush when the guest's translation space changes.
+/// The guest MSR changed from `old`: load the hardware TID of the guest's PID in its new
+/// mode, drop the vCPU's shadow entries when its translation space changes.
 pub fn set_guest_mode(k: &mut Kernel, vi: usize, old: u32, f: &mut TrapFrame) {
     let new = k.vm.vcpus[vi].s.msr;
     if (old ^ new) & msr::PR != 0 {
-        spr::write::<{ ppc440::spr::PID }>(kestrel_vtlb::hw_pid(new & msr::PR != 0) as u32);
+        spr::write::<{ ppc440::spr::PID }>(mmu::current_hw_pid(&k.vm.vcpus[vi]));
     }
     if (old ^ new) & (msr::IS | msr::DS) != 0 {
-        mmu::flush_shadow(k);
+        mmu::flush_vcpu(k, vi);
     }
     sync_frame_msr(k, vi, f);
 }
