@@ -345,6 +345,7 @@ impl GuestTlb {
 
     /// `tlbwe value, index, word` with the guest's current `mmucr`. Word 0 also sets the
     /// entry's TID from `MMUCR[STID]`; words 1 and 2 leave the other words alone.
+    #[inline]
     pub fn tlbwe(&mut self, index: u32, word: u32, value: u32, mmucr: u32) -> Result<(), TlbError> {
         if word > 2 {
             return Err(TlbError::InvalidWord { word });
@@ -366,6 +367,7 @@ impl GuestTlb {
     }
 
     /// Moves entry `i` in the index from its old word 0 to its new one.
+    #[inline]
     fn reindex(&mut self, i: usize, old: &GuestEntry, new: &GuestEntry) {
         let bit = 1u64 << i;
         if (self.live[0] | self.live[1]) & bit != 0 {

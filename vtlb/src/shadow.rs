@@ -750,6 +750,7 @@ impl<const N: usize> ShadowTlb<N> {
     }
 
     /// Drops the slots of `owner` derived from its guest entry `guest_index`.
+    #[inline]
     pub fn invalidate_guest_index(&mut self, owner: u8, guest_index: u32) -> SlotMask {
         let gone = self.derived_from(owner, guest_index);
         self.occupied &= !gone.0;
@@ -770,6 +771,7 @@ impl<const N: usize> ShadowTlb<N> {
     /// `guest`): drops the owner's slots derived from that entry's old contents, and those
     /// that the new contents now shadow under the first-match rule (any of the owner's
     /// slots overlapping its page, whatever their TID).
+    #[inline]
     pub fn invalidate_guest_write(&mut self, owner: u8, guest: &GuestTlb, index: u32) -> SlotMask {
         let derived = self.invalidate_guest_index(owner, index);
         let Some((base, block_mask)) = guest.live_block(index) else {
@@ -785,6 +787,25 @@ impl<const N: usize> ShadowTlb<N> {
         }
         self.occupied &= !shadowed;
         SlotMask(derived.0 | shadowed)
+    }
+
+    /// [`ShadowTlb::invalidate_guest_write`] for a write of word `word` only: words 1 and 2
+    /// (RPN, attributes, permissions) change neither the entry's page, TS, TID nor
+    /// validity, so no other entry's first-match region changes and only the slots derived
+    /// from the entry go; word 0 takes the full rule.
+    #[inline]
+    pub fn invalidate_guest_word(
+        &mut self,
+        owner: u8,
+        guest: &GuestTlb,
+        index: u32,
+        word: u32,
+    ) -> SlotMask {
+        if word == 0 {
+            self.invalidate_guest_write(owner, guest, index)
+        } else {
+            self.invalidate_guest_index(owner, index)
+        }
     }
 
     /// Drops every guest slot of `owner` (its guest changed translation space, or the

@@ -425,7 +425,7 @@ proptest! {
                     for (word, value) in w.words.iter().enumerate() {
                         c.guest.tlbwe(w.index, word as u32, *value, w.mmucr).expect("valid word");
                         c.model.tlbwe(w.index, word as u32, *value, w.mmucr);
-                        shadow.invalidate_guest_write(owner, &c.guest, w.index);
+                        shadow.invalidate_guest_word(owner, &c.guest, w.index, word as u32);
                     }
                     prop_assert_eq!(shadow.occupied().0 & before.0, 0, "derived slots survived the overwrite");
                 }
@@ -434,7 +434,8 @@ proptest! {
                     let c = &mut vcpus[*v];
                     c.guest.tlbwe(*index, *word, *value, *mmucr).expect("valid word");
                     c.model.tlbwe(*index, *word, *value, *mmucr);
-                    shadow.invalidate_guest_write(owner, &c.guest, *index);
+                    // What the kernel does: words 1 and 2 drop only the derived slots.
+                    shadow.invalidate_guest_word(owner, &c.guest, *index, *word);
                     prop_assert_eq!(shadow.occupied().0 & before.0, 0, "derived slots survived the overwrite");
                 }
                 Op::Access(q) => {

@@ -201,7 +201,8 @@ fn block_covers_page(block: Option<(u32, u32)>, page: u32) -> bool {
 /// its TLB, then drops the hardware entries derived from the entry's old contents or
 /// shadowed by its new ones, and the fetch cache only if the entry's old or new page
 /// overlaps the cached page (otherwise the first match, and so the translation, of every
-/// address in that page is unchanged). An invalid word number changes nothing.
+/// address in that page is unchanged). Words 1 and 2 drop only the derived entries
+/// (`ShadowTlb::invalidate_guest_word`). An invalid word number changes nothing.
 /// Not inlined: its register pressure would otherwise weigh on every fast-path exit.
 #[inline(never)]
 pub fn guest_tlbwe(
@@ -219,13 +220,19 @@ pub fn guest_tlbwe(
     } else {
         old
     };
+    if old.is_none() && new.is_none() {
+        // A write to an entry that was not live and is not now (Linux's flushes write
+        // word 0 = 0): no slot derives from it (slots of an entry go when it stops being
+        // live), it shadows nothing and covers no page.
+        return Ok(());
+    }
     if v.fetch_page != 0 {
         let page = v.fetch_page & !(PAGE_SIZE - 1);
         if block_covers_page(old, page) || block_covers_page(new, page) {
             v.fetch_page = 0;
         }
     }
-    invalidate_slots(k.tlb.invalidate_guest_write(vi as u8, &v.tlb, index));
+    invalidate_slots(k.tlb.invalidate_guest_word(vi as u8, &v.tlb, index, word));
     if word == 2 {
         prefill(k, vi, index);
     }
@@ -246,8 +253,10 @@ pub fn is_split(guest_msr: u32) -> bool {
 /// saves the retry's exit. The fill is computed for the guest's current PID and
 /// translation spaces (so the shadow invariant holds whatever the guest does next) and
 /// its mode after `rfi` (SRR1[PR]); nothing is filled when the `rfi` would switch the
-/// translation space (that flushes the shadow) or when the fill would not be a plain hit
-/// (in split mode, as [`split_fill`] says for the retried instruction at SRR0).
+/// translation space (that drops the vCPU's entries) or when the fill would not be a
+/// plain hit (in split mode, as [`split_fill`] says for the retried instruction at SRR0).
+/// Not inlined into [`guest_tlbwe`], whose other cases stay small.
+#[inline(never)]
 fn prefill(k: &mut Kernel, vi: usize, index: u32) {
     let v = &k.vm.vcpus[vi];
     let Some((base, mask)) = v.tlb.live_block(index) else {
