@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Boots the unmodified Linux guest natively (guests/linux/run-native.sh) and in a Kestrel VM
-# (scripts/vm-linux.sh), both running the same guest script (default: smoke), and fails unless
-# the script's output is the same in both.
+# Boots the unmodified Linux guest natively (guests/linux/run-native.sh) and in two Kestrel VMs
+# (scripts/vm-linux.sh): one with the paravirtual interface (the default; the kernel must log
+# that the guest mapped the magic page) and one with full virtualization (`vmm.pv=off` on the
+# Kestrel command line; no magic page), all three running the same guest script (default:
+# smoke), and fails unless the script's output is the same in all.
 #
 #   scripts/linux-compare.sh [--no-build] [--script NAME] [--timeout SECS] [--icount]
 #
@@ -18,7 +20,7 @@
 # Exit status 1 when either run does not reach KESTREL-SCRIPT-DONE, its script does not exit 0
 # or its QEMU exits non-zero, or when the outputs differ (a unified diff is printed then). The
 # last line is a summary.
-# Logs: target/logs/linux-compare-{native,vm}.log, the compared text next to them (.txt).
+# Logs: target/logs/linux-compare-{native,vm,vm-pvoff}.log, the compared text next to them (.txt).
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -49,6 +51,7 @@ mkdir -p "$logs"
     die "guests/linux/build.sh failed (log: $logs/linux-compare-build.log)"
 native_log=$logs/linux-compare-native.log
 vm_log=$logs/linux-compare-vm.log
+vm_pvoff_log=$logs/linux-compare-vm-pvoff.log
 
 # vm-linux.sh writes its boot-module archive next to its log in the target folder: a target
 # folder of our own (with copies of the kernel and the VMM) keeps another vm-linux.sh running
@@ -64,19 +67,32 @@ done
 # VMM's "OS guest: ... N MiB RAM" line is checked against it below.
 guest_mb=64
 
-echo "linux-compare: booting Linux natively (-m $guest_mb) and in a VM with script $script (logs: $native_log, $vm_log)"
+echo "linux-compare: booting Linux natively (-m $guest_mb), in a VM and in a VM with vmm.pv=off, with script $script (logs: $native_log, $vm_log, $vm_pvoff_log)"
 start=$SECONDS
 "$KESTREL_ROOT/guests/linux/run-native.sh" --script "$script" --timeout "$timeout_secs" "${icount[@]}" \
     --mem "$guest_mb" --log "$native_log" >/dev/null 2>"$logs/linux-compare-native.err" &
 native_pid=$!
+# vm_run CONSOLE_LOG NAME [vm-linux.sh ARGS]: one VM run on the guest built above (--kernel, so
+# that vm-linux.sh does not rebuild it), with its own QEMU log and boot-module archive.
+guest_out=$KESTREL_ROOT/guests/linux/out
+vm_run() {
+    local console=$1 name=$2
+    shift 2
+    CARGO_TARGET_DIR=$private "$KESTREL_ROOT/scripts/vm-linux.sh" --script "$script" --timeout "$timeout_secs" \
+        --kernel "$guest_out/vmlinux" --initrd "$guest_out/initramfs.cpio.gz" \
+        --log "$private/vm-linux-$name.log" "${icount[@]}" "$@" </dev/null >"$console" 2>&1
+}
+vm_run "$vm_pvoff_log" pvoff --kernel-args vmm.pv=off &
+vm_pvoff_pid=$!
 set +e
-CARGO_TARGET_DIR=$private "$KESTREL_ROOT/scripts/vm-linux.sh" --script "$script" --timeout "$timeout_secs" \
-    "${icount[@]}" </dev/null >"$vm_log" 2>&1
+vm_run "$vm_log" pv
 vm_status=$?
+wait "$vm_pvoff_pid"
+vm_pvoff_status=$?
 wait "$native_pid"
 native_status=$?
 set -e
-echo "linux-compare: both runs done after $((SECONDS - start)) s (native status $native_status, VM status $vm_status)"
+echo "linux-compare: all runs done after $((SECONDS - start)) s (native status $native_status, VM status $vm_status, VM vmm.pv=off status $vm_pvoff_status)"
 
 # guest_console LOG: VM 0's console lines without CRs (a native or one-VM log: all of it).
 guest_console() {
@@ -112,9 +128,9 @@ normalize() {
 }
 
 status=0
-for mode in native vm; do
+for mode in native vm vm_pvoff; do
     log=${mode}_log
-    out=$logs/linux-compare-$mode.txt
+    out=$logs/linux-compare-${mode//_/-}.txt
     script_output "${!log}" >"$out.raw"
     if ! grep -qx 'KESTREL-SCRIPT-DONE' "$out.raw"; then
         echo "linux-compare: $mode run did not reach KESTREL-SCRIPT-DONE (log: ${!log})" >&2
@@ -127,8 +143,20 @@ for mode in native vm; do
 done
 # A run that finished its script but whose QEMU then failed (a power-off that hangs into the
 # timeout, a crash) is a failure too.
-if ((status == 0 && (native_status != 0 || vm_status != 0))); then
-    echo "linux-compare: a QEMU run exited non-zero after the script finished (native $native_status, VM $vm_status)" >&2
+if ((status == 0 && (native_status != 0 || vm_status != 0 || vm_pvoff_status != 0))); then
+    echo "linux-compare: a QEMU run exited non-zero after the script finished (native $native_status, VM $vm_status, VM vmm.pv=off $vm_pvoff_status)" >&2
+    status=1
+fi
+# The paravirtual interface (kestrel_abi::pv): the default VM's guest found it (the kernel logs
+# the guest's magic-page hypercall once per vCPU); the vmm.pv=off VM has none.
+pv_line='^kestrel: vCPU [0-9]*: guest mapped the paravirtual magic page'
+if ! tr -d '\r' <"$vm_log" | grep "$pv_line" >/dev/null; then
+    echo "linux-compare: the VM's guest did not map the paravirtual magic page (log: $vm_log)" >&2
+    status=1
+fi
+if tr -d '\r' <"$vm_pvoff_log" | grep "$pv_line" >/dev/null ||
+    ! tr -d '\r' <"$vm_pvoff_log" | grep '^vmm: vmm.pv=off' >/dev/null; then
+    echo "linux-compare: the vmm.pv=off VM did not run without the paravirtual interface (log: $vm_pvoff_log)" >&2
     status=1
 fi
 if ((status != 0)); then
@@ -141,12 +169,14 @@ if [[ $vm_mb != "$guest_mb" ]]; then
     exit 1
 fi
 
-# Kestrel's own lines inside the VM's script output are not the guest's: listed, then dropped.
-if grep -E '^(root|vmm|kestrel): ' "$logs/linux-compare-vm.txt.raw" >"$logs/linux-compare-vm.notes"; then
-    echo "linux-compare: note: VMM/kernel lines inside the VM's script output (not compared):"
-    sed 's/^/    /' "$logs/linux-compare-vm.notes"
-fi
-grep -Ev '^(root|vmm|kestrel): ' "$logs/linux-compare-vm.txt.raw" | normalize >"$logs/linux-compare-vm.txt" || true
+# Kestrel's own lines inside a VM's script output are not the guest's: listed, then dropped.
+for vm in vm vm-pvoff; do
+    if grep -E '^(root|vmm|kestrel): ' "$logs/linux-compare-$vm.txt.raw" >"$logs/linux-compare-$vm.notes"; then
+        echo "linux-compare: note: VMM/kernel lines inside the $vm run's script output (not compared):"
+        sed 's/^/    /' "$logs/linux-compare-$vm.notes"
+    fi
+    grep -Ev '^(root|vmm|kestrel): ' "$logs/linux-compare-$vm.txt.raw" | normalize >"$logs/linux-compare-$vm.txt" || true
+done
 normalize <"$logs/linux-compare-native.txt.raw" >"$logs/linux-compare-native.txt"
 # For information only: how the kernel's own boot logs (before /init) differ. Kestrel's and
 # the scripts' own lines are left out; the rest differs by design (the VM's command line adds
@@ -164,8 +194,10 @@ fi
 
 timing=$(grep -c '^timing:' "$logs/linux-compare-native.txt.raw" || true)
 lines=$(wc -l <"$logs/linux-compare-native.txt")
-if ! diff -u --label native --label vm "$logs/linux-compare-native.txt" "$logs/linux-compare-vm.txt"; then
-    echo "linux-compare: FAILED: script $script: native and VM outputs differ (diff above; logs: $native_log, $vm_log)"
-    exit 1
-fi
-echo "linux-compare: OK: script $script: native and VM outputs identical ($lines lines compared, $timing timing lines skipped)"
+for vm in vm vm-pvoff; do
+    if ! diff -u --label native --label "$vm" "$logs/linux-compare-native.txt" "$logs/linux-compare-$vm.txt"; then
+        echo "linux-compare: FAILED: script $script: native and $vm outputs differ (diff above; logs: $native_log, $logs/linux-compare-$vm.log)"
+        exit 1
+    fi
+done
+echo "linux-compare: OK: script $script: native, VM and VM with vmm.pv=off outputs identical ($lines lines compared, $timing timing lines skipped)"

@@ -23,6 +23,7 @@ pub mod fault;
 pub mod fpage;
 pub mod ipc;
 pub mod layout;
+pub mod pv;
 pub mod root;
 pub mod thread;
 pub mod vcpu;

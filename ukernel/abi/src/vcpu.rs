@@ -41,6 +41,11 @@ pub mod vcpuctl {
     /// regions; pages that are mapped (RAM) keep their mapping. Page-aligned, below
     /// 4 GiB (guest-physical addresses above 4 GiB are always device memory).
     pub const DECLARE_MMIO: u32 = 5;
+    /// Turn the paravirtual interface ([`crate::pv`]) on (r5 = 1) or off (r5 = 0): with it
+    /// on, a guest-supervisor `sc` with r0 = [`crate::pv::SC_MAGIC_R0`] is a hypercall the
+    /// kernel answers; off (a new vCPU's state), every `sc` is the guest's system call and
+    /// the magic page is unmapped.
+    pub const SET_PV: u32 = 6;
 }
 
 /// `TraceControl(op, space_spec)` operations (r3); `space_spec` nil = all VMs.

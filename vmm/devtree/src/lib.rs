@@ -168,6 +168,9 @@ pub struct BambooVm<'a> {
     /// The VM's place in the fabric (its collective node address and torus coordinates):
     /// needed for the collective, torus and bgnet nodes, which are left out without it.
     pub fabric: Option<FabricPlace>,
+    /// Offer Linux's paravirtual interface (`kestrel_abi::pv`): a `/hypervisor` node,
+    /// compatible `linux,kvm`, with the hypercall instructions and `has-idle`.
+    pub paravirt: bool,
 }
 
 /// A VM's identity on the BG/P networks, as the fabric assigned it.
@@ -201,6 +204,7 @@ impl<'a> BambooVm<'a> {
             uart1: true,
             board: board::BAMBOO,
             fabric: None,
+            paravirt: false,
         }
     }
 }
@@ -387,6 +391,17 @@ pub fn bamboo_dtb(vm: &BambooVm) -> Result<Vec<u8>, Error> {
     w.property_string("linux,stdout-path", &console)?;
     w.property_string("stdout-path", &console)?;
     w.end_node(chosen)?;
+
+    if vm.paravirt {
+        // Linux: `check_kvm_guest` (firmware.c) wants /hypervisor compatible with
+        // `linux,kvm`; `epapr_paravirt.c` copies `hcall-instructions` over its hypercall
+        // stubs and idles through EV_IDLE with `has-idle` (ePAPR 1.1 §6.6).
+        let hv = w.begin_node("hypervisor")?;
+        w.property_string("compatible", kestrel_abi::pv::COMPATIBLE)?;
+        w.property_array_u32("hcall-instructions", &kestrel_abi::pv::HCALL_INSNS)?;
+        w.property_null("has-idle")?;
+        w.end_node(hv)?;
+    }
 
     w.end_node(root)?;
     Ok(w.finish()?)

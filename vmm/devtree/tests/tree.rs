@@ -83,6 +83,30 @@ fn header_is_a_version_17_blob_of_its_own_length() {
     assert_eq!(fdt.memory_reservations().count(), 0);
 }
 
+/// With the paravirtual interface: Linux's `/hypervisor` node and nothing else added.
+#[test]
+fn hypervisor_node_offers_kvm_hypercalls() {
+    let dtb = bamboo_dtb(&BambooVm {
+        paravirt: true,
+        ..vm("")
+    })
+    .unwrap();
+    let fdt = Fdt::new(&dtb).unwrap();
+    let hv = node(&fdt, "/hypervisor");
+    assert_eq!(string_list(hv, "compatible"), ["linux,kvm"]);
+    // lis r0,0x4b56; ori r0,r0,0x4d21; sc; nop (KVM's booke sequence, r0 = "KVM!").
+    assert_eq!(
+        cells(hv, "hcall-instructions"),
+        [0x3c00_4b56, 0x6000_4d21, 0x4400_0002, 0x6000_0000]
+    );
+    assert!(is_empty_prop(hv, "has-idle"));
+    let without = bamboo_dtb(&vm("")).unwrap();
+    let plain = paths(&Fdt::new(&without).unwrap());
+    let mut with = paths(&fdt);
+    with.retain(|p| p != "/hypervisor");
+    assert_eq!(with, plain);
+}
+
 #[test]
 fn describes_only_what_the_vmm_models() {
     let dtb = bamboo_dtb(&vm("")).unwrap();
@@ -618,6 +642,7 @@ proptest! {
             uart1,
             board: if uart1 { kestrel_vmm_core::board::BGP_VM } else { kestrel_vmm_core::board::BAMBOO },
             fabric: uart1.then_some(FabricPlace { node_address: hz[3] & 0xF, coords: [hz[3] as u8, 0, 0] }),
+            paravirt: hz[0] & 1 != 0,
         };
         let valid = ram != 0
             && ram % RAM_ALIGN == 0

@@ -112,6 +112,11 @@ pub extern "C" fn task_main() {
         }
     };
     let nvms = vm_count();
+    match boot_option("vmm.pv=").as_deref() {
+        None | Some("on") => {}
+        Some("off") => println!("vmm: vmm.pv=off: no paravirtual interface (full virtualization)"),
+        Some(v) => println!("vmm: vmm.pv={v} is neither on nor off; the paravirtual interface stays on"),
+    }
     let vcpus: heapless::Vec<ThreadId, MAX_VMS> = match root::threads(nvms as u32) {
         Ok(ids) => ids.collect(),
         Err(e) => {
@@ -185,6 +190,13 @@ fn vm_count() -> usize {
     }
 }
 
+/// Whether VMs get Linux's paravirtual interface (`kestrel_abi::pv`: the `/hypervisor` node
+/// and the kernel's hypercalls and magic page): yes unless the kernel command line says
+/// `vmm.pv=off`.
+fn paravirt() -> bool {
+    boot_option("vmm.pv=").as_deref() != Some("off")
+}
+
 /// The guest command line when the archive has no `bootargs` module.
 const DEFAULT_BOOTARGS: &str = "console=ttyS0 panic=1";
 
@@ -238,6 +250,7 @@ fn create_vm(
                 let mut board = kestrel_devtree::BambooVm::new(ram, args);
                 board.board = machine::BOARD;
                 board.fabric = Some(m.port().place());
+                board.paravirt = paravirt();
                 board.timebase_hz = (ticks_per_us() * 1_000_000) as u32;
                 board.cpu_hz = board.timebase_hz;
                 if !rd.is_empty() {
@@ -299,6 +312,7 @@ fn set_up_vcpu(vcpu: ThreadId, entry: u32, r3: u32, r1: u32) -> Result<(), kestr
     u.vcpu.gpr[3] = r3;
     u.vcpu.gpr[1] = r1;
     sys::vcpu_control(vcpu, vcpuctl::SET_STATE, 0, 0, 0)?;
+    sys::vcpu_control(vcpu, vcpuctl::SET_PV, paravirt() as u32, 0, 0)?;
     // Guest TLB entry 0: EPN 0, valid, TS 0, 256 MiB; RPN 0; SX|SW|SR; TID 0.
     u.mr[1] = word0::V.mask() | PageSize::M256.word0();
     u.mr[2] = 0;

@@ -105,6 +105,12 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
                 page += PAGE_SIZE;
             }
         }
+        vcpuctl::SET_PV => {
+            if a > 1 {
+                return Err(KError::InvalidParam);
+            }
+            super::pv::set_enabled(k, vi, a == 1);
+        }
         _ => return Err(KError::InvalidParam),
     }
     Ok(())

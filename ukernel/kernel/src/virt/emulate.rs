@@ -37,6 +37,7 @@ pub const DBCR0_EVENTS: u32 = dbcr0::IDM | dbcr0::ICMP;
 #[inline(always)]
 pub fn enter(k: &mut Kernel, vi: usize) {
     k.vm.vcpus[vi].s.usprg0 = spr::read::<{ ppc440::spr::USPRG0 }>();
+    super::pv::pv_in(k, vi);
 }
 
 /// Handles a guest exception of vCPU thread `cur` (vector `vec`, frame `f`): every vector
@@ -57,7 +58,11 @@ pub fn guest_trap(
     let t0 = spr::timebase();
     let mut tp = None;
     let hint = match vec {
-        vector::SYSCALL => {
+        vector::SYSCALL => 'sc: {
+            if let Some((h, t)) = super::pv::hypercall(k, cur, vi, f) {
+                tp = Some(t);
+                break 'sc h;
+            }
             // `sc` in the guest: reflect the system call into the guest kernel.
             let pc = f.regs.ip;
             inject(k, vi, f, vector::SYSCALL, pc);
@@ -164,6 +169,7 @@ pub fn leave(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) {
             trace(k, vi, tp, 0);
         }
     }
+    super::pv::pv_out(k, vi);
 }
 
 fn rs(insn: u32) -> usize {
@@ -400,12 +406,17 @@ fn set_msr(k: &mut Kernel, _cur: usize, vi: usize, f: &mut TrapFrame, value: u32
     set_guest_mode(k, vi, old, f);
     f.regs.ip = pc;
     if value & msr::WE != 0 {
-        update_dec(k, vi);
-        let s = &k.vm.vcpus[vi].s;
-        let pending = s.irq_line != 0 || (s.tsr & tsr::DIS != 0 && s.tcr & tcr::DIE != 0);
-        return pending;
+        return wakeup_pending(k, vi);
     }
     true
+}
+
+/// Whether a guest that asks to wait (MSR[WE], the `EV_IDLE` hypercall) has an interrupt
+/// pending already, so it need not wait.
+pub(super) fn wakeup_pending(k: &mut Kernel, vi: usize) -> bool {
+    update_dec(k, vi);
+    let s = &k.vm.vcpus[vi].s;
+    s.irq_line != 0 || (s.tsr & tsr::DIS != 0 && s.tcr & tcr::DIE != 0)
 }
 
 /// CR after `tlbsx.`: CR0 = LT GT EQ SO, EQ set on a hit, SO copied from XER[SO].

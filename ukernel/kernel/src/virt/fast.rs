@@ -60,6 +60,10 @@ fn program_fast(frame: *mut TrapFrame) -> Result<*mut TrapFrame, Insn> {
         return Err(Insn::Unknown);
     }
     let vi = vi as usize;
+    if super::pv::live(k, vi) {
+        // The magic page is synchronised on the full path only (pv.rs).
+        return Err(Insn::Unknown);
+    }
     // SAFETY: the entry path passes the frame it has just filled.
     let f = unsafe { &mut *frame };
     if f.regs.msr & VCPU_MSR != VCPU_MSR || spr::read::<{ ppc440::spr::ESR }>() & esr::PPR == 0 {
@@ -285,7 +289,10 @@ static mut FAST_VCPU: usize = 0;
 /// Records which vCPU runs (called on every switch).
 #[inline(always)]
 pub fn set_current(v: Option<&Vcpu>) {
-    let a = v.map_or(0, |v| v as *const Vcpu as usize);
+    // A vCPU with a live magic page takes the full path (pv.rs).
+    let a = v
+        .filter(|v| !v.pv.live)
+        .map_or(0, |v| v as *const Vcpu as usize);
     // SAFETY: single CPU, interrupts off in the kernel; only the scheduler writes it
     // and only `__program_fast` (running with interrupts off) reads it.
     unsafe { *core::ptr::addr_of_mut!(FAST_VCPU) = a };

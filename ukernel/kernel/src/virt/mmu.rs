@@ -295,7 +295,7 @@ fn prefill(k: &mut Kernel, vi: usize, index: u32) {
 /// kernel's TLB record and writes it to the hardware entry the record chose, invalidating
 /// the entries it displaces. Every guest translation enters the hardware TLB here.
 #[inline(always)]
-fn install(k: &mut Kernel, vi: usize, hw: HwEntry, guest_index: u32) {
+pub(super) fn install(k: &mut Kernel, vi: usize, hw: HwEntry, guest_index: u32) {
     let place = k.tlb.insert(vi as u8, hw, guest_index);
     invalidate_slots(place.invalidate);
     let (w0, w1, w2) = hw.words();
@@ -380,6 +380,12 @@ pub fn tlb_fault(
     access: Access,
     esr: u32,
 ) -> Option<usize> {
+    let t_magic = crate::arch::spr::timebase();
+    if access != Access::Execute && super::pv::fill_magic(k, vi, ea) {
+        let cost = crate::arch::spr::timebase().saturating_sub(t_magic);
+        trace(k, vi, TracePoint::DtlbMiss, cost.min(u32::MAX as u64) as u32);
+        return None;
+    }
     let (guest_msr, pr, pid) = {
         let s = &k.vm.vcpus[vi].s;
         (s.msr, s.msr & msr::PR != 0, s.pid as u8)

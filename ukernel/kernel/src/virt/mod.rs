@@ -19,6 +19,7 @@ pub mod control;
 pub mod emulate;
 pub mod fast;
 pub mod mmu;
+pub mod pv;
 pub mod split;
 
 use crate::api::{frame_of, hooks::Virtualization, ipc, thread, thread::FaultWait, Kernel};
@@ -178,6 +179,8 @@ pub struct Vcpu {
     pub hw_tid: [u32; 2],
     /// Hardware TID of every (guest PID, mode) (`mmu::tid_key`), 0: none allocated.
     pub tids: [u8; 512],
+    /// The paravirtual interface (`pv.rs`).
+    pub pv: pv::Pv,
 }
 
 impl Vcpu {
@@ -203,6 +206,7 @@ impl Vcpu {
         fetch_global: false,
         hw_tid: [0; 2],
         tids: [0; 512],
+        pv: pv::Pv::OFF,
     };
 }
 
@@ -353,6 +357,7 @@ pub fn on_switch(k: &mut Kernel, vi: usize) {
     spr::write::<{ ppc440::spr::SPRG6 }>(s.sprg[6]);
     spr::write::<{ ppc440::spr::SPRG7 }>(s.sprg[7]);
     spr::write::<{ ppc440::spr::USPRG0 }>(s.usprg0);
+    pv::pv_out(k, vi);
 }
 
 /// The kernel's clock: host time-base ticks, whichever vCPU's guest time the hardware time
@@ -489,6 +494,10 @@ pub fn guest_dbcr0_events(s: &VcpuState) -> u32 {
 /// Delivers pending virtual interrupts the guest can take now.
 pub fn deliver_pending(k: &mut Kernel, vi: usize, f: &mut TrapFrame) -> Option<TracePoint> {
     update_dec(k, vi);
+    if pv::in_critical(k, vi, f) {
+        // The guest's patched code is between its magic-page loads and stores.
+        return None;
+    }
     let s = &k.vm.vcpus[vi].s;
     if s.tsr & tsr::WIS != 0 && s.tcr & tcr::WIE != 0 && s.msr & msr::CE != 0 {
         let pc = f.regs.ip;

@@ -176,6 +176,12 @@ pub static TESTS: &[Test] = &[
         "vcpu_slots_exhausted_and_reused",
         virt::slots_exhausted_and_reused,
     ),
+    // The paravirtual interface (Linux's KVM hypercalls and magic page)
+    ("pv_hypercalls", virt::pv::hypercalls),
+    ("pv_off_is_syscall", virt::pv::off_is_syscall),
+    ("pv_idle", virt::pv::idle),
+    ("pv_magic_page", virt::pv::magic_page),
+    ("pv_critical_section", virt::pv::critical_section),
     // Last: the tests cleaned up after themselves.
     ("harness_no_leaked_threads", no_leaked_threads),
 ];

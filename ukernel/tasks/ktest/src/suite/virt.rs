@@ -28,6 +28,8 @@ use kestrel_user::ipc::{self, Msg};
 use kestrel_user::mem::{map_reply, PageFault};
 use kestrel_user::sys;
 
+pub mod pv;
+
 /// Guest-physical (and, through guest TLB entry 0, guest-virtual) address of the code
 /// page; guests start at its first word.
 const CODE_GPA: u32 = 0x4000;
@@ -903,7 +905,7 @@ pub fn control_errors() -> TestResult {
     )?;
     expect_kerror(
         "VcpuControl unknown op",
-        ctl(vm.id(), 6),
+        ctl(vm.id(), vcpuctl::SET_PV + 1),
         &[KError::InvalidParam],
     )?;
     expect_kerror(
