@@ -1,8 +1,9 @@
 //! The shadow policy of the paper's §3.2 ("Virtual TLB", "Virtual Address Space
-//! Protection", Fig. 5): merge guest-virtual → guest-physical (the [`GuestTlb`]) →
+//! Protection"): merge guest-virtual → guest-physical (the [`GuestTlb`]) →
 //! host-physical (the VM's guest-physical mappings, a [`GuestPhysMap`]) into one hardware
-//! TLB entry, tag it with a hardware TID that encodes the guest's user/supervisor
-//! protection, and say when such entries must be flushed.
+//! TLB entry with the rights of the guest's current mode, to be tagged with the hardware
+//! TID of (vCPU, guest PID, guest mode) (instead of the paper's Fig. 5 TIDs 0/1/2), and
+//! say when such entries must be flushed.
 //!
 //! Invariants of every [`HwEntry`] that [`shadow_fill`] returns (the paper: "the hardware
 //! TLB always contains a subset of the virtual TLB"):
@@ -10,9 +11,9 @@
 //!   index order (same guest PID and TS), by the *same* guest entry as the faulting
 //!   address, and the whole guest-physical image lies inside one host mapping. So the
 //!   hardware translation of every covered address equals the two-stage translation.
-//! - **Rights.** Its permissions are a subset of the guest entry's permissions for every
-//!   guest mode in which the hardware can use it, intersected with the rights the VMM
-//!   granted; they always include the faulting access.
+//! - **Rights.** Its permissions are a subset of the guest entry's permissions for the
+//!   guest mode it was filled in (the only mode whose TID it gets), intersected with the
+//!   rights the VMM granted; they always include the faulting access.
 //! - **Tagged.** It carries the rights of the guest mode it was filled in (user permissions
 //!   in guest user mode, supervisor permissions in guest kernel mode, [`mode_rights`]). The
 //!   kernel tags it with the hardware TID it allocated for (vCPU, guest PID, guest mode)
