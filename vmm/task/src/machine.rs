@@ -401,6 +401,44 @@ impl Machine {
         }
     }
 
+    /// The lean path of the hottest device exit: `mfdcr`/`mtdcr` of one of UIC0's DCRs
+    /// (a guest kernel reads or acknowledges its interrupt controller on every interrupt).
+    /// Same semantics as [`Machine::handle`] for these (the UIC is on the DCR bus, the reply
+    /// sets the result register and carries the interrupt lines), without the generic
+    /// decode, the bus lookup and the bookkeeping no UIC access needs: `None` for anything
+    /// else (and while console input waits for room in the UART, which `handle` feeds).
+    #[inline(always)]
+    pub fn uic_dcr(&mut self, f: &VirtFaultMsg) -> Option<kestrel_user::ipc::Msg> {
+        use kestrel_ppc440::decode::{opcd, spr_number, xo31, OPCD, RT, XO};
+        if f.class != kestrel_abi::VirtFault::Instruction
+            || f.mask != 0
+            || OPCD.get(f.insn) != opcd::X
+            || !self.input.is_empty()
+        {
+            return None;
+        }
+        let offset = spr_number(f.insn).wrapping_sub(kestrel_devices::UIC_DCR_BASE);
+        if offset >= kestrel_devices::UIC_DCR_COUNT {
+            return None;
+        }
+        let mut uic = self.uic.borrow_mut();
+        let reply = match XO.get(f.insn) {
+            xo31::MFDCR => {
+                let v = uic.read_dcr(offset);
+                FaultReply::resume(f.pc.wrapping_add(4)).set_gpr(RT.get(f.insn) as u8, v)
+            }
+            xo31::MTDCR => {
+                uic.write_dcr(offset, f.rs_value);
+                FaultReply::resume(f.pc.wrapping_add(4))
+            }
+            _ => return None,
+        };
+        let reply = reply.irq(uic.irq_output()).crit(uic.crit_output());
+        let (tag, regs) = reply.encode(None, &mut sys::utcb().mr);
+        self.touched_bgp = false;
+        Some(kestrel_user::ipc::Msg { tag, regs })
+    }
+
     /// An access that needs the whole register file: read the vCPU's state, emulate,
     /// write it back.
     fn handle_with_state(&mut self, vcpu: ThreadId, f: &VirtFaultMsg) -> Outcome {

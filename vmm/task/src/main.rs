@@ -389,7 +389,10 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
             }
             None => receive(ThreadId::ANY, wait),
         };
-        wake_idle(vms, console, false);
+        if any_idle {
+            // (Nothing else makes a VM idle or stalled while this thread waits.)
+            wake_idle(vms, console, false);
+        }
         let (from, msg) = match r {
             Ok(x) => x,
             Err(e) if e.error == kestrel_abi::IpcError::Timeout => continue,
@@ -398,6 +401,17 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
                 continue;
             }
         };
+        // The lean path first: the hottest device exits (UIC0's DCRs) of a running VM.
+        if label::is_virt_fault(msg.label()) {
+            if let Some(vm) = vms.iter_mut().find(|v| v.vcpu == from) {
+                let reply = kestrel_abi::VirtFaultMsg::decode(msg.tag, &msg.regs)
+                    .and_then(|f| vm.machine.uic_dcr(&f));
+                if let Some(reply) = reply {
+                    pending = Some((from, reply));
+                    continue;
+                }
+            }
+        }
         if from.irq_line() == Some(console::UART_IRQ) {
             if console.input(vms.iter_mut().map(|v| &mut v.machine)) {
                 let f = console.focus();

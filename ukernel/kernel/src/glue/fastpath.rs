@@ -88,8 +88,112 @@ fn fast_ipc(f: &TrapFrame) -> Option<*mut TrapFrame> {
     Some(super::switch::switch_to_native(k, d))
 }
 
+/// The virtualization-fault fast path (send): a vCPU's privileged `mfdcr`/`mtdcr`, which
+/// only the VMM emulates, straight from the program interrupt's assembly tier
+/// (`virt::fast`, which hands over at `__vfault_dcr` with the instruction fetched) to the
+/// VMM waiting for it: the short fault message (no register transfer) goes into the VMM's
+/// frame as `ipc::fault_ipc` + `ipc::transfer` would put it there, and the switch is
+/// direct. Taken when the VMM waits for this vCPU or for anyone without a timeout, nothing
+/// more urgent is ready, and the class's transfer mask is empty; everything else takes the
+/// general path (`trap::dispatch`) with the instruction already fetched.
+#[no_mangle]
+extern "C" fn kestrel_vfault(frame: *mut TrapFrame, insn: u32) -> *mut TrapFrame {
+    if let Some(next) = fast_vfault(frame, insn) {
+        return next;
+    }
+    // SAFETY: the entry (`__vfault_dcr`) passes the frame it has just completed; the
+    // fast path declined before changing anything the general path depends on.
+    unsafe {
+        super::trap::dispatch(
+            frame,
+            crate::arch::vector::PROGRAM,
+            crate::virt::Insn::Fetched(insn),
+        )
+    }
+}
+
+#[inline(always)]
+fn fast_vfault(frame: *mut TrapFrame, insn: u32) -> Option<*mut TrapFrame> {
+    use crate::virt;
+    use kestrel_abi::{TracePoint, VirtFault};
+    let t0 = crate::arch::spr::read::<{ ppc440::spr::TBL_R }>();
+    let k = kernel();
+    let cur = k.current;
+    let vi = k.threads.get(cur)?.vcpu;
+    if vi == virt::NO_VCPU {
+        return None;
+    }
+    let vi = vi as usize;
+    // A guest user's privileged instruction is reflected into the guest: general path.
+    if k.vm.vcpus[vi].s.msr & crate::arch::msr::PR != 0 {
+        return None;
+    }
+    let handler = k.threads[cur].exc_handler;
+    if !handler.is_thread() {
+        return None;
+    }
+    let d = (handler.number() - FIRST_THREAD_NO) as usize;
+    let me = k.threads[cur].id;
+    {
+        let dt = k.threads.get(d)?;
+        if d == cur
+            || dt.id != handler
+            || dt.state != State::Receiving
+            || dt.fault != FaultWait::None
+            || dt.deadline != 0
+            || dt.halted
+            || dt.vcpu != virt::NO_VCPU
+            || !(dt.partner.is_any() || dt.partner == me)
+        {
+            return None;
+        }
+        if matches!(k.rq.highest_priority(), Some(p) if p > dt.prio) {
+            return None;
+        }
+        // Leaving guest time with a moved time base: the general switch does that.
+        if k.vm.tb_vcpu != virt::NO_VCPU && k.vm.vcpus[k.vm.tb_vcpu as usize].tb_offset != 0 {
+            return None;
+        }
+    }
+    let msg = virt::short_fault_message(k, cur, vi, VirtFault::Instruction, insn, 0)?;
+    // The state every kernel entry from a vCPU establishes (`trap::dispatch`).
+    // SAFETY: the entry passes the frame it has just filled.
+    let f = unsafe { &mut *frame };
+    virt::sync_frame_msr(k, vi, f);
+    virt::emulate::enter(k, vi);
+    // The delivery, as `ipc::transfer` makes it for a kernel-synthesised message.
+    let df = frame_of(k, d);
+    df.regs.gpr[3] = me.0;
+    df.regs.gpr[4] = 0;
+    df.regs.gpr[6] = msg[0] & !(0xf << 12);
+    df.regs.gpr[7..13].copy_from_slice(&msg[1..7]);
+    k.threads[d].state = State::Ready;
+    // (`fault_msg` is only read while the vCPU is a blocked sender, which it is not.)
+    let c = &mut k.threads[cur];
+    c.fault = FaultWait::VirtFault;
+    c.state = State::Receiving;
+    c.partner = handler;
+    let cost = crate::arch::spr::read::<{ ppc440::spr::TBL_R }>().wrapping_sub(t0);
+    virt::trace(k, vi, TracePoint::SyscallIpc, cost);
+    // `switch_to_native` for the VMM, with the guest time left as `virt::on_native` does
+    // when the time base was not moved (checked above).
+    k.current = d;
+    if k.vm.tb_vcpu != virt::NO_VCPU {
+        k.vm.tb_vcpu = virt::NO_VCPU;
+        crate::arch::spr::write::<{ ppc440::spr::DBCR0 }>(0);
+    }
+    virt::fast::set_current(None);
+    crate::arch::spr::write::<{ ppc440::spr::SPRG1 }>(k.threads[d].frame as u32);
+    let pid = crate::api::space::ensure_pid(k, k.threads[d].space);
+    crate::arch::spr::write::<{ ppc440::spr::PID }>(pid as u32);
+    crate::arch::spr::write::<{ ppc440::spr::SPRG4 }>(k.threads[d].utcb_va);
+    Some(k.threads[d].frame as *mut TrapFrame)
+}
+
 use crate::api::{space::Space, thread::Tcb, Kernel};
+use crate::virt::Vcpu;
 use core::arch::global_asm;
+use kestrel_abi::{vfault, VcpuState};
 use core::mem::{offset_of, size_of};
 use kestrel_kcore::readyq::ReadyQueues;
 
@@ -98,6 +202,29 @@ const THREADS: usize = offset_of!(Kernel, threads);
 const TB_VCPU: usize = offset_of!(Kernel, vm) + offset_of!(crate::virt::VmState, tb_vcpu);
 const SPACE_PID: usize = offset_of!(Kernel, spaces) + offset_of!(Space, pid);
 const _: () = assert!(THREADS + size_of::<Tcb>() * crate::api::NTCB < 32768);
+const VCPUS: usize = offset_of!(Kernel, vm) + offset_of!(crate::virt::VmState, vcpus);
+const SHADOW_OWNER: usize = offset_of!(Kernel, vm) + offset_of!(crate::virt::VmState, shadow_owner);
+const VSTATE: usize = offset_of!(Vcpu, s);
+const _: () = assert!(size_of::<Vcpu>() < 32768 && VSTATE + size_of::<VcpuState>() < 32768);
+const _: () = assert!(offset_of!(Vcpu, tb_offset) + 8 < 32768);
+// The reply path tests each flag with one `andi.`.
+const _: () = assert!(
+    (vfault::REPLY_DSI
+        | vfault::REPLY_PROGRAM
+        | vfault::REPLY_MACHINE_CHECK
+        | vfault::REPLY_STOP
+        | vfault::REPLY_FPRS
+        | vfault::REPLY_SET_GPR
+        | vfault::REPLY_IRQ_LOWER
+        | vfault::REPLY_IRQ_RAISE
+        | vfault::REPLY_CRIT_LOWER
+        | vfault::REPLY_CRIT_RAISE)
+        >> 16
+        == 0
+);
+// MR1..MR4 of the reply are the caller's r7..r10 (frame offsets 28..40).
+const _: () = assert!(vfault::REPLY_PC == 1 && vfault::REPLY_FLAGS == 2);
+const _: () = assert!(vfault::REPLY_GPR_INDEX == 3 && vfault::REPLY_GPR_VALUE == 4);
 
 /// High and (signed) low halves of a large offset for `addis` + a 16-bit displacement.
 const fn ha(x: usize) -> i32 {
@@ -151,10 +278,11 @@ global_asm!(
     "    lbz 0, {state}(12)",
     "    cmpwi 0, {receiving}",
     "    bne 9f",
+    // A partner waiting for a fault reply: only a vCPU's, from its VMM (below).
     "    lbz 0, {fault}(12)",
-    "    cmpwi 0, 0",
-    "    bne 9f",
-    "    lbz 0, {halted}(12)",
+    "    cmpwi 7, 0, 0",
+    "    bne 7, .Lvf_reply",
+    "8:  lbz 0, {halted}(12)",
     "    cmpwi 0, 0",
     "    bne 9f",
     "    lwz 0, {deadline}(12)",
@@ -198,7 +326,8 @@ global_asm!(
     "    cmplw 0, 9",
     "    bgt 9f",
     // The partner's space must have its hardware PID.
-    "3:  lhz 0, {space}(12)",
+    "3:  bne 7, .Lvf_reply_commit",
+    "    lhz 0, {space}(12)",
     "    mulli 9, 0, {space_size}",
     "    add 9, 9, 11",
     "    addis 9, 9, {pid_hi}",
@@ -230,10 +359,136 @@ global_asm!(
     "    mr 3, 9",
     "    blr",
     "9:  b kestrel_syscall",
+    // The reply to a vCPU's virtualization fault (the other half of `kestrel_vfault`):
+    // label 0, pc and flags (and the GPR index and value of `REPLY_SET_GPR`), no
+    // injection, stop, FP state or register file; `virt::apply_reply` would only set the
+    // pc, that GPR and the interrupt input levels. The checks of the receive phase and
+    // the switch are the IPC path's (cr7 tells them apart); then the reply is applied and
+    // the vCPU's context loaded as `virt::on_switch` loads it, when its shadow TLB and
+    // time base are the ones loaded (else the general path).
+    ".Lvf_reply:",
+    "    cmpwi 0, {fw_virt}",
+    "    bne 9b",
+    "    srwi. 0, 5, 16",
+    "    bne 9b",
+    "    clrlwi 14, 5, 26",
+    "    cmplwi 14, {reply_min}",
+    "    blt 9b",
+    "    lwz 15, 32(3)",
+    "    andi. 0, 15, {reply_slow}",
+    "    bne 9b",
+    "    lbz 16, {vcpu}(12)",
+    "    mulli 17, 16, {vcpu_size}",
+    "    add 17, 17, 11",
+    "    addis 17, 17, {vcpus_hi}",
+    "    addi 17, 17, {vcpus_lo}",
+    "    addis 9, 11, {owner_hi}",
+    "    lbz 0, {owner_lo}(9)",
+    "    cmpw 0, 16",
+    "    bne 9b",
+    "    lwz 0, {tb_offset}(17)",
+    "    lwz 9, {tb_offset}+4(17)",
+    "    or. 0, 0, 9",
+    "    bne 9b",
+    "    b 8b",
+    ".Lvf_reply_commit:",
+    "    lwz 9, {frame}(12)",
+    "    lwz 0, 28(3)",
+    "    stw 0, 144(9)",
+    "    cmplwi 14, {reply_gpr_words}",
+    "    blt 1f",
+    "    andi. 0, 15, {reply_set_gpr}",
+    "    beq 1f",
+    "    lwz 0, 36(3)",
+    "    rlwinm 0, 0, 2, 25, 29",
+    "    lwz 18, 40(3)",
+    "    stwx 18, 9, 0",
+    "1:  andi. 0, 15, {irq_lower}",
+    "    li 0, 0",
+    "    bne 2f",
+    "    andi. 0, 15, {irq_raise}",
+    "    beq 3f",
+    "    li 0, 1",
+    "2:  stw 0, {irq_line}(17)",
+    "3:  andi. 0, 15, {crit_lower}",
+    "    li 0, 0",
+    "    bne 4f",
+    "    andi. 0, 15, {crit_raise}",
+    "    beq 5f",
+    "    li 0, 1",
+    "4:  stw 0, {crit_line}(17)",
+    "5:  li 0, 0",
+    "    stb 0, {fault}(12)",
+    "    li 0, {ready}",
+    "    stb 0, {state}(12)",
+    "    li 0, {receiving}",
+    "    stb 0, {state}(7)",
+    "    stw 4, {partner}(7)",
+    "    stw 10, {current}(11)",
+    "    mtspr {sprg1}, 9",
+    "    addis 18, 11, {tb_hi}",
+    "    stb 16, {tb_lo}(18)",
+    "    lwz 0, {g_dbcr0}(17)",
+    "    lis 18, {dbcr0_events_hi}",
+    "    ori 18, 18, {dbcr0_events_lo}",
+    "    and 0, 0, 18",
+    "    mtspr {dbcr0}, 0",
+    "    lwz 0, {g_msr}(17)",
+    "    andi. 0, 0, {msr_pr}",
+    "    li 0, {pid_kernel}",
+    "    beq 6f",
+    "    li 0, {pid_user}",
+    "6:  mtspr {pid}, 0",
+    "    lwz 0, {g_sprg4}(17)",
+    "    mtspr {sprg4}, 0",
+    "    lwz 0, {g_sprg4}+4(17)",
+    "    mtspr {sprg5}, 0",
+    "    lwz 0, {g_sprg4}+8(17)",
+    "    mtspr {sprg6}, 0",
+    "    lwz 0, {g_sprg4}+12(17)",
+    "    mtspr {sprg7}, 0",
+    "    lwz 0, {g_usprg0}(17)",
+    "    mtspr {usprg0}, 0",
+    "    lis 5, FAST_VCPU@ha",
+    "    stw 17, FAST_VCPU@l(5)",
+    "    mr 3, 9",
+    "    blr",
+    // The virtualization-fault send path's entry from the program interrupt's assembly
+    // tier (`virt::fast`), for mfdcr/mtdcr: r1 = the vCPU's frame, r3 = the instruction;
+    // r4-r7, CR and CTR are saved in the frame, the guest's r1 and r3 are in SPRG2 and
+    // SPRG3, everything else is live. Completes the frame as the general entry does and
+    // calls `kestrel_vfault`, which returns the frame to resume.
+    "    .global __vfault_dcr",
+    "__vfault_dcr:",
+    "    stw 0, 0(1)",
+    "    mfspr 0, {sprg2}",
+    "    stw 0, 4(1)",
+    "    stw 2, 8(1)",
+    "    mfspr 0, {sprg3}",
+    "    stw 0, 12(1)",
+    "    stmw 8, 32(1)",
+    "    mflr 0",
+    "    stw 0, 132(1)",
+    "    mfxer 0",
+    "    stw 0, 140(1)",
+    "    mfspr 0, {srr0}",
+    "    stw 0, 144(1)",
+    "    mfspr 0, {srr1}",
+    "    stw 0, 148(1)",
+    "    mr 4, 3",
+    "    mr 3, 1",
+    "    li 0, 0",
+    "    stwu 0, -16(1)",
+    "    bl kestrel_vfault",
+    "    b __program_entry_exit",
     frame_msr = const offset_of!(TrapFrame, regs) + offset_of!(kestrel_abi::FrameRegs, msr),
     msr_is = const crate::arch::msr::IS,
     pid = const ppc440::spr::PID,
     sprg1 = const ppc440::spr::SPRG1,
+    sprg2 = const ppc440::spr::SPRG2,
+    sprg3 = const ppc440::spr::SPRG3,
+    srr0 = const ppc440::spr::SRR0,
+    srr1 = const ppc440::spr::SRR1,
     sprg4 = const ppc440::spr::SPRG4,
     first = const kestrel_abi::FIRST_THREAD_NO,
     nthreads = const crate::api::NTHREADS,
@@ -261,4 +516,40 @@ global_asm!(
     pid_lo = const lo(SPACE_PID),
     receiving = const State::Receiving as u8,
     ready = const State::Ready as u8,
+    fw_virt = const FaultWait::VirtFault as u8,
+    vcpu = const offset_of!(Tcb, vcpu),
+    vcpu_size = const size_of::<Vcpu>(),
+    vcpus_hi = const ha(VCPUS),
+    vcpus_lo = const lo(VCPUS),
+    owner_hi = const ha(SHADOW_OWNER),
+    owner_lo = const lo(SHADOW_OWNER),
+    tb_offset = const offset_of!(Vcpu, tb_offset),
+    reply_min = const vfault::REPLY_FLAGS,
+    reply_gpr_words = const vfault::REPLY_GPR_VALUE,
+    reply_slow = const vfault::REPLY_DSI
+        | vfault::REPLY_PROGRAM
+        | vfault::REPLY_MACHINE_CHECK
+        | vfault::REPLY_STOP
+        | vfault::REPLY_FPRS,
+    reply_set_gpr = const vfault::REPLY_SET_GPR,
+    irq_lower = const vfault::REPLY_IRQ_LOWER,
+    irq_raise = const vfault::REPLY_IRQ_RAISE,
+    crit_lower = const vfault::REPLY_CRIT_LOWER,
+    crit_raise = const vfault::REPLY_CRIT_RAISE,
+    irq_line = const VSTATE + offset_of!(VcpuState, irq_line),
+    crit_line = const VSTATE + offset_of!(VcpuState, crit_line),
+    g_dbcr0 = const VSTATE + offset_of!(VcpuState, dbcr0),
+    g_msr = const VSTATE + offset_of!(VcpuState, msr),
+    g_sprg4 = const VSTATE + offset_of!(VcpuState, sprg) + 16,
+    g_usprg0 = const VSTATE + offset_of!(VcpuState, usprg0),
+    dbcr0_events_hi = const crate::virt::emulate::DBCR0_EVENTS >> 16,
+    dbcr0_events_lo = const crate::virt::emulate::DBCR0_EVENTS & 0xffff,
+    dbcr0 = const ppc440::spr::DBCR0,
+    msr_pr = const crate::arch::msr::PR,
+    pid_kernel = const kestrel_vtlb::hw_pid(false),
+    pid_user = const kestrel_vtlb::hw_pid(true),
+    sprg5 = const ppc440::spr::SPRG5,
+    sprg6 = const ppc440::spr::SPRG6,
+    sprg7 = const ppc440::spr::SPRG7,
+    usprg0 = const ppc440::spr::USPRG0,
 );

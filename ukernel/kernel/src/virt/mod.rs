@@ -610,11 +610,60 @@ pub fn virt_fault(
     insn: u32,
     gpa: u64,
 ) -> Option<usize> {
+    let msg = fault_message(k, cur, vi, class, insn, gpa);
+    let handler = k.threads[cur].exc_handler;
+    match ipc::fault_ipc(k, cur, FaultWait::VirtFault, handler, msg) {
+        Ok(h) => h,
+        Err(ipc::NoFaultHandler) => {
+            let pc = msg[1];
+            thread::stop(k, cur, format_args!("vCPU fault ({class:?}, insn {insn:#010x}, pc {pc:#010x}) and no VMM to handle it"));
+            None
+        }
+    }
+}
+
+/// The transfer mask a fault of `class` for instruction `insn` is sent with.
+#[inline(always)]
+fn fault_mask(k: &Kernel, vi: usize, class: VirtFault, insn: u32) -> u32 {
     let mut mask = k.vm.vcpus[vi].masks[class as usize];
     if class == VirtFault::Mmio && is_fp_load_store(insn) {
         // The VMM needs the FP register the access reads or writes.
         mask |= xfer::FPRS;
     }
+    mask
+}
+
+/// The message (MR0..MR6) of a virtualization fault without register transfer (the
+/// class's transfer mask is empty, as a VMM sets it for device exits), for the fast path
+/// (`glue::fastpath`): records what the reply needs, like [`virt_fault`]; `None` when the
+/// fault needs the long form.
+#[inline(always)]
+pub fn short_fault_message(
+    k: &mut Kernel,
+    cur: usize,
+    vi: usize,
+    class: VirtFault,
+    insn: u32,
+    gpa: u64,
+) -> Option<[u32; 7]> {
+    if fault_mask(k, vi, class, insn) != 0 {
+        return None;
+    }
+    Some(fault_message(k, cur, vi, class, insn, gpa))
+}
+
+/// Records the pending fault (mask, instruction, effective address), writes the long
+/// parts of the message into the vCPU's own (kernel-only) UTCB, and returns MR0..MR6.
+#[inline(always)]
+fn fault_message(
+    k: &mut Kernel,
+    cur: usize,
+    vi: usize,
+    class: VirtFault,
+    insn: u32,
+    gpa: u64,
+) -> [u32; 7] {
+    let mask = fault_mask(k, vi, class, insn);
     if mask & xfer::FPRS != 0 && k.vm.fp_owner == vi as u8 {
         // The real FPU holds the guest's registers: `Vcpu::fpr` must be current for
         // the delivery (`fault_delivered`).
@@ -661,15 +710,7 @@ pub fn virt_fault(
         rs_value,
     };
     let (tag, mr) = m.encode();
-    let msg = [tag.0, mr[0], mr[1], mr[2], mr[3], mr[4], mr[5]];
-    let handler = k.threads[cur].exc_handler;
-    match ipc::fault_ipc(k, cur, FaultWait::VirtFault, handler, msg) {
-        Ok(h) => h,
-        Err(ipc::NoFaultHandler) => {
-            thread::stop(k, cur, format_args!("vCPU fault ({class:?}, insn {insn:#010x}, pc {pc:#010x}) and no VMM to handle it"));
-            None
-        }
-    }
+    [tag.0, mr[0], mr[1], mr[2], mr[3], mr[4], mr[5]]
 }
 
 /// Applies the VMM's reply to a virtualization fault of vCPU thread `d`.

@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Instruction-level profile of one iteration of a benchmark loop (the VMM or IPC round trip).
+
+Usage:
+    bench/insn_profile.py vmm [--skip N] [--listing]    # exitbench's mfdcr loop, in a VM
+    bench/insn_profile.py ipc [--skip N] [--listing]    # ipcbench's inter-space call loop
+
+Runs QEMU with `-singlestep -d exec,nochain` (one translation block per guest instruction,
+each execution logged), streams the log through a FIFO, and once the trigger instruction
+(exitbench's `mfdcr` of the UIC, or the `sc` of ipcbench's client) has executed `--skip`
+times, records every executed pc up to its next execution: one round trip. The pcs are mapped
+to symbols of the ELF files (kernel, VMM or ipcbench, guest; `powerpc-linux-gnu-nm`) and
+printed as a per-symbol breakdown in execution order (consecutive pcs in one symbol form one
+run), plus the total. `--listing` also prints every pc. Counts are instructions, the unit of
+`just bench exits` and `just bench ipc` (an instruction that traps counts once). Python 3
+standard library only; takes a minute or two (the boot runs single-stepped too).
+"""
+from __future__ import annotations
+
+import argparse
+import bisect
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import kestrel_qemu  # noqa: E402
+
+NM = "powerpc-linux-gnu-nm"
+OBJDUMP = "powerpc-linux-gnu-objdump"
+TRACE_RE = re.compile(rb"^Trace \d+: 0x[0-9a-f]+ \[[0-9a-f]+/([0-9a-f]+)/")
+
+
+class Symbols:
+    """Address -> symbol over several ELF files (each file's own address range)."""
+
+    def __init__(self, elves: list[tuple[str, Path]]):
+        self.addrs: list[int] = []
+        self.names: list[str] = []
+        rows = []
+        for tag, elf in elves:
+            out = subprocess.run([NM, "-n", "-C", str(elf)], check=True, capture_output=True,
+                                 text=True).stdout
+            for line in out.splitlines():
+                parts = line.split(" ", 2)
+                if len(parts) == 3 and parts[1] in "tTwW":
+                    rows.append((int(parts[0], 16), f"{tag}:{parts[2]}"))
+        rows.sort()
+        for a, n in rows:
+            self.addrs.append(a)
+            self.names.append(n)
+
+    def name(self, pc: int) -> str:
+        i = bisect.bisect_right(self.addrs, pc) - 1
+        return self.names[i] if i >= 0 else "?"
+
+
+def insn_addrs(elf: Path, mnemonic: str) -> set[int]:
+    """Addresses of every `mnemonic` instruction in `elf`."""
+    out = subprocess.run([OBJDUMP, "-d", "-M", "440", str(elf)], check=True, capture_output=True,
+                         text=True).stdout
+    found = set()
+    for line in out.splitlines():
+        m = re.match(r"^\s*([0-9a-f]+):\s+(?:[0-9a-f]{2} ){4}\s*(\S+)", line)
+        if m and m.group(2) == mnemonic:
+            found.add(int(m.group(1), 16))
+    return found
+
+
+def sc_in(elf: Path, function: str) -> set[int]:
+    """Addresses of the `sc` instructions inside symbols whose name contains `function`."""
+    out = subprocess.run([OBJDUMP, "-d", "-C", "-M", "440", str(elf)], check=True,
+                         capture_output=True, text=True).stdout
+    found, inside = set(), False
+    for line in out.splitlines():
+        head = re.match(r"^[0-9a-f]+ <(.*)>:$", line)
+        if head:
+            inside = function in head.group(1)
+            continue
+        m = re.match(r"^\s*([0-9a-f]+):\s+(?:[0-9a-f]{2} ){4}\s*sc\b", line)
+        if inside and m:
+            found.add(int(m.group(1), 16))
+    return found
+
+
+def capture(node: kestrel_qemu.Node, trigger: set[int], skip: int, timeout: int) -> list[int]:
+    """Runs `node` single-stepped and returns the pcs of one trigger-to-trigger period."""
+    with tempfile.TemporaryDirectory() as tmp:
+        fifo = Path(tmp) / "exec.log"
+        os.mkfifo(fifo)
+        node.extra += ["-singlestep", "-d", "exec,nochain", "-D", str(fifo)]
+        cmd = ["timeout", str(timeout), *node.command()]
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        seen, period = 0, []
+        try:
+            with open(fifo, "rb", buffering=1 << 20) as log:
+                for line in log:
+                    m = TRACE_RE.match(line)
+                    if not m:
+                        continue
+                    pc = int(m.group(1), 16)
+                    if pc in trigger:
+                        seen += 1
+                        if seen == skip + 2:
+                            break
+                    if seen == skip + 1:
+                        period.append(pc)
+        finally:
+            proc.kill()
+            proc.wait()
+        if seen < skip + 2:
+            raise SystemExit(f"insn_profile: trigger seen {seen} times, wanted {skip + 2}")
+        return period
+
+
+def report(period: list[int], syms: Symbols, listing: bool) -> None:
+    runs: list[list] = []
+    for pc in period:
+        name = syms.name(pc)
+        if listing:
+            print(f"  {pc:08x} {name}")
+        if runs and runs[-1][0] == name:
+            runs[-1][1] += 1
+        else:
+            runs.append([name, 1])
+    print("in execution order (symbol, instructions):")
+    for name, n in runs:
+        print(f"  {n:5d}  {name}")
+    totals: dict[str, int] = {}
+    for name, n in runs:
+        totals[name] = totals.get(name, 0) + n
+    print("per symbol:")
+    for name, n in sorted(totals.items(), key=lambda kv: -kv[1]):
+        print(f"  {n:5d}  {name}")
+    print(f"total: {len(period)} instructions")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", choices=("vmm", "ipc"))
+    ap.add_argument("--skip", type=int, default=50, help="trigger executions to skip first")
+    ap.add_argument("--listing", action="store_true", help="print every pc too")
+    ap.add_argument("--timeout", type=int, default=900)
+    args = ap.parse_args(argv)
+    out = kestrel_qemu.out_dir()
+    kernel = kestrel_qemu.kestrel_kernel()
+    log = kestrel_qemu.logs_dir() / f"insn-profile-{args.what}.bootmod"
+    if args.what == "vmm":
+        guest = kestrel_qemu.resolve_elf("kestrel-exitbench")
+        image = kestrel_qemu.vmm_image(guest)
+        node = kestrel_qemu.kestrel_node(image, log, icount=True)
+        elves = [("kernel", kernel), ("vmm", out / "kestrel-vmm"), ("guest", guest)]
+        trigger = insn_addrs(guest, "mfdcr")
+    else:
+        task = kestrel_qemu.resolve_elf("ipcbench")
+        image = kestrel_qemu.BootImage(root=kestrel_qemu.Module("ipcbench", task))
+        node = kestrel_qemu.kestrel_node(image, log, icount=True)
+        elves = [("kernel", kernel), ("ipcbench", task)]
+        trigger = sc_in(task, "measure")
+    if not trigger:
+        raise SystemExit("insn_profile: no trigger instruction found")
+    period = capture(node, trigger, args.skip, args.timeout)
+    report(period, Symbols(elves), args.listing)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
