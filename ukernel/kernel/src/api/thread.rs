@@ -50,6 +50,12 @@ pub struct Tcb {
     pub state: State,
     /// Halted by ExchangeRegisters: not scheduled even when Ready.
     pub halted: bool,
+    /// The message is kernel-synthesised (fault/exception) and lives in `fault_msg`.
+    pub fault: FaultWait,
+    /// The thread's vCPU record (an index virtualization gives out), or [`NO_VCPU`] for
+    /// native threads. (`state`, `halted`, `fault` and `vcpu` are one word, which the
+    /// IPC fast path tests at once: `glue::fastpath`.)
+    pub vcpu: u8,
     pub space: u16,
     pub prio: u8,
     pub timeslice_ticks: u32,
@@ -76,13 +82,8 @@ pub struct Tcb {
     pub send_head: usize,
     pub send_tail: usize,
     pub send_next: usize,
-    /// The message is kernel-synthesised (fault/exception) and lives in `fault_msg`.
-    pub fault: FaultWait,
     pub fault_msg: [u32; 7],
     pub name: [u8; THREAD_NAME_LEN],
-    /// The thread's vCPU record (an index virtualization gives out), or [`NO_VCPU`] for
-    /// native threads.
-    pub vcpu: u8,
 }
 
 pub const NO_SLOT: usize = usize::MAX;

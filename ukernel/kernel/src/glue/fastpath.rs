@@ -202,11 +202,22 @@ const THREADS: usize = offset_of!(Kernel, threads);
 const TB_VCPU: usize = offset_of!(Kernel, vm) + offset_of!(crate::virt::VmState, tb_vcpu);
 const SPACE_PID: usize = offset_of!(Kernel, spaces) + offset_of!(Space, pid);
 const _: () = assert!(THREADS + size_of::<Tcb>() * crate::api::NTCB < 32768);
+// `state`, `halted`, `fault`, `vcpu`: one big-endian word, in this order, one byte each.
+const _: () = {
+    assert!(offset_of!(Tcb, state) % 4 == 0);
+    assert!(offset_of!(Tcb, halted) == offset_of!(Tcb, state) + 1);
+    assert!(offset_of!(Tcb, fault) == offset_of!(Tcb, state) + 2);
+    assert!(offset_of!(Tcb, vcpu) == offset_of!(Tcb, state) + 3);
+    assert!(size_of::<State>() == 1 && size_of::<FaultWait>() == 1);
+    assert!(FaultWait::None as u8 == 0 && (State::Receiving as u32) < 128);
+};
 const VCPUS: usize = offset_of!(Kernel, vm) + offset_of!(crate::virt::VmState, vcpus);
-const SHADOW_OWNER: usize = offset_of!(Kernel, vm) + offset_of!(crate::virt::VmState, shadow_owner);
 const VSTATE: usize = offset_of!(Vcpu, s);
 const _: () = assert!(size_of::<Vcpu>() < 32768 && VSTATE + size_of::<VcpuState>() < 32768);
 const _: () = assert!(offset_of!(Vcpu, tb_offset) + 8 < 32768);
+// `hw_tid[MSR[PR]]` is what `virt::on_switch` loads into the PID register.
+const _: () = assert!(offset_of!(Vcpu, hw_tid) + 8 < 32768 && size_of::<[u32; 2]>() == 8);
+const _: () = assert!(offset_of!(Vcpu, pv) < 32768);
 // The reply path tests each flag with one `andi.`.
 const _: () = assert!(
     (vfault::REPLY_DSI
@@ -243,14 +254,12 @@ global_asm!(
     "    lwz 0, 0(3)",
     "    cmpwi 0, 0",
     "    bne 9f",
+    // Tag bits 0..11 are typed << 6 | untyped: at most 6 means no typed words.
     "    lwz 5, 24(3)",
-    "    andi. 0, 5, 0xfc0",
-    "    bne 9f",
-    "    clrlwi 0, 5, 26",
+    "    clrlwi 0, 5, 20",
     "    cmplwi 0, 6",
     "    bgt 9f",
-    "    lwz 0, 20(3)",
-    "    clrlwi 0, 0, 16",
+    "    lhz 0, 22(3)",
     "    cmplwi 0, 0xffff",
     "    bne 9f",
     "    lwz 8, 12(3)",
@@ -269,46 +278,41 @@ global_asm!(
     "    bge 9f",
     "    lis 11, KERNEL@ha",
     "    addi 11, 11, KERNEL@l",
+    // Thread slot pointers (r12: partner, r7: caller) are `KERNEL + slot * size`; the
+    // field operands include the offset of `Kernel::threads`.
     "    mulli 12, 10, {tcb}",
     "    add 12, 12, 11",
-    "    addi 12, 12, {threads}",
     "    lwz 0, {id}(12)",
     "    cmpw 0, 8",
     "    bne 9f",
-    "    lbz 0, {state}(12)",
-    "    cmpwi 0, {receiving}",
-    "    bne 9f",
-    // A partner waiting for a fault reply: only a vCPU's, from its VMM (below).
-    "    lbz 0, {fault}(12)",
-    "    cmpwi 7, 0, 0",
+    // One word: state Receiving, not halted, no fault wait, native (r6 = the word
+    // minus the state). A partner waiting for a fault reply: only a vCPU's, from its
+    // VMM (below; cr7 stays "ne" on that path).
+    "    lwz 6, {state}(12)",
+    "    addis 6, 6, -({receiving} << 8)",
+    "    cmplwi 7, 6, {no_vcpu}",
     "    bne 7, .Lvf_reply",
-    "8:  lbz 0, {halted}(12)",
-    "    cmpwi 0, 0",
-    "    bne 9f",
-    "    lwz 0, {deadline}(12)",
+    "8:  lwz 0, {deadline}(12)",
     "    lwz 6, {deadline}+4(12)",
     "    or. 0, 0, 6",
     "    bne 9f",
     "    lwz 6, {current}(11)",
     "    mulli 7, 6, {tcb}",
     "    add 7, 7, 11",
-    "    addi 7, 7, {threads}",
     "    lwz 6, {id}(7)",
     "    lwz 0, {partner}(12)",
     "    cmpwi 0, -1",
     "    beq 2f",
     "    cmpw 0, 6",
     "    bne 9f",
-    // Nothing may be pending for us, no guest state loaded, nobody more urgent.
+    // Nothing may be pending for us, nobody more urgent. (The caller is native, so no
+    // guest state is loaded: `VmState::tb_vcpu` is NO_VCPU and `FAST_VCPU` 0, which
+    // every switch to a native thread establishes.)
     "2:  lwz 0, {send_head}(7)",
     "    cmpwi 0, -1",
     "    bne 9f",
     "    lwz 0, {irq_pending}(11)",
     "    cmpwi 0, 0",
-    "    bne 9f",
-    "    addis 9, 11, {tb_hi}",
-    "    lbz 0, {tb_lo}(9)",
-    "    cmpwi 0, 255",
     "    bne 9f",
     "    lwz 0, {rq}(11)",
     "    cmpwi 0, 0",
@@ -353,9 +357,6 @@ global_asm!(
     "    mtspr {sprg1}, 9",
     "    lwz 0, {utcb_va}(12)",
     "    mtspr {sprg4}, 0",
-    "    lis 5, FAST_VCPU@ha",
-    "    li 0, 0",
-    "    stw 0, FAST_VCPU@l(5)",
     "    mr 3, 9",
     "    blr",
     "9:  b kestrel_syscall",
@@ -364,10 +365,12 @@ global_asm!(
     // injection, stop, FP state or register file; `virt::apply_reply` would only set the
     // pc, that GPR and the interrupt input levels. The checks of the receive phase and
     // the switch are the IPC path's (cr7 tells them apart); then the reply is applied and
-    // the vCPU's context loaded as `virt::on_switch` loads it, when its shadow TLB and
-    // time base are the ones loaded (else the general path).
+    // the vCPU's context loaded as `virt::on_switch` loads it, when its time base is the
+    // host's and its magic page is not live (`pv_out` is the general path's; else the
+    // general path).
     ".Lvf_reply:",
-    "    cmpwi 0, {fw_virt}",
+    "    srwi 0, 6, 8",
+    "    cmplwi 0, {fw_virt}",
     "    bne 9b",
     "    srwi. 0, 5, 16",
     "    bne 9b",
@@ -377,14 +380,13 @@ global_asm!(
     "    lwz 15, 32(3)",
     "    andi. 0, 15, {reply_slow}",
     "    bne 9b",
-    "    lbz 16, {vcpu}(12)",
+    "    clrlwi 16, 6, 24",
     "    mulli 17, 16, {vcpu_size}",
     "    add 17, 17, 11",
     "    addis 17, 17, {vcpus_hi}",
     "    addi 17, 17, {vcpus_lo}",
-    "    addis 9, 11, {owner_hi}",
-    "    lbz 0, {owner_lo}(9)",
-    "    cmpw 0, 16",
+    "    lbz 0, {pv_live}(17)",
+    "    cmpwi 0, 0",
     "    bne 9b",
     "    lwz 0, {tb_offset}(17)",
     "    lwz 9, {tb_offset}+4(17)",
@@ -434,11 +436,10 @@ global_asm!(
     "    and 0, 0, 18",
     "    mtspr {dbcr0}, 0",
     "    lwz 0, {g_msr}(17)",
-    "    andi. 0, 0, {msr_pr}",
-    "    li 0, {pid_kernel}",
-    "    beq 6f",
-    "    li 0, {pid_user}",
-    "6:  mtspr {pid}, 0",
+    "    rlwinm 0, 0, 32 - {pr_shift} + 2, 29, 29",
+    "    add 18, 17, 0",
+    "    lwz 0, {hw_tid}(18)",
+    "    mtspr {pid}, 0",
     "    lwz 0, {g_sprg4}(17)",
     "    mtspr {sprg4}, 0",
     "    lwz 0, {g_sprg4}+4(17)",
@@ -493,18 +494,16 @@ global_asm!(
     first = const kestrel_abi::FIRST_THREAD_NO,
     nthreads = const crate::api::NTHREADS,
     tcb = const size_of::<Tcb>(),
-    threads = const THREADS,
-    id = const offset_of!(Tcb, id),
-    state = const offset_of!(Tcb, state),
-    fault = const offset_of!(Tcb, fault),
-    halted = const offset_of!(Tcb, halted),
-    deadline = const offset_of!(Tcb, deadline),
-    partner = const offset_of!(Tcb, partner),
-    send_head = const offset_of!(Tcb, send_head),
-    prio = const offset_of!(Tcb, prio),
-    space = const offset_of!(Tcb, space),
-    frame = const offset_of!(Tcb, frame),
-    utcb_va = const offset_of!(Tcb, utcb_va),
+    id = const THREADS + offset_of!(Tcb, id),
+    state = const THREADS + offset_of!(Tcb, state),
+    fault = const THREADS + offset_of!(Tcb, fault),
+    deadline = const THREADS + offset_of!(Tcb, deadline),
+    partner = const THREADS + offset_of!(Tcb, partner),
+    send_head = const THREADS + offset_of!(Tcb, send_head),
+    prio = const THREADS + offset_of!(Tcb, prio),
+    space = const THREADS + offset_of!(Tcb, space),
+    frame = const THREADS + offset_of!(Tcb, frame),
+    utcb_va = const THREADS + offset_of!(Tcb, utcb_va),
     current = const offset_of!(Kernel, current),
     irq_pending = const offset_of!(Kernel, irq_pending),
     tb_hi = const ha(TB_VCPU),
@@ -517,12 +516,13 @@ global_asm!(
     receiving = const State::Receiving as u8,
     ready = const State::Ready as u8,
     fw_virt = const FaultWait::VirtFault as u8,
-    vcpu = const offset_of!(Tcb, vcpu),
+    no_vcpu = const crate::virt::NO_VCPU,
     vcpu_size = const size_of::<Vcpu>(),
     vcpus_hi = const ha(VCPUS),
     vcpus_lo = const lo(VCPUS),
-    owner_hi = const ha(SHADOW_OWNER),
-    owner_lo = const lo(SHADOW_OWNER),
+    pv_live = const offset_of!(Vcpu, pv) + offset_of!(crate::virt::pv::Pv, live),
+    hw_tid = const offset_of!(Vcpu, hw_tid),
+    pr_shift = const crate::arch::msr::PR.trailing_zeros(),
     tb_offset = const offset_of!(Vcpu, tb_offset),
     reply_min = const vfault::REPLY_FLAGS,
     reply_gpr_words = const vfault::REPLY_GPR_VALUE,
@@ -545,9 +545,6 @@ global_asm!(
     dbcr0_events_hi = const crate::virt::emulate::DBCR0_EVENTS >> 16,
     dbcr0_events_lo = const crate::virt::emulate::DBCR0_EVENTS & 0xffff,
     dbcr0 = const ppc440::spr::DBCR0,
-    msr_pr = const crate::arch::msr::PR,
-    pid_kernel = const kestrel_vtlb::hw_pid(false),
-    pid_user = const kestrel_vtlb::hw_pid(true),
     sprg5 = const ppc440::spr::SPRG5,
     sprg6 = const ppc440::spr::SPRG6,
     sprg7 = const ppc440::spr::SPRG7,
