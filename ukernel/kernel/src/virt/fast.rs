@@ -60,10 +60,6 @@ fn program_fast(frame: *mut TrapFrame) -> Result<*mut TrapFrame, Insn> {
         return Err(Insn::Unknown);
     }
     let vi = vi as usize;
-    if super::pv::live(k, vi) {
-        // The magic page is synchronised on the full path only (pv.rs).
-        return Err(Insn::Unknown);
-    }
     // SAFETY: the entry path passes the frame it has just filled.
     let f = unsafe { &mut *frame };
     if f.regs.msr & VCPU_MSR != VCPU_MSR || spr::read::<{ ppc440::spr::ESR }>() & esr::PPR == 0 {
@@ -78,8 +74,19 @@ fn program_fast(frame: *mut TrapFrame) -> Result<*mut TrapFrame, Insn> {
     let Some(insn) = mmu::guest_fetch(k, vi, pc) else {
         return Err(Insn::Unreadable);
     };
+    // A live magic page (pv.rs): the fields this tier may touch come from it first.
+    let live = super::pv::live(k, vi);
+    if live && !super::pv::fast_in(k, vi, insn) {
+        return Err(Insn::Fetched(insn));
+    }
+    let old = k.vm.vcpus[vi].s.msr;
     match emulate(k, vi, f, insn, old, t0) {
-        Some(()) => Ok(frame),
+        Some(()) => {
+            if live {
+                super::pv::fast_out(k, vi, old);
+            }
+            Ok(frame)
+        }
         None => Err(Insn::Fetched(insn)),
     }
 }

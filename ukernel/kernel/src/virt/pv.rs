@@ -11,8 +11,9 @@
 //! [`pv_out`] writes the state back, with `int_pending`. The page is "live" from the
 //! first time the kernel maps it into the guest's TLB (before that the guest cannot have
 //! touched it), so a guest that asks for the page but never uses it pays nothing. A live
-//! vCPU takes the slow path of the program interrupt (`fast.rs` bails out for it), since
-//! the fast tiers read the state without `pv_in`.
+//! vCPU skips the assembly tier of the program interrupt; its Rust tier syncs only the
+//! fields it may touch ([`fast_in`], [`fast_out`]: MSR[EE], SRR0/1) and leaves the
+//! `mfspr`/`mtspr` of the page's other SPRs to the full path.
 //!
 //! Invariants: the page is visible only to this vCPU's guest supervisor (hardware TID of
 //! the guest kernel, never executable); it is zeroed whenever the guest maps it (no bytes
@@ -207,6 +208,51 @@ fn pv_in_live(k: &mut Kernel, vi: usize) {
     for (i, v) in high.iter().enumerate() {
         if s.sprg[4 + i] != *v as u32 {
             emulate::write_sprg(s, ppc440::spr::SPRG4 + i as u32, *v as u32);
+        }
+    }
+}
+
+/// The Rust tier of the program interrupt (`fast::program`) for a live vCPU about to
+/// emulate `insn`: it touches no page field but MSR[EE] and SRR0/1, so only those come
+/// from the page (the page stays the truth for the others while the guest runs). Returns
+/// false for an `mfspr`/`mtspr` of another field the page holds (SPRG0-7, ESR, DEAR): the
+/// full path (with [`pv_in`]) emulates that one.
+#[inline(always)]
+pub fn fast_in(k: &mut Kernel, vi: usize, insn: u32) -> bool {
+    use ppc440::decode::{opcd::X, spr_number, xo31, OPCD, XO};
+    if OPCD.get(insn) == X && matches!(XO.get(insn), xo31::MFSPR | xo31::MTSPR) {
+        use ppc440::spr::{DEAR, ESR, SPRG0, SPRG7};
+        let n = spr_number(insn);
+        if (SPRG0..=SPRG7).contains(&n) || n == ESR || n == DEAR {
+            return false;
+        }
+    }
+    let p = page(k, vi);
+    let (m, srr0, srr1) = (p.msr as u32, p.srr0 as u32, p.srr1 as u32);
+    let s = &mut k.vm.vcpus[vi].s;
+    s.msr = (s.msr & !pv::SHARED_MSR_BITS) | (m & pv::SHARED_MSR_BITS);
+    s.srr0 = srr0;
+    s.srr1 = srr1;
+    true
+}
+
+/// After the Rust tier emulated an instruction of live vCPU `vi` (guest MSR `old` before):
+/// MSR and SRR0/1 back into the page; on a switch to guest user mode, SPRG4-7 from the page
+/// into the real registers, which guest user mode reads directly.
+#[inline(always)]
+pub fn fast_out(k: &mut Kernel, vi: usize, old: u32) {
+    let s = k.vm.vcpus[vi].s;
+    let p = page(k, vi);
+    p.msr = s.msr as u64;
+    p.srr0 = s.srr0 as u64;
+    p.srr1 = s.srr1 as u64;
+    if (old ^ s.msr) & msr::PR != 0 {
+        let high = [p.sprg4, p.sprg5, p.sprg6, p.sprg7];
+        let s = &mut k.vm.vcpus[vi].s;
+        for (i, v) in high.iter().enumerate() {
+            if s.sprg[4 + i] != *v as u32 {
+                emulate::write_sprg(s, ppc440::spr::SPRG4 + i as u32, *v as u32);
+            }
         }
     }
 }
