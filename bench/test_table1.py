@@ -1,7 +1,11 @@
-"""Unit tests for bench/table1.py's parsers and report, on canned console output."""
+"""Unit tests for bench/table1.py: the console parsers (marks, trace-mark snapshots, the power-off
+table), the per-phase arithmetic, the accounting check (passing, failing, missing GUEST_RUN), the
+determinism check and the report, on canned console output."""
 import copy
 import json
+import tempfile
 import unittest
+from pathlib import Path
 
 import table1
 from ipc import BenchError
@@ -18,184 +22,276 @@ kestrel-guest: script {script} exited with status 0; powering off\r
 reboot: Restarting system\r
 """
 BOOT = "timing: uptime 0.32 s, time base {tb}\r\n"
-JOB = """\
-      9 56\r
-job: 120 outputs, 27038 lines\r
-8d4a206a00df  -\r
-timing: job time base start {start} end {end}\r
-"""
-TRACE = """\
-vmm: trace points (cost in timebase ticks)
-vmm:   SYSCALL_IPC           {ipc}  min     0 max    564 avg     4
-vmm:   ITLB_MISS            244367  min    24 max   1048 avg   711
-vmm:   EMUL_TLBWE           {tlbwe}  min   507 max   1760 avg  1362
-vmm:   EMUL_MFSPR          1810163  min    27 max    637 avg    91
-vmm:   GUEST_IDLE              254  min   584 max    585 avg   584
-vmm: guest requested a reset; stopping
-kestrel: shutdown (code 0)
-"""
+PHASES = ("shell", "fork", "gzip")
+# Phase outputs (checksums), the same in every mode.
+OUTPUT = {"shell": "shell: sum 122593", "fork": "fork: 1860", "gzip": "gzip: d2148f2c  -"}
 
 
-def boot_log(init=131376304, tb=182537488):
-    return BANNER.format(init=init, script="boot") + BOOT.format(tb=tb) + CLOSE.format(script="boot")
+def row(name, count, avg):
+    return f"vmm:   {name:<18} {count:>8}  min     1 max   900 avg {avg:>5}\n"
 
 
-def job_log(init=131376304, start=179462142, end=3205298820):
-    return BANNER.format(init=init, script="job") + JOB.format(start=start, end=end) + CLOSE.format(script="job")
+def table(rows, vm=None, header=True):
+    """A VMM trace table: rows is [(name, count, avg)] (the format before the exact total
+    column; the tests choose whole averages so that count x avg is exact)."""
+    head = f"vmm: vm{vm} trace points (cost in timebase ticks)\n" if vm is not None else \
+        "vmm: trace points (cost in timebase ticks)\n"
+    return (head if header else "") + "".join(row(*r) for r in rows)
 
 
-def vm_log(guest, ipc=13307, tlbwe=626621):
-    return "vmm: OS guest: entry 0x0\n" + guest + TRACE.format(ipc=ipc, tlbwe=tlbwe)
+def job_log(marks, snaps=None, vm=None):
+    """A `job` run's console: marks is [(name, tb)] ending with `end`; snaps (a VM) is one table
+    (rows) per mark, printed after the mark line with a heading at the mark's time base minus
+    1000; a power-off table follows the script (the last snapshot's rows)."""
+    out = BANNER.format(init=100, script="job")
+    for i, (name, tb) in enumerate(marks):
+        out += f"kestrel-trace-mark {name}\r\n"
+        if snaps is not None:
+            who = f"vm{vm} " if vm is not None else ""
+            out += f"vmm: {who}trace mark {name} at time base {tb - 1000}\n" + table(snaps[i], vm)
+        out += f"timing: mark {name} tb {tb}\r\n"
+        if name in OUTPUT:
+            out += OUTPUT[name] + "\r\n"
+    out += CLOSE.format(script="job")
+    if snaps is not None:
+        out += table(snaps[-1], vm) + "vmm: vm0: guest requested a reset; stopping it\n"
+    return out
 
 
-def prefixed(text, vm):
-    return "".join(f"[vm{vm}] {line}\n" for line in text.splitlines())
+def boot_log(init, tb, trace=False):
+    out = BANNER.format(init=init, script="boot") + BOOT.format(tb=tb) + CLOSE.format(script="boot")
+    return out + (table([("EMUL_RFI", 5, 10)]) if trace else "")
 
 
-def a_run(native_job_end=459365649, vm_job_end=3205298820):
-    return {
-        "native": {"boot": table1.parse_boot(boot_log(55382156, 58896534)),
-                   "job": table1.parse_job(job_log(55382156, 58734145, native_job_end))},
-        "vm": {"boot": table1.parse_boot(boot_log()), "job": table1.parse_job(job_log(end=vm_job_end)),
-               "trace_boot": table1.trace_table(vm_log(boot_log(), ipc=12511, tlbwe=17467)),
-               "trace_job": table1.trace_table(vm_log(job_log()))},
-    }
+NATIVE_MARKS = [("shell", 1000), ("fork", 3000), ("gzip", 7000), ("end", 11000)]
+VM_MARKS = [("shell", 5000), ("fork", 13000), ("gzip", 29000), ("end", 37000)]
+PV_MARKS = [("shell", 5000), ("fork", 9000), ("gzip", 17000), ("end", 23000)]
 
 
-class GuestLinesTest(unittest.TestCase):
-    def test_one_vm_keeps_every_line_without_cr(self):
-        self.assertEqual(table1.guest_lines("a\r\nb\n"), ["a", "b"])
-
-    def test_several_vms_select_one_and_strip_the_prefix(self):
-        text = prefixed("x0\ny0", 0) + prefixed("x1", 1) + "vmm: starting\n"
-        self.assertEqual(table1.guest_lines(text, 1), ["x1"])
-        self.assertEqual(table1.guest_lines(text, 0), ["x0", "y0"])
-        self.assertEqual(table1.guest_lines(text, 2), [])
-
-
-class TraceTableTest(unittest.TestCase):
-    def test_one_vm(self):
-        t = table1.trace_table(vm_log(boot_log()))
-        self.assertEqual(list(t), ["SYSCALL_IPC", "ITLB_MISS", "EMUL_TLBWE", "EMUL_MFSPR", "GUEST_IDLE"])
-        self.assertEqual(t["EMUL_TLBWE"], {"count": 626621, "min": 507, "max": 1760, "avg": 1362})
-
-    def test_prefixed_tables_of_two_vms(self):
-        text = prefixed(TRACE.format(ipc=1, tlbwe=10), 0) + prefixed(TRACE.format(ipc=2, tlbwe=20), 1)
-        tables = table1.parse_trace_tables(text)
-        self.assertEqual(sorted(tables), [0, 1])
-        self.assertEqual(tables[1]["EMUL_TLBWE"]["count"], 20)
-        self.assertEqual(table1.trace_table(text, 0)["SYSCALL_IPC"]["count"], 1)
-
-    def test_header_naming_the_vm_and_unprefixed_rows(self):
-        one = TRACE.format(ipc=1, tlbwe=10).replace("vmm: trace points", "vmm: vm1: trace points")
-        two = "vmm: vm0 powered off\n" + TRACE.format(ipc=2, tlbwe=20)
-        tables = table1.parse_trace_tables("[vm1] guest line\n" + one + two)
-        self.assertEqual(tables[1]["SYSCALL_IPC"]["count"], 1)
-        self.assertEqual(tables[0]["SYSCALL_IPC"]["count"], 2)
-
-    def test_kestrel_vmm_format_for_several_vms(self):
-        # What kestrel-vmm prints with vmm.vms=2: prefixed guest lines, a header naming the VM.
-        text = (prefixed(boot_log(1, 2), 1) + TRACE.format(ipc=1, tlbwe=10).replace(
-                    "vmm: trace points", "vmm: vm1 trace points") + "vmm: vm1: guest requested a reset; stopping it\n"
-                + prefixed(boot_log(3, 4), 0) + TRACE.format(ipc=2, tlbwe=20).replace(
-                    "vmm: trace points", "vmm: vm0 trace points") + "vmm: vm0: guest requested a reset; stopping it\n")
-        self.assertEqual(table1.trace_table(text, 1)["EMUL_TLBWE"]["count"], 10)
-        self.assertEqual(table1.trace_table(text, 0)["EMUL_TLBWE"]["count"], 20)
-        self.assertEqual(table1.parse_boot(text, 0), {"init_tb": 3, "script_tb": 4})
-
-    def test_rows_naming_their_vm_interleaved(self):
-        text = ("vmm: trace points vm0\nvmm: trace points vm1\n"
-                "vmm: vm0 EMUL_RFI 5 min 1 max 2 avg 1\nvmm: vm1 EMUL_RFI 7 min 1 max 2 avg 1\n")
-        tables = table1.parse_trace_tables(text)
-        self.assertEqual((tables[0]["EMUL_RFI"]["count"], tables[1]["EMUL_RFI"]["count"]), (5, 7))
-
-    def test_missing_or_doubled_table_fails(self):
-        with self.assertRaisesRegex(BenchError, "no trace table for vm0"):
-            table1.trace_table(boot_log())
-        with self.assertRaisesRegex(BenchError, "two trace tables"):
-            table1.parse_trace_tables(TRACE.format(ipc=1, tlbwe=1) * 2)
-        with self.assertRaisesRegex(BenchError, "outside a table"):
-            table1.parse_trace_tables("vmm:   EMUL_RFI 5 min 1 max 2 avg 1\n")
+def snaps_for(marks, guest_run=True, skew=0):
+    """Cumulative tables at each mark such that GUEST_RUN + exits = the time between snapshots
+    (+ skew ticks per phase, a multiple of 100): EMUL_MTSPR takes half of each phase, GUEST_RUN
+    the rest, both in pieces of 100 ticks; SYSCALL_IPC adds one exit of 2 ticks per phase.
+    Classes with no count yet are not printed, as the VMM does."""
+    out = []
+    mtspr, run = 0, 0
+    for i, (_, tb) in enumerate(marks):
+        if i > 0:
+            span = tb - marks[i - 1][1]
+            mtspr += span // 2
+            run += span - span // 2 + skew
+        rows = [("EMUL_MTSPR", mtspr // 100, 100)] if mtspr else []
+        if guest_run and run:
+            rows.append(("GUEST_RUN", run // 100, 100))
+        rows.append(("SYSCALL_IPC", 3 + i, 2))
+        out.append(rows)
+    return out
 
 
-class ScriptTest(unittest.TestCase):
-    def test_boot(self):
-        self.assertEqual(table1.parse_boot(boot_log()), {"init_tb": 131376304, "script_tb": 182537488})
+def a_run(guest_run=True, skew=0, native_end=11000):
+    native_marks = NATIVE_MARKS[:-1] + [("end", native_end)]
+    run = {"native": {"boot": table1.parse_boot(boot_log(400, 800)),
+                      "job": table1.parse_job(job_log(native_marks))}}
+    for mode, marks, boot in (("vm", VM_MARKS, 1600), ("vm_pv", PV_MARKS, 1200)):
+        console = job_log(marks, snaps_for(marks, guest_run, skew))
+        run[mode] = {"boot": table1.parse_boot(boot_log(600, boot, trace=True)), "job": table1.parse_job(console),
+                     "snapshots": table1.snapshots(console), "trace_job": table1.trace_table(console)}
+    return run
 
-    def test_boot_of_a_prefixed_vm(self):
-        text = prefixed(boot_log(1, 2), 0) + prefixed(boot_log(3, 4), 1)
-        self.assertEqual(table1.parse_boot(text, 1), {"init_tb": 3, "script_tb": 4})
 
-    def test_job_drops_timing_lines_from_the_output(self):
-        job = table1.parse_job(job_log())
-        self.assertEqual((job["start_tb"], job["end_tb"]), (179462142, 3205298820))
-        self.assertEqual(job["output"], ["      9 56", "job: 120 outputs, 27038 lines", "8d4a206a00df  -"])
+class ParseTest(unittest.TestCase):
+    def test_marks_and_output_without_timing_and_vmm_lines(self):
+        console = job_log(VM_MARKS, snaps_for(VM_MARKS))
+        job = table1.parse_job(console)
+        self.assertEqual(job["marks"], VM_MARKS)
+        self.assertEqual(job["output"], ["kestrel-trace-mark shell", OUTPUT["shell"], "kestrel-trace-mark fork",
+                                         OUTPUT["fork"], "kestrel-trace-mark gzip", OUTPUT["gzip"],
+                                         "kestrel-trace-mark end"])
+        self.assertEqual(job["output"], table1.parse_job(job_log(NATIVE_MARKS))["output"])
+
+    def test_bad_marks_fail(self):
+        with self.assertRaisesRegex(BenchError, "ending with 'end'"):
+            table1.parse_job(job_log(NATIVE_MARKS[:-1]))
+        with self.assertRaisesRegex(BenchError, "ending with 'end'"):
+            table1.parse_job(job_log(NATIVE_MARKS[-1:]))
+        with self.assertRaisesRegex(BenchError, "twice"):
+            table1.parse_job(job_log([("a", 1), ("a", 2), ("end", 3)]))
+        with self.assertRaisesRegex(BenchError, "backwards from mark fork"):
+            table1.parse_job(job_log([("shell", 1), ("fork", 5), ("gzip", 5), ("end", 9)]))
 
     def test_unfinished_failed_or_panicked_scripts_fail(self):
         with self.assertRaisesRegex(BenchError, "did not reach"):
-            table1.parse_job(job_log().replace("KESTREL-SCRIPT-DONE", ""))
+            table1.parse_job(job_log(NATIVE_MARKS).replace("KESTREL-SCRIPT-DONE", ""))
         with self.assertRaisesRegex(BenchError, "status 0"):
-            table1.parse_boot(boot_log().replace("status 0", "status 1"))
+            table1.parse_boot(boot_log(1, 2).replace("status 0", "status 1"))
         with self.assertRaisesRegex(BenchError, "never started"):
-            table1.parse_job(boot_log())
+            table1.parse_job(boot_log(1, 2))
         with self.assertRaisesRegex(BenchError, "panic"):
-            table1.parse_boot("Kernel panic - not syncing: x\n" + boot_log())
+            table1.parse_boot("Kernel panic - not syncing: x\n" + boot_log(1, 2))
 
-    def test_backwards_time_base_fails(self):
-        with self.assertRaisesRegex(BenchError, "backwards"):
-            table1.parse_job(job_log(start=5, end=4))
+    def test_boot(self):
+        self.assertEqual(table1.parse_boot(boot_log(131376304, 182537488)),
+                         {"init_tb": 131376304, "script_tb": 182537488})
+
+
+class SnapshotTest(unittest.TestCase):
+    def test_snapshots_and_the_power_off_table_apart(self):
+        snaps = snaps_for(VM_MARKS)
+        console = job_log(VM_MARKS, snaps)
+        got = table1.snapshots(console)
+        self.assertEqual([(s["name"], s["tb"]) for s in got], [(n, tb - 1000) for n, tb in VM_MARKS])
+        self.assertEqual(got[1]["table"]["EMUL_MTSPR"]["count"], 40)
+        self.assertNotIn("EMUL_MTSPR", got[0]["table"])
+        self.assertEqual(table1.row_total(got[3]["table"]["GUEST_RUN"]), 16000)
+        self.assertEqual(snaps[3][1], ("GUEST_RUN", 160, 100))
+        # The power-off table is the one after the script, not a snapshot (no "two tables").
+        self.assertEqual(table1.trace_table(console)["SYSCALL_IPC"]["count"], 6)
+
+    def test_old_format_without_a_total_column(self):
+        console = job_log(NATIVE_MARKS, [[("EMUL_RFI", i + 1, 7)] for i in range(4)])
+        got = table1.snapshots(console)
+        self.assertEqual(got[2]["table"]["EMUL_RFI"], {"count": 3, "min": 1, "max": 900, "avg": 7})
+        self.assertEqual(table1.row_total(got[2]["table"]["EMUL_RFI"]), 21)
+
+    def test_a_vm_named_in_the_heading(self):
+        console = job_log(NATIVE_MARKS, [[("EMUL_RFI", i + 1, 7)] for i in range(4)], vm=1)
+        self.assertEqual(table1.snapshots(console, 0), [])
+        self.assertEqual([s["name"] for s in table1.snapshots(console, 1)], ["shell", "fork", "gzip", "end"])
+
+    def test_an_empty_table_and_a_heading_without_table(self):
+        text = "vmm: trace mark shell at time base 5\nvmm: trace points (cost in timebase ticks)\nguest line\n"
+        self.assertEqual(table1.snapshots(text), [{"name": "shell", "tb": 5, "table": {}}])
+        self.assertEqual(table1.split_snapshots(text)[1], "guest line\n")
+        with self.assertRaisesRegex(BenchError, "no trace table after its heading"):
+            table1.snapshots("vmm: trace mark shell at time base 5\nguest line\n")
+
+    def test_delta(self):
+        earlier = {"A": {"count": 2, "avg": 10}, "B": {"count": 1, "avg": 3, "total": 3}}
+        later = {"A": {"count": 5, "avg": 11}, "B": {"count": 4, "avg": 3, "total": 14}, "C": {"count": 1, "avg": 9}}
+        self.assertEqual(table1.delta(later, earlier), {"A": {"count": 3, "total_ticks": 35},
+                                                        "B": {"count": 3, "total_ticks": 11},
+                                                        "C": {"count": 1, "total_ticks": 9}})
+        with self.assertRaisesRegex(BenchError, "vanished"):
+            table1.delta({"A": later["A"]}, earlier)
+        with self.assertRaisesRegex(BenchError, "count went down"):
+            table1.delta({"A": {"count": 1, "avg": 10}}, {"A": earlier["A"]})
+
+    def test_job_only_keeps_its_meaning(self):
+        only = table1.job_only({"A": {"count": 5, "avg": 4}}, {"A": {"count": 2, "avg": 3}})
+        self.assertEqual(only, {"A": {"count": 3, "total_ticks": 14}})
+
+
+class AccountingTest(unittest.TestCase):
+    def test_exact_accounting_passes(self):
+        snaps = table1.snapshots(job_log(VM_MARKS, snaps_for(VM_MARKS)))
+        acc = table1.accounting(snaps, native_job=table1.instructions(10000))
+        self.assertEqual(acc["vm_total_instructions"], table1.instructions(32000))
+        # GUEST_RUN + exits cover the snapshot window exactly; SYSCALL_IPC adds 3 x 2 ticks.
+        self.assertEqual(acc["exit_instructions"], table1.instructions(16000 + 6))
+        self.assertEqual(acc["guest_run_instructions"], table1.instructions(16000))
+        self.assertAlmostEqual(acc["accounting_error"], 6 / 32000, places=6)
+        self.assertAlmostEqual(acc["accounting_error_vs_native"], abs(10000 + 16006 - 32000) / 32000, places=6)
+        self.assertEqual(acc["guest_extra_instructions"], table1.instructions(16000 - 10000))
+
+    def test_missing_guest_run_is_reported_not_failed(self):
+        s = table1.summarize([a_run(guest_run=False)], "q", "c")
+        self.assertIsNone(s["accounting_error"])
+        self.assertIsNone(s["accounting"]["vm"]["accounting_error"])
+        self.assertIn("missing", table1.report(s))
+
+    def test_check_passes_within_five_percent(self):
+        # vm: the native job's 15994 ticks + exits 16006 = the window of 32000; vm_pv's window is
+        # 18000 with 9006 of exits, far from the native job.
+        s = table1.summarize([a_run(native_end=1000 + 15994)], "q", "c")
+        self.assertLess(s["accounting"]["vm"]["accounting_error_vs_native"], 0.001)
+        self.assertLess(s["accounting_error"], 0.001)
+        pv = s["accounting"]["vm_pv"]
+        self.assertGreater(pv["accounting_error_vs_native"], 0.05)
+        self.assertEqual(table1.check_accounting(s), [
+            f"vm_pv accounting_error_vs_native {100 * pv['accounting_error_vs_native']:.2f}% > 5%"])
+
+    def test_check_fails_on_guest_run_off_by_more_than_five_percent(self):
+        # 3 phases x 600 ticks of GUEST_RUN too many in a window of 32000: 5.6%.
+        s = table1.summarize([a_run(skew=600)], "q", "c")
+        self.assertAlmostEqual(s["accounting"]["vm"]["accounting_error"], (1800 + 6) / 32000, places=5)
+        failed = table1.check_accounting(s)
+        self.assertTrue(any(f.startswith("vm accounting_error 5.64%") for f in failed), failed)
+        s = table1.summarize([a_run(skew=500)], "q", "c")
+        self.assertFalse(any(f.startswith("vm accounting_error ") for f in table1.check_accounting(s)))
 
 
 class SummaryTest(unittest.TestCase):
     def test_figures(self):
         s = table1.summarize([a_run()], "QEMU emulator version 7.2.22", "abc")
-        self.assertEqual(s["job_instructions_native"], round((459365649 - 58734145) * 2.5))
-        self.assertEqual(s["job_instructions_vm"], round((3205298820 - 179462142) * 2.5))
-        self.assertEqual(s["job_ratio"], 7.55)
-        self.assertEqual(s["boot_instructions_native"], round(58896534 * 2.5))
-        self.assertEqual(s["boot_instructions_vm"], 456343720)
-        self.assertEqual(s["boot_ratio"], 3.1)
-        self.assertEqual(s["exits"]["EMUL_TLBWE"], 626621)
-        self.assertEqual(s["exit_cost_instructions"]["EMUL_TLBWE"], 3405.0)
-        self.assertEqual(s["exits_job_only"]["EMUL_TLBWE"], 626621 - 17467)
-        self.assertEqual(s["exits_job_only"]["SYSCALL_IPC"], 13307 - 12511)
-        total = 13307 * 4 + 244367 * 711 + 626621 * 1362 + 1810163 * 91 + 254 * 584
-        self.assertEqual(s["exit_total_instructions"], round(total * 2.5))
-        self.assertEqual([t["name"] for t in s["top_exit_classes"]],
-                         ["EMUL_TLBWE", "ITLB_MISS", "EMUL_MFSPR", "GUEST_IDLE", "SYSCALL_IPC"])
-        self.assertAlmostEqual(sum(t["share"] for t in s["top_exit_classes"]), 1.0, places=4)
-        self.assertEqual((s["qemu"], s["commit"], s["target_ratio"]), ("QEMU emulator version 7.2.22", "abc", 3.0))
+        self.assertEqual(s["job_instructions_native"], table1.instructions(10000))
+        self.assertEqual(s["job_instructions_vm"], table1.instructions(32000))
+        self.assertEqual(s["job_instructions_vm_pv"], table1.instructions(18000))
+        self.assertEqual((s["job_ratio"], s["job_ratio_pv"]), (3.2, 1.8))
+        self.assertEqual((s["boot_ratio"], s["boot_ratio_pv"]), (2.0, 1.5))
+        self.assertEqual([p["name"] for p in s["phases"]], list(PHASES))
+        fork = s["phases"][1]
+        self.assertEqual((fork["native"], fork["vm"], fork["vm_pv"]), (10000, 40000, 20000))
+        self.assertEqual((fork["ratio"], fork["ratio_pv"]), (4.0, 2.0))
+        top = fork["top_exits"]["vm"]
+        self.assertEqual([t["name"] for t in top], ["EMUL_MTSPR", "SYSCALL_IPC"])
+        self.assertEqual((top[0]["count"], top[0]["total_instructions"]), (80, table1.instructions(8000)))
+        self.assertEqual(top[0]["avg_instructions"], 250.0)
+        self.assertAlmostEqual(sum(t["share"] for t in top), 1.0, places=3)
+        self.assertEqual(fork["exit_instructions"]["vm"], table1.instructions(8002))
+        self.assertEqual(s["modes"]["vm"]["exits_job"]["EMUL_MTSPR"], 160)
+        self.assertEqual(s["modes"]["vm"]["exits_job"]["SYSCALL_IPC"], 3)
+        self.assertEqual(s["modes"]["vm"]["exits_whole_run"]["SYSCALL_IPC"], 6)
+        self.assertEqual(s["modes"]["vm"]["top_exit_classes_job"][0]["name"], "EMUL_MTSPR")
+        self.assertEqual((s["qemu"], s["commit"]), ("QEMU emulator version 7.2.22", "abc"))
         json.dumps(s)
 
     def test_job_output_must_match(self):
         run = a_run()
-        run["vm"]["job"]["output"][-1] = "0000  -"
-        with self.assertRaisesRegex(BenchError, "output differs"):
+        run["vm_pv"]["job"]["output"][1] = "shell: sum 0"
+        with self.assertRaisesRegex(BenchError, "output differs natively and in vm_pv"):
+            table1.summarize([run], "q", "c")
+
+    def test_a_snapshot_per_mark(self):
+        run = a_run()
+        run["vm"]["snapshots"] = []
+        with self.assertRaisesRegex(BenchError, "trace_marks=on"):
             table1.summarize([run], "q", "c")
 
     def test_report(self):
         text = table1.report(table1.summarize([a_run()], "q", "c"))
         rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
-        self.assertIn("7.55x", rows["job (`job` script, start to end)"])
-        self.assertIn("| no", rows["job (`job` script, start to end)"])
+        self.assertIn("| 3.20x | <= 3x: no | 45,000 | 1.80x | <= 1.5x: no |", rows["**job** (first mark to `end`)"])
+        self.assertIn("| 4.00x | <= 4x: yes | 20,000 | 2.00x | <= 2x: yes |", rows["phase `fork`"])
         self.assertIn("42.00x", rows["paper (Stoess et al., seconds)"])
-        self.assertIn("626,621 | 609,154 | 507/1760/1362 | 3405", rows["EMUL_TLBWE"])
+        self.assertIn("0.02%", rows["VM, full virtualization"])
+        # The paravirtual table comes last (the same phase names in both).
+        self.assertIn("EMUL_MTSPR 40 x 250 = 10,000 (100%); SYSCALL_IPC 1 x 5 = 5 (0%)", rows["fork"])
         self.assertIn("# Table 1 analogue", text)
+
+    @unittest.skipUnless(table1.DEBIAN_PYTHON.exists(), "no Debian python3 for matplotlib")
+    def test_plot(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = Path(d) / "table1.png"
+            why = table1.plot(table1.summarize([a_run()], "q", "c"), out)
+            if why and "matplotlib not available" in why:
+                self.skipTest(why)
+            self.assertIsNone(why)
+            self.assertEqual(out.read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
 
 
 class DeterminismTest(unittest.TestCase):
     def test_identical_runs_pass(self):
         table1.check_deterministic([a_run(), a_run()])
 
-    def test_a_differing_figure_is_named(self):
-        other = a_run(vm_job_end=3205298821)
-        with self.assertRaisesRegex(BenchError, r"vm\.job\.end_tb: run 1 3205298820, run 2 3205298821"):
+    def test_a_differing_mark_is_named(self):
+        other = a_run(native_end=11001)
+        with self.assertRaisesRegex(BenchError, r"native\.job\.mark\.end: run 1 11000, run 2 11001"):
             table1.check_deterministic([a_run(), other])
 
-    def test_a_differing_trace_count_is_named(self):
+    def test_a_differing_snapshot_count_is_named(self):
         other = copy.deepcopy(a_run())
-        other["vm"]["trace_job"]["GUEST_IDLE"]["count"] = 255
-        with self.assertRaisesRegex(BenchError, r"vm\.trace_job\.GUEST_IDLE\.count: run 1 254, run 2 255"):
+        other["vm_pv"]["snapshots"][2]["table"]["SYSCALL_IPC"]["count"] = 99
+        with self.assertRaisesRegex(BenchError, r"vm_pv\.snapshot\.gzip\.SYSCALL_IPC\.count: run 1 5, run 2 99"):
             table1.check_deterministic([a_run(), other])
 
 

@@ -19,7 +19,9 @@
 //! - [`diag`]: the one rate limit for what the log says about a guest (first lines in full,
 //!   then counted summaries);
 //! - [`fault`]: the fault loop's decisions: decode the trapped instruction, dispatch it to
-//!   the buses, and build the typed reply.
+//!   the buses, and build the typed reply;
+//! - [`trace_mark`]: which guest console line asks for a per-phase trace snapshot
+//!   (`kestrel-trace-mark NAME`, with `vmm.trace_marks=on`).
 //!
 //! The instruction decoder the fault loop uses is `kestrel_ppc440::decode`; the fault loop
 //! itself is the `kestrel-vmm` task (`vmm/task`), and the device models are `kestrel-devices`.
@@ -39,5 +41,6 @@ pub mod bus;
 pub mod diag;
 pub mod fault;
 pub mod segment;
+pub mod trace_mark;
 
 pub use segment::{GuestMemory, GuestPhysAddr, HostAddr, Segment, SegmentError};

@@ -21,6 +21,7 @@ use kestrel_vmm_core::bus::Shifted;
 use kestrel_vmm_core::diag::{self, LastInFull, LogLimit, Verdict};
 use kestrel_vmm_core::fault::{self, Buses, Unmodelled};
 use kestrel_vmm_core::segment::{GuestMemory, GuestPhysAddr, HostAddr, Segment, SegmentRam};
+use kestrel_vmm_core::trace_mark::Mark;
 
 /// The board every VM is: bamboo with the BG/P devices whose models exist so far
 /// (`board::BGP_VM` is the whole set).
@@ -87,11 +88,18 @@ struct ConsoleOut {
     prefix: Option<usize>,
     /// Part of the current line was already written (a long line, or a prompt).
     continues: bool,
+    /// The last `kestrel-trace-mark NAME` line not yet taken (see crate::trace_mark).
+    mark: Option<Mark>,
 }
 
 impl ConsoleOut {
     fn put(&mut self, b: u8) {
         if b == b'\n' {
+            if !self.continues {
+                if let Some(m) = Mark::from_line(&self.line[..self.len]) {
+                    self.mark = Some(m);
+                }
+            }
             self.write_buffered(true);
             self.continues = false;
             return;
@@ -198,6 +206,7 @@ impl Machine {
             len: 0,
             prefix: prefixed.then_some(id),
             continues: false,
+            mark: None,
         };
         let mut bic = None;
         let mut coll: Option<Rc<RefCell<VColl>>> = None;
@@ -560,6 +569,11 @@ impl Machine {
         if c.tx.len > 0 {
             c.tx.write_buffered(false);
         }
+    }
+
+    /// The trace mark the guest's console asked for since the last call (crate::trace_mark).
+    pub fn take_trace_mark(&mut self) -> Option<Mark> {
+        self.console.borrow_mut().tx.mark.take()
     }
 
     /// Console input for this VM's UART0: queued, and fed into the UART's receive FIFO

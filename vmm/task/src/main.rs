@@ -34,6 +34,7 @@ extern crate alloc;
 mod console;
 mod fabric;
 mod machine;
+mod trace_mark;
 
 use console::Console;
 use kestrel_abi::{
@@ -360,6 +361,7 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
     let tpu = ticks_per_us();
     let idle_ticks = IDLE_SLICE_US as u64 * tpu;
     let mut pending: Option<(ThreadId, Msg)> = None;
+    let marks = trace_mark::enabled();
     loop {
         let any_idle = vms
             .iter()
@@ -469,6 +471,9 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
             continue;
         };
         let outcome = vm.machine.handle(vm.vcpu, &fault);
+        if let Some(mark) = vm.machine.take_trace_mark().filter(|_| marks) {
+            trace_mark::print(vm.vcpu, (vms.len() > 1).then_some(vi), &mark);
+        }
         if vms[vi].machine.touched_bgp {
             // Interrupt lines of other VMs the fault changed (a packet delivered to them).
             let changed = vms[vi].machine.port().take_changed() & !vms[vi].machine.fabric_bit();
