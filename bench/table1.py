@@ -490,6 +490,8 @@ def report(s: dict) -> str:
         grand = m["exit_total_instructions_job"]
         rows = []
         for name, count in m["exits_job"].items():
+            if count == 0 and m["exit_total_instructions_job_by_class"][name] == 0:
+                continue  # a class seen only outside the job
             total = m["exit_total_instructions_job_by_class"][name]
             share = "-" if name == GUEST_RUN or not grand else f"{100 * total / grand:.1f}%"
             avg = f"{total / count:,.1f}" if count else "-"
