@@ -14,7 +14,6 @@
 //! - The magic page: one page per vCPU holding [`SharedPage`] (Linux's
 //!   `struct kvm_vcpu_arch_shared`, uapi `asm/kvm_para.h`), mapped for the guest
 //!   supervisor at the effective address [`HC_PPC_MAP_MAGIC_PAGE`] names.
-#![allow(clippy::unusual_byte_groupings)]
 
 use kestrel_ppc440::encode;
 
@@ -207,6 +206,9 @@ mod tests {
     /// KVM's booke hypercall sequence, word by word.
     #[test]
     fn hcall_instructions() {
-        assert_eq!(HCALL_INSNS, [0x3c00_4b56, 0x6000_4d21, 0x4400_0002, 0x6000_0000]);
+        assert_eq!(
+            HCALL_INSNS,
+            [0x3c00_4b56, 0x6000_4d21, 0x4400_0002, 0x6000_0000]
+        );
     }
 }

@@ -136,7 +136,9 @@ fn map(k: &mut Kernel, vi: usize, ea: u32) {
     if !mapped {
         // Once per vCPU (until the VMM turns the interface off and on): the evidence in the
         // log that the guest found the interface.
-        crate::kprintln!("kestrel: vCPU {vi}: guest mapped the paravirtual magic page at {ea:#010x}");
+        crate::kprintln!(
+            "kestrel: vCPU {vi}: guest mapped the paravirtual magic page at {ea:#010x}"
+        );
     }
     k.vm.vcpus[vi].pv = Pv {
         on,

@@ -195,7 +195,10 @@ pub fn magic_page() -> TestResult {
         t0,
         t1,
         ppc::li(3, MAGIC_EA as i16),
-        ppc::li(4, (MAGIC_EA | pv::MAGIC_PAGE_FLAG_NOT_MAPPED_NX as i32) as i16),
+        ppc::li(
+            4,
+            (MAGIC_EA | pv::MAGIC_PAGE_FLAG_NOT_MAPPED_NX as i32) as i16,
+        ),
         ppc::SC,
         ori(20, 3, 0),
         ori(21, 4, 0),
