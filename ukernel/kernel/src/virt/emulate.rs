@@ -178,9 +178,6 @@ fn rs(insn: u32) -> usize {
 fn ra(insn: u32) -> usize {
     decode::RA.get(insn) as usize
 }
-fn rb(insn: u32) -> usize {
-    decode::RB.get(insn) as usize
-}
 
 /// The word of an illegal-instruction program exception (`ESR[PIL]` in `esr`) if it is
 /// `mfdcrx` or `mtdcrx`: the 440x5 lacks them, but BG/P's 450 has them (privileged) and a
@@ -292,48 +289,11 @@ fn privileged(
             }
             TracePoint::EmulMtspr
         }
-        (X, xo31::TLBWE) => {
-            // tlbwe RS,RA,WS
-            let (index, word, value) =
-                (f.regs.gpr[ra(insn)], rb(insn) as u32, f.regs.gpr[rs(insn)]);
-            if mmu::guest_tlbwe(k, vi, index, word, value).is_err() {
-                return reflect_illegal(k, vi, f);
-            }
-            TracePoint::EmulTlbwe
-        }
-        (X, xo31::TLBRE) => {
-            // tlbre RT,RA,WS
-            let (index, word) = (f.regs.gpr[ra(insn)], rb(insn) as u32);
-            let mmucr = k.vm.vcpus[vi].s.mmucr;
-            match k.vm.vcpus[vi].tlb.tlbre(index, word, mmucr) {
-                Ok((v, new_mmucr)) => {
-                    f.regs.gpr[rs(insn)] = v;
-                    if let Some(m) = new_mmucr {
-                        k.vm.vcpus[vi].s.mmucr = m;
-                    }
-                }
-                Err(_) => return reflect_illegal(k, vi, f),
-            }
-            TracePoint::EmulTlbre
-        }
-        (X, xo31::TLBSX) => {
-            // tlbsx[.] RT,RA,RB
-            let ea = if ra(insn) == 0 {
-                0
-            } else {
-                f.regs.gpr[ra(insn)]
-            }
-            .wrapping_add(f.regs.gpr[rb(insn)]);
-            let hit = k.vm.vcpus[vi].tlb.tlbsx(ea, k.vm.vcpus[vi].s.mmucr);
-            if let Some(i) = hit {
-                f.regs.gpr[rs(insn)] = i;
-            }
-            if decode::RC.get(insn) != 0 {
-                // CR0 = LT GT EQ SO: EQ set on a hit, SO copied from XER[SO].
-                f.regs.cr = tlbsx_cr(f.regs.cr, f.regs.xer, hit.is_some());
-            }
-            TracePoint::EmulTlbsx
-        }
+        (X, xo31::TLBWE | xo31::TLBRE | xo31::TLBSX) => match mmu::tlb_insn(k, vi, f, insn) {
+            Some(tp) => tp,
+            // An invalid word number.
+            None => return reflect_illegal(k, vi, f),
+        },
         (X, xo31::TLBSYNC | xo31::DCCCI | xo31::ICCCI | xo31::DCBI) => {
             // tlbsync, dccci, iccci, dcbi: no guest-visible effect under emulation
             // (the emulated TLB is coherent, QEMU has no caches to model).

@@ -239,6 +239,55 @@ pub fn guest_tlbwe(
     Ok(())
 }
 
+/// Emulates the guest TLB instruction `insn` (tlbre, tlbwe, tlbsx[.]) of vCPU `vi`, whose
+/// registers are in `f`, except for advancing the pc: its trace point, or `None`, having
+/// changed nothing, when `insn` is none of them or names no valid word (the caller then
+/// raises the illegal-instruction program interrupt or takes the general path). The one
+/// emulation of these instructions, for every tier (the assembly tier's
+/// `__tlb_insn_fast`, `fast::program`, `emulate`).
+#[inline(always)]
+pub fn tlb_insn(k: &mut Kernel, vi: usize, f: &mut TrapFrame, insn: u32) -> Option<TracePoint> {
+    use ppc440::decode::{self, opcd::X, xo31};
+    if decode::OPCD.get(insn) != X {
+        return None;
+    }
+    let rt = decode::RT.get(insn) as usize;
+    let ra = decode::RA.get(insn) as usize;
+    let rb = decode::RB.get(insn) as usize;
+    match decode::XO.get(insn) {
+        xo31::TLBWE => {
+            // tlbwe RS,RA,WS
+            let (index, word, value) = (f.regs.gpr[ra], rb as u32, f.regs.gpr[rt]);
+            guest_tlbwe(k, vi, index, word, value).ok()?;
+            Some(TracePoint::EmulTlbwe)
+        }
+        xo31::TLBRE => {
+            // tlbre RT,RA,WS
+            let v = &mut k.vm.vcpus[vi];
+            let (value, mmucr) = v.tlb.tlbre(f.regs.gpr[ra], rb as u32, v.s.mmucr).ok()?;
+            f.regs.gpr[rt] = value;
+            if let Some(m) = mmucr {
+                v.s.mmucr = m;
+            }
+            Some(TracePoint::EmulTlbre)
+        }
+        xo31::TLBSX => {
+            // tlbsx[.] RT,RA,RB
+            let ea = if ra == 0 { 0 } else { f.regs.gpr[ra] }.wrapping_add(f.regs.gpr[rb]);
+            let v = &k.vm.vcpus[vi];
+            let hit = v.tlb.tlbsx(ea, v.s.mmucr);
+            if let Some(i) = hit {
+                f.regs.gpr[rt] = i;
+            }
+            if decode::RC.get(insn) != 0 {
+                f.regs.cr = super::emulate::tlbsx_cr(f.regs.cr, f.regs.xer, hit.is_some());
+            }
+            Some(TracePoint::EmulTlbsx)
+        }
+        _ => None,
+    }
+}
+
 /// Whether a guest MSR has `MSR[IS]` != `MSR[DS]`: fetches and data accesses then use
 /// different guest translation spaces, and fills go through [`split_fill`].
 #[inline(always)]
