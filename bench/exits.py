@@ -8,7 +8,9 @@ timebase (2.5 instructions per tick under icount) and prints `BENCH exits name=X
 per_exit=Y`: natively Y is the instruction itself (about 1), in the VM it is the cost of
 one exit. The cost of an exit is therefore `vm - native + 1`; for mtmsr, whose loop also
 runs an mfmsr, the mfmsr exit is subtracted too. `vmm_roundtrip` is an mfdcr of the UIC,
-which the kernel sends to the VMM and back.
+which the kernel sends to the VMM and back. `mfspr`/`mtspr` use SPRG0; `mfspr_pid`/`mtspr_pid`
+use PID (each `mtspr_pid` writes a new value, 0 and 1 alternating: the guest's address-space
+switch, with a non-trapping `xori` in the loop on both sides).
 
 Writes bench/results/exits.json (`in_kernel`: name -> instructions per exit,
 `vmm_roundtrip_instructions`, plus the raw runs) and prints a table. Fails when a run
@@ -28,7 +30,8 @@ from ipc import BenchError, kestrel_qemu, qemu_version
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_IN_KERNEL = 80
 TARGET_VMM = 400
-IN_KERNEL = ("mfmsr", "mtmsr", "wrtee", "wrteei", "mfspr", "mtspr", "tlbre", "tlbwe", "tlbsx", "rfi")
+IN_KERNEL = ("mfmsr", "mtmsr", "wrtee", "wrteei", "mfspr", "mtspr", "mfspr_pid", "mtspr_pid", "tlbre", "tlbwe",
+             "tlbsx", "rfi")
 BENCH_RE = re.compile(r"^BENCH exits name=(\w+) per_exit=(\d+(?:\.\d+)?)\s*$")
 
 

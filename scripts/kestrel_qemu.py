@@ -414,10 +414,14 @@ def run_captured(node: Node, *, timeout: int, log: Path) -> tuple[int, str]:
 
 PREFIX_RE = re.compile(r"^\[vm(\d+)\] ?(.*)$")
 VM_MENTION_RE = re.compile(r"\bvm(\d+)\b")
+# A trace row: `NAME count total T avg A` (exact total ticks, docs/adr/0023-exit-accounting.md),
+# or the older `NAME count min X max Y avg A`.
 TRACE_ROW_RE = re.compile(
     r"^vmm:\s+(?:\[?vm(?P<vm>\d+)\]?:?\s+)?(?P<name>[A-Z][A-Z0-9_]*)\s+(?P<count>\d+)\s+"
-    r"min\s+(?P<min>\d+)\s+max\s+(?P<max>\d+)\s+avg\s+(?P<avg>\d+)\s*$"
+    r"(?:total\s+(?P<total>\d+)|min\s+(?P<min>\d+)\s+max\s+(?P<max>\d+))\s+avg\s+(?P<avg>\d+)\s*$"
 )
+# The trace point that is not an exit: the guest's own time (count = entries into the guest).
+GUEST_RUN = "GUEST_RUN"
 CLOSING_RE = re.compile(r"^(?P<suite>[\w.-]+): (?P<passed>\d+) passed, (?P<failed>\d+) failed$")
 
 
@@ -461,8 +465,34 @@ def guest_lines(console: str, vm: int = 0) -> list[str]:
     return [line for _, line in split]
 
 
-def parse_trace_tables(console: str) -> dict[int, dict[str, dict[str, int]]]:
-    """Every trace-point table kestrel-vmm printed: VM index -> trace point -> count/min/max/avg.
+def trace_row(row: re.Match) -> dict[str, int | None]:
+    """One trace row: count and avg, plus the exact total ticks and min/max = None in the
+    current format, or min and max (and no total) in the older one."""
+    out: dict[str, int | None] = {"count": int(row["count"])}
+    if row["total"] is not None:
+        out.update(total=int(row["total"]), min=None, max=None)
+    else:
+        out.update(min=int(row["min"]), max=int(row["max"]))
+    out["avg"] = int(row["avg"])
+    return out
+
+
+def row_total(row: dict[str, int | None]) -> int:
+    """A trace row's total ticks: exact in the current format, count * avg (avg rounded down)
+    in the older one."""
+    total = row.get("total")
+    return total if total is not None else row["count"] * row["avg"]
+
+
+def exit_totals(table: dict[str, dict[str, int | None]]) -> tuple[int, int]:
+    """(exits, total ticks) over a trace table's exit classes: every row but GUEST_RUN."""
+    rows = [r for name, r in table.items() if name != GUEST_RUN]
+    return sum(r["count"] for r in rows), sum(row_total(r) for r in rows)
+
+
+def parse_trace_tables(console: str) -> dict[int, dict[str, dict[str, int | None]]]:
+    """Every trace-point table kestrel-vmm printed: VM index -> trace point -> its row (see
+    `trace_row`; both the current and the older row format are read).
 
     A table starts at a line containing `trace points`; its VM is the line's `[vm<i>] ` prefix,
     else a `vm<i>` in the line, else one in the line before, else 0 (one VM, no prefix). A row
@@ -490,7 +520,7 @@ def parse_trace_tables(console: str) -> dict[int, dict[str, dict[str, int]]]:
                 name = row["name"]
                 if name in tables[vm]:
                     raise ConsoleError(f"trace point {name} twice in vm{vm}'s table")
-                tables[vm][name] = {k: int(row[k]) for k in ("count", "min", "max", "avg")}
+                tables[vm][name] = trace_row(row)
         if line.strip():
             previous = line
     return tables

@@ -346,6 +346,18 @@ class ConsoleTest(unittest.TestCase):
         self.assertEqual(t["ITLB_MISS"], {"count": 244367, "min": 24, "max": 1048, "avg": 711})
         self.assertEqual(set(t), {"SYSCALL_IPC", "ITLB_MISS"})
 
+    def test_trace_table_with_exact_totals(self):
+        text = ("vmm: vm0 trace points (cost in timebase ticks)\r\n"
+                "vmm:   EMUL_MFMSR           3000  total        86401 avg    28\r\n"
+                "vmm:   SYSCALL_IPC             2  total         1001 avg   500\r\n"
+                "vmm:   GUEST_RUN            3003  total      1000000 avg   333\r\n")
+        t = kq.trace_table(text)
+        self.assertEqual(t["EMUL_MFMSR"], {"count": 3000, "total": 86401, "min": None, "max": None, "avg": 28})
+        self.assertEqual(kq.exit_totals(t), (3002, 87402))
+        self.assertEqual(kq.row_total(t["GUEST_RUN"]), 1000000)
+        # The older format has no exact total: count * avg.
+        self.assertEqual(kq.exit_totals(kq.trace_table(TRACE)), (244379, 12 * 4 + 244367 * 711))
+
     def test_trace_tables_of_several_vms(self):
         two = "vmm: vm1: guest requested a reset\n" + TRACE.split("\n", 1)[1] + "[vm0] vmm: trace points\n[vm0] vmm:   DTLB_MISS 3 min 1 max 2 avg 1\n"
         tables = kq.parse_trace_tables(two)

@@ -101,6 +101,15 @@ extern "C" fn bare_main(_vm: u32) -> ! {
             timed!(["mtspr {sprg0}, 7",] sprg0 = const spr::SPRG0,),
         ),
         (
+            "mfspr_pid",
+            timed!(["mfspr 7, {pid}",] pid = const spr::PID,),
+        ),
+        // A new PID each time (0 and 1 alternate): the guest's address-space switch.
+        (
+            "mtspr_pid",
+            timed!(["xori 9, 9, 1", "mtspr {pid}, 9",] pid = const spr::PID,),
+        ),
+        (
             "tlbre",
             timed!(["li 9, 1", ".long {tlbre}",] tlbre = const encode::tlbre(7, 9, 1),),
         ),

@@ -699,7 +699,9 @@ impl Machine {
     }
 }
 
-/// Prints the vCPU's trace points: count and cost per exit class (timebase ticks).
+/// Prints the vCPU's trace points: count, exact total cost and average per exit class
+/// (timebase ticks), and GUEST_RUN (guest-mode time, not an exit), so that the totals of
+/// all rows add up to the vCPU's time (docs/adr/0023-exit-accounting.md).
 pub fn print_trace(vcpu: ThreadId, vm: Option<usize>) {
     if sys::trace_control(kestrel_abi::tracectl::READ, vcpu).is_err() {
         return;
@@ -712,14 +714,12 @@ pub fn print_trace(vcpu: ThreadId, vm: Option<usize>) {
     for tp in TracePoint::ALL {
         let c = t[tp as usize];
         if c.count > 0 {
-            let sum = ((c.sum_hi as u64) << 32) | c.sum_lo as u64;
             println!(
-                "vmm:   {:<18} {:>8}  min {:>5} max {:>6} avg {:>5}",
+                "vmm:   {:<18} {:>8}  total {:>12} avg {:>5}",
                 tp.name(),
                 c.count,
-                c.min,
-                c.max,
-                sum / c.count as u64
+                c.sum(),
+                c.sum() / c.count as u64
             );
         }
     }

@@ -19,8 +19,17 @@
 //! System calls enter through their own copy of the prologue so the IPC fast path
 //! (`glue::fastpath`) runs before the general dispatcher.
 //!
-//! Multi-word saves use `stmw`/`lmw`; each vector stub is exactly 16 bytes, so
-//! IVORn = 16 * n from IVPR = `__vectors_start`.
+//! Multi-word saves use `stmw`/`lmw`; each vector stub is exactly 32 bytes, so
+//! IVORn = 32 * n from IVPR = `__vectors_start`.
+//!
+//! Exit accounting (docs/adr/0023-exit-accounting.md): every stub reads the time base in
+//! its third instruction, so an exit's cost starts at the vector itself: the general
+//! stubs store it in [`ENTRY_TB`] (read by `virt::exit_begin`), the program stub passes
+//! it to the emulation fast path in r3 (that stub also stores the general registers in
+//! the thread's frame right away, `stmw`). On the way out, a frame that resumes a vCPU
+//! (MSR[IS] set: only vCPUs run in translation space 1) goes through `__guest_resume`
+//! (`virt::fast`), which records the exit in progress and starts the next GUEST_RUN;
+//! native threads pay two instructions for the test.
 
 use core::arch::global_asm;
 use kestrel_abi::FrameRegs;
@@ -33,7 +42,10 @@ pub struct TrapFrame {
     pub esr: u32,
     pub dear: u32,
     pub vector: u32,
-    _pad: [u32; 3],
+    /// Address of the thread's `virt::Vcpu` for a vCPU thread (set when the vCPU is
+    /// created), 0 otherwise: the exit path's accounting (`__guest_resume`) reads it.
+    pub vcpu: u32,
+    _pad: [u32; 2],
 }
 
 pub const FRAME_SIZE: usize = 176;
@@ -41,6 +53,8 @@ const _: () = assert!(core::mem::size_of::<TrapFrame>() == FRAME_SIZE);
 const _: () = assert!(core::mem::offset_of!(FrameRegs, cr) == 128);
 const _: () = assert!(core::mem::offset_of!(FrameRegs, ip) == 144);
 const _: () = assert!(core::mem::offset_of!(FrameRegs, msr) == 148);
+/// Offset of [`TrapFrame::vcpu`] (read by the assembly).
+pub const FRAME_VCPU: usize = core::mem::offset_of!(TrapFrame, vcpu);
 
 macro_rules! save_restore {
     ($name:literal, $srr0:literal, $srr1:literal, $rfi:literal, $handler:literal) => {
@@ -99,6 +113,9 @@ macro_rules! save_restore {
             "    .global ", $name, "_exit\n",
             $name, "_exit:\n",
             "    mr 1, 3\n",
+            "    lwz 0, 148(1)\n",
+            "    andi. 0, 0, {msr_is}\n",
+            "    bnel- __guest_resume\n",
             "    lwz 0, 132(1)\n",
             "    mtlr 0\n",
             "    lwz 0, 136(1)\n",
@@ -123,8 +140,14 @@ macro_rules! save_restore {
 macro_rules! stub {
     ($n:literal, $target:literal) => {
         concat!(
+            "    .org __vectors_start + ",
+            $n,
+            " * {stub_size}\n",
             "    mtspr {sprg2}, 1\n",
             "    mtspr {sprg3}, 3\n",
+            "    mfspr 3, {tbl}\n",
+            "    lis 1, ENTRY_TB@ha\n",
+            "    stw 3, ENTRY_TB@l(1)\n",
             "    li 3, ",
             $n,
             "\n",
@@ -146,10 +169,14 @@ global_asm!(
     stub!(3, "__noncrit_entry"),
     stub!(4, "__noncrit_entry"),
     stub!(5, "__noncrit_entry"),
+    // The program vector: straight into the emulation fast path with the general
+    // registers already in the thread's frame (guest r1 in SPRG2, r3 = time base).
+    "    .org __vectors_start + 6 * {stub_size}",
     "    mtspr {sprg2}, 1",
-    "    mtspr {sprg3}, 3",
+    "    mfspr 1, {sprg1}",
+    "    stmw 0, 0(1)",
+    "    mfspr 3, {tbl}",
     "    b __program_fast",
-    "    nop",
     stub!(7, "__noncrit_entry"),
     stub!(8, "__syscall_entry"),
     stub!(9, "__noncrit_entry"),
@@ -159,6 +186,7 @@ global_asm!(
     stub!(13, "__noncrit_entry"),
     stub!(14, "__noncrit_entry"),
     stub!(15, "__crit_entry"),
+    "    .org __vectors_start + 16 * {stub_size}",
     save_restore!("__noncrit_entry", "{srr0}", "{srr1}", "rfi", "kestrel_trap"),
     save_restore!(user_only "__syscall_entry", "{srr0}", "{srr1}", "rfi", "__ipc_fast"),
     save_restore!("__program_entry", "{srr0}", "{srr1}", "rfi", "kestrel_program"),
@@ -202,11 +230,30 @@ global_asm!(
     mcsrr0 = const ppc440::spr::MCSRR0,
     mcsrr1 = const ppc440::spr::MCSRR1,
     msr_pr = const ppc440::msr::PR,
+    msr_is = const ppc440::msr::IS,
+    tbl = const ppc440::spr::TBL_R,
+    stub_size = const STUB_SIZE,
     frame_size = const FRAME_SIZE,
 );
 
 /// Bytes per vector stub (IVORn = STUB_SIZE * n from IVPR).
-const STUB_SIZE: u32 = 16;
+const STUB_SIZE: u32 = 32;
+// The exit path tests MSR[IS] with one `andi.`.
+const _: () = assert!(ppc440::msr::IS >> 16 == 0);
+
+/// The time base (low word) read by the vector stub of the latest kernel entry through
+/// the general path: the start of that entry's exit window. Written only by the stubs
+/// (and by the program fast path when it falls back), interrupts being off in the kernel.
+#[no_mangle]
+static mut ENTRY_TB: u32 = 0;
+
+/// The time base at the first instructions of the current kernel entry ([`ENTRY_TB`]).
+#[inline(always)]
+pub fn entry_tb() -> u32 {
+    // SAFETY: a plain aligned word only the entry code writes, and never while the
+    // kernel runs (interrupts are off in the kernel).
+    unsafe { core::ptr::read_volatile(core::ptr::addr_of!(ENTRY_TB)) }
+}
 
 extern "C" {
     static __vectors_start: u8;

@@ -10,7 +10,7 @@ pub mod fpu;
 pub mod spr;
 pub mod tlb;
 
-pub use entry::{TrapFrame, FRAME_SIZE};
+pub use entry::{entry_tb, TrapFrame, FRAME_SIZE};
 
 /// MSR bits (`kestrel_ppc440::msr`) and the MSR values the kernel runs with.
 pub mod msr {

@@ -90,7 +90,7 @@ fn fast_ipc(f: &TrapFrame) -> Option<*mut TrapFrame> {
 
 /// The virtualization-fault fast path (send): a vCPU's privileged `mfdcr`/`mtdcr`, which
 /// only the VMM emulates, straight from the program interrupt's assembly tier
-/// (`virt::fast`, which hands over at `__vfault_dcr` with the instruction fetched) to the
+/// (`virt::fast`, which completes the frame and calls this with the instruction fetched) to the
 /// VMM waiting for it: the short fault message (no register transfer) goes into the VMM's
 /// frame as `ipc::fault_ipc` + `ipc::transfer` would put it there, and the switch is
 /// direct. Taken when the VMM waits for this vCPU or for anyone without a timeout, nothing
@@ -101,8 +101,9 @@ extern "C" fn kestrel_vfault(frame: *mut TrapFrame, insn: u32) -> *mut TrapFrame
     if let Some(next) = fast_vfault(frame, insn) {
         return next;
     }
-    // SAFETY: the entry (`__vfault_dcr`) passes the frame it has just completed; the
-    // fast path declined before changing anything the general path depends on.
+    // SAFETY: the entry (`virt::fast`'s `.Lvf_dcr`) passes the frame it has just
+    // completed; the fast path declined before changing anything the general path
+    // depends on.
     unsafe {
         super::trap::dispatch(
             frame,
@@ -116,7 +117,6 @@ extern "C" fn kestrel_vfault(frame: *mut TrapFrame, insn: u32) -> *mut TrapFrame
 fn fast_vfault(frame: *mut TrapFrame, insn: u32) -> Option<*mut TrapFrame> {
     use crate::virt;
     use kestrel_abi::{TracePoint, VirtFault};
-    let t0 = crate::arch::spr::read::<{ ppc440::spr::TBL_R }>();
     let k = kernel();
     let cur = k.current;
     let vi = k.threads.get(cur)?.vcpu;
@@ -156,11 +156,12 @@ fn fast_vfault(frame: *mut TrapFrame, insn: u32) -> Option<*mut TrapFrame> {
         }
     }
     let msg = virt::short_fault_message(k, cur, vi, VirtFault::Instruction, insn, 0)?;
-    // The state every kernel entry from a vCPU establishes (`trap::dispatch`).
+    // The state every kernel entry from a vCPU establishes (`trap::dispatch`), and the
+    // exit's accounting: a SYSCALL_IPC exit until the reply resumes the guest.
     // SAFETY: the entry passes the frame it has just filled.
     let f = unsafe { &mut *frame };
     virt::sync_frame_msr(k, vi, f);
-    virt::emulate::enter(k, vi);
+    virt::emulate::enter(k, vi, TracePoint::SyscallIpc);
     // The delivery, as `ipc::transfer` makes it for a kernel-synthesised message.
     let df = frame_of(k, d);
     df.regs.gpr[3] = me.0;
@@ -173,8 +174,6 @@ fn fast_vfault(frame: *mut TrapFrame, insn: u32) -> Option<*mut TrapFrame> {
     c.fault = FaultWait::VirtFault;
     c.state = State::Receiving;
     c.partner = handler;
-    let cost = crate::arch::spr::read::<{ ppc440::spr::TBL_R }>().wrapping_sub(t0);
-    virt::trace(k, vi, TracePoint::SyscallIpc, cost);
     // `switch_to_native` for the VMM, with the guest time left as `virt::on_native` does
     // when the time base was not moved (checked above).
     k.current = d;
@@ -454,42 +453,10 @@ global_asm!(
     "    stw 17, FAST_VCPU@l(5)",
     "    mr 3, 9",
     "    blr",
-    // The virtualization-fault send path's entry from the program interrupt's assembly
-    // tier (`virt::fast`), for mfdcr/mtdcr: r1 = the vCPU's frame, r3 = the instruction;
-    // r4-r7, CR and CTR are saved in the frame, the guest's r1 and r3 are in SPRG2 and
-    // SPRG3, everything else is live. Completes the frame as the general entry does and
-    // calls `kestrel_vfault`, which returns the frame to resume.
-    "    .global __vfault_dcr",
-    "__vfault_dcr:",
-    "    stw 0, 0(1)",
-    "    mfspr 0, {sprg2}",
-    "    stw 0, 4(1)",
-    "    stw 2, 8(1)",
-    "    mfspr 0, {sprg3}",
-    "    stw 0, 12(1)",
-    "    stmw 8, 32(1)",
-    "    mflr 0",
-    "    stw 0, 132(1)",
-    "    mfxer 0",
-    "    stw 0, 140(1)",
-    "    mfspr 0, {srr0}",
-    "    stw 0, 144(1)",
-    "    mfspr 0, {srr1}",
-    "    stw 0, 148(1)",
-    "    mr 4, 3",
-    "    mr 3, 1",
-    "    li 0, 0",
-    "    stwu 0, -16(1)",
-    "    bl kestrel_vfault",
-    "    b __program_entry_exit",
     frame_msr = const offset_of!(TrapFrame, regs) + offset_of!(kestrel_abi::FrameRegs, msr),
     msr_is = const crate::arch::msr::IS,
     pid = const ppc440::spr::PID,
     sprg1 = const ppc440::spr::SPRG1,
-    sprg2 = const ppc440::spr::SPRG2,
-    sprg3 = const ppc440::spr::SPRG3,
-    srr0 = const ppc440::spr::SRR0,
-    srr1 = const ppc440::spr::SRR1,
     sprg4 = const ppc440::spr::SPRG4,
     first = const kestrel_abi::FIRST_THREAD_NO,
     nthreads = const crate::api::NTHREADS,

@@ -14,7 +14,7 @@ use crate::api::{ipc, kernel, sched, space, syscall, thread, thread::FaultWait, 
 use crate::arch::{esr, msr, spr, tsr, vector, TrapFrame};
 use crate::platform::{self, IrqController};
 use crate::virt::{self, Insn};
-use kestrel_abi::{label, ExceptionClass, MsgTag, Rights, USER_BASE, USER_END};
+use kestrel_abi::{label, ExceptionClass, MsgTag, Rights, TracePoint, USER_BASE, USER_END};
 
 #[no_mangle]
 extern "C" fn kestrel_trap(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame {
@@ -70,7 +70,14 @@ pub unsafe fn dispatch(frame: *mut TrapFrame, vec: u32, insn: Insn) -> *mut Trap
         match vcpu {
             Some(vi) => {
                 virt::sync_frame_msr(k, vi, f);
-                virt::emulate::enter(k, vi);
+                // Host events interrupting the guest are exits of their own classes;
+                // guest exceptions name theirs in `guest_trap`.
+                let tp = match vec {
+                    vector::DECREMENTER => TracePoint::HostTick,
+                    vector::EXTERNAL => TracePoint::HostIrq,
+                    _ => TracePoint::KernelInternal,
+                };
+                virt::emulate::enter(k, vi, tp);
             }
             None => f.regs.msr = msr::USER,
         }

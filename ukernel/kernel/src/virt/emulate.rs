@@ -9,8 +9,8 @@
 //! 11:20 with its two halves swapped.
 
 use super::{
-    deliver_pending, inject, mmu, set_guest_mode, set_timebase, sync_frame_msr, trace, update_dec,
-    virt_fault, Insn, GUEST_MSR_MASK, NO_VCPU,
+    deliver_pending, exit_begin, exit_class, exit_split, inject, mmu, set_guest_mode,
+    set_timebase, sync_frame_msr, update_dec, virt_fault, Insn, GUEST_MSR_MASK, NO_VCPU,
 };
 use crate::api::Kernel;
 use crate::arch::{esr, msr, spr, tcr, tsr, vector, TrapFrame};
@@ -32,11 +32,14 @@ use ppc440::spr::{
 /// DBCR0[ICMP] (instruction-completion single step).
 pub const DBCR0_EVENTS: u32 = dbcr0::IDM | dbcr0::ICMP;
 
-/// Called first on every kernel entry from vCPU thread `cur`, before any host event is
-/// handled: the guest's USPRG0 is a real user register while it runs.
+/// Called first on every kernel entry from vCPU thread `cur` through the general path,
+/// before any host event is handled: the guest's USPRG0 is a real user register while
+/// it runs, and the exit's accounting starts (`virt::exit_begin`; its class is `tp` until
+/// the handler names another).
 #[inline(always)]
-pub fn enter(k: &mut Kernel, vi: usize) {
+pub fn enter(k: &mut Kernel, vi: usize, tp: TracePoint) {
     k.vm.vcpus[vi].s.usprg0 = spr::read::<{ ppc440::spr::USPRG0 }>();
+    exit_begin(k, vi, tp);
     super::pv::pv_in(k, vi);
 }
 
@@ -52,10 +55,8 @@ pub fn guest_trap(
     f: &mut TrapFrame,
     insn: Insn,
 ) -> Option<usize> {
-    // The vCPU's guest time is loaded during the whole exit; should the guest write its
-    // time base in this very exit (mtspr TBL/TBU), the cost leaves out the jump it made
-    // (`Vcpu::tb_jump`), so it is what the kernel's clock (`host_time`) says.
-    let t0 = spr::timebase();
+    // The exit's class (its cost runs from the vector to the return to the guest,
+    // `virt::exit_begin`); paths that leave it `None` set it themselves (`mmu`).
     let mut tp = None;
     let hint = match vec {
         vector::SYSCALL => 'sc: {
@@ -116,6 +117,7 @@ pub fn guest_trap(
             // The guest enabled its FPU: hand it the real one (lazily switched).
             take_fpu(k, vi);
             sync_frame_msr(k, vi, f);
+            tp = Some(TracePoint::KernelInternal);
             None
         }
         vector::FP_UNAVAILABLE | vector::AP_UNAVAILABLE => {
@@ -130,6 +132,7 @@ pub fn guest_trap(
             // The kernel's own single step after an emulated lwarx (split.rs).
             let dbsr = spr::read::<{ ppc440::spr::DBSR }>();
             spr::write::<{ ppc440::spr::DBSR }>(dbsr);
+            tp = Some(TracePoint::KernelInternal);
             super::split::step(k, cur, vi, f)
         }
         vector::DEBUG => {
@@ -145,28 +148,26 @@ pub fn guest_trap(
         _ => {
             let pc = f.regs.ip;
             let insn = mmu::guest_read_u32(k, vi, pc, true).unwrap_or(0);
+            tp = Some(TracePoint::SyscallIpc);
             virt_fault(k, cur, vi, VirtFault::Halt, insn, vec as u64)
         }
     };
     if let Some(tp) = tp {
-        let mut end = spr::timebase();
-        if tp == TracePoint::EmulMtspr {
-            end = end.wrapping_sub(core::mem::take(&mut k.vm.vcpus[vi].tb_jump));
-        }
-        let cost = end.saturating_sub(t0).min(u32::MAX as u64) as u32;
-        trace(k, vi, tp, cost);
+        exit_class(k, vi, tp);
     }
     hint
 }
 
 /// Called last on every kernel entry from vCPU thread `cur`, after the guest exception
 /// or host event was handled: delivers the virtual interrupts the guest can now take,
-/// if the vCPU is still the one to resume.
+/// if the vCPU is still the one to resume. An injection is its own trace point, from
+/// here to the return to the guest (`virt::exit_split`).
 #[inline(always)]
 pub fn leave(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) {
     if k.current == cur && k.threads[cur].runnable() {
+        let t = spr::read::<{ TBL_R }>();
         if let Some(tp) = deliver_pending(k, vi, f) {
-            trace(k, vi, tp, 0);
+            exit_split(k, vi, t, tp);
         }
     }
     super::pv::pv_out(k, vi);
@@ -543,7 +544,9 @@ fn write_spr(k: &mut Kernel, vi: usize, n: u32, val: u32) -> SprWrite {
             };
             set_timebase(after);
             v.tb_offset = v.tb_offset.wrapping_add(after.wrapping_sub(before) as i64);
-            v.tb_jump = after.wrapping_sub(before);
+            // The exit in progress started on the old time base: move its start along,
+            // so its cost leaves the jump out.
+            v.exit_tb = v.exit_tb.wrapping_add(after.wrapping_sub(before) as u32);
             // Deadlines of the virtual decrementer are in guest time: shift them along.
             if v.dec_deadline != 0 {
                 v.dec_deadline = v.dec_deadline.wrapping_add(after.wrapping_sub(before));

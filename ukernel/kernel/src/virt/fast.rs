@@ -1,28 +1,37 @@
 //! The emulation fast paths: the hottest privileged instructions of a guest kernel
-//! (mfmsr, mtmsr, wrtee, wrteei, rfi within one translation space, and mfspr/mtspr of
-//! plain shadow registers) handled straight from the program-interrupt entry, before
-//! the general dispatcher. Anything with a side effect beyond a register copy (timers,
-//! PID, TLB, a possibly pending interrupt) returns `None` and takes the full path in
-//! `emulate.rs`, which has the same semantics; this file only has to be fast and
-//! obviously equivalent.
+//! (mfmsr, mtmsr, wrtee, wrteei, rfi within one translation space,
+//! and mfspr/mtspr of plain shadow registers) handled straight from the program-interrupt
+//! entry, before the general dispatcher. Anything with a side effect beyond a register
+//! copy (timers, PID writes, TLB, a possibly pending interrupt, a change of the guest's
+//! privilege level or translation space) takes the full path in `emulate.rs`, which has
+//! the same semantics; this file only has to be fast and obviously equivalent.
 //!
-//! Two tiers: `__program_fast` (assembly, below) handles mfmsr, mtmsr, wrtee, wrteei,
-//! rfi (when no translation-space/FP/debug/wait bit changes and, if interrupts become
-//! enabled, nothing can be pending) and mfspr/mtspr of SPRG0-3, SRR0/1, ESR, DEAR, for a
-//! guest in
-//! supervisor mode whose instruction page is in the fetch cache, saving only the four
-//! five registers it uses in the thread's frame area, and updates the trace counters. Every
-//! other case restores them and enters the ordinary program-interrupt path, where
-//! [`program`] (Rust) covers mtmsr, wrtee, rfi and the rest before the general emulator.
-//! The assembly addresses `Vcpu` fields by `offset_of!`, so `Vcpu` is `repr(C)`.
+//! Two tiers. `__program_fast` (assembly, below) handles mfmsr, mtmsr, wrtee, wrteei,
+//! rfi (when neither MSR[IS], DS, FP nor DE changes, WE stays clear and, if interrupts
+//! become enabled, nothing can be pending; a change of MSR[PR] loads the PID register
+//! with the TID `mmu` keeps for the current guest PID in the new mode, `Vcpu::hw_tid`), mfspr/mtspr of the SPRs of the
+//! `ppc440` table's `Fast` and `Shadow` classes and mfspr PID ([`SPR_SLOTS`]), for a guest
+//! in supervisor mode whose instruction page is in the fetch cache. It saves the general
+//! registers and CR in the thread's frame (`stmw`: the guest's RT/RS are then frame
+//! words), and updates the trace counters itself (docs/adr/0023-exit-accounting.md: the
+//! exit runs from the vector's time-base read to the one before the `rfi`; GUEST_RUN
+//! gets its count and loses the exit's cost, so the time from the last slow return to
+//! the next slow entry, which `virt::exit_begin` adds, nets out to guest time). Every
+//! other case completes the frame and calls `kestrel_program` as the ordinary entry
+//! would, where [`program`] (Rust) covers the rest of the hot instructions before the
+//! general emulator. The assembly addresses `Vcpu` fields by `offset_of!`, so `Vcpu` is
+//! `repr(C)`.
+//!
+//! `__guest_resume` (also below) ends an exit that went through the general path: every
+//! kernel exit path calls it when the frame it resumes is a vCPU's (`arch::entry`).
 
-use super::{mmu, Insn, Vcpu, NO_VCPU, VCPU_MSR};
+use super::{exit_begin, mmu, trace_at, Insn, Vcpu, NO_VCPU, VCPU_MSR};
 use crate::api::{kernel, Kernel};
 use crate::arch::{esr, msr, spr, tcr, tsr, TrapFrame};
 use core::arch::global_asm;
 use core::mem::offset_of;
 use kestrel_abi::TracePoint;
-use kestrel_abi::VcpuState;
+use kestrel_abi::{TraceCounter, VcpuState};
 use ppc440::decode::{
     self,
     opcd::{X, XL},
@@ -34,8 +43,9 @@ use ppc440::spr::{
 };
 
 /// MSR bits a fast-path MSR write may not change (they need the full path: a new
-/// translation space flushes the shadow TLB; FP/DE change the real MSR).
-const SLOW_MSR_BITS: u32 = msr::IS | msr::DS | msr::FP | msr::DE | msr::WE;
+/// translation space flushes the shadow TLB; FP/DE change the real MSR), plus MSR[PR],
+/// which the assembly tier handles on a side path (the PID register).
+const SLOW_MSR_BITS: u32 = msr::IS | msr::DS | msr::FP | msr::DE | msr::PR;
 
 /// The Rust tier: emulates the program interrupt of the running vCPU and returns the
 /// frame to resume, or returns what `slow` (the general path) returns for it, handing
@@ -65,9 +75,7 @@ fn program_fast(frame: *mut TrapFrame) -> Result<*mut TrapFrame, Insn> {
     if f.regs.msr & VCPU_MSR != VCPU_MSR || spr::read::<{ ppc440::spr::ESR }>() & esr::PPR == 0 {
         return Err(Insn::Unknown);
     }
-    let t0 = spr::read::<{ ppc440::spr::TBL_R }>();
-    let old = k.vm.vcpus[vi].s.msr;
-    if old & msr::PR != 0 {
+    if k.vm.vcpus[vi].s.msr & msr::PR != 0 {
         return Err(Insn::Unknown);
     }
     let pc = f.regs.ip;
@@ -80,28 +88,23 @@ fn program_fast(frame: *mut TrapFrame) -> Result<*mut TrapFrame, Insn> {
         return Err(Insn::Fetched(insn));
     }
     let old = k.vm.vcpus[vi].s.msr;
-    match emulate(k, vi, f, insn, old, t0) {
-        Some(()) => {
+    match emulate(k, vi, f, insn, old) {
+        Some(tp) => {
             if live {
                 super::pv::fast_out(k, vi, old);
             }
+            // The exit ends at the return to the guest (`__guest_resume`).
+            exit_begin(k, vi, tp);
             Ok(frame)
         }
         None => Err(Insn::Fetched(insn)),
     }
 }
 
-/// Emulates `insn` (fetched at the frame's pc) if it is one the fast tier handles; true
-/// when the frame is ready to resume.
+/// Emulates `insn` (fetched at the frame's pc) if it is one the fast tier handles; its
+/// trace point when the frame is ready to resume.
 #[inline(always)]
-fn emulate(
-    k: &mut Kernel,
-    vi: usize,
-    f: &mut TrapFrame,
-    insn: u32,
-    old: u32,
-    t0: u32,
-) -> Option<()> {
+fn emulate(k: &mut Kernel, vi: usize, f: &mut TrapFrame, insn: u32, old: u32) -> Option<TracePoint> {
     let pc = f.regs.ip;
     let rs = decode::RT.get(insn) as usize;
     let (new_msr, next, tp) = match (decode::OPCD.get(insn), decode::XO.get(insn)) {
@@ -194,7 +197,8 @@ fn emulate(
         }
         _ => return None,
     };
-    if (new_msr ^ old) & SLOW_MSR_BITS != 0 {
+    // The Rust tier may switch the privilege level (PID), not the translation space.
+    if (new_msr ^ old) & (SLOW_MSR_BITS & !msr::PR) != 0 || new_msr & msr::WE != 0 {
         return None;
     }
     // Enabling interrupts with one possibly pending: let the full path deliver it.
@@ -211,16 +215,14 @@ fn emulate(
     // QEMU leaves stray bits (even MSR[WE]) in SRR1 on program interrupts: resume
     // with the vCPU's real MSR, never with what the interrupt saved.
     super::sync_frame_msr(k, vi, f);
-    let cost = spr::read::<{ ppc440::spr::TBL_R }>().wrapping_sub(t0);
-    super::trace(k, vi, tp, cost);
-    Some(())
+    Some(tp)
 }
 
 /// Shadow SPRs whose reads and writes are plain copies (no side effects): exactly the
 /// crate's SPR table's classes `Fast` and `Shadow` ([`PLAIN_SPRS`], checked at compile
 /// time); this only says where each lives.
 #[inline(always)]
-fn plain_spr(s: &mut kestrel_abi::VcpuState, n: u32) -> Option<&mut u32> {
+fn plain_spr(s: &mut VcpuState, n: u32) -> Option<&mut u32> {
     Some(match n {
         SRR0 => &mut s.srr0,
         SRR1 => &mut s.srr1,
@@ -240,8 +242,6 @@ fn plain_spr(s: &mut kestrel_abi::VcpuState, n: u32) -> Option<&mut u32> {
 const PLAIN_SPRS: [u32; 13] = [
     SRR0, SRR1, CSRR0, CSRR1, MCSRR0, MCSRR1, SPRG0, SPRG1, SPRG2, SPRG3, ESR, DEAR, MMUCR,
 ];
-/// The SPRs the assembly tier copies (`VF_SPR_OFFSET`): the table's `Fast` class.
-const ASM_SPRS: [u32; 8] = [SPRG0, SPRG1, SPRG2, SPRG3, SRR0, SRR1, ESR, DEAR];
 
 /// Whether `list` is exactly the SPRs of the table whose class is `a` or `b`.
 const fn is_class_set(list: &[u32], a: Emulation, b: Emulation) -> bool {
@@ -266,21 +266,73 @@ const fn is_class_set(list: &[u32], a: Emulation, b: Emulation) -> bool {
     count == list.len()
 }
 
+const _: () = assert!(
+    is_class_set(&PLAIN_SPRS, Emulation::Fast, Emulation::Shadow),
+    "plain SPRs != Fast + Shadow classes"
+);
+
+/// Where the assembly tier finds a shadow SPR: byte offset of the field in `Vcpu`, or
+/// 0 (not handled there); [`SPR_READ_ONLY`] set when only reads are plain (PID: a write
+/// switches the shadow TLB's PID). Built from [`plain_spr`]'s fields.
+const fn spr_slot(n: u32) -> u16 {
+    const S: usize = offset_of!(Vcpu, s);
+    let off = match n {
+        SRR0 => offset_of!(VcpuState, srr0),
+        SRR1 => offset_of!(VcpuState, srr1),
+        CSRR0 => offset_of!(VcpuState, csrr0),
+        CSRR1 => offset_of!(VcpuState, csrr1),
+        MCSRR0 => offset_of!(VcpuState, mcsrr0),
+        MCSRR1 => offset_of!(VcpuState, mcsrr1),
+        SPRG0..=SPRG3 => offset_of!(VcpuState, sprg) + 4 * (n - SPRG0) as usize,
+        ESR => offset_of!(VcpuState, esr),
+        DEAR => offset_of!(VcpuState, dear),
+        MMUCR => offset_of!(VcpuState, mmucr),
+        PID => return (S + offset_of!(VcpuState, pid)) as u16 | SPR_READ_ONLY,
+        _ => return 0,
+    };
+    (S + off) as u16
+}
+
+/// [`spr_slot`]'s flag: writes take the Rust tier.
+const SPR_READ_ONLY: u16 = 0x8000;
+
+/// [`spr_slot`] of every SPR, indexed by the instruction's raw SPR field (bits 11:20,
+/// the number's two 5-bit halves swapped), so the assembly needs one `rlwinm` to index
+/// it: `SPR_SLOTS[(n & 31) << 5 | n >> 5] == spr_slot(n)`.
+#[no_mangle]
+static SPR_SLOTS: [u16; 1024] = {
+    let mut t = [0u16; 1024];
+    let mut n = 0;
+    while n < 1024 {
+        t[((n & 31) << 5 | n >> 5) as usize] = spr_slot(n);
+        n += 1;
+    }
+    t
+};
+
 const _: () = {
-    assert!(
-        is_class_set(&ASM_SPRS, Emulation::Fast, Emulation::Fast),
-        "asm tier != Fast class"
-    );
-    assert!(
-        is_class_set(&PLAIN_SPRS, Emulation::Fast, Emulation::Shadow),
-        "Rust tier != Fast + Shadow classes"
-    );
-    // VF_SPR_OFFSET maps SPRG0-3 by subtraction from SPRG0.
-    assert!(SPRG1 == SPRG0 + 1 && SPRG2 == SPRG0 + 2 && SPRG3 == SPRG0 + 3);
+    // The slots are exactly the plain SPRs (reads and writes) plus PID (reads only).
+    let mut n = 0;
+    let mut found = 0;
+    while n < 1024 {
+        let slot = spr_slot(n);
+        if slot != 0 {
+            assert!(slot & !SPR_READ_ONLY < SPR_READ_ONLY && slot & 3 == 0);
+            let plain = match emulation(n) {
+                Emulation::Fast | Emulation::Shadow => true,
+                _ => false,
+            };
+            assert!(plain == (slot & SPR_READ_ONLY == 0));
+            assert!(plain || n == PID);
+            found += 1;
+        }
+        n += 1;
+    }
+    assert!(found == PLAIN_SPRS.len() + 1);
 };
 
 /// Whether an interrupt could become deliverable when the guest enables interrupts.
-fn maybe_pending(s: &kestrel_abi::VcpuState, dec_deadline: u64) -> bool {
+fn maybe_pending(s: &VcpuState, dec_deadline: u64) -> bool {
     s.irq_line != 0
         || s.crit_line != 0
         || s.tsr & (tsr::DIS | tsr::FIS | tsr::WIS) != 0
@@ -289,7 +341,7 @@ fn maybe_pending(s: &kestrel_abi::VcpuState, dec_deadline: u64) -> bool {
 }
 
 /// Address of the running vCPU's `Vcpu`, or 0 when a native thread runs; read by
-/// `__program_fast`.
+/// `__program_fast` and `__guest_resume`.
 #[no_mangle]
 static mut FAST_VCPU: usize = 0;
 
@@ -301,501 +353,423 @@ pub fn set_current(v: Option<&Vcpu>) {
         .filter(|v| !v.pv.live)
         .map_or(0, |v| v as *const Vcpu as usize);
     // SAFETY: single CPU, interrupts off in the kernel; only the scheduler writes it
-    // and only `__program_fast` (running with interrupts off) reads it.
+    // and only the assembly below (running with interrupts off) reads it.
     unsafe { *core::ptr::addr_of_mut!(FAST_VCPU) = a };
 }
 
 const STATE: usize = offset_of!(Vcpu, s);
-// The assembly tests these with one `andi.`/`andis.` each: each mask must sit in one half.
-const _: () = assert!(SLOW_MSR_BITS & 0xffff & !(msr::FP | msr::DE | msr::IS | msr::DS) == 0);
-const _: () = assert!(SLOW_MSR_BITS >> 16 << 16 == msr::WE);
-const _: () = assert!(msr::CE & 0xffff == 0 && esr::PPR & 0xffff == 0 && msr::EE >> 16 == 0);
+
+/// The assembly's opcode key of an instruction with primary opcode `opcd`, extended
+/// opcode `xo` and Rc = 0: bits 0-5 and 21-31 of the word rotated left by 6, i.e.
+/// `XO << 7 | Rc << 6 | OPCD` (`rlwinm 5, insn, 6, 15, 31`).
+const fn key(opcd: u32, xo: u32) -> u32 {
+    let word = decode::OPCD.put(opcd) | decode::XO.put(xo);
+    let k = word.rotate_left(6) & 0x1_ffff;
+    assert!(k == xo << 7 | opcd && k <= 0xffff, "key must fit cmplwi's immediate");
+    k
+}
+const GUEST_RUN: usize = trace_at(TracePoint::GuestRun) as usize;
+// The assembly tests these with one `andi.`/`andis.`/`rlwinm.` each.
+const _: () = assert!(SLOW_MSR_BITS >> 16 == 0 && msr::WE & 0xffff == 0);
+const _: () = assert!(msr::CE & 0xffff == 0 && msr::EE >> 16 == 0);
+// `rlwinm. 0, 4, 0, ce_bit, ee_bit` tests CE..EE: nothing else the guest MSR can hold
+// lies between them.
+const _: () = assert!(
+    msr::CE.leading_zeros() < msr::EE.leading_zeros()
+        && super::GUEST_MSR_MASK
+            & ((msr::CE << 1) - 1)
+            & !(msr::EE - 1)
+            & !(msr::CE | msr::EE)
+            == 0
+);
+// wrteei's E field sits where MSR[EE] does: `andi.` of the instruction is the new EE.
+const _: () = assert!(decode::E.mask() == msr::EE);
 const _: () = assert!((tsr::DIS | tsr::FIS | tsr::WIS | tcr::FIE | tcr::WIE) & 0xffff == 0);
 const _: () = assert!((VCPU_MSR | msr::FP | msr::DE | msr::PR | msr::IS) >> 16 == 0);
+// Offsets in `li`/`lwz` displacements; the counter layout the assembly updates.
 const _: () = assert!(
-    offset_of!(Vcpu, trace) < 32768 && core::mem::size_of::<kestrel_abi::TraceCounter>() == 20
+    GUEST_RUN + 12 < 32768 && offset_of!(Vcpu, exit_at) < 32768 && offset_of!(Vcpu, hw_tid) < 32768
+);
+// `Vcpu::hw_tid` is read as two words (kernel mode, user mode), `tids` as bytes at
+// `mmu::tid_key(pid, privileged)`, the fetch cache's global flag as a byte.
+const _: () = {
+    let v = Vcpu::EMPTY;
+    let _: [u32; 2] = v.hw_tid;
+    let _: [u8; 512] = v.tids;
+    let _: bool = v.fetch_global;
+    assert!(mmu::tid_key(0x12, false) == 0x24 && mmu::tid_key(0x12, true) == 0x25);
+    assert!(offset_of!(Vcpu, tids) + 512 < 32768 && offset_of!(Vcpu, fetch_global) < 32768);
+};
+const _: () = assert!(
+    core::mem::size_of::<TraceCounter>() == 12
+        && offset_of!(TraceCounter, count) == 0
+        && offset_of!(TraceCounter, sum_lo) == 4
+        && offset_of!(TraceCounter, sum_hi) == 8
 );
 
 global_asm!(
     "    .section .text.vfast, \"ax\"",
-    // VF_SPR_OFFSET: r3 = instruction; r4 = offset of the named shadow SPR in `Vcpu`
-    // (SPRG0-3, SRR0/1, ESR, DEAR), or leave for the slow path. Clobbers r5.
-    // VF_READ_RS: r3 = instruction; jumps through `.Lvf_rtab` with the value of the
-    // instruction's RS register in r5, continuing at `.Lvf_have_rs`. Clobbers r3, r4, CTR.
-    "    .macro VF_READ_RS",
-    "    rlwinm 4, 3, 11, 27, 31",
-    "    slwi 4, 4, 3",
-    "    lis 3, .Lvf_rtab@ha",
-    "    addi 3, 3, .Lvf_rtab@l",
-    "    add 4, 4, 3",
-    "    mtctr 4",
-    "    bctr",
-    "    .endm",
-    "    .macro VF_SPR_OFFSET",
-    "    rlwinm 4, 3, 21, 27, 31",
-    "    rlwinm 5, 3, 16, 27, 31",
-    "    rlwimi 5, 4, 5, 22, 26",
-    "    addi 4, 5, -{n_sprg0}",
-    "    cmplwi 4, 3",
-    "    bgt 1f",
-    "    slwi 4, 4, 2",
-    "    addi 4, 4, {sprg0}",
-    "    b 2f",
-    "1:  cmpwi 5, {n_srr0}",
-    "    li 4, {srr0}",
-    "    beq 2f",
-    "    cmpwi 5, {n_srr1}",
-    "    li 4, {srr1}",
-    "    beq 2f",
-    "    cmpwi 5, {n_esr}",
-    "    li 4, {esr}",
-    "    beq 2f",
-    "    cmpwi 5, {n_dear}",
-    "    li 4, {dear}",
-    "    beq 2f",
-    "    b .Lvf_slow",
-    "2:",
-    "    .endm",
+    // Entry from the program vector's stub: the general registers are in the frame r1
+    // (SPRG1) except r1 (guest r1 in SPRG2, its slot holds the frame address) and r3 (its
+    // slot is right, the register holds t0, the time base at the vector).
     "    .global __program_fast",
     "__program_fast:",
-    "    mfspr 1, {n_sprg1}",
-    "    stw 4, 16(1)",
-    "    stw 5, 20(1)",
-    "    stw 6, 24(1)",
-    "    stw 7, 28(1)",
+    "    mfspr 4, {n_sprg2}",
+    "    stw 4, 4(1)",
     "    mfcr 4",
     "    stw 4, 128(1)",
-    "    mfctr 4",
-    "    stw 4, 136(1)",
-    "    mfspr 4, {n_tbl}",
-    "    stw 4, 32(1)",
-    "    mfspr 4, {n_srr1}",
-    "    andi. 4, 4, {pr_is}",
-    "    cmpwi 4, {pr_is}",
-    "    bne .Lvf_slow",
-    "    mfspr 4, {n_esr}",
-    "    andis. 4, 4, {esr_ppr_hi}",
-    "    beq .Lvf_slow",
+    // r28 = SRR1; r6 = the running vCPU if the assembly tier may handle it (else 0),
+    // r7 = its guest MSR (guest supervisor only).
+    "    mfspr 28, {n_srr1}",
     "    lis 6, FAST_VCPU@ha",
     "    lwz 6, FAST_VCPU@l(6)",
     "    cmpwi 6, 0",
-    "    beq .Lvf_slow",
-    "    lwz 4, {msr}(6)",
-    "    andi. 4, 4, {msr_pr}",
-    "    bne .Lvf_slow",
-    "    mfspr 3, {n_srr0}",
-    "    addi 5, 3, 4",
-    "    stw 5, 44(1)",
-    "    rlwinm 4, 3, 0, 0, 19",
-    "    ori 4, 4, 1",
-    "    lwz 5, {fpage}(6)",
-    "    cmpw 4, 5",
-    "    bne .Lvf_slow",
-    "    lwz 5, {fhost}(6)",
-    "    rlwinm 4, 3, 0, 20, 31",
-    "    lwzx 3, 5, 4",
-    "    rlwinm 4, 3, 6, 26, 31",
-    "    cmpwi 4, {op_xl}",
-    "    beq .Lvf_op19",
-    "    cmpwi 4, {op_x}",
-    "    bne .Lvf_slow",
-    "    rlwinm 4, 3, 31, 22, 31",
-    "    cmpwi 4, {xo_mfmsr}",
-    "    beq .Lvf_mfmsr",
-    "    cmpwi 4, {xo_mfspr}",
-    "    beq .Lvf_mfspr",
-    "    cmpwi 4, {xo_mtspr}",
-    "    beq .Lvf_mtspr",
-    "    cmpwi 4, {xo_wrteei}",
-    "    beq .Lvf_wrteei",
-    "    cmpwi 4, {xo_mtmsr}",
-    "    beq .Lvf_mtmsr",
-    "    cmpwi 4, {xo_wrtee}",
-    "    beq .Lvf_wrtee",
-    // mfdcr/mtdcr go to the VMM: the virtualization-fault fast path (`glue::fastpath`).
-    "    cmpwi 4, {xo_mfdcr}",
-    "    beq .Lvf_dcr",
-    "    cmpwi 4, {xo_mtdcr}",
-    "    bne .Lvf_slow",
-    ".Lvf_dcr:",
-    "    b __vfault_dcr",
-    ".Lvf_op19:",
-    "    rlwinm 4, 3, 31, 22, 31",
-    "    cmpwi 4, {xo_rfi}",
-    "    bne .Lvf_slow",
-    "    lwz 5, {srr0}(6)",
-    "    stw 5, 44(1)",
-    "    li 4, {tp_rfi}",
-    "    stw 4, 36(1)",
+    "    beq- .Lvf_not_fast",
     "    lwz 7, {msr}(6)",
-    "    lwz 5, {srr1}(6)",
-    "    lis 4, {mask_hi}",
-    "    ori 4, 4, {mask_lo}",
-    "    and 5, 5, 4",
-    "    b .Lvf_newmsr",
-    ".Lvf_mfmsr:",
-    "    li 4, {tp_mfmsr}",
-    "    stw 4, 36(1)",
-    "    lwz 5, {msr}(6)",
-    "    b .Lvf_write_rt",
-    ".Lvf_mfspr:",
-    "",
-    "    VF_SPR_OFFSET",
-    "    lwzx 5, 6, 4",
-    "    li 4, {tp_mfspr}",
-    "    stw 4, 36(1)",
-    "    b .Lvf_write_rt",
-    ".Lvf_mtspr:",
-    "",
-    "    VF_SPR_OFFSET",
-    "    stw 4, 40(1)",
-    "    li 4, {tp_mtspr}",
-    "    stw 4, 36(1)",
-    "",
-    "    VF_READ_RS",
-    ".Lvf_mtmsr:",
-    "    li 4, -1",
-    "    stw 4, 40(1)",
-    "    li 4, {tp_mtmsr}",
-    "    stw 4, 36(1)",
-    "",
-    "    VF_READ_RS",
+    "    andi. 0, 7, {msr_pr}",
+    "    bne- .Lvf_slow",
+    // r27 = the instruction at pc, through the fetch cache (guest page | 1);
+    // r30 = pc + 4.
+    "    mfspr 30, {n_srr0}",
+    "    lwz 5, {fpage}(6)",
+    "    xor 5, 5, 30",
+    "    rlwinm. 5, 5, 0, 0, 19",
+    "    bne- .Lvf_slow",
+    "    lwz 5, {fhost}(6)",
+    "    rlwinm 4, 30, 0, 20, 31",
+    "    lwzx 27, 5, 4",
+    "    addi 30, 30, 4",
+    // r29 = 4 * RT (= RS): the offset of the guest's register in the frame. r5 = the
+    // instruction's XO << 7 | Rc << 6 | OPCD (one rotate): each compare below checks the
+    // whole opcode at once.
+    "    rlwinm 29, 27, 13, 25, 29",
+    "    rlwinm 5, 27, 6, 15, 31",
+    "    cmplwi 5, {key_mfspr}",
+    "    beq .Lvf_mfspr",
+    "    cmplwi 5, {key_mtspr}",
+    "    beq .Lvf_mtspr",
+    "    cmplwi 5, {key_rfi}",
+    "    beq .Lvf_rfi",
+    "    cmplwi 5, {key_mtmsr}",
+    "    beq .Lvf_mtmsr",
+    "    cmplwi 5, {key_mfmsr}",
+    "    beq .Lvf_mfmsr",
+    "    cmplwi 5, {key_wrtee}",
+    "    beq .Lvf_wrtee",
+    "    cmplwi 5, {key_wrteei}",
+    "    beq .Lvf_wrteei",
+    // mfdcr/mtdcr go to the VMM: the virtualization-fault fast path (`glue::fastpath`).
+    "    cmplwi 5, {key_mfdcr}",
+    "    beq .Lvf_dcr",
+    "    cmplwi 5, {key_mtdcr}",
+    "    beq .Lvf_dcr",
+    "    b .Lvf_slow",
+    // wrteei / wrtee: r5 = the new MSR[EE] (CR0: whether it is set), r8 = the trace
+    // point's counter (offset in Vcpu). Only EE changes: clearing it needs no check.
+    ".Lvf_wrteei:",
+    "    li 8, {tp_wrteei}",
+    "    andi. 5, 27, {msr_ee}",
+    "    b .Lvf_ee",
     ".Lvf_wrtee:",
-    "    li 4, -2",
-    "    stw 4, 40(1)",
-    "    li 4, {tp_wrtee}",
-    "    stw 4, 36(1)",
-    "",
-    "    VF_READ_RS",
-    ".Lvf_have_rs:",
-    "    lwz 4, 40(1)",
-    "    cmpwi 4, 0",
-    "    blt 1f",
-    "    stwx 5, 6, 4",
-    "    b .Lvf_finish",
-    "1:  lwz 7, {msr}(6)",
-    "    cmpwi 4, -1",
-    "    bne 2f",
-    "    lis 4, {mask_hi}",
-    "    ori 4, 4, {mask_lo}",
-    "    and 5, 5, 4",
-    "    b .Lvf_newmsr",
-    "2:  andi. 5, 5, {msr_ee}",
+    "    lwzx 5, 29, 1",
+    "    li 8, {tp_wrtee}",
+    "    andi. 5, 5, {msr_ee}",
+    ".Lvf_ee:",
     "    rlwinm 4, 7, 0, {ee_bit} + 1, {ee_bit} - 1",
     "    or 5, 5, 4",
-    ".Lvf_newmsr:",
+    "    beq .Lvf_store_msr",
+    "    andc. 4, 5, 7",
+    "    bne- .Lvf_pending",
+    "    b .Lvf_store_msr",
+    ".Lvf_mfmsr:",
+    "    stwx 7, 29, 1",
+    "    li 8, {tp_mfmsr}",
+    "    b .Lvf_done",
+    ".Lvf_mfspr:",
+    "    rlwinm 4, 27, 22, 21, 30",
+    "    lis 5, SPR_SLOTS@ha",
+    "    add 4, 4, 5",
+    "    lhz 4, SPR_SLOTS@l(4)",
+    "    rlwinm. 4, 4, 0, 17, 31",
+    "    beq- .Lvf_slow",
+    "    lwzx 5, 6, 4",
+    "    stwx 5, 29, 1",
+    "    li 8, {tp_mfspr}",
+    "    b .Lvf_done",
+    ".Lvf_mtspr:",
+    "    rlwinm 4, 27, 21, 22, 31",
+    "    cmplwi 4, {raw_pid}",
+    "    beq .Lvf_mtpid",
+    "    rlwinm 4, 27, 22, 21, 30",
+    "    lis 5, SPR_SLOTS@ha",
+    "    add 4, 4, 5",
+    "    lha 4, SPR_SLOTS@l(4)",
+    "    cmpwi 4, 0",
+    "    ble- .Lvf_slow",
+    "    lwzx 5, 29, 1",
+    "    stwx 5, 6, 4",
+    "    li 8, {tp_mtspr}",
+    "    b .Lvf_done",
+    // mtspr PID: the guest's address-space switch (KUAP does one around every user
+    // access), as `mmu::guest_pid_switch`: load the TIDs `mmu` holds for the new guest
+    // PID in both modes (0: none yet, the next access misses and allocates one) into
+    // `Vcpu::hw_tid` and the PID register (guest kernel mode), and drop the fetch cache
+    // unless its page translates alike under every PID.
+    ".Lvf_mtpid:",
+    "    lwzx 5, 29, 1",
+    "    rlwinm 10, 5, 1, 23, 30",
+    "    rlwinm 5, 5, 0, 24, 31",
+    "    stw 5, {pid}(6)",
+    "    add 10, 10, 6",
+    "    lbz 4, {tids} + 1(10)",
+    "    lbz 9, {tids}(10)",
+    "    stw 4, {hw_tid_kernel}(6)",
+    "    stw 9, {hw_tid_user}(6)",
+    "    mtspr {n_pid}, 4",
+    "    lbz 9, {fglobal}(6)",
+    "    li 8, {tp_mtspr}",
+    "    cmpwi 9, 0",
+    "    bne .Lvf_done",
+    "    stw 9, {fpage}(6)",
+    "    b .Lvf_done",
+    // rfi: continue at SRR0 with MSR = SRR1.
+    ".Lvf_rfi:",
+    "    lwz 30, {srr0}(6)",
+    "    lwz 5, {srr1}(6)",
+    "    li 8, {tp_rfi}",
+    "    b 1f",
+    ".Lvf_mtmsr:",
+    "    lwzx 5, 29, 1",
+    "    li 8, {tp_mtmsr}",
+    "1:  lis 4, {mask_hi}",
+    "    ori 4, 4, {mask_lo}",
+    "    and 5, 5, 4",
+    // A new guest MSR r5 (old r7): only if no slow bit changes (a change of MSR[PR]
+    // alone loads the PID register, below), WE stays clear and whatever interrupt it
+    // enables cannot be pending.
     "    xor 4, 5, 7",
-    "    andi. 3, 4, {slow_lo}",
-    "    bne .Lvf_slow",
-    "    andis. 3, 5, {slow_hi}",
-    "    bne .Lvf_slow",
-    "    andc 3, 5, 7",
-    "    andi. 4, 3, {msr_ee}",
-    "    bne .Lvf_pending",
-    "    andis. 4, 3, {msr_ce_hi}",
-    "    beq .Lvf_store_msr",
-    ".Lvf_pending:",
-    "    lwz 3, {irq}(6)",
-    "    lwz 4, {crit}(6)",
-    "    or. 3, 3, 4",
-    "    bne .Lvf_slow",
-    "    lwz 3, {tsr}(6)",
-    "    andis. 3, 3, {tsr_pending_hi}",
-    "    bne .Lvf_slow",
-    "    lwz 3, {tcr}(6)",
-    "    andis. 3, 3, {tcr_pending_hi}",
-    "    bne .Lvf_slow",
-    "    lwz 3, {dec}(6)",
-    "    lwz 4, {dec_lo}(6)",
-    "    or. 3, 3, 4",
-    "    beq .Lvf_store_msr",
-    "    lwz 3, {dec}(6)",
-    "    mfspr 4, {n_tbu}",
-    "    cmplw 3, 4",
-    "    blt .Lvf_slow",
-    "    bgt .Lvf_store_msr",
-    "    lwz 3, {dec_lo}(6)",
-    "    mfspr 4, {n_tbl}",
-    "    cmplw 3, 4",
-    "    ble .Lvf_slow",
+    "    andi. 0, 4, {slow_lo}",
+    "    bne- .Lvf_slow_bits",
+    ".Lvf_no_slow_bits:",
+    "    andis. 0, 5, {we_hi}",
+    "    bne- .Lvf_slow",
+    "    andc 4, 5, 7",
+    "    rlwinm. 0, 4, 0, {ce_bit}, {ee_bit}",
+    "    bne- .Lvf_pending",
     ".Lvf_store_msr:",
     "    stw 5, {msr}(6)",
-    "    xor 4, 5, 7",
-    "    andi. 4, 4, {msr_pr}",
-    "    beq .Lvf_finish",
-    "    andi. 4, 5, {msr_pr}",
-    "    lwz 4, {hw_tid_kernel}(6)",
-    "    beq 1f",
-    "    lwz 4, {hw_tid_user}(6)",
-    "1:  mtspr {n_pid}, 4",
-    "    b .Lvf_finish",
-    ".Lvf_wrteei:",
-    "    andi. 4, 3, {wrteei_e}",
-    "    lwz 5, {msr}(6)",
-    "    beq 1f",
-    "    andi. 4, 5, {msr_ee}",
-    "    bne 2f",
-    "    b .Lvf_slow",
-    "1:  rlwinm 5, 5, 0, {ee_bit} + 1, {ee_bit} - 1",
-    "    stw 5, {msr}(6)",
-    "2:  li 4, {tp_wrteei}",
-    "    stw 4, 36(1)",
-    "    b .Lvf_finish",
-    ".Lvf_write_rt:",
-    "    rlwinm 4, 3, 11, 27, 31",
-    "    slwi 4, 4, 3",
-    "    lis 3, .Lvf_wtab@ha",
-    "    addi 3, 3, .Lvf_wtab@l",
-    "    add 4, 4, 3",
-    "    mtctr 4",
-    "    bctr",
-    ".Lvf_finish:",
-    "    lwz 5, 44(1)",
-    "    mtspr {n_srr0}, 5",
-    "    mfspr 5, {n_srr1}",
-    "    andi. 5, 5, {srr1_keep}",
-    "    mtspr {n_srr1}, 5",
-    "    lwz 4, 36(1)",
-    "    mulli 4, 4, 20",
-    "    add 4, 4, 6",
-    "    addi 4, 4, {trace}",
-    "    mfspr 5, {n_tbl}",
-    "    lwz 3, 32(1)",
-    "    subf 5, 3, 5",
-    "    lwz 3, 0(4)",
-    "    cmpwi 3, 0",
-    "    addi 3, 3, 1",
-    "    stw 3, 0(4)",
-    "    beq 1f",
-    "    lwz 3, 4(4)",
-    "    cmplw 5, 3",
-    "    bge 2f",
-    "1:  stw 5, 4(4)",
-    "2:  lwz 3, 8(4)",
-    "    cmplw 5, 3",
-    "    ble 3f",
-    "    stw 5, 8(4)",
-    "3:  lwz 3, 12(4)",
-    "    add 3, 3, 5",
-    "    stw 3, 12(4)",
-    "    cmplw 3, 5",
-    "    bge 4f",
-    "    lwz 3, 16(4)",
-    "    addi 3, 3, 1",
-    "    stw 3, 16(4)",
-    "4:  lwz 4, 136(1)",
-    "    mtctr 4",
+    // Resume at r30 with the vCPU's MSR (QEMU leaves stray bits, even MSR[WE], in
+    // SRR1 on program interrupts), then account: r9 = the exit's cost from t0 (r3) to
+    // now; counter r8 gets one exit of that cost, GUEST_RUN one entry and minus the
+    // cost. `lmw`/`stmw` move a counter (count, sum low, sum high) in one instruction
+    // each; r29-r31 are no longer needed.
+    ".Lvf_done:",
+    "    mtspr {n_srr0}, 30",
+    "    andi. 28, 28, {srr1_keep}",
+    "    mtspr {n_srr1}, 28",
+    "    mfspr 9, {n_tbl}",
+    "    subf 9, 3, 9",
+    "    add 8, 8, 6",
+    "    lmw 29, 0(8)",
+    "    addi 29, 29, 1",
+    "    add 30, 30, 9",
+    "    cmplw 30, 9",
+    "    bge+ 2f",
+    "    addi 31, 31, 1",
+    "2:  stmw 29, 0(8)",
+    "    lmw 29, {gr}(6)",
+    "    addi 29, 29, 1",
+    "    cmplw 30, 9",
+    "    subf 30, 9, 30",
+    "    bge+ 3f",
+    "    addi 31, 31, -1",
+    "3:  stmw 29, {gr}(6)",
     "    lwz 4, 128(1)",
     "    mtcr 4",
-    "    lwz 4, 16(1)",
-    "    lwz 5, 20(1)",
-    "    lwz 6, 24(1)",
-    "    lwz 7, 28(1)",
-    "    mfspr 3, {n_sprg3}",
-    "    mfspr 1, {n_sprg2}",
+    "    lwz 0, 0(1)",
+    "    lmw 2, 8(1)",
+    "    lwz 1, 4(1)",
     "    rfi",
-    ".Lvf_slow:",
+    // A slow MSR bit changes: fine if it is MSR[PR] alone (guest kernel <-> user: load
+    // the PID register with the hardware TID of the current guest PID in the new mode,
+    // `Vcpu::hw_tid`, 0 = none yet: the next access misses and allocates one).
+    ".Lvf_slow_bits:",
+    "    andi. 0, 4, {slow_lo} & ~{msr_pr}",
+    "    bne- .Lvf_slow",
+    "    andis. 0, 5, {we_hi}",
+    "    bne- .Lvf_slow",
+    "    andc 4, 5, 7",
+    "    rlwinm. 0, 4, 0, {ce_bit}, {ee_bit}",
+    "    bne- .Lvf_slow",
+    "    andi. 0, 5, {msr_pr}",
+    "    lwz 4, {hw_tid_kernel}(6)",
+    "    beq 4f",
+    "    lwz 4, {hw_tid_user}(6)",
+    "4:  mtspr {n_pid}, 4",
+    "    b .Lvf_store_msr",
+    // Interrupts become enabled: stay fast only if nothing can be pending.
+    ".Lvf_pending:",
+    "    lwz 4, {irq}(6)",
+    "    lwz 0, {crit}(6)",
+    "    or. 4, 4, 0",
+    "    bne- .Lvf_slow",
+    "    lwz 4, {tsr}(6)",
+    "    andis. 4, 4, {tsr_pending_hi}",
+    "    bne- .Lvf_slow",
+    "    lwz 4, {tcr}(6)",
+    "    andis. 4, 4, {tcr_pending_hi}",
+    "    bne- .Lvf_slow",
+    "    lwz 4, {dec}(6)",
+    "    lwz 0, {dec_lo}(6)",
+    "    or. 4, 4, 0",
+    "    beq .Lvf_store_msr",
+    "    lwz 4, {dec}(6)",
+    "    mfspr 0, {n_tbu}",
+    "    cmplw 4, 0",
+    "    blt- .Lvf_slow",
+    "    bgt .Lvf_store_msr",
+    "    lwz 4, {dec_lo}(6)",
+    "    mfspr 0, {n_tbl}",
+    "    cmplw 4, 0",
+    "    ble- .Lvf_slow",
+    "    b .Lvf_store_msr",
+    // Not for the assembly tier: a native thread or the kernel itself (translation
+    // space 0) restores everything and takes the general entry, which picks the right
+    // frame; a vCPU continues below.
+    ".Lvf_not_fast:",
+    "    andi. 0, 28, {msr_is}",
+    "    bne .Lvf_slow",
     "    lwz 4, 128(1)",
     "    mtcr 4",
-    "    lwz 4, 136(1)",
-    "    mtctr 4",
-    "    lwz 4, 16(1)",
-    "    lwz 5, 20(1)",
-    "    lwz 6, 24(1)",
-    "    lwz 7, 28(1)",
+    "    lwz 3, 12(1)",
+    "    mtspr {n_sprg3}, 3",
+    "    lwz 0, 0(1)",
+    "    lmw 2, 8(1)",
     "    mfspr 1, {n_sprg2}",
     "    li 3, {vec_program}",
     "    b __program_entry",
-    "    .balign 8",
-    ".Lvf_rtab:",
-    "    mr 5, 0",
-    "    b .Lvf_have_rs",
-    "    mfspr 5, {n_sprg2}",
-    "    b .Lvf_have_rs",
-    "    mr 5, 2",
-    "    b .Lvf_have_rs",
-    "    mfspr 5, {n_sprg3}",
-    "    b .Lvf_have_rs",
-    "    lwz 5, 16(1)",
-    "    b .Lvf_have_rs",
-    "    lwz 5, 20(1)",
-    "    b .Lvf_have_rs",
-    "    lwz 5, 24(1)",
-    "    b .Lvf_have_rs",
-    "    lwz 5, 28(1)",
-    "    b .Lvf_have_rs",
-    "    mr 5, 8",
-    "    b .Lvf_have_rs",
-    "    mr 5, 9",
-    "    b .Lvf_have_rs",
-    "    mr 5, 10",
-    "    b .Lvf_have_rs",
-    "    mr 5, 11",
-    "    b .Lvf_have_rs",
-    "    mr 5, 12",
-    "    b .Lvf_have_rs",
-    "    mr 5, 13",
-    "    b .Lvf_have_rs",
-    "    mr 5, 14",
-    "    b .Lvf_have_rs",
-    "    mr 5, 15",
-    "    b .Lvf_have_rs",
-    "    mr 5, 16",
-    "    b .Lvf_have_rs",
-    "    mr 5, 17",
-    "    b .Lvf_have_rs",
-    "    mr 5, 18",
-    "    b .Lvf_have_rs",
-    "    mr 5, 19",
-    "    b .Lvf_have_rs",
-    "    mr 5, 20",
-    "    b .Lvf_have_rs",
-    "    mr 5, 21",
-    "    b .Lvf_have_rs",
-    "    mr 5, 22",
-    "    b .Lvf_have_rs",
-    "    mr 5, 23",
-    "    b .Lvf_have_rs",
-    "    mr 5, 24",
-    "    b .Lvf_have_rs",
-    "    mr 5, 25",
-    "    b .Lvf_have_rs",
-    "    mr 5, 26",
-    "    b .Lvf_have_rs",
-    "    mr 5, 27",
-    "    b .Lvf_have_rs",
-    "    mr 5, 28",
-    "    b .Lvf_have_rs",
-    "    mr 5, 29",
-    "    b .Lvf_have_rs",
-    "    mr 5, 30",
-    "    b .Lvf_have_rs",
-    "    mr 5, 31",
-    "    b .Lvf_have_rs",
-    ".Lvf_wtab:",
-    "    mr 0, 5",
-    "    b .Lvf_finish",
-    "    mtspr {n_sprg2}, 5",
-    "    b .Lvf_finish",
-    "    mr 2, 5",
-    "    b .Lvf_finish",
-    "    mtspr {n_sprg3}, 5",
-    "    b .Lvf_finish",
-    "    stw 5, 16(1)",
-    "    b .Lvf_finish",
-    "    stw 5, 20(1)",
-    "    b .Lvf_finish",
-    "    stw 5, 24(1)",
-    "    b .Lvf_finish",
-    "    stw 5, 28(1)",
-    "    b .Lvf_finish",
-    "    mr 8, 5",
-    "    b .Lvf_finish",
-    "    mr 9, 5",
-    "    b .Lvf_finish",
-    "    mr 10, 5",
-    "    b .Lvf_finish",
-    "    mr 11, 5",
-    "    b .Lvf_finish",
-    "    mr 12, 5",
-    "    b .Lvf_finish",
-    "    mr 13, 5",
-    "    b .Lvf_finish",
-    "    mr 14, 5",
-    "    b .Lvf_finish",
-    "    mr 15, 5",
-    "    b .Lvf_finish",
-    "    mr 16, 5",
-    "    b .Lvf_finish",
-    "    mr 17, 5",
-    "    b .Lvf_finish",
-    "    mr 18, 5",
-    "    b .Lvf_finish",
-    "    mr 19, 5",
-    "    b .Lvf_finish",
-    "    mr 20, 5",
-    "    b .Lvf_finish",
-    "    mr 21, 5",
-    "    b .Lvf_finish",
-    "    mr 22, 5",
-    "    b .Lvf_finish",
-    "    mr 23, 5",
-    "    b .Lvf_finish",
-    "    mr 24, 5",
-    "    b .Lvf_finish",
-    "    mr 25, 5",
-    "    b .Lvf_finish",
-    "    mr 26, 5",
-    "    b .Lvf_finish",
-    "    mr 27, 5",
-    "    b .Lvf_finish",
-    "    mr 28, 5",
-    "    b .Lvf_finish",
-    "    mr 29, 5",
-    "    b .Lvf_finish",
-    "    mr 30, 5",
-    "    b .Lvf_finish",
-    "    mr 31, 5",
-    "    b .Lvf_finish",
-    n_sprg0 = const SPRG0,
-    n_sprg1 = const SPRG1,
+    // Not ours, from a vCPU: the frame has the GPRs and CR; complete it as the general
+    // entry would (nothing above touched LR, CTR or XER), hand the entry time over and
+    // call the program-interrupt handler.
+    ".Lvf_slow:",
+    "    lis 4, ENTRY_TB@ha",
+    "    stw 3, ENTRY_TB@l(4)",
+    "    mflr 3",
+    "    stw 3, 132(1)",
+    "    mfctr 3",
+    "    stw 3, 136(1)",
+    "    mfxer 3",
+    "    stw 3, 140(1)",
+    "    mfspr 3, {n_srr0}",
+    "    stw 3, 144(1)",
+    "    stw 28, 148(1)",
+    "    mr 3, 1",
+    "    li 4, {vec_program}",
+    "    li 0, 0",
+    "    stwu 0, -16(1)",
+    "    bl kestrel_program",
+    "    b __program_entry_exit",
+    // mfdcr/mtdcr: the same, then `kestrel_vfault` (frame, instruction), which sends the
+    // fault to a waiting VMM directly or takes the general path.
+    ".Lvf_dcr:",
+    "    lis 4, ENTRY_TB@ha",
+    "    stw 3, ENTRY_TB@l(4)",
+    "    mflr 3",
+    "    stw 3, 132(1)",
+    "    mfctr 3",
+    "    stw 3, 136(1)",
+    "    mfxer 3",
+    "    stw 3, 140(1)",
+    "    addi 3, 30, -4",
+    "    stw 3, 144(1)",
+    "    stw 28, 148(1)",
+    "    mr 3, 1",
+    "    mr 4, 27",
+    "    li 0, 0",
+    "    stwu 0, -16(1)",
+    "    bl kestrel_vfault",
+    "    b __program_entry_exit",
+    // Called (`bnel`) by every kernel exit path whose frame resumes a vCPU, with r1 = the
+    // frame; may clobber r0, r4-r31, CR, XER (all restored from the frame afterwards).
+    // Records the exit in progress (class `exit_at`, from `exit_tb` to now) and starts
+    // the next GUEST_RUN now.
+    "    .global __guest_resume",
+    "__guest_resume:",
+    "    lwz 4, {frame_vcpu}(1)",
+    "    cmpwi 4, 0",
+    "    beqlr-",
+    "    mfspr 5, {n_tbl}",
+    "    stw 5, {run_tb}(4)",
+    "    lwz 6, {exit_at}(4)",
+    "    cmpwi 6, 0",
+    "    beqlr-",
+    "    li 7, 0",
+    "    stw 7, {exit_at}(4)",
+    "    lwz 7, {exit_tb}(4)",
+    "    subf 5, 7, 5",
+    "    add 6, 6, 4",
+    "    lmw 29, 0(6)",
+    "    addi 29, 29, 1",
+    "    addc 30, 30, 5",
+    "    addze 31, 31",
+    "    stmw 29, 0(6)",
+    "    blr",
     n_sprg2 = const SPRG2,
     n_sprg3 = const SPRG3,
     n_srr0 = const SRR0,
     n_srr1 = const SRR1,
-    n_esr = const ESR,
-    n_dear = const DEAR,
     n_pid = const PID,
     n_tbl = const ppc440::spr::TBL_R,
     n_tbu = const ppc440::spr::TBU_R,
-    pr_is = const msr::PR | msr::IS,
+    msr_is = const msr::IS,
     msr_pr = const msr::PR,
     msr_ee = const msr::EE,
-    msr_ce_hi = const msr::CE >> 16,
     ee_bit = const msr::EE.leading_zeros(),
-    slow_lo = const SLOW_MSR_BITS & 0xffff,
-    slow_hi = const SLOW_MSR_BITS >> 16,
-    esr_ppr_hi = const esr::PPR >> 16,
+    ce_bit = const msr::CE.leading_zeros(),
+    slow_lo = const SLOW_MSR_BITS,
+    we_hi = const msr::WE >> 16,
     tsr_pending_hi = const (tsr::DIS | tsr::FIS | tsr::WIS) >> 16,
     tcr_pending_hi = const (tcr::FIE | tcr::WIE) >> 16,
     srr1_keep = const VCPU_MSR | msr::FP | msr::DE,
-    hw_tid_kernel = const offset_of!(Vcpu, hw_tid),
-    hw_tid_user = const offset_of!(Vcpu, hw_tid) + 4,
-    wrteei_e = const decode::E.mask(),
-    op_x = const X,
-    op_xl = const XL,
-    xo_mfmsr = const xo31::MFMSR,
-    xo_mtmsr = const xo31::MTMSR,
-    xo_wrtee = const xo31::WRTEE,
-    xo_wrteei = const xo31::WRTEEI,
-    xo_mfspr = const xo31::MFSPR,
-    xo_mtspr = const xo31::MTSPR,
-    xo_rfi = const xo19::RFI,
-    xo_mfdcr = const xo31::MFDCR,
-    xo_mtdcr = const xo31::MTDCR,
+    key_mfmsr = const key(X, xo31::MFMSR),
+    key_mtmsr = const key(X, xo31::MTMSR),
+    key_wrtee = const key(X, xo31::WRTEE),
+    key_wrteei = const key(X, xo31::WRTEEI),
+    key_mfspr = const key(X, xo31::MFSPR),
+    key_mtspr = const key(X, xo31::MTSPR),
+    key_rfi = const key(XL, xo19::RFI),
+    key_mfdcr = const key(X, xo31::MFDCR),
+    key_mtdcr = const key(X, xo31::MTDCR),
+    raw_pid = const (PID & 31) << 5 | PID >> 5,
+    pid = const STATE + offset_of!(VcpuState, pid),
+    tids = const offset_of!(Vcpu, tids),
+    fglobal = const offset_of!(Vcpu, fetch_global),
     vec_program = const crate::arch::vector::PROGRAM,
+    frame_vcpu = const crate::arch::entry::FRAME_VCPU,
     msr = const STATE + offset_of!(VcpuState, msr),
     fpage = const offset_of!(Vcpu, fetch_page),
     fhost = const offset_of!(Vcpu, fetch_host),
-    sprg0 = const STATE + offset_of!(VcpuState, sprg),
     srr0 = const STATE + offset_of!(VcpuState, srr0),
     srr1 = const STATE + offset_of!(VcpuState, srr1),
-    esr = const STATE + offset_of!(VcpuState, esr),
-    dear = const STATE + offset_of!(VcpuState, dear),
     irq = const STATE + offset_of!(VcpuState, irq_line),
     crit = const STATE + offset_of!(VcpuState, crit_line),
     tsr = const STATE + offset_of!(VcpuState, tsr),
     tcr = const STATE + offset_of!(VcpuState, tcr),
     dec = const offset_of!(Vcpu, dec_deadline),
     dec_lo = const offset_of!(Vcpu, dec_deadline) + 4,
+    hw_tid_kernel = const offset_of!(Vcpu, hw_tid),
+    hw_tid_user = const offset_of!(Vcpu, hw_tid) + 4,
     mask_hi = const super::GUEST_MSR_MASK >> 16,
     mask_lo = const super::GUEST_MSR_MASK & 0xffff,
-    trace = const offset_of!(Vcpu, trace),
-    tp_mfmsr = const TracePoint::EmulMfmsr as u32,
-    tp_mtmsr = const TracePoint::EmulMtmsr as u32,
-    tp_wrtee = const TracePoint::EmulWrtee as u32,
-    tp_wrteei = const TracePoint::EmulWrteei as u32,
-    tp_rfi = const TracePoint::EmulRfi as u32,
-    tp_mfspr = const TracePoint::EmulMfspr as u32,
-    tp_mtspr = const TracePoint::EmulMtspr as u32,
+    run_tb = const offset_of!(Vcpu, run_tb),
+    exit_tb = const offset_of!(Vcpu, exit_tb),
+    exit_at = const offset_of!(Vcpu, exit_at),
+    gr = const GUEST_RUN,
+    tp_mfmsr = const trace_at(TracePoint::EmulMfmsr),
+    tp_mtmsr = const trace_at(TracePoint::EmulMtmsr),
+    tp_wrtee = const trace_at(TracePoint::EmulWrtee),
+    tp_wrteei = const trace_at(TracePoint::EmulWrteei),
+    tp_rfi = const trace_at(TracePoint::EmulRfi),
+    tp_mfspr = const trace_at(TracePoint::EmulMfspr),
+    tp_mtspr = const trace_at(TracePoint::EmulMtspr),
 );

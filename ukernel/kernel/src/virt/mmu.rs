@@ -12,7 +12,7 @@
 //! miss, and the miss allocates. Guest entries live in the refillable hardware entries
 //! next to native refills; `Kernel::tlb` places both and records every entry's owner.
 
-use super::{inject, trace, virt_fault, Kernel, NO_VCPU};
+use super::{exit_class, inject, virt_fault, Kernel, NO_VCPU};
 use crate::api::{frame_of, ipc, space, thread, thread::FaultWait};
 use crate::arch::{msr, spr, tlb, vector, TrapFrame};
 use kestrel_abi::{label, MsgTag, Rights, TracePoint, VirtFault, PAGE_SIZE};
@@ -429,10 +429,8 @@ pub fn tlb_fault(
     access: Access,
     esr: u32,
 ) -> Option<usize> {
-    let t_magic = crate::arch::spr::timebase();
     if access != Access::Execute && super::pv::fill_magic(k, vi, ea) {
-        let cost = crate::arch::spr::timebase().saturating_sub(t_magic);
-        trace(k, vi, TracePoint::DtlbMiss, cost.min(u32::MAX as u64) as u32);
+        exit_class(k, vi, TracePoint::DtlbMiss);
         return None;
     }
     let (guest_msr, pr, pid) = {
@@ -466,7 +464,8 @@ pub fn tlb_fault(
     } else {
         TracePoint::DtlbMiss
     };
-    let t0 = crate::arch::spr::timebase();
+    // The exit's class; its cost runs from the vector to the return to the guest.
+    exit_class(k, vi, tp);
     let out = match res {
         None => {
             // The data page is the instruction's own page under another translation:
@@ -485,10 +484,6 @@ pub fn tlb_fault(
             None
         }
     };
-    let cost = crate::arch::spr::timebase()
-        .saturating_sub(t0)
-        .min(u32::MAX as u64) as u32;
-    trace(k, vi, tp, cost);
     let _ = frame_of;
     out
 }
@@ -530,7 +525,8 @@ pub fn guest_fault(
             if is_fetch { vector::ISI } else { vector::DSI },
             pc,
         );
-        trace(k, vi, TracePoint::ExceptReflect, 0);
+        // A guest protection fault is reflected, not a TLB miss.
+        exit_class(k, vi, TracePoint::ExceptReflect);
     }
 }
 
@@ -554,7 +550,7 @@ pub fn phys_miss(
     if device && !is_fetch {
         let pc = f.regs.ip;
         let insn = guest_read_u32(k, vi, pc, true).unwrap_or(0);
-        trace(k, vi, TracePoint::SyscallIpc, 0);
+        exit_class(k, vi, TracePoint::SyscallIpc);
         return virt_fault(k, cur, vi, VirtFault::Mmio, insn, gpa);
     }
     if gpa > u32::MAX as u64 {
@@ -569,7 +565,7 @@ pub fn phys_miss(
     let tag = MsgTag::new(label::PAGEFAULT | right.0 as u16, kestrel_abi::pf::WORDS, 0);
     let pager = k.threads[cur].pager;
     let pc = f.regs.ip;
-    trace(k, vi, TracePoint::PageFaultIpc, 0);
+    exit_class(k, vi, TracePoint::PageFaultIpc);
     match ipc::fault_ipc(
         k,
         cur,

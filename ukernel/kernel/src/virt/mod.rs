@@ -29,6 +29,7 @@ use kestrel_abi::{
     VirtFaultMsg, XferRegs, XferTlb, NUM_FAULT_CLASSES, NUM_TRACEPOINTS, REG_MRS,
 };
 use kestrel_vtlb::GuestTlb;
+use core::mem::{offset_of, size_of};
 use ppc440::ivor::{self, Class};
 
 /// The guest instruction of a trap, as far as the kernel has read it: fetched once per
@@ -150,9 +151,16 @@ pub struct Vcpu {
     pub timer_tb: u64,
     /// Guest timebase minus host timebase (the guest wrote TBL/TBU).
     pub tb_offset: i64,
-    /// How far the guest's TBL/TBU write in the current exit moved its time base: taken
-    /// out of that exit's cost (`emulate::guest_trap`), then 0 again.
-    pub tb_jump: u64,
+    /// Exit accounting (docs/adr/0023-exit-accounting.md), all in this vCPU's time base
+    /// (the one loaded whenever it runs; low words): the time of the last return to the
+    /// guest (start of the current GUEST_RUN), the kernel-entry time of the exit in
+    /// progress, and where that exit's counter is (byte offset of `trace[tp]` in `Vcpu`,
+    /// 0: no exit in progress). The return to the guest (`arch::entry`'s exit path,
+    /// `__guest_resume`, or the assembly fast path) records the exit and starts the
+    /// next GUEST_RUN; a guest time-base write in the exit moves `exit_tb` along.
+    pub run_tb: u32,
+    pub exit_tb: u32,
+    pub exit_at: u32,
     /// The guest's floating-point registers and FPSCR while it does not own the FPU.
     pub fpr: [u64; 33],
     /// Mask, effective address and instruction of the pending virtualization fault
@@ -195,7 +203,9 @@ impl Vcpu {
         fetch_host: 0,
         timer_tb: 0,
         tb_offset: 0,
-        tb_jump: 0,
+        run_tb: 0,
+        exit_tb: 0,
+        exit_at: 0,
         fpr: [0; 33],
         fault_mask: 0,
         fault_ea: 0,
@@ -210,13 +220,7 @@ impl Vcpu {
     };
 }
 
-const TRACE_ZERO: TraceCounter = TraceCounter {
-    count: 0,
-    min: 0,
-    max: 0,
-    sum_lo: 0,
-    sum_hi: 0,
-};
+const TRACE_ZERO: TraceCounter = TraceCounter::ZERO;
 const VCPU_STATE_ZERO: VcpuState = VcpuState {
     gpr: [0; 32],
     cr: 0,
@@ -262,33 +266,47 @@ pub static mut TRACE_RETIRED: [TraceCounter; NUM_TRACEPOINTS] = [TRACE_ZERO; NUM
 
 /// Adds `b` into `a` (for the all-VMs view).
 pub fn merge(a: &mut TraceCounter, b: &TraceCounter) {
-    if b.count == 0 {
-        return;
-    }
-    if a.count == 0 || b.min < a.min {
-        a.min = b.min;
-    }
-    a.max = a.max.max(b.max);
-    a.count = a.count.wrapping_add(b.count);
-    let (lo, carry) = a.sum_lo.overflowing_add(b.sum_lo);
-    a.sum_lo = lo;
-    a.sum_hi = a.sum_hi.wrapping_add(b.sum_hi).wrapping_add(carry as u32);
+    a.merge(b)
 }
 
-/// Records one exit of class `tp` of vCPU `vi` that cost `ticks` timebase ticks.
+/// Byte offset of trace point `tp`'s counter in `Vcpu` (never 0: `Vcpu::exit_at`'s
+/// "no exit" value).
+pub const fn trace_at(tp: TracePoint) -> u32 {
+    (offset_of!(Vcpu, trace) + tp as usize * size_of::<TraceCounter>()) as u32
+}
+const _: () = assert!(offset_of!(Vcpu, trace) > 0);
+
+/// Starts the accounting of a kernel entry from vCPU `vi`'s guest: the time since the
+/// last return to the guest is GUEST_RUN, and the exit (of class `tp` until
+/// [`exit_class`] says otherwise) runs from the entry's first instructions
+/// (`arch::entry_tb`) to the next return to this guest. Called once per entry.
 #[inline(always)]
-pub fn trace(k: &mut Kernel, vi: usize, tp: TracePoint, ticks: u32) {
-    let c = &mut k.vm.vcpus[vi].trace[tp as usize];
-    if c.count == 0 || ticks < c.min {
-        c.min = ticks;
+pub fn exit_begin(k: &mut Kernel, vi: usize, tp: TracePoint) {
+    let t0 = crate::arch::entry_tb();
+    let v = &mut k.vm.vcpus[vi];
+    v.trace[TracePoint::GuestRun as usize].add(t0.wrapping_sub(v.run_tb));
+    v.exit_tb = t0;
+    v.exit_at = trace_at(tp);
+}
+
+/// Sets the class of vCPU `vi`'s exit in progress.
+#[inline(always)]
+pub fn exit_class(k: &mut Kernel, vi: usize, tp: TracePoint) {
+    k.vm.vcpus[vi].exit_at = trace_at(tp);
+}
+
+/// An interrupt is injected at the end of vCPU `vi`'s exit in progress, from time `t`
+/// on: the exit so far is recorded under its class, and the rest of it (the delivery
+/// and the return to the guest) is the injection `tp`'s cost. Each tick of the exit
+/// is counted once.
+pub fn exit_split(k: &mut Kernel, vi: usize, t: u32, tp: TracePoint) {
+    let v = &mut k.vm.vcpus[vi];
+    if v.exit_at != 0 {
+        let i = (v.exit_at as usize - offset_of!(Vcpu, trace)) / size_of::<TraceCounter>();
+        v.trace[i].add(t.wrapping_sub(v.exit_tb));
     }
-    if ticks > c.max {
-        c.max = ticks;
-    }
-    c.count = c.count.wrapping_add(1);
-    let (lo, carry) = c.sum_lo.overflowing_add(ticks);
-    c.sum_lo = lo;
-    c.sum_hi = c.sum_hi.wrapping_add(carry as u32);
+    v.exit_tb = t;
+    v.exit_at = trace_at(tp);
 }
 
 /// The vCPU index of thread slot `i`, if it is one.
@@ -314,10 +332,13 @@ pub fn create(k: &mut Kernel, i: usize) -> Result<(), kestrel_abi::KError> {
     }
     k.vm.vcpus[vi] = Vcpu::EMPTY;
     k.vm.vcpus[vi].live = true;
+    k.vm.vcpus[vi].run_tb = crate::arch::spr::read::<{ ppc440::spr::TBL_R }>();
     k.vm.vcpus[vi].thread = i;
     k.threads[i].vcpu = vi as u8;
+    let v = &k.vm.vcpus[vi] as *const Vcpu as u32;
     let f = frame_of(k, i);
     f.regs.msr = VCPU_MSR;
+    f.vcpu = v;
     Ok(())
 }
 
@@ -333,6 +354,7 @@ pub fn destroy(k: &mut Kernel, i: usize) {
         }
         k.vm.vcpus[vi].live = false;
         k.threads[i].vcpu = NO_VCPU;
+        frame_of(k, i).vcpu = 0;
         fast::set_current(None);
     }
 }
@@ -364,9 +386,9 @@ pub fn on_switch(k: &mut Kernel, vi: usize) {
 /// base holds (`VmState::tb_vcpu`). A guest's TBL/TBU write moves the hardware time base
 /// and that vCPU's `tb_offset` by the same amount, so this clock does not jump with it
 /// (docs/adr/0014-diagnostics-and-time.md). It only loses the few ticks each
-/// `set_timebase` takes, and never goes back. Exit costs are differences on this clock
-/// (`emulate::guest_trap` takes the guest's own jump out, `Vcpu::tb_jump`, which costs
-/// the common exit nothing).
+/// `set_timebase` takes, and never goes back. (Exit costs are differences on the running
+/// vCPU's own time base, which is loaded whenever it runs; a guest time-base write in an
+/// exit moves that exit's start along, `Vcpu::exit_tb`.)
 #[inline(always)]
 pub fn host_time(k: &Kernel) -> u64 {
     let tb = spr::timebase();

@@ -155,6 +155,7 @@ pub static TESTS: &[Test] = &[
         virt::page_fault_second_stage,
     ),
     ("vcpu_trace_points", virt::trace_points),
+    ("vcpu_exit_accounting", virt::exit_accounting),
     ("vcpu_transfer_mask", virt::transfer_mask),
     ("vcpu_control_errors", virt::control_errors),
     ("vcpu_guest_kill_isolated", virt::guest_kill_isolated),
