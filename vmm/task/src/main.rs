@@ -372,14 +372,23 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
             Timeout::NEVER
         };
         let r = match pending.take() {
-            Some((to, reply)) => {
+            Some((mut to, mut reply)) => loop {
                 let (from, msg, r) = ipc(
                     to,
                     ThreadId::ANY,
                     Timeouts::new(Timeout::ZERO, wait),
                     &reply,
                 );
-                match r {
+                // The lean path: the hottest device exits (UIC0's DCRs) of a running VM,
+                // answered with the next reply-and-wait while no VM is idle (nothing
+                // else then needs the loop's bookkeeping).
+                if r.is_ok() && !any_idle {
+                    if let Some(next) = lean_exit(vms, from, &msg) {
+                        (to, reply) = (from, next);
+                        continue;
+                    }
+                }
+                break match r {
                     Err(e) if e.phase == kestrel_abi::IpcPhase::Send => {
                         // The vCPU went away (killed by the kernel, or deleted).
                         println!("vmm: reply to {:?} failed: {:?}", to, e);
@@ -387,8 +396,8 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
                         continue;
                     }
                     r => r.map(|()| (from, msg)),
-                }
-            }
+                };
+            },
             None => receive(ThreadId::ANY, wait),
         };
         if any_idle {
@@ -403,16 +412,10 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
                 continue;
             }
         };
-        // The lean path first: the hottest device exits (UIC0's DCRs) of a running VM.
-        if label::is_virt_fault(msg.label()) {
-            if let Some(vm) = vms.iter_mut().find(|v| v.vcpu == from) {
-                let reply = kestrel_abi::VirtFaultMsg::decode(msg.tag, &msg.regs)
-                    .and_then(|f| vm.machine.uic_dcr(&f));
-                if let Some(reply) = reply {
-                    pending = Some((from, reply));
-                    continue;
-                }
-            }
+        // The lean path (also when a VM idles).
+        if let Some(reply) = lean_exit(vms, from, &msg) {
+            pending = Some((from, reply));
+            continue;
         }
         if from.irq_line() == Some(console::UART_IRQ) {
             if console.input(vms.iter_mut().map(|v| &mut v.machine)) {
@@ -523,6 +526,18 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
             rt::exit(0);
         }
     }
+}
+
+/// The reply to a device exit the VMM answers without its loop's bookkeeping (UIC0's
+/// DCRs, `Machine::uic_dcr`), if message `msg` from `from` is one.
+#[inline(always)]
+fn lean_exit(vms: &mut [Vm], from: ThreadId, msg: &Msg) -> Option<Msg> {
+    if !label::is_virt_fault(msg.label()) {
+        return None;
+    }
+    let vm = vms.iter_mut().find(|v| v.vcpu == from)?;
+    let fault = kestrel_abi::VirtFaultMsg::decode(msg.tag, &msg.regs)?;
+    vm.machine.uic_dcr(&fault)
 }
 
 /// Brings the VMs whose fabric endpoints changed (bit k = endpoint k) up to date: their

@@ -88,22 +88,13 @@ fn fast_ipc(f: &TrapFrame) -> Option<*mut TrapFrame> {
     Some(super::switch::switch_to_native(k, d))
 }
 
-/// The virtualization-fault fast path (send): a vCPU's privileged `mfdcr`/`mtdcr`, which
-/// only the VMM emulates, straight from the program interrupt's assembly tier
-/// (`virt::fast`, which completes the frame and calls this with the instruction fetched) to the
-/// VMM waiting for it: the short fault message (no register transfer) goes into the VMM's
-/// frame as `ipc::fault_ipc` + `ipc::transfer` would put it there, and the switch is
-/// direct. Taken when the VMM waits for this vCPU or for anyone without a timeout, nothing
-/// more urgent is ready, and the class's transfer mask is empty; everything else takes the
-/// general path (`trap::dispatch`) with the instruction already fetched.
+/// The general path behind the virtualization-fault fast path (`__vfault_dcr` below): a
+/// vCPU's privileged `mfdcr`/`mtdcr` the fast path declined, with the instruction it
+/// fetched.
 #[no_mangle]
 extern "C" fn kestrel_vfault(frame: *mut TrapFrame, insn: u32) -> *mut TrapFrame {
-    if let Some(next) = fast_vfault(frame, insn) {
-        return next;
-    }
-    // SAFETY: the entry (`virt::fast`'s `.Lvf_dcr`) passes the frame it has just
-    // completed; the fast path declined before changing anything the general path
-    // depends on.
+    // SAFETY: the entry (`__vfault_dcr`) passes the frame it has just completed; the
+    // fast path declined before changing anything.
     unsafe {
         super::trap::dispatch(
             frame,
@@ -113,86 +104,45 @@ extern "C" fn kestrel_vfault(frame: *mut TrapFrame, insn: u32) -> *mut TrapFrame
     }
 }
 
-#[inline(always)]
-fn fast_vfault(frame: *mut TrapFrame, insn: u32) -> Option<*mut TrapFrame> {
-    use crate::virt;
-    use kestrel_abi::{TracePoint, VirtFault};
-    let k = kernel();
-    let cur = k.current;
-    let vi = k.threads.get(cur)?.vcpu;
-    if vi == virt::NO_VCPU {
-        return None;
-    }
-    let vi = vi as usize;
-    // A guest user's privileged instruction is reflected into the guest: general path.
-    if k.vm.vcpus[vi].s.msr & crate::arch::msr::PR != 0 {
-        return None;
-    }
-    let handler = k.threads[cur].exc_handler;
-    if !handler.is_thread() {
-        return None;
-    }
-    let d = (handler.number() - FIRST_THREAD_NO) as usize;
-    let me = k.threads[cur].id;
-    {
-        let dt = k.threads.get(d)?;
-        if d == cur
-            || dt.id != handler
-            || dt.state != State::Receiving
-            || dt.fault != FaultWait::None
-            || dt.deadline != 0
-            || dt.halted
-            || dt.vcpu != virt::NO_VCPU
-            || !(dt.partner.is_any() || dt.partner == me)
-        {
-            return None;
-        }
-        if matches!(k.rq.highest_priority(), Some(p) if p > dt.prio) {
-            return None;
-        }
-        // Leaving guest time with a moved time base: the general switch does that.
-        if k.vm.tb_vcpu != virt::NO_VCPU && k.vm.vcpus[k.vm.tb_vcpu as usize].tb_offset != 0 {
-            return None;
-        }
-    }
-    let msg = virt::short_fault_message(k, cur, vi, VirtFault::Instruction, insn, 0)?;
-    // The state every kernel entry from a vCPU establishes (`trap::dispatch`), and the
-    // exit's accounting: a SYSCALL_IPC exit until the reply resumes the guest.
-    // SAFETY: the entry passes the frame it has just filled.
-    let f = unsafe { &mut *frame };
-    virt::sync_frame_msr(k, vi, f);
-    virt::emulate::enter(k, vi, TracePoint::SyscallIpc);
-    // The delivery, as `ipc::transfer` makes it for a kernel-synthesised message.
-    let df = frame_of(k, d);
-    df.regs.gpr[3] = me.0;
-    df.regs.gpr[4] = 0;
-    df.regs.gpr[6] = msg[0] & !(0xf << 12);
-    df.regs.gpr[7..13].copy_from_slice(&msg[1..7]);
-    k.threads[d].state = State::Ready;
-    // (`fault_msg` is only read while the vCPU is a blocked sender, which it is not.)
-    let c = &mut k.threads[cur];
-    c.fault = FaultWait::VirtFault;
-    c.state = State::Receiving;
-    c.partner = handler;
-    // `switch_to_native` for the VMM, with the guest time left as `virt::on_native` does
-    // when the time base was not moved (checked above).
-    k.current = d;
-    if k.vm.tb_vcpu != virt::NO_VCPU {
-        k.vm.tb_vcpu = virt::NO_VCPU;
-        crate::arch::spr::write::<{ ppc440::spr::DBCR0 }>(0);
-    }
-    virt::fast::set_current(None);
-    crate::arch::spr::write::<{ ppc440::spr::SPRG1 }>(k.threads[d].frame as u32);
-    let pid = crate::api::space::ensure_pid(k, k.threads[d].space);
-    crate::arch::spr::write::<{ ppc440::spr::PID }>(pid as u32);
-    crate::arch::spr::write::<{ ppc440::spr::SPRG4 }>(k.threads[d].utcb_va);
-    Some(k.threads[d].frame as *mut TrapFrame)
+/// The entry state of the fast path's exit of vCPU `vi` as every kernel entry from a vCPU
+/// establishes it (`trap::dispatch`: USPRG0, the exit accounting's start, a SYSCALL_IPC
+/// exit until the reply resumes the guest).
+#[no_mangle]
+extern "C" fn kestrel_vfault_begin(vi: usize) {
+    crate::virt::emulate::enter(kernel(), vi, kestrel_abi::TracePoint::SyscallIpc);
 }
+
+/// MR0 of the fast path's fault message, as the receiver gets it (`ipc::transfer` clears
+/// the flag bits 12..15): an `Instruction` fault in the short form (6 words).
+const DCR_FAULT_TAG: u32 = {
+    let (tag, _) = VirtFaultMsg {
+        class: VirtFault::Instruction,
+        pc: 0,
+        insn: 0,
+        gpa: 0,
+        msr: 0,
+        mask: 0,
+        rs_value: 0,
+    }
+    .encode();
+    tag.0 & !(0xf << 12)
+};
+// The short form's MR1..MR6 are pc, insn, gpa bits 0..31, guest MSR, mask | gpa bits
+// 32..55, RS value: the receiver's r7..r12 (frame offsets 28..48).
+const _: () = assert!(
+    vfault::PC == 1
+        && vfault::INSN == 2
+        && vfault::GPA == 3
+        && vfault::MSR == 4
+        && vfault::MASK == 5
+        && vfault::RS_VALUE == 6
+        && vfault::SHORT_WORDS == 6
+);
 
 use crate::api::{space::Space, thread::Tcb, Kernel};
 use crate::virt::Vcpu;
 use core::arch::global_asm;
-use kestrel_abi::{vfault, VcpuState};
+use kestrel_abi::{vfault, VcpuState, VirtFault, VirtFaultMsg};
 use core::mem::{offset_of, size_of};
 use kestrel_kcore::readyq::ReadyQueues;
 
@@ -453,6 +403,167 @@ global_asm!(
     "    stw 17, FAST_VCPU@l(5)",
     "    mr 3, 9",
     "    blr",
+    // The virtualization-fault fast path, send side: a guest supervisor's mfdcr/mtdcr,
+    // which only the VMM emulates. Called (`bl`) by the program interrupt's assembly tier
+    // (`virt::fast`'s `.Lvf_dcr`) as `kestrel_vfault` would be: r3 = the vCPU's frame
+    // (complete, its MSR as SRR1 had it), r4 = the instruction, r1 a stack below the
+    // frame, `ENTRY_TB` the exit's start; returns the frame to resume in r3 and may
+    // clobber every other register (the caller resumes from the frame). The short fault
+    // message (no register transfer) goes into the VMM's frame as `virt_fault` +
+    // `ipc::fault_ipc` + `ipc::transfer` put it there, the vCPU blocks in its fault wait,
+    // and the switch to the VMM is direct (`switch_to_native`). Taken when the class's
+    // transfer mask is empty and the VMM waits for this vCPU or anyone, without timeout,
+    // native, not halted, with nothing more urgent ready and no guest time base to
+    // restore; else a tail call of `kestrel_vfault` (the general path) with r3, r4 and
+    // LR as they came. Values live across the call of `kestrel_vfault_begin` are in
+    // r14-r31.
+    "    .global __vfault_dcr",
+    "__vfault_dcr:",
+    "    lis 14, KERNEL@ha",
+    "    addi 14, 14, KERNEL@l",
+    "    lwz 0, {current}(14)",
+    "    mulli 15, 0, {tcb}",
+    "    add 15, 15, 14",
+    "    lbz 24, {vcpu_b}(15)",
+    "    cmpwi 24, {no_vcpu}",
+    "    beq .Lvs_slow",
+    "    mulli 17, 24, {vcpu_size}",
+    "    add 17, 17, 14",
+    "    addis 17, 17, {vcpus_hi}",
+    "    addi 17, 17, {vcpus_lo}",
+    // Guest supervisor, short form.
+    "    lwz 5, {g_msr}(17)",
+    "    andi. 5, 5, {msr_pr}",
+    "    bne .Lvs_slow",
+    "    lwz 5, {insn_mask}(17)",
+    "    cmpwi 5, 0",
+    "    bne .Lvs_slow",
+    // The handler: a thread of that version, not the vCPU, waiting for it.
+    "    lwz 21, {exc_handler}(15)",
+    "    srwi 20, 21, 14",
+    "    addi 20, 20, -{first}",
+    "    cmplwi 20, {nthreads}",
+    "    bge .Lvs_slow",
+    "    cmpw 20, 0",
+    "    beq .Lvs_slow",
+    "    mulli 16, 20, {tcb}",
+    "    add 16, 16, 14",
+    "    lwz 5, {id}(16)",
+    "    cmpw 5, 21",
+    "    bne .Lvs_slow",
+    "    lwz 5, {state}(16)",
+    "    addis 5, 5, -({receiving} << 8)",
+    "    cmplwi 5, {no_vcpu}",
+    "    bne .Lvs_slow",
+    "    lwz 5, {deadline}(16)",
+    "    lwz 6, {deadline}+4(16)",
+    "    or. 5, 5, 6",
+    "    bne .Lvs_slow",
+    "    lwz 19, {id}(15)",
+    "    lwz 5, {partner}(16)",
+    "    cmpwi 5, -1",
+    "    beq 1f",
+    "    cmpw 5, 19",
+    "    bne .Lvs_slow",
+    // Nobody more urgent than the VMM.
+    "1:  lwz 5, {rq}(14)",
+    "    cmpwi 5, 0",
+    "    beq 2f",
+    "    cntlzw 5, 5",
+    "    subfic 5, 5, 31",
+    "    slwi 9, 5, 2",
+    "    add 9, 9, 14",
+    "    lwz 9, {rq_bitmap}(9)",
+    "    cntlzw 9, 9",
+    "    subfic 9, 9, 31",
+    "    slwi 5, 5, 5",
+    "    add 5, 5, 9",
+    "    lbz 9, {prio}(16)",
+    "    cmplw 5, 9",
+    "    bgt .Lvs_slow",
+    // Guest time: loaded for this vCPU (or none), and not moved by the guest.
+    "2:  addis 26, 14, {tb_hi}",
+    "    lbz 5, {tb_lo}(26)",
+    "    cmpwi 5, 255",
+    "    beq 3f",
+    "    cmpw 5, 24",
+    "    bne .Lvs_slow",
+    "    lwz 5, {tb_offset}(17)",
+    "    lwz 6, {tb_offset}+4(17)",
+    "    or. 5, 5, 6",
+    "    bne .Lvs_slow",
+    // The VMM's space must have its hardware PID.
+    "3:  lhz 5, {space}(16)",
+    "    mulli 25, 5, {space_size}",
+    "    add 25, 25, 14",
+    "    addis 25, 25, {pid_hi}",
+    "    lbz 25, {pid_lo}(25)",
+    "    cmpwi 25, 0",
+    "    beq .Lvs_slow",
+    // Commit. The vCPU's canonical MSR (what it ran with, without QEMU's stray SRR1
+    // bits: `virt::sync_frame_msr`'s value), then the entry state and the exit's start.
+    "    mr 22, 3",
+    "    mr 23, 4",
+    "    mflr 31",
+    "    lwz 5, 148(22)",
+    "    andi. 5, 5, {srr1_keep}",
+    "    stw 5, 148(22)",
+    "    mr 3, 24",
+    "    bl kestrel_vfault_begin",
+    // The pending fault (`virt::fault_message`).
+    "    li 0, 0",
+    "    stw 0, {fault_mask}(17)",
+    "    stw 23, {fault_insn}(17)",
+    "    mfspr 0, {dear}",
+    "    stw 0, {fault_ea}(17)",
+    // The message, into the VMM's frame: r3 = sender, r4 = 0, r6 = tag, r7..r12 = pc,
+    // insn, gpa 0, guest MSR, mask 0, the RS/RT register's value.
+    "    lwz 18, {frame}(16)",
+    "    stw 19, 12(18)",
+    "    li 0, 0",
+    "    stw 0, 16(18)",
+    "    stw 0, 36(18)",
+    "    stw 0, 44(18)",
+    "    lis 0, {tag_hi}",
+    "    ori 0, 0, {tag_lo}",
+    "    stw 0, 24(18)",
+    "    lwz 0, 144(22)",
+    "    stw 0, 28(18)",
+    "    stw 23, 32(18)",
+    "    lwz 0, {g_msr}(17)",
+    "    stw 0, 40(18)",
+    "    rlwinm 5, 23, 13, 25, 29",
+    "    lwzx 0, 22, 5",
+    "    stw 0, 48(18)",
+    // States: the VMM ready, the vCPU in its fault wait for the handler.
+    "    li 0, {ready}",
+    "    stb 0, {state}(16)",
+    "    li 0, {receiving}",
+    "    stb 0, {state}(15)",
+    "    li 0, {fw_virt}",
+    "    stb 0, {fault}(15)",
+    "    stw 21, {partner}(15)",
+    // The switch to the VMM (`switch_to_native`, `on_native` with an unmoved time base).
+    "    stw 20, {current}(14)",
+    "    lbz 0, {tb_lo}(26)",
+    "    cmpwi 0, 255",
+    "    beq 4f",
+    "    li 0, 255",
+    "    stb 0, {tb_lo}(26)",
+    "    li 0, 0",
+    "    mtspr {dbcr0}, 0",
+    "4:  lis 5, FAST_VCPU@ha",
+    "    li 0, 0",
+    "    stw 0, FAST_VCPU@l(5)",
+    "    mtspr {sprg1}, 18",
+    "    mtspr {pid}, 25",
+    "    lwz 0, {utcb_va}(16)",
+    "    mtspr {sprg4}, 0",
+    "    mr 3, 18",
+    "    mtlr 31",
+    "    blr",
+    ".Lvs_slow:",
+    "    b kestrel_vfault",
     frame_msr = const offset_of!(TrapFrame, regs) + offset_of!(kestrel_abi::FrameRegs, msr),
     msr_is = const crate::arch::msr::IS,
     pid = const ppc440::spr::PID,
@@ -484,6 +595,17 @@ global_asm!(
     ready = const State::Ready as u8,
     fw_virt = const FaultWait::VirtFault as u8,
     no_vcpu = const crate::virt::NO_VCPU,
+    vcpu_b = const THREADS + offset_of!(Tcb, vcpu),
+    exc_handler = const THREADS + offset_of!(Tcb, exc_handler),
+    dear = const ppc440::spr::DEAR,
+    msr_pr = const crate::arch::msr::PR,
+    srr1_keep = const crate::virt::VCPU_MSR | crate::arch::msr::FP | crate::arch::msr::DE,
+    insn_mask = const offset_of!(Vcpu, masks) + 4 * VirtFault::Instruction as usize,
+    fault_mask = const offset_of!(Vcpu, fault_mask),
+    fault_insn = const offset_of!(Vcpu, fault_insn),
+    fault_ea = const offset_of!(Vcpu, fault_ea),
+    tag_hi = const DCR_FAULT_TAG >> 16,
+    tag_lo = const DCR_FAULT_TAG & 0xffff,
     vcpu_size = const size_of::<Vcpu>(),
     vcpus_hi = const ha(VCPUS),
     vcpus_lo = const lo(VCPUS),

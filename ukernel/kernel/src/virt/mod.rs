@@ -655,27 +655,10 @@ fn fault_mask(k: &Kernel, vi: usize, class: VirtFault, insn: u32) -> u32 {
     mask
 }
 
-/// The message (MR0..MR6) of a virtualization fault without register transfer (the
-/// class's transfer mask is empty, as a VMM sets it for device exits), for the fast path
-/// (`glue::fastpath`): records what the reply needs, like [`virt_fault`]; `None` when the
-/// fault needs the long form.
-#[inline(always)]
-pub fn short_fault_message(
-    k: &mut Kernel,
-    cur: usize,
-    vi: usize,
-    class: VirtFault,
-    insn: u32,
-    gpa: u64,
-) -> Option<[u32; 7]> {
-    if fault_mask(k, vi, class, insn) != 0 {
-        return None;
-    }
-    Some(fault_message(k, cur, vi, class, insn, gpa))
-}
-
 /// Records the pending fault (mask, instruction, effective address), writes the long
 /// parts of the message into the vCPU's own (kernel-only) UTCB, and returns MR0..MR6.
+/// (`glue::fastpath`'s `__vfault_dcr` does the same for the short form of an
+/// `Instruction` fault.)
 #[inline(always)]
 fn fault_message(
     k: &mut Kernel,
