@@ -61,7 +61,7 @@ TARGETS = {"job": {"vm": 3.0, "vm_pv": 1.5}, "phase": {"vm": 4.0, "vm_pv": 2.0},
 # The accounting check: the benchmark fails above this (a fraction of the VM's total).
 ACCOUNTING_LIMIT = 0.05
 # The pseudo trace point for time in guest mode (count: guest entries); not an exit.
-GUEST_RUN = "GUEST_RUN"
+GUEST_RUN = kestrel_qemu.GUEST_RUN
 # The paper (Stoess et al., ROSS '11): the same work took 126 s in a VM and 3 s natively.
 PAPER = {"vm_seconds": 126, "native_seconds": 3, "ratio": 42.0}
 TOP = 5
@@ -72,6 +72,7 @@ GROUPS = (
     ("exceptions injected/reflected", lambda n: n.startswith("EXCEPT_")),
     ("VMM IPC (fault messages)", lambda n: n in ("SYSCALL_IPC", "PAGEFAULT_IPC")),
     ("guest idle", lambda n: n == "GUEST_IDLE"),
+    ("host interrupts while the guest ran", lambda n: n.startswith("HOST_")),
 )
 METHOD = (
     "Linux 6.1 guest (guests/linux), scripts boot and job, natively (qemu -kernel vmlinux) and in a "
@@ -198,13 +199,9 @@ def instructions(ticks: int | float) -> int:
     return round(ticks * INSTRUCTIONS_PER_TICK)
 
 
-def row_total(row: dict[str, int]) -> int:
-    """An exit class's total cost in ticks: the table's exact total when it prints one, else
-    count * avg (avg as printed: whole ticks, rounded down)."""
-    for key in ("total", "sum", "total_ticks"):
-        if key in row:
-            return row[key]
-    return row["count"] * row["avg"]
+# An exit class's total cost in ticks: the table's exact total (docs/adr/0023-exit-accounting.md),
+# or count * avg in the older format (avg as printed: whole ticks, rounded down).
+row_total = kestrel_qemu.row_total
 
 
 def job_only(job: dict[str, dict[str, int]], boot: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
@@ -251,22 +248,23 @@ def top_classes(exits: dict[str, dict[str, int]], top: int = TOP) -> list[dict]:
 
 def accounting(snaps: list[dict], native_job: int) -> dict:
     """The accounting check of one VM mode over the job: the first snapshot to the last (`end`).
-    Instruction figures; errors as fractions of the VM's total (None without GUEST_RUN)."""
+    Instruction figures; errors (from the unrounded figures) as fractions of the VM's total (None
+    without GUEST_RUN)."""
     first, last = snaps[0], snaps[-1]
-    vm_total = instructions(last["tb"] - first["tb"])
+    vm_total = (last["tb"] - first["tb"]) * INSTRUCTIONS_PER_TICK
     exits = delta(last["table"], first["table"])
-    exit_sum = instructions(exit_ticks(exits))
-    guest = instructions(exits[GUEST_RUN]["total_ticks"]) if GUEST_RUN in exits else None
+    exit_sum = exit_ticks(exits) * INSTRUCTIONS_PER_TICK
+    guest = exits[GUEST_RUN]["total_ticks"] * INSTRUCTIONS_PER_TICK if GUEST_RUN in exits else None
     error = abs(guest + exit_sum - vm_total) / vm_total if guest is not None else None
     return {
-        "vm_total_instructions": vm_total,
-        "exit_instructions": exit_sum,
-        "guest_run_instructions": guest,
+        "vm_total_instructions": round(vm_total),
+        "exit_instructions": round(exit_sum),
+        "guest_run_instructions": round(guest) if guest is not None else None,
         "native_job_instructions": native_job,
         "accounting_error": round(error, 6) if error is not None else None,
         "accounting_error_vs_native": round(abs(native_job + exit_sum - vm_total) / vm_total, 6),
-        "guest_extra_instructions": guest - native_job if guest is not None else None,
-        "unaccounted_instructions": vm_total - exit_sum - (guest if guest is not None else native_job),
+        "guest_extra_instructions": round(guest - native_job) if guest is not None else None,
+        "unaccounted_instructions": round(vm_total - exit_sum - (guest if guest is not None else native_job)),
     }
 
 

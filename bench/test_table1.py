@@ -153,6 +153,32 @@ class SnapshotTest(unittest.TestCase):
         self.assertEqual(got[2]["table"]["EMUL_RFI"], {"count": 3, "min": 1, "max": 900, "avg": 7})
         self.assertEqual(table1.row_total(got[2]["table"]["EMUL_RFI"]), 21)
 
+    def test_exact_total_format(self):
+        # The VMM's format since ADR 0023: count, exact total ticks, avg (rounded down).
+        def exact(rows):
+            return "vmm: trace points (cost in timebase ticks)\n" + "".join(
+                f"vmm:   {n:<18} {c:>8}  total {t:>12} avg {t // c:>5}\n" for n, c, t in rows)
+        text = (BANNER.format(init=1, script="job")
+                + "kestrel-trace-mark shell\nvmm: trace mark shell at time base 1000\n"
+                + exact([("EMUL_MTSPR", 3, 100), ("GUEST_RUN", 2, 401)])
+                + "timing: mark shell tb 1100\nkestrel-trace-mark end\nvmm: trace mark end at time base 31000\n"
+                + exact([("EMUL_MTSPR", 7, 10101), ("GUEST_RUN", 9, 20400), ("HOST_TICK", 1, 499)])
+                + "timing: mark end tb 31100\n" + CLOSE.format(script="job")
+                + exact([("EMUL_MTSPR", 7, 10200), ("GUEST_RUN", 10, 20500), ("HOST_TICK", 1, 499)]))
+        snaps = table1.snapshots(text)
+        self.assertEqual(snaps[1]["table"]["EMUL_MTSPR"]["total"], 10101)
+        self.assertEqual(table1.delta(snaps[1]["table"], snaps[0]["table"])["EMUL_MTSPR"],
+                         {"count": 4, "total_ticks": 10001})
+        self.assertEqual(table1.trace_table(text)["GUEST_RUN"]["total"], 20500)
+        acc = table1.accounting(snaps, native_job=table1.instructions(19000))
+        # GUEST_RUN 19999 + exits 10001 + 499 = 30499 of a window of 30000 ticks.
+        self.assertEqual(acc["guest_run_instructions"], table1.instructions(19999))
+        self.assertEqual(acc["exit_instructions"], table1.instructions(10500))
+        self.assertAlmostEqual(acc["accounting_error"], 499 / 30000, places=6)
+        self.assertAlmostEqual(acc["accounting_error_vs_native"], 500 / 30000, places=6)
+        self.assertEqual(acc["guest_extra_instructions"], table1.instructions(999))
+        self.assertEqual(table1.parse_job(text)["marks"], [("shell", 1100), ("end", 31100)])
+
     def test_a_vm_named_in_the_heading(self):
         console = job_log(NATIVE_MARKS, [[("EMUL_RFI", i + 1, 7)] for i in range(4)], vm=1)
         self.assertEqual(table1.snapshots(console, 0), [])

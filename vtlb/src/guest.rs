@@ -345,7 +345,7 @@ impl GuestTlb {
 
     /// `tlbwe value, index, word` with the guest's current `mmucr`. Word 0 also sets the
     /// entry's TID from `MMUCR[STID]`; words 1 and 2 leave the other words alone.
-    #[inline]
+    #[inline(always)]
     pub fn tlbwe(&mut self, index: u32, word: u32, value: u32, mmucr: u32) -> Result<(), TlbError> {
         if word > 2 {
             return Err(TlbError::InvalidWord { word });

@@ -13,7 +13,9 @@
 //! `ppc440` table's `Fast` and `Shadow` classes and mfspr PID ([`SPR_SLOTS`]), for a guest
 //! in supervisor mode whose instruction page is in the fetch cache. It saves the general
 //! registers and CR in the thread's frame (`stmw`: the guest's RT/RS are then frame
-//! words), and updates the trace counters itself (docs/adr/0023-exit-accounting.md: the
+//! words), hands tlbre, tlbwe and tlbsx[.] to `__tlb_insn_fast` (Rust, `mmu::tlb_insn`,
+//! called with the frame completed as far as it needs: LR, CTR and XER saved around
+//! the call), and updates the trace counters itself (docs/adr/0023-exit-accounting.md: the
 //! exit runs from the vector's time-base read to the one before the `rfi`; GUEST_RUN
 //! gets its count and loses the exit's cost, so the time from the last slow return to
 //! the next slow entry, which `virt::exit_begin` adds, nets out to guest time). Every
@@ -158,42 +160,8 @@ fn emulate(k: &mut Kernel, vi: usize, f: &mut TrapFrame, insn: u32, old: u32) ->
             *v = val;
             (old, pc + 4, TracePoint::EmulMtspr)
         }
-        (X, xo31::TLBRE) => {
-            // tlbre RT,RA,WS
-            let (index, word) = (
-                f.regs.gpr[decode::RA.get(insn) as usize],
-                decode::RB.get(insn),
-            );
-            let v = &mut k.vm.vcpus[vi];
-            let (val, mmucr) = v.tlb.tlbre(index, word, v.s.mmucr).ok()?;
-            f.regs.gpr[rs] = val;
-            if let Some(m) = mmucr {
-                v.s.mmucr = m;
-            }
-            (old, pc + 4, TracePoint::EmulTlbre)
-        }
-        (X, xo31::TLBSX) => {
-            // tlbsx[.] RT,RA,RB
-            let ra = decode::RA.get(insn) as usize;
-            let ea = if ra == 0 { 0 } else { f.regs.gpr[ra] }
-                .wrapping_add(f.regs.gpr[decode::RB.get(insn) as usize]);
-            let hit = k.vm.vcpus[vi].tlb.tlbsx(ea, k.vm.vcpus[vi].s.mmucr);
-            if let Some(i) = hit {
-                f.regs.gpr[rs] = i;
-            }
-            if decode::RC.get(insn) != 0 {
-                f.regs.cr = super::emulate::tlbsx_cr(f.regs.cr, f.regs.xer, hit.is_some());
-            }
-            (old, pc + 4, TracePoint::EmulTlbsx)
-        }
-        (X, xo31::TLBWE) => {
-            // tlbwe RS,RA,WS
-            let (index, word) = (
-                f.regs.gpr[decode::RA.get(insn) as usize],
-                decode::RB.get(insn),
-            );
-            mmu::guest_tlbwe(k, vi, index, word, f.regs.gpr[rs]).ok()?;
-            (old, pc + 4, TracePoint::EmulTlbwe)
+        (X, xo31::TLBRE | xo31::TLBWE | xo31::TLBSX) => {
+            (old, pc + 4, mmu::tlb_insn(k, vi, f, insn)?)
         }
         _ => return None,
     };
@@ -357,6 +325,22 @@ pub fn set_current(v: Option<&Vcpu>) {
     unsafe { *core::ptr::addr_of_mut!(FAST_VCPU) = a };
 }
 
+/// Called by `__program_fast` for a `tlbre`, `tlbwe` or `tlbsx[.]` of the running vCPU,
+/// with its registers in `frame` (GPRs, CR, LR, CTR, XER): emulates it
+/// ([`mmu::tlb_insn`]) and returns the trace point's counter offset in `Vcpu`, or 0 when
+/// it changed nothing and the general path must take the instruction.
+#[no_mangle]
+extern "C" fn __tlb_insn_fast(insn: u32, frame: *mut TrapFrame) -> u32 {
+    let k = kernel();
+    let Some(vi) = super::vcpu_of(k, k.current) else {
+        return 0;
+    };
+    // SAFETY: the assembly tier passes the running vCPU's frame, which it has just
+    // filled and which nothing else refers to until it resumes the guest from it.
+    let f = unsafe { &mut *frame };
+    mmu::tlb_insn(k, vi, f, insn).map_or(0, trace_at)
+}
+
 const STATE: usize = offset_of!(Vcpu, s);
 
 /// The assembly's opcode key of an instruction with primary opcode `opcd`, extended
@@ -463,7 +447,7 @@ global_asm!(
     "    beq .Lvf_dcr",
     "    cmplwi 5, {key_mtdcr}",
     "    beq .Lvf_dcr",
-    "    b .Lvf_slow",
+    "    b .Lvf_tlb_key",
     // wrteei / wrtee: r5 = the new MSR[EE] (CR0: whether it is set), r8 = the trace
     // point's counter (offset in Vcpu). Only EE changes: clearing it needs no check.
     ".Lvf_wrteei:",
@@ -633,6 +617,49 @@ global_asm!(
     "    cmplw 4, 0",
     "    ble- .Lvf_slow",
     "    b .Lvf_store_msr",
+    // tlbre, tlbwe, tlbsx[.] (opcode 31, XO in r4): `__tlb_insn_fast` emulates
+    // them in Rust with the frame as the general entry would fill it. The call clobbers
+    // the volatile registers, LR, CTR and XER: the guest's LR, CTR, XER go to the frame
+    // first and come back from it, t0 waits in r31 (the guest's r31 is in the frame), r30
+    // (pc + 4) and r28 (SRR1) survive the call; it returns the trace point's counter
+    // offset (r8 for `.Lvf_done`), or 0, having changed nothing, for the general path.
+    ".Lvf_tlb_key:",
+    "    rlwinm 4, 27, 6, 26, 31",
+    "    cmplwi 4, {opcd_x}",
+    "    bne- .Lvf_slow",
+    "    rlwinm 4, 27, 31, 22, 31",
+    "    cmplwi 4, {xo_tlbsx}",
+    "    beq .Lvf_tlb",
+    "    cmplwi 4, {xo_tlbwe}",
+    "    beq .Lvf_tlb",
+    "    cmplwi 4, {xo_tlbre}",
+    "    bne- .Lvf_slow",
+    ".Lvf_tlb:",
+    "    mflr 4",
+    "    stw 4, {f_lr}(1)",
+    "    mfctr 4",
+    "    stw 4, {f_ctr}(1)",
+    "    mfxer 4",
+    "    stw 4, {f_xer}(1)",
+    "    mr 31, 3",
+    "    mr 3, 27",
+    "    mr 4, 1",
+    "    li 0, 0",
+    "    stwu 0, -16(1)",
+    "    bl __tlb_insn_fast",
+    "    addi 1, 1, 16",
+    "    mr. 8, 3",
+    "    mr 3, 31",
+    "    lwz 4, {f_lr}(1)",
+    "    mtlr 4",
+    "    lwz 4, {f_ctr}(1)",
+    "    mtctr 4",
+    "    lwz 4, {f_xer}(1)",
+    "    mtxer 4",
+    "    lis 6, FAST_VCPU@ha",
+    "    lwz 6, FAST_VCPU@l(6)",
+    "    bne+ .Lvf_done",
+    "    b .Lvf_slow",
     // Not for the assembly tier: a native thread or the kernel itself (translation
     // space 0) restores everything and takes the general entry, which picks the right
     // frame; a vCPU continues below.
@@ -738,6 +765,13 @@ global_asm!(
     key_mfspr = const key(X, xo31::MFSPR),
     key_mtspr = const key(X, xo31::MTSPR),
     key_rfi = const key(XL, xo19::RFI),
+    opcd_x = const X,
+    xo_tlbre = const xo31::TLBRE,
+    xo_tlbwe = const xo31::TLBWE,
+    xo_tlbsx = const xo31::TLBSX,
+    f_lr = const offset_of!(TrapFrame, regs) + offset_of!(kestrel_abi::FrameRegs, lr),
+    f_ctr = const offset_of!(TrapFrame, regs) + offset_of!(kestrel_abi::FrameRegs, ctr),
+    f_xer = const offset_of!(TrapFrame, regs) + offset_of!(kestrel_abi::FrameRegs, xer),
     key_mfdcr = const key(X, xo31::MFDCR),
     key_mtdcr = const key(X, xo31::MTDCR),
     raw_pid = const (PID & 31) << 5 | PID >> 5,
