@@ -23,8 +23,9 @@ pub enum Emulation {
     /// A plain copy to or from the vCPU's shadow state, handled by the kernel's fastest
     /// (assembly) tier: SRR0/1, SPRG0-3, ESR, DEAR.
     Fast,
-    /// A plain copy to or from the shadow state, with no side effect, handled by the
-    /// kernel's Rust fast tier (CSRR0/1, MCSRR0/1, MMUCR).
+    /// A plain copy to or from the shadow state, with no side effect (CSRR0/1, MCSRR0/1,
+    /// MMUCR): less frequent than `Fast`, handled by the same tiers (the kernel's assembly
+    /// tier covers both classes since issue 11).
     Shadow,
     /// Shadowed and also written to the real register, because the guest reads it
     /// without trapping (SPRG4-7 through their user read ports, USPRG0); the kernel loads

@@ -13,6 +13,9 @@
 //! start-up). Loops of `N` iterations take well under a tick even for a VMM round trip, so
 //! the fastest of `REPEATS` is tick-free and the figure depends on the exit path alone.
 //!
+//! `mfspr`/`mtspr` use SPRG0; `mfspr_pid`/`mtspr_pid` use PID, the latter writing a new
+//! value each time (the guest's address-space switch).
+//!
 //! Prints `BENCH exits name=<insn> per_exit=<x.y>` lines, then requests a reset.
 #![no_std]
 #![no_main]
