@@ -19,7 +19,8 @@
 //! System calls enter through their own copy of the prologue so the IPC fast path
 //! (`glue::fastpath`) runs before the general dispatcher.
 //!
-//! Multi-word saves use `stmw`/`lmw`; each vector stub is exactly 32 bytes, so
+//! Multi-word saves use `stmw`/`lmw` (all 32 registers at once, then the two slots the
+//! entry borrowed registers for, r1 and r3, from SPRG2/SPRG3); each vector stub is exactly 32 bytes, so
 //! IVORn = 32 * n from IVPR = `__vectors_start`.
 //!
 //! Exit accounting (docs/adr/0023-exit-accounting.md): every stub reads the time base in
@@ -88,13 +89,11 @@ macro_rules! save_restore {
     (@body $srr0:literal, $srr1:literal, $rfi:literal, $handler:literal, $name:literal) => {
         concat!(
             "2:  stw 3, 128(1)\n",
-            "    stw 0, 0(1)\n",
+            "    stmw 0, 0(1)\n",
             "    mfspr 3, {sprg2}\n",
             "    stw 3, 4(1)\n",
-            "    stw 2, 8(1)\n",
             "    mfspr 3, {sprg3}\n",
             "    stw 3, 12(1)\n",
-            "    stmw 4, 16(1)\n",
             "    mflr 3\n",
             "    stw 3, 132(1)\n",
             "    mfctr 3\n",
@@ -128,8 +127,7 @@ macro_rules! save_restore {
             "    lwz 0, 144(1)\n",
             "    mtspr ", $srr0, ", 0\n",
             "    lwz 0, 0(1)\n",
-            "    lwz 2, 8(1)\n",
-            "    lmw 3, 12(1)\n",
+            "    lmw 2, 8(1)\n",
             "    lwz 1, 4(1)\n",
             "    ", $rfi, "\n",
         )
