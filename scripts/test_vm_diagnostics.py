@@ -84,9 +84,20 @@ class Checks(unittest.TestCase):
         bad = before_the_fixes(GOOD)
         self.assertTrue(any("lines in full" in b for b in vd.check_rate_limit(bad.splitlines())))
         self.assertTrue(any("no summary line" in b for b in vd.check_rate_limit(bad.splitlines())))
-        self.assertTrue(any("EMUL_MTSPR has max 4294967295" in b for b in vd.check_time(bad)))
+        self.assertTrue(any("EMUL_MTSPR costs 4294967295 ticks" in b for b in vd.check_time(bad)))
+        self.assertTrue(any("EMUL_MTSPR averages 440618 ticks" in b for b in vd.check_time(bad)))
         msgs = vd.check_messages(bad.splitlines())
         self.assertEqual(len(msgs), 3, msgs)
+
+    def test_a_poisoned_exit_fails_in_the_exact_total_format(self):
+        # The table keeps count and exact total only: one 4294967295-tick exit among the
+        # 25,203 lifts EMUL_MTSPR's average to about 170,000 ticks.
+        good = GOOD.replace("vmm:   EMUL_MTSPR            25203  min    29 max    110 avg    93",
+                            "vmm:   EMUL_MTSPR            25203  total      2343879 avg    93")
+        self.assertNotEqual(good, GOOD)
+        self.assertEqual(vd.check_time(good), [])
+        bad = good.replace("total      2343879 avg    93", "total   4297311174 avg 170508")
+        self.assertTrue(any("EMUL_MTSPR averages 170508 ticks" in b for b in vd.check_time(bad)))
 
     def test_a_summary_that_loses_events_fails(self):
         bad = GOOD.replace("392 more unhandled instructions not logged (400 in all)",
