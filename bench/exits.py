@@ -28,8 +28,12 @@ from pathlib import Path
 from ipc import BenchError, kestrel_qemu, qemu_version
 
 ROOT = Path(__file__).resolve().parent.parent
+# Issue 11's targets: the hot emulations at most 80 instructions each, tlbwe at most 150, a
+# VMM round trip at most 600; tlbre and tlbsx have none (reported, not judged).
 TARGET_IN_KERNEL = 80
-TARGET_VMM = 400
+TARGET_TLBWE = 150
+TARGET_VMM = 600
+NO_TARGET = ("tlbre", "tlbsx")
 IN_KERNEL = ("mfmsr", "mtmsr", "wrtee", "wrteei", "mfspr", "mtspr", "mfspr_pid", "mtspr_pid", "tlbre", "tlbwe",
              "tlbsx", "rfi")
 BENCH_RE = re.compile(r"^BENCH exits name=(\w+) per_exit=(\d+(?:\.\d+)?)\s*$")
@@ -73,12 +77,20 @@ def run(mode: str, index: int, timeout: int) -> dict[str, float]:
     return parse(console)
 
 
+def target(name: str) -> int | None:
+    """The issue's target for an in-kernel exit, in guest instructions (None: no target)."""
+    if name in NO_TARGET:
+        return None
+    return TARGET_TLBWE if name == "tlbwe" else TARGET_IN_KERNEL
+
+
 def table(summary: dict) -> str:
     rows = [("exit", "native", "VM", "instructions/exit", "target", "met?")]
     for n in IN_KERNEL:
         c = summary["in_kernel"][n]
-        rows.append((n, summary["native"][n], summary["vm"][n], c, f"<= {TARGET_IN_KERNEL}",
-                     "yes" if c <= TARGET_IN_KERNEL else "no"))
+        t = target(n)
+        rows.append((n, summary["native"][n], summary["vm"][n], c, "-" if t is None else f"<= {t}",
+                     "-" if t is None else "yes" if c <= t else "no"))
     c = summary["vmm_roundtrip_instructions"]
     rows.append(("vmm_roundtrip (mfdcr)", summary["native"]["vmm_roundtrip"], summary["vm"]["vmm_roundtrip"],
                  c, f"<= {TARGET_VMM}", "yes" if c <= TARGET_VMM else "no"))
@@ -112,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         "vmm_roundtrip_instructions": cost["vmm_roundtrip"],
         "native": native,
         "vm": vm,
-        "targets": {"in_kernel": TARGET_IN_KERNEL, "vmm_roundtrip": TARGET_VMM},
+        "targets": {"in_kernel": TARGET_IN_KERNEL, "tlbwe": TARGET_TLBWE, "vmm_roundtrip": TARGET_VMM,
+                    "none_for": list(NO_TARGET)},
         "method": "kestrel-exitbench guest, 2000 iterations per instruction, native vs Kestrel VM, "
                   "qemu-system-ppc -M bamboo -icount shift=0,sleep=off; cost = vm - native + 1; "
                   "two runs per mode must agree exactly",

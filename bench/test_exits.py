@@ -33,6 +33,19 @@ class ExitsTest(unittest.TestCase):
         self.assertEqual(c["mtmsr"], 201.0)
         self.assertEqual(c["rfi"], 301.0)
 
+    def test_targets(self):
+        self.assertEqual(exits.target("mfmsr"), 80)
+        self.assertEqual(exits.target("mtspr_pid"), 80)
+        self.assertEqual(exits.target("tlbwe"), 150)
+        self.assertIsNone(exits.target("tlbre"))
+        summary = {"in_kernel": {n: 100.0 for n in exits.IN_KERNEL}, "vmm_roundtrip_instructions": 500.0,
+                   "native": {n: 1.0 for n in NAMES}, "vm": {n: 100.0 for n in NAMES}}
+        rows = {line.split()[0]: line.split()[-2:] for line in exits.table(summary).splitlines()[2:]}
+        self.assertEqual(rows["mfmsr"], ["80", "no"])
+        self.assertEqual(rows["tlbwe"], ["150", "yes"])
+        self.assertEqual(rows["tlbre"], ["-", "-"])
+        self.assertEqual(rows["vmm_roundtrip"], ["600", "yes"])
+
 
 if __name__ == "__main__":
     unittest.main()
