@@ -24,7 +24,7 @@
 //! IVORn = 32 * n from IVPR = `__vectors_start`.
 //!
 //! Exit accounting (docs/adr/0023-exit-accounting.md): every stub reads the time base in
-//! its third instruction, so an exit's cost starts at the vector itself: the general
+//! its second (program stub: fourth) instruction, so an exit's cost starts at the vector itself: the general
 //! stubs store it in [`ENTRY_TB`] (read by `virt::exit_begin`), the program stub passes
 //! it to the emulation fast path in r3 (that stub also stores the general registers in
 //! the thread's frame right away, `stmw`). On the way out, a frame that resumes a vCPU
@@ -112,20 +112,20 @@ macro_rules! save_restore {
             "    .global ", $name, "_exit\n",
             $name, "_exit:\n",
             "    mr 1, 3\n",
+            "    lwz 0, 136(1)\n",
+            "    mtctr 0\n",
+            "    lwz 0, 140(1)\n",
+            "    mtxer 0\n",
+            "    lwz 0, 144(1)\n",
+            "    mtspr ", $srr0, ", 0\n",
             "    lwz 0, 148(1)\n",
             "    mtspr ", $srr1, ", 0\n",
             "    andi. 0, 0, {msr_is}\n",
             "    bnel- __guest_resume\n",
             "    lwz 0, 132(1)\n",
             "    mtlr 0\n",
-            "    lwz 0, 136(1)\n",
-            "    mtctr 0\n",
-            "    lwz 0, 140(1)\n",
-            "    mtxer 0\n",
             "    lwz 0, 128(1)\n",
             "    mtcr 0\n",
-            "    lwz 0, 144(1)\n",
-            "    mtspr ", $srr0, ", 0\n",
             "    lwz 0, 0(1)\n",
             "    lmw 2, 8(1)\n",
             "    lwz 1, 4(1)\n",
@@ -141,10 +141,10 @@ macro_rules! stub {
             $n,
             " * {stub_size}\n",
             "    mtspr {sprg2}, 1\n",
+            "    mfspr 1, {tbl}\n",
             "    mtspr {sprg3}, 3\n",
-            "    mfspr 3, {tbl}\n",
-            "    lis 1, ENTRY_TB@ha\n",
-            "    stw 3, ENTRY_TB@l(1)\n",
+            "    lis 3, ENTRY_TB@ha\n",
+            "    stw 1, ENTRY_TB@l(3)\n",
             "    li 3, ",
             $n,
             "\n",

@@ -16,9 +16,9 @@
 //! words), hands tlbre, tlbwe and tlbsx[.] to `__tlb_insn_fast` (Rust, `mmu::tlb_insn`,
 //! called with the frame completed as far as it needs: LR, CTR and XER saved around
 //! the call), and updates the trace counters itself (docs/adr/0023-exit-accounting.md: the
-//! exit runs from the vector's time-base read to the one before the `rfi`; GUEST_RUN
-//! gets its count and loses the exit's cost, so the time from the last slow return to
-//! the next slow entry, which `virt::exit_begin` adds, nets out to guest time). Every
+//! exit runs from the vector's time-base read to the one eleven instructions before the
+//! `rfi`, which also starts the next GUEST_RUN, `Vcpu::run_tb`; GUEST_RUN gets the time
+//! from the last return to the guest to the entry, as `virt::exit_begin` does). Every
 //! other case completes the frame and calls `kestrel_program` as the ordinary entry
 //! would, where [`program`] (Rust) covers the rest of the hot instructions before the
 //! general emulator. The assembly addresses `Vcpu` fields by `offset_of!`, so `Vcpu` is
@@ -551,25 +551,31 @@ global_asm!(
     "    mtspr {n_srr0}, 30",
     "    andi. 28, 28, {srr1_keep}",
     "    mtspr {n_srr1}, 28",
-    "    mfspr 9, {n_tbl}",
-    "    subf 9, 3, 9",
+    // GUEST_RUN: one more guest run, from the last return to the guest to t0.
     "    add 8, 8, 6",
-    "    lmw 29, 0(8)",
+    "    lwz 9, {run_tb}(6)",
+    "    subf 9, 9, 3",
+    "    lmw 29, {gr}(6)",
     "    addi 29, 29, 1",
     "    add 30, 30, 9",
     "    cmplw 30, 9",
     "    bge+ 2f",
     "    addi 31, 31, 1",
-    "2:  stmw 29, 0(8)",
-    "    lmw 29, {gr}(6)",
+    "2:  stmw 29, {gr}(6)",
+    // The exit: everything that does not need its end time first, so that as few
+    // instructions as possible (eleven, with the `rfi`) follow the time-base read.
+    "    lmw 29, 0(8)",
     "    addi 29, 29, 1",
+    "    lwz 0, 128(1)",
+    "    mfspr 9, {n_tbl}",
+    "    stw 9, {run_tb}(6)",
+    "    subf 9, 3, 9",
+    "    add 30, 30, 9",
     "    cmplw 30, 9",
-    "    subf 30, 9, 30",
     "    bge+ 3f",
-    "    addi 31, 31, -1",
-    "3:  stmw 29, {gr}(6)",
-    "    lwz 4, 128(1)",
-    "    mtcr 4",
+    "    addi 31, 31, 1",
+    "3:  stmw 29, 0(8)",
+    "    mtcr 0",
     "    lwz 0, 0(1)",
     "    lmw 2, 8(1)",
     "    lwz 1, 4(1)",
@@ -717,7 +723,8 @@ global_asm!(
     "    bl __vfault_dcr",
     "    b __program_entry_exit",
     // Called (`bnel`) by every kernel exit path whose frame resumes a vCPU, with r1 = the
-    // frame; may clobber r0, r4-r31, CR, XER (all restored from the frame afterwards).
+    // frame, as late as the exit path can: may clobber r0, r4-r31, CR and LR (restored from
+    // the frame afterwards), not XER, CTR or SRR0/1 (restored before).
     // Records the exit in progress (class `exit_at`, from `exit_tb` to now) and starts
     // the next GUEST_RUN now.
     "    .global __guest_resume",
@@ -725,21 +732,26 @@ global_asm!(
     "    lwz 4, {frame_vcpu}(1)",
     "    cmpwi 4, 0",
     "    beqlr-",
-    "    mfspr 5, {n_tbl}",
-    "    stw 5, {run_tb}(4)",
     "    lwz 6, {exit_at}(4)",
     "    cmpwi 6, 0",
-    "    beqlr-",
+    "    beq- 1f",
     "    li 7, 0",
     "    stw 7, {exit_at}(4)",
     "    lwz 7, {exit_tb}(4)",
-    "    subf 5, 7, 5",
     "    add 6, 6, 4",
     "    lmw 29, 0(6)",
     "    addi 29, 29, 1",
-    "    addc 30, 30, 5",
-    "    addze 31, 31",
-    "    stmw 29, 0(6)",
+    "    mfspr 5, {n_tbl}",
+    "    stw 5, {run_tb}(4)",
+    "    subf 7, 7, 5",
+    "    add 30, 30, 7",
+    "    cmplw 30, 7",
+    "    bge+ 2f",
+    "    addi 31, 31, 1",
+    "2:  stmw 29, 0(6)",
+    "    blr",
+    "1:  mfspr 5, {n_tbl}",
+    "    stw 5, {run_tb}(4)",
     "    blr",
     n_sprg2 = const SPRG2,
     n_sprg3 = const SPRG3,
