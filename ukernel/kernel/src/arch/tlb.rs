@@ -21,6 +21,9 @@ pub const USER_ENTRIES: usize = KERNEL_FIRST as usize;
 const KERNEL_RAM_ENTRY: u32 = 63;
 /// Entry mapping the console UART page for the kernel.
 const KERNEL_IO_ENTRY: u32 = 62;
+/// Size of the kernel's 1:1 RAM mapping (entry [`KERNEL_RAM_ENTRY`]): every physical address
+/// below it is readable by the kernel at the same virtual address.
+pub const KERNEL_RAM_WINDOW: u32 = PageSize::M256.bytes();
 /// Kernel virtual address of the I/O page (UART0 lives at offset 0x300).
 pub const KERNEL_IO_VA: u32 = 0xF000_0000;
 
@@ -126,7 +129,7 @@ pub fn install_kernel_map(uart_phys_page: u32) {
     write(
         KERNEL_RAM_ENTRY,
         0,
-        flags::V | PageSize::M256.word0(),
+        flags::V | PageSize::M256.word0(), // KERNEL_RAM_WINDOW
         0,
         flags::SX | supervisor_rw,
     );

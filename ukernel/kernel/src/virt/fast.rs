@@ -384,6 +384,17 @@ const _: () = {
     assert!(mmu::tid_key(0x12, false) == 0x24 && mmu::tid_key(0x12, true) == 0x25);
     assert!(offset_of!(Vcpu, tids) + 512 < 32768 && offset_of!(Vcpu, fetch_global) < 32768);
 };
+// `.Lvf_hwfetch`: MMUCR[STS] is set with one `oris`, STID is its low byte (cleared by
+// one `rlwinm`), ERPN fits `andi.`, the RAM window by one `lis`; word 0's SIZE is bits
+// 4..7 (`rlwinm 8, 8, 28, 28, 31`) and a page is 1 KiB << 2 * SIZE.
+const _: () = assert!(
+    ppc440::mmucr::STS.mask() & 0xffff == 0
+        && ppc440::mmucr::STID.mask() == 0xff
+        && ppc440::tlb::word1::ERPN.mask() <= 0xffff
+        && crate::arch::tlb::KERNEL_RAM_WINDOW & 0xffff == 0
+        && ppc440::tlb::word0::SIZE.mask() == 0xf0
+        && ppc440::tlb::PageSize::K4.bytes() == 1024 << 2
+);
 const _: () = assert!(
     core::mem::size_of::<TraceCounter>() == 12
         && offset_of!(TraceCounter, count) == 0
@@ -412,13 +423,16 @@ global_asm!(
     "    lwz 7, {msr}(6)",
     "    andi. 0, 7, {msr_pr}",
     "    bne- .Lvf_slow",
-    // r27 = the instruction at pc, through the fetch cache (guest page | 1);
-    // r30 = pc + 4.
+    // r27 = the instruction at pc, through the fetch cache (guest page | 1: the xor with
+    // pc leaves exactly the valid bit in bits 0-19 and 31 on a hit, so an empty cache
+    // never matches page 0); r30 = pc + 4.
     "    mfspr 30, {n_srr0}",
     "    lwz 5, {fpage}(6)",
     "    xor 5, 5, 30",
-    "    rlwinm. 5, 5, 0, 0, 19",
-    "    bne- .Lvf_slow",
+    "    rlwinm 5, 5, 0, 31, 19",
+    "    cmplwi 5, 1",
+    "    bne- .Lvf_hwfetch",
+    ".Lvf_fetched:",
     "    lwz 5, {fhost}(6)",
     "    rlwinm 4, 30, 0, 20, 31",
     "    lwzx 27, 5, 4",
@@ -489,10 +503,40 @@ global_asm!(
     "    add 4, 4, 5",
     "    lha 4, SPR_SLOTS@l(4)",
     "    cmpwi 4, 0",
-    "    ble- .Lvf_slow",
+    "    ble- .Lvf_mtsprg47",
     "    lwzx 5, 29, 1",
     "    stwx 5, 6, 4",
     "    li 8, {tp_mtspr}",
+    "    b .Lvf_done",
+    // mtspr SPRG4-7 (no slot: write-through): the guest value goes to `VcpuState::sprg`
+    // and to the real register, whose user read port the guest reads without a trap
+    // (as `emulate::write_sprg`). r4 = raw SPR field - raw(SPRG4): 0, 32, 64 or 96 for
+    // SPRG4..7 (their numbers' high halves are equal), anything else takes the general
+    // path.
+    ".Lvf_mtsprg47:",
+    "    rlwinm 4, 27, 21, 22, 31",
+    "    subi 4, 4, {raw_sprg4}",
+    "    cmplwi 4, 96",
+    "    bgt- .Lvf_slow",
+    "    andi. 0, 4, 31",
+    "    bne- .Lvf_slow",
+    "    lwzx 5, 29, 1",
+    "    srwi 9, 4, 3",
+    "    add 9, 9, 6",
+    "    stw 5, {sprg4}(9)",
+    "    li 8, {tp_mtspr}",
+    "    cmplwi 4, 32",
+    "    blt 1f",
+    "    beq 2f",
+    "    cmplwi 4, 64",
+    "    beq 3f",
+    "    mtspr {n_sprg7}, 5",
+    "    b .Lvf_done",
+    "1:  mtspr {n_sprg4}, 5",
+    "    b .Lvf_done",
+    "2:  mtspr {n_sprg5}, 5",
+    "    b .Lvf_done",
+    "3:  mtspr {n_sprg6}, 5",
     "    b .Lvf_done",
     // mtspr PID: the guest's address-space switch (KUAP does one around every user
     // access), as `mmu::guest_pid_switch`: load the TIDs `mmu` holds for the new guest
@@ -590,7 +634,11 @@ global_asm!(
     "    bne- .Lvf_slow",
     "    andc 4, 5, 7",
     "    rlwinm. 0, 4, 0, {ce_bit}, {ee_bit}",
-    "    bne- .Lvf_slow",
+    // Interrupts become enabled too (every return to guest user mode): the pending
+    // check with CR7[EQ] set, which brings it back to `.Lvf_pr_switch`.
+    "    crset 30",
+    "    bne- .Lvf_pending_cr7",
+    ".Lvf_pr_switch:",
     "    andi. 0, 5, {msr_pr}",
     "    lwz 4, {hw_tid_kernel}(6)",
     "    beq 4f",
@@ -599,6 +647,8 @@ global_asm!(
     "    b .Lvf_store_msr",
     // Interrupts become enabled: stay fast only if nothing can be pending.
     ".Lvf_pending:",
+    "    crclr 30",
+    ".Lvf_pending_cr7:",
     "    lwz 4, {irq}(6)",
     "    lwz 0, {crit}(6)",
     "    or. 4, 4, 0",
@@ -612,16 +662,21 @@ global_asm!(
     "    lwz 4, {dec}(6)",
     "    lwz 0, {dec_lo}(6)",
     "    or. 4, 4, 0",
-    "    beq .Lvf_store_msr",
+    "    beq .Lvf_pend_ok",
     "    lwz 4, {dec}(6)",
     "    mfspr 0, {n_tbu}",
     "    cmplw 4, 0",
     "    blt- .Lvf_slow",
-    "    bgt .Lvf_store_msr",
+    "    bgt .Lvf_pend_ok",
     "    lwz 4, {dec_lo}(6)",
     "    mfspr 0, {n_tbl}",
     "    cmplw 4, 0",
     "    ble- .Lvf_slow",
+    "    b .Lvf_pend_ok",
+    // Nothing can be pending: store the MSR, after loading the PID register when the
+    // check came from a change of MSR[PR] (CR7[EQ]).
+    ".Lvf_pend_ok:",
+    "    beq 7, .Lvf_pr_switch",
     "    b .Lvf_store_msr",
     // tlbre, tlbwe, tlbsx[.] (opcode 31, XO in r4): `__tlb_insn_fast` emulates
     // them in Rust with the frame as the general entry would fill it. The call clobbers
@@ -681,6 +736,47 @@ global_asm!(
     "    mfspr 1, {n_sprg2}",
     "    li 3, {vec_program}",
     "    b __program_entry",
+    // Fetch-cache miss: the instruction was fetched a moment ago through a hardware
+    // entry in translation space 1 under the PID register's TID, and the shadow TLB's
+    // invariant (hardware ⊆ guest TLB ∩ VM mappings, docs/adr/0024) makes that entry the
+    // guest's translation of pc. `tlbsx` finds it (one instruction, whatever the guest
+    // TLB holds), word 0 gives its size and word 1 its real page: the 4 KiB host page of
+    // pc goes into the fetch cache (not global: a PID write drops it) and the tier goes
+    // on. 1 KiB entries, real addresses outside the kernel's 1:1 RAM window and misses
+    // take the general path, which walks the guest TLB in software.
+    ".Lvf_hwfetch:",
+    "    mfspr 8, {n_mmucr}",
+    "    mfspr 9, {n_pid}",
+    "    rlwinm 8, 8, 0, 0, 23",
+    "    oris 8, 8, {mmucr_sts_hi}",
+    "    or 8, 8, 9",
+    "    mtspr {n_mmucr}, 8",
+    "    tlbsx. 9, 0, 30",
+    "    bne- .Lvf_slow",
+    "    .long {tlbre_w0}",
+    "    .long {tlbre_w1}",
+    "    rlwinm. 8, 8, 28, 28, 31",
+    "    beq- .Lvf_slow",
+    "    andi. 0, 10, {erpn}",
+    "    bne- .Lvf_slow",
+    "    slwi 8, 8, 1",
+    "    li 9, {size_1k}",
+    "    slw 9, 9, 8",
+    "    addi 9, 9, -1",
+    "    andc 10, 10, 9",
+    "    and 8, 30, 9",
+    "    or 10, 10, 8",
+    "    rlwinm 10, 10, 0, 0, 19",
+    "    lis 8, {ram_window_hi}",
+    "    cmplw 10, 8",
+    "    bge- .Lvf_slow",
+    "    stw 10, {fhost}(6)",
+    "    rlwinm 8, 30, 0, 0, 19",
+    "    ori 8, 8, 1",
+    "    stw 8, {fpage}(6)",
+    "    li 8, 0",
+    "    stb 8, {fglobal}(6)",
+    "    b .Lvf_fetched",
     // Not ours, from a vCPU: the frame has the GPRs and CR; complete it as the general
     // entry would (nothing above touched LR, CTR or XER), hand the entry time over and
     // call the program-interrupt handler.
@@ -794,6 +890,19 @@ global_asm!(
     frame_vcpu = const crate::arch::entry::FRAME_VCPU,
     msr = const STATE + offset_of!(VcpuState, msr),
     fpage = const offset_of!(Vcpu, fetch_page),
+    n_mmucr = const ppc440::spr::MMUCR,
+    n_sprg4 = const SPRG4,
+    n_sprg5 = const ppc440::spr::SPRG5,
+    n_sprg6 = const ppc440::spr::SPRG6,
+    n_sprg7 = const SPRG7,
+    raw_sprg4 = const (SPRG4 & 31) << 5 | SPRG4 >> 5,
+    sprg4 = const STATE + offset_of!(VcpuState, sprg) + 16,
+    mmucr_sts_hi = const ppc440::mmucr::STS.mask() >> 16,
+    tlbre_w0 = const ppc440::encode::tlbre(8, 9, 0),
+    tlbre_w1 = const ppc440::encode::tlbre(10, 9, 1),
+    erpn = const ppc440::tlb::word1::ERPN.mask(),
+    size_1k = const 1024,
+    ram_window_hi = const crate::arch::tlb::KERNEL_RAM_WINDOW >> 16,
     fhost = const offset_of!(Vcpu, fetch_host),
     srr0 = const STATE + offset_of!(VcpuState, srr0),
     srr1 = const STATE + offset_of!(VcpuState, srr1),
