@@ -313,16 +313,29 @@ fn maybe_pending(s: &VcpuState, dec_deadline: u64) -> bool {
 #[no_mangle]
 static mut FAST_VCPU: usize = 0;
 
+/// Address of the running vCPU's `Vcpu` whatever its magic page, as `set_current` last
+/// recorded it: `__program_fast` emulates the TLB instructions of a vCPU in translation
+/// space 1 through it when `FAST_VCPU` is 0 (a live magic page). Only `set_current`
+/// writes it; the IPC fast path, which switches to non-live vCPUs and to native threads
+/// only, sets `FAST_VCPU` alone, and its stale value is then never read (`FAST_VCPU` is
+/// non-zero, or the thread runs in translation space 0).
+#[no_mangle]
+static mut TLB_VCPU: usize = 0;
+
 /// Records which vCPU runs (called on every switch).
 #[inline(always)]
 pub fn set_current(v: Option<&Vcpu>) {
     // A vCPU with a live magic page takes the full path (pv.rs).
+    let tlb = v.map_or(0, |v| v as *const Vcpu as usize);
     let a = v
         .filter(|v| !v.pv.live)
         .map_or(0, |v| v as *const Vcpu as usize);
     // SAFETY: single CPU, interrupts off in the kernel; only the scheduler writes it
     // and only the assembly below (running with interrupts off) reads it.
-    unsafe { *core::ptr::addr_of_mut!(FAST_VCPU) = a };
+    unsafe {
+        *core::ptr::addr_of_mut!(FAST_VCPU) = a;
+        *core::ptr::addr_of_mut!(TLB_VCPU) = tlb;
+    }
 }
 
 /// Called by `__program_fast` for a `tlbre`, `tlbwe` or `tlbsx[.]` of the running vCPU,
@@ -339,6 +352,34 @@ extern "C" fn __tlb_insn_fast(insn: u32, frame: *mut TrapFrame) -> u32 {
     // filled and which nothing else refers to until it resumes the guest from it.
     let f = unsafe { &mut *frame };
     mmu::tlb_insn(k, vi, f, insn).map_or(0, trace_at)
+}
+
+/// [`__tlb_insn_fast`] for a vCPU with a live magic page (`TLB_VCPU`, not `FAST_VCPU`):
+/// as the Rust tier (`program_fast`), the fields the page shares are synced first and
+/// written back after (`fast_in` never refuses a TLB instruction).
+#[no_mangle]
+extern "C" fn __tlb_insn_fast_live(insn: u32, frame: *mut TrapFrame, vcpu: usize) -> u32 {
+    let k = kernel();
+    let Some(vi) = super::vcpu_of(k, k.current) else {
+        return 0;
+    };
+    // The assembly fetched the instruction through `TLB_VCPU`'s fetch cache: only if that
+    // is the running vCPU (else the general path fetches it again).
+    if vcpu != &k.vm.vcpus[vi] as *const Vcpu as usize {
+        return 0;
+    }
+    // SAFETY: as in `__tlb_insn_fast`.
+    let f = unsafe { &mut *frame };
+    let live = super::pv::live(k, vi);
+    if live && !super::pv::fast_in(k, vi, insn) {
+        return 0;
+    }
+    let old = k.vm.vcpus[vi].s.msr;
+    let tp = mmu::tlb_insn(k, vi, f, insn);
+    if live {
+        super::pv::fast_out(k, vi, old);
+    }
+    tp.map_or(0, trace_at)
 }
 
 const STATE: usize = offset_of!(Vcpu, s);
@@ -419,7 +460,7 @@ global_asm!(
     "    lis 6, FAST_VCPU@ha",
     "    lwz 6, FAST_VCPU@l(6)",
     "    cmpwi 6, 0",
-    "    beq- .Lvf_not_fast",
+    "    beq- .Lvf_tlb_only",
     "    lwz 7, {msr}(6)",
     "    andi. 0, 7, {msr_pr}",
     "    bne- .Lvf_slow",
@@ -461,6 +502,7 @@ global_asm!(
     "    beq .Lvf_dcr",
     "    cmplwi 5, {key_mtdcr}",
     "    beq .Lvf_dcr",
+    "    li 26, 0",
     "    b .Lvf_tlb_key",
     // wrteei / wrtee: r5 = the new MSR[EE] (CR0: whether it is set), r8 = the trace
     // point's counter (offset in Vcpu). Only EE changes: clearing it needs no check.
@@ -678,10 +720,37 @@ global_asm!(
     ".Lvf_pend_ok:",
     "    beq 7, .Lvf_pr_switch",
     "    b .Lvf_store_msr",
+    // A vCPU the tier above leaves alone (a live magic page, pv.rs) may still have its TLB
+    // instructions emulated here (`TLB_VCPU`; `__tlb_insn_fast_live` syncs the page as the
+    // Rust tier does): the same checks and fetch-cache test as above (a cache miss takes
+    // the general path), then only the TLB opcodes.
+    ".Lvf_tlb_only:",
+    "    andi. 0, 28, {msr_is}",
+    "    beq- .Lvf_not_fast",
+    "    lis 6, TLB_VCPU@ha",
+    "    lwz 6, TLB_VCPU@l(6)",
+    "    cmpwi 6, 0",
+    "    beq- .Lvf_not_fast",
+    "    lwz 7, {msr}(6)",
+    "    andi. 0, 7, {msr_pr}",
+    "    bne- .Lvf_slow",
+    "    mfspr 30, {n_srr0}",
+    "    lwz 5, {fpage}(6)",
+    "    xor 5, 5, 30",
+    "    rlwinm 5, 5, 0, 31, 19",
+    "    cmplwi 5, 1",
+    "    bne- .Lvf_slow",
+    "    lwz 5, {fhost}(6)",
+    "    rlwinm 4, 30, 0, 20, 31",
+    "    lwzx 27, 5, 4",
+    "    addi 30, 30, 4",
+    "    li 26, 1",
     // tlbre, tlbwe, tlbsx[.] (opcode 31, XO in r4): `__tlb_insn_fast` emulates
     // them in Rust with the frame as the general entry would fill it. The call clobbers
     // the volatile registers, LR, CTR and XER: the guest's LR, CTR, XER go to the frame
-    // first and come back from it, t0 waits in r31 (the guest's r31 is in the frame), r30
+    // first and come back from it, t0 waits in r31 and the vCPU in r29 (the guest's are in
+    // the frame; `FAST_VCPU`/`TLB_VCPU` are not re-read: the IPC fast path writes only
+    // `FAST_VCPU`), r30
     // (pc + 4) and r28 (SRR1) survive the call; it returns the trace point's counter
     // offset (r8 for `.Lvf_done`), or 0, having changed nothing, for the general path.
     ".Lvf_tlb_key:",
@@ -703,12 +772,18 @@ global_asm!(
     "    mfxer 4",
     "    stw 4, {f_xer}(1)",
     "    mr 31, 3",
+    "    mr 29, 6",
     "    mr 3, 27",
     "    mr 4, 1",
+    "    mr 5, 6",
     "    li 0, 0",
     "    stwu 0, -16(1)",
+    "    cmpwi 26, 0",
+    "    bne- 1f",
     "    bl __tlb_insn_fast",
-    "    addi 1, 1, 16",
+    "    b 2f",
+    "1:  bl __tlb_insn_fast_live",
+    "2:  addi 1, 1, 16",
     "    mr. 8, 3",
     "    mr 3, 31",
     "    lwz 4, {f_lr}(1)",
@@ -717,8 +792,7 @@ global_asm!(
     "    mtctr 4",
     "    lwz 4, {f_xer}(1)",
     "    mtxer 4",
-    "    lis 6, FAST_VCPU@ha",
-    "    lwz 6, FAST_VCPU@l(6)",
+    "    mr 6, 29",
     "    bne+ .Lvf_done",
     "    b .Lvf_slow",
     // Not for the assembly tier: a native thread or the kernel itself (translation
