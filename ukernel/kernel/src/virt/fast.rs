@@ -46,7 +46,8 @@ use ppc440::spr::{
 
 /// MSR bits a fast-path MSR write may not change (they need the full path: a new
 /// translation space flushes the shadow TLB; FP/DE change the real MSR), plus MSR[PR],
-/// which the assembly tier handles on a side path (the PID register).
+/// which the assembly tier handles on a side path (the PID register), and MSR[FP], which it
+/// handles by clearing the real MSR[FP] (`.Lvf_slow_bits`).
 const SLOW_MSR_BITS: u32 = msr::IS | msr::DS | msr::FP | msr::DE | msr::PR;
 
 /// The Rust tier: emulates the program interrupt of the running vCPU and returns the
@@ -307,6 +308,25 @@ fn maybe_pending(s: &VcpuState, dec_deadline: u64) -> bool {
         || s.tcr & (tcr::FIE | tcr::WIE) != 0
         || (dec_deadline != 0 && dec_deadline <= spr::timebase())
 }
+
+/// Instructions of an exit that follow its final time-base read, up to and including the
+/// `rfi` to the guest: the assembly tier's (`.Lvf_done`, without the rare carry `addi`)
+/// and the general exit path's (`__guest_resume` from its read to its `blr`, then
+/// `arch::entry`'s restore and `rfi`). They belong to the exit, not to the guest
+/// (docs/adr/0023-exit-accounting.md): the read is advanced by the whole time-base ticks
+/// they take, so the exit's cost ends at the `rfi` and the next GUEST_RUN starts there.
+/// Update them with the assembly.
+const TAIL_FAST: u32 = 12;
+const TAIL_GENERAL: u32 = 16;
+
+/// Whole time-base ticks of `insns` instructions under `-icount shift=0` (400 MHz time
+/// base, one instruction per nanosecond: 2.5 instructions per tick), rounded down, so a
+/// GUEST_RUN window (a tail, at least one guest instruction and the next entry's first
+/// instructions) never comes out negative.
+const fn tail_ticks(insns: u32) -> u32 {
+    insns * 2 / 5
+}
+const _: () = assert!(tail_ticks(TAIL_FAST) == 4 && tail_ticks(TAIL_GENERAL) == 6);
 
 /// Address of the running vCPU's `Vcpu`, or 0 when a native thread runs; read by
 /// `__program_fast` and `__guest_resume`.
@@ -649,11 +669,13 @@ global_asm!(
     "    addi 31, 31, 1",
     "2:  stmw 29, {gr}(6)",
     // The exit: everything that does not need its end time first, so that as few
-    // instructions as possible (eleven, with the `rfi`) follow the time-base read.
+    // instructions as possible (twelve, with the `rfi`: [`TAIL_FAST`]) follow the
+    // time-base read, which is advanced by their whole ticks.
     "    lmw 29, 0(8)",
     "    addi 29, 29, 1",
     "    lwz 0, 128(1)",
     "    mfspr 9, {n_tbl}",
+    "    addi 9, 9, {tail_fast}",
     "    stw 9, {run_tb}(6)",
     "    subf 9, 3, 9",
     "    add 30, 30, 9",
@@ -670,11 +692,20 @@ global_asm!(
     // the PID register with the hardware TID of the current guest PID in the new mode,
     // `Vcpu::hw_tid`, 0 = none yet: the next access misses and allocates one).
     ".Lvf_slow_bits:",
-    "    andi. 0, 4, {slow_lo} & ~{msr_pr}",
+    "    andi. 0, 4, {slow_lo} & ~({msr_pr} | {msr_fp})",
     "    bne- .Lvf_slow",
     "    andis. 0, 5, {we_hi}",
     "    bne- .Lvf_slow",
-    "    andc 4, 5, 7",
+    // MSR[FP] changes (Linux returns to a user process that used the FPU with FP set):
+    // the real MSR[FP] goes to 0 either way. Clearing it is always right for a guest FP
+    // of 0; for 1 the guest's next FP instruction traps and the general path hands it
+    // the FPU (`emulate::take_fpu`, nothing to do when it already owns it), as for any
+    // first FP instruction.
+    "    andi. 0, 4, {msr_fp}",
+    "    beq+ 5f",
+    "    li 9, {msr_fp}",
+    "    andc 28, 28, 9",
+    "5:  andc 4, 5, 7",
     "    rlwinm. 0, 4, 0, {ce_bit}, {ee_bit}",
     // Interrupts become enabled too (every return to guest user mode): the pending
     // check with CR7[EQ] set, which brings it back to `.Lvf_pr_switch`.
@@ -912,6 +943,7 @@ global_asm!(
     "    lmw 29, 0(6)",
     "    addi 29, 29, 1",
     "    mfspr 5, {n_tbl}",
+    "    addi 5, 5, {tail_general}",
     "    stw 5, {run_tb}(4)",
     "    subf 7, 7, 5",
     "    add 30, 30, 7",
@@ -921,6 +953,7 @@ global_asm!(
     "2:  stmw 29, 0(6)",
     "    blr",
     "1:  mfspr 5, {n_tbl}",
+    "    addi 5, 5, {tail_general}",
     "    stw 5, {run_tb}(4)",
     "    blr",
     n_sprg2 = const SPRG2,
@@ -929,9 +962,12 @@ global_asm!(
     n_srr1 = const SRR1,
     n_pid = const PID,
     n_tbl = const ppc440::spr::TBL_R,
+    tail_fast = const tail_ticks(TAIL_FAST),
+    tail_general = const tail_ticks(TAIL_GENERAL),
     n_tbu = const ppc440::spr::TBU_R,
     msr_is = const msr::IS,
     msr_pr = const msr::PR,
+    msr_fp = const msr::FP,
     msr_ee = const msr::EE,
     ee_bit = const msr::EE.leading_zeros(),
     ce_bit = const msr::CE.leading_zeros(),
