@@ -415,7 +415,10 @@ fn fill(s: &mut State, ea: u32, access: Access, pc: u32) -> Option<Placement> {
         .slot(placement.slot)
         .expect("the new slot is occupied");
     assert_eq!((slot.hw, slot.guest_index), (hw, guest_index & 63));
-    assert!(s.shadow.derived_from(0, guest_index).contains(placement.slot));
+    assert!(s
+        .shadow
+        .derived_from(0, guest_index)
+        .contains(placement.slot));
     Some(placement)
 }
 

@@ -101,7 +101,9 @@ mod tests {
             Some(3)
         );
         assert_eq!(
-            Mark::from_line(b"kestrel-trace-mark phase_1.a:b-c").unwrap().name(),
+            Mark::from_line(b"kestrel-trace-mark phase_1.a:b-c")
+                .unwrap()
+                .name(),
             "phase_1.a:b-c"
         );
     }

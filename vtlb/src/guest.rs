@@ -935,8 +935,14 @@ mod tests {
             t.tlbwe(index, 2, 0x3F, 0).expect("word 2");
         }
         assert!(t.global_for_page(1, 0x1000, false));
-        assert!(!t.global_for_page(1, 0x3000, false), "PID 5 sees entry 0 there");
+        assert!(
+            !t.global_for_page(1, 0x3000, false),
+            "PID 5 sees entry 0 there"
+        );
         assert!(t.global_for_page(1, 0x7000, false), "entry 2 comes later");
-        assert!(!t.global_for_page(0, 0x3000, false), "entry 0 is not global");
+        assert!(
+            !t.global_for_page(0, 0x3000, false),
+            "entry 0 is not global"
+        );
     }
 }

@@ -694,8 +694,7 @@ impl<const N: usize> ShadowTlb<N> {
         let mut m = self.candidates(hw.epn, hw_mask);
         while m != 0 {
             let i = pop_lowest(&mut m);
-            if blocks_overlap(self.epn[i], self.mask[i], hw.epn, hw_mask) && self.tid[i] == hw.tid
-            {
+            if blocks_overlap(self.epn[i], self.mask[i], hw.epn, hw_mask) && self.tid[i] == hw.tid {
                 clash |= 1 << i;
             }
         }
@@ -942,7 +941,15 @@ mod tests {
         let t = tlb(&[(0, [V | 0x10, 0, 0x08 | KERNEL_ONLY], 0)]);
         let (hw, _) = hit(shadow_fill(&t, &RAM_4K, 0x10, 5, true, Access::Read, false));
         assert_eq!(hw.perms, Rights::R);
-        let (hw, _) = hit(shadow_fill(&t, &RAM_4K, 0x10, 5, false, Access::Write, false));
+        let (hw, _) = hit(shadow_fill(
+            &t,
+            &RAM_4K,
+            0x10,
+            5,
+            false,
+            Access::Write,
+            false,
+        ));
         assert_eq!(hw.perms, Rights::RWX);
         assert_eq!(
             shadow_fill(&t, &RAM_4K, 0x10, 5, true, Access::Write, false),
@@ -1255,7 +1262,11 @@ mod tests {
             ..page(0, TID_K5, 0x10_0000)
         };
         let p = s.insert(0, big, 2);
-        assert_eq!((p.slot, p.invalidate), (1, SlotMask::EMPTY), "replaces its own TID's");
+        assert_eq!(
+            (p.slot, p.invalidate),
+            (1, SlotMask::EMPTY),
+            "replaces its own TID's"
+        );
         assert_eq!(s.occupied(), SlotMask(0b11));
     }
 
@@ -1265,11 +1276,18 @@ mod tests {
         assert_eq!(s.insert_native(7), 0);
         s.insert(0, page(0x1000, TID_U5, 0), 0);
         assert_eq!(s.insert_native(8), 2);
-        assert_eq!((s.native(), s.occupied()), (SlotMask(0b101), SlotMask(0b010)));
+        assert_eq!(
+            (s.native(), s.occupied()),
+            (SlotMask(0b101), SlotMask(0b010))
+        );
         // Full: the victims go round, whatever they hold.
         assert_eq!(s.insert(0, page(0x3000, TID_U5, 0), 2).slot, 0);
         assert_eq!(s.insert_native(9), 1);
-        assert_eq!(s.occupied(), SlotMask(0b001), "the guest slot 1 was overwritten");
+        assert_eq!(
+            s.occupied(),
+            SlotMask(0b001),
+            "the guest slot 1 was overwritten"
+        );
         assert_eq!(s.derived_from(0, 0), SlotMask::EMPTY);
         assert_eq!(s.insert(0, page(0x5000, TID_U5, 0), 4).slot, 2);
         assert_eq!(s.tid_of(1), Some(9));
@@ -1288,7 +1306,7 @@ mod tests {
         s.insert(0, page(0x9000, TID_K5, 0), 9); // derived from guest 9
         s.insert(0, page(0x4_0000, TID_U5, 0), 9);
         s.insert(1, page(0x9000, 40, 0), 9); // another vCPU's
-        // The guest now writes entry 5 as a 64 KiB page over 0..0x1_0000, hiding 0x9000.
+                                             // The guest now writes entry 5 as a 64 KiB page over 0..0x1_0000, hiding 0x9000.
         let mut t = GuestTlb::new();
         t.tlbwe(5, 0, V | 0x30, 0).expect("word 0");
         assert_eq!(s.invalidate_guest_write(0, &t, 5), SlotMask(0b011));
@@ -1390,7 +1408,8 @@ mod tests {
             }
         }
         fn insert(&mut self, owner: u8, hw: HwEntry, guest_index: u32) -> Placement {
-            let clash = self.select(|s| s.hw.overlaps(hw.epn, hw.bytes() as u64) && s.hw.tid == hw.tid);
+            let clash =
+                self.select(|s| s.hw.overlaps(hw.epn, hw.bytes() as u64) && s.hw.tid == hw.tid);
             let slot = self.choose(clash);
             for s in clash {
                 self.slots[s] = RefSlot::Free;

@@ -505,7 +505,9 @@ impl Vcpu {
     }
     fn write(&mut self, w: &EntryWrite) {
         for (word, value) in w.words.iter().enumerate() {
-            self.guest.tlbwe(w.index, word as u32, *value, w.mmucr).expect("valid word");
+            self.guest
+                .tlbwe(w.index, word as u32, *value, w.mmucr)
+                .expect("valid word");
             self.model.tlbwe(w.index, word as u32, *value, w.mmucr);
         }
     }
@@ -534,7 +536,9 @@ impl TidPool {
             return t;
         }
         let t = if self.held.len() < POOL as usize {
-            (1..=POOL).find(|t| self.held.iter().all(|(h, _)| h != t)).expect("free")
+            (1..=POOL)
+                .find(|t| self.held.iter().all(|(h, _)| h != t))
+                .expect("free")
         } else {
             let (t, _) = self.held.remove(0);
             shadow.invalidate_tid(t);
@@ -555,22 +559,38 @@ fn check_tagged_shadow(
     pool: &TidPool,
     map: &HostMap,
 ) -> Result<(), TestCaseError> {
-    let slots: Vec<_> = shadow.occupied().map(|i| *shadow.slot(i).expect("occupied")).collect();
+    let slots: Vec<_> = shadow
+        .occupied()
+        .map(|i| *shadow.slot(i).expect("occupied"))
+        .collect();
     for (i, s) in slots.iter().enumerate() {
         let Some(Key::Guest(owner, pid, pr)) = pool.holder(s.hw.tid) else {
-            return Err(TestCaseError::fail(format!("slot {s:x?}: its TID is not a guest TID now")));
+            return Err(TestCaseError::fail(format!(
+                "slot {s:x?}: its TID is not a guest TID now"
+            )));
         };
         prop_assert_eq!(owner, s.owner, "the TID belongs to another vCPU");
         let c = &vcpus[owner as usize];
-        check_entry(&c.model, map, &s.hw, s.guest_index as usize, (pid, pr, c.ts))
-            .map_err(TestCaseError::fail)?;
+        check_entry(
+            &c.model,
+            map,
+            &s.hw,
+            s.guest_index as usize,
+            (pid, pr, c.ts),
+        )
+        .map_err(TestCaseError::fail)?;
         for t in &slots[i + 1..] {
             prop_assert!(!multi_hit(&s.hw, &t.hw), "multi-hit: {:?} {:?}", s, t);
         }
     }
     for i in shadow.native() {
         let tid = shadow.tid_of(i).expect("native slot");
-        prop_assert!(matches!(pool.holder(tid), Some(Key::Native(_))), "native slot {} with TID {}", i, tid);
+        prop_assert!(
+            matches!(pool.holder(tid), Some(Key::Native(_))),
+            "native slot {} with TID {}",
+            i,
+            tid
+        );
     }
     Ok(())
 }
@@ -812,7 +832,10 @@ fn linux_like_layout_shadows_per_mode() {
     let FillResult::Hit { hw: k, .. } = fill(0x1000_0010, false, Access::Read) else {
         panic!("user text from the kernel")
     };
-    assert_eq!(k, hw, "equal rights: the same entry, tagged per mode by the kernel");
+    assert_eq!(
+        k, hw,
+        "equal rights: the same entry, tagged per mode by the kernel"
+    );
     let FillResult::Hit { hw, .. } = fill(0x7FFF_F800, true, Access::Write) else {
         panic!("user stack")
     };

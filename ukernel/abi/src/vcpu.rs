@@ -628,7 +628,10 @@ impl TraceCounter {
         self.count = self.count.wrapping_add(b.count);
         let (lo, carry) = self.sum_lo.overflowing_add(b.sum_lo);
         self.sum_lo = lo;
-        self.sum_hi = self.sum_hi.wrapping_add(b.sum_hi).wrapping_add(carry as u32);
+        self.sum_hi = self
+            .sum_hi
+            .wrapping_add(b.sum_hi)
+            .wrapping_add(carry as u32);
     }
 }
 

@@ -31,7 +31,9 @@ pub const GUEST_VCPUS: usize = 64;
 /// The owner code of the TID for vCPU `vcpu` (below [`GUEST_VCPUS`]), guest PID
 /// `guest_pid` and guest privilege `privileged` (guest `MSR[PR]` = 0).
 pub const fn guest_owner(vcpu: usize, guest_pid: u8, privileged: bool) -> u16 {
-    GUEST_OWNER | ((vcpu as u16 & (GUEST_VCPUS as u16 - 1)) << 9) | (guest_pid as u16) << 1
+    GUEST_OWNER
+        | ((vcpu as u16 & (GUEST_VCPUS as u16 - 1)) << 9)
+        | (guest_pid as u16) << 1
         | privileged as u16
 }
 
@@ -315,9 +317,19 @@ mod tests {
         }
         // Dry: the longest-held TID (the native space's) goes to the next guest owner.
         let g = a.alloc_new(guest_owner(0, 0, false));
-        assert_eq!(g, PidGrant { pid: 1, evicted: Some(3), flush: true });
+        assert_eq!(
+            g,
+            PidGrant {
+                pid: 1,
+                evicted: Some(3),
+                flush: true
+            }
+        );
         let g = a.alloc(3);
-        assert_eq!((g.pid, g.evicted.and_then(guest_of)), (2, Some((2, 9, true))));
+        assert_eq!(
+            (g.pid, g.evicted.and_then(guest_of)),
+            (2, Some((2, 9, true)))
+        );
     }
 
     #[test]

@@ -116,7 +116,9 @@ pub extern "C" fn task_main() {
     match boot_option("vmm.pv=").as_deref() {
         None | Some("on") => {}
         Some("off") => println!("vmm: vmm.pv=off: no paravirtual interface (full virtualization)"),
-        Some(v) => println!("vmm: vmm.pv={v} is neither on nor off; the paravirtual interface stays on"),
+        Some(v) => {
+            println!("vmm: vmm.pv={v} is neither on nor off; the paravirtual interface stays on")
+        }
     }
     let vcpus: heapless::Vec<ThreadId, MAX_VMS> = match root::threads(nvms as u32) {
         Ok(ids) => ids.collect(),

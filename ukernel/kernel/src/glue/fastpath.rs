@@ -142,8 +142,8 @@ const _: () = assert!(
 use crate::api::{space::Space, thread::Tcb, Kernel};
 use crate::virt::Vcpu;
 use core::arch::global_asm;
-use kestrel_abi::{vfault, VcpuState, VirtFault, VirtFaultMsg};
 use core::mem::{offset_of, size_of};
+use kestrel_abi::{vfault, VcpuState, VirtFault, VirtFaultMsg};
 use kestrel_kcore::readyq::ReadyQueues;
 
 type Rq = ReadyQueues<{ crate::api::NTCB }>;

@@ -9,8 +9,8 @@
 //! 11:20 with its two halves swapped.
 
 use super::{
-    deliver_pending, exit_begin, exit_class, exit_split, inject, mmu, set_guest_mode,
-    set_timebase, sync_frame_msr, update_dec, virt_fault, Insn, GUEST_MSR_MASK, NO_VCPU,
+    deliver_pending, exit_begin, exit_class, exit_split, inject, mmu, set_guest_mode, set_timebase,
+    sync_frame_msr, update_dec, virt_fault, Insn, GUEST_MSR_MASK, NO_VCPU,
 };
 use crate::api::Kernel;
 use crate::arch::{esr, msr, spr, tcr, tsr, vector, TrapFrame};

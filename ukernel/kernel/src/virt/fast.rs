@@ -107,7 +107,13 @@ fn program_fast(frame: *mut TrapFrame) -> Result<*mut TrapFrame, Insn> {
 /// Emulates `insn` (fetched at the frame's pc) if it is one the fast tier handles; its
 /// trace point when the frame is ready to resume.
 #[inline(always)]
-fn emulate(k: &mut Kernel, vi: usize, f: &mut TrapFrame, insn: u32, old: u32) -> Option<TracePoint> {
+fn emulate(
+    k: &mut Kernel,
+    vi: usize,
+    f: &mut TrapFrame,
+    insn: u32,
+    old: u32,
+) -> Option<TracePoint> {
     let pc = f.regs.ip;
     let rs = decode::RT.get(insn) as usize;
     let (new_msr, next, tp) = match (decode::OPCD.get(insn), decode::XO.get(insn)) {
@@ -259,6 +265,8 @@ const fn spr_slot(n: u32) -> u16 {
         PID => return (S + offset_of!(VcpuState, pid)) as u16 | SPR_READ_ONLY,
         _ => return 0,
     };
+    // The offset must stay clear of the read-only flag.
+    assert!(S + off < SPR_READ_ONLY as usize);
     (S + off) as u16
 }
 
@@ -286,11 +294,8 @@ const _: () = {
     while n < 1024 {
         let slot = spr_slot(n);
         if slot != 0 {
-            assert!(slot & !SPR_READ_ONLY < SPR_READ_ONLY && slot & 3 == 0);
-            let plain = match emulation(n) {
-                Emulation::Fast | Emulation::Shadow => true,
-                _ => false,
-            };
+            assert!(slot & 3 == 0);
+            let plain = matches!(emulation(n), Emulation::Fast | Emulation::Shadow);
             assert!(plain == (slot & SPR_READ_ONLY == 0));
             assert!(plain || n == PID);
             found += 1;
@@ -410,7 +415,10 @@ const STATE: usize = offset_of!(Vcpu, s);
 const fn key(opcd: u32, xo: u32) -> u32 {
     let word = decode::OPCD.put(opcd) | decode::XO.put(xo);
     let k = word.rotate_left(6) & 0x1_ffff;
-    assert!(k == xo << 7 | opcd && k <= 0xffff, "key must fit cmplwi's immediate");
+    assert!(
+        k == xo << 7 | opcd && k <= 0xffff,
+        "key must fit cmplwi's immediate"
+    );
     k
 }
 const GUEST_RUN: usize = trace_at(TracePoint::GuestRun) as usize;
@@ -421,10 +429,7 @@ const _: () = assert!(msr::CE & 0xffff == 0 && msr::EE >> 16 == 0);
 // lies between them.
 const _: () = assert!(
     msr::CE.leading_zeros() < msr::EE.leading_zeros()
-        && super::GUEST_MSR_MASK
-            & ((msr::CE << 1) - 1)
-            & !(msr::EE - 1)
-            & !(msr::CE | msr::EE)
+        && super::GUEST_MSR_MASK & ((msr::CE << 1) - 1) & !(msr::EE - 1) & !(msr::CE | msr::EE)
             == 0
 );
 // wrteei's E field sits where MSR[EE] does: `andi.` of the instruction is the new EE.

@@ -96,7 +96,9 @@ fn assign_guest_tid(k: &mut Kernel, vi: usize, guest_pid: u8, privileged: bool) 
 /// Whether vCPU `vi`'s thread is the one running (its TIDs are in the PID register).
 #[inline(always)]
 fn is_running(k: &Kernel, vi: usize) -> bool {
-    k.threads.get(k.current).is_some_and(|t| t.vcpu != NO_VCPU && t.vcpu as usize == vi)
+    k.threads
+        .get(k.current)
+        .is_some_and(|t| t.vcpu != NO_VCPU && t.vcpu as usize == vi)
 }
 
 /// The pool took `tid` from guest owner `owner` (the core flushes its entries): forget it,
@@ -186,7 +188,9 @@ fn invalidate_slots(mask: SlotMask) {
 /// `VcpuControl`): drop the hardware entries derived from it and the fetch cache.
 pub fn guest_tlb_written(k: &mut Kernel, vi: usize, index: u32) {
     k.vm.vcpus[vi].fetch_page = 0;
-    let m = k.tlb.invalidate_guest_write(vi as u8, &k.vm.vcpus[vi].tlb, index);
+    let m = k
+        .tlb
+        .invalidate_guest_write(vi as u8, &k.vm.vcpus[vi].tlb, index);
     invalidate_slots(m);
 }
 

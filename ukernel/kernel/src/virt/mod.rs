@@ -24,12 +24,12 @@ pub mod split;
 
 use crate::api::{frame_of, hooks::Virtualization, ipc, thread, thread::FaultWait, Kernel};
 use crate::arch::{msr, spr, tcr, tsr, vector, TrapFrame};
+use core::mem::{offset_of, size_of};
 use kestrel_abi::{
     xfer, FaultReply, Inject, MsgTag, TraceCounter, TracePoint, Utcb, VcpuState, VirtFault,
     VirtFaultMsg, XferRegs, XferTlb, NUM_FAULT_CLASSES, NUM_TRACEPOINTS, REG_MRS,
 };
 use kestrel_vtlb::GuestTlb;
-use core::mem::{offset_of, size_of};
 use ppc440::ivor::{self, Class};
 
 /// The guest instruction of a trap, as far as the kernel has read it: fetched once per

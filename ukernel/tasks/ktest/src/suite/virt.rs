@@ -46,8 +46,8 @@ mod ppc {
     pub use kestrel_ppc440::dbcr0::RST_SYSTEM as DBCR0_RST;
     pub use kestrel_ppc440::dcr::UIC0_BASE as UIC_DCR;
     pub use kestrel_ppc440::encode::{
-        addi, li, lis, lwz, mfdcr, mfmsr, mfspr, mtctr, mtmsr, mtspr, stw, wrteei, BDNZ_SELF, B_SELF,
-        ILLEGAL, SC,
+        addi, li, lis, lwz, mfdcr, mfmsr, mfspr, mtctr, mtmsr, mtspr, stw, wrteei, BDNZ_SELF,
+        B_SELF, ILLEGAL, SC,
     };
     pub use kestrel_ppc440::esr::{PIL as ESR_PIL, ST as ESR_ST};
     pub use kestrel_ppc440::msr::{CE as MSR_CE, EE as MSR_EE, ME as MSR_ME, WE as MSR_WE};
