@@ -38,12 +38,11 @@ import json
 import re
 import subprocess
 import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ipc import BenchError, kestrel_qemu, qemu_version
-from table1 import INSTRUCTIONS_PER_TICK, git_commit, job_only, md_table, private_target, script_output
+from table1 import INSTRUCTIONS_PER_TICK, git_commit, job_only, md_table, private_target, pyplot, script_output
 
 ROOT = Path(__file__).resolve().parent.parent
 LINUX_OUT = ROOT / "guests" / "linux" / "out"
@@ -69,8 +68,6 @@ THRESHOLDS = (
 )
 TOP = 5
 GUEST_MB = kestrel_qemu.VMM_DEFAULT_MEM_MB
-# The interpreter Debian's python3-matplotlib is installed for.
-DEBIAN_PYTHON = Path("/usr/bin/python3")
 
 HEADER_RE = re.compile(r"^net: path (?P<path>\S+) role (?P<role>\S+) index (?P<index>\d+) "
                        r"iface (?P<iface>\S+) driver (?P<driver>\S+) address (?P<address>\S+) "
@@ -412,24 +409,9 @@ def report(s: dict) -> str:
 def plot(s: dict, out: Path) -> str | None:
     """net.png: throughput and one-way time against message size, one line per measured path.
     Returns why no plot was drawn, or None."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as err:
-        # Debian's python3-matplotlib (scripts/setup.sh) belongs to Debian's interpreter; a
-        # python3 earlier on PATH (pyenv, a venv) lacks it: let Debian's draw the plot.
-        if Path(sys.executable).resolve() != DEBIAN_PYTHON.resolve() and DEBIAN_PYTHON.exists():
-            with tempfile.NamedTemporaryFile("w", suffix=".json") as tmp:
-                json.dump(s, tmp)
-                tmp.flush()
-                done = subprocess.run([str(DEBIAN_PYTHON), __file__, "--plot-only", tmp.name,
-                                       "--output", str(out.with_suffix(".json"))],
-                                      capture_output=True, text=True)
-            if done.returncode == 0:
-                return None
-            return f"{DEBIAN_PYTHON} could not draw it: {done.stderr.strip()}"
-        return f"matplotlib not available ({err}): run scripts/setup.sh"
+    plt, why = pyplot(s, out, __file__)
+    if plt is None:
+        return why
     fig, (thr, lat) = plt.subplots(1, 2, figsize=(11, 4.2))
     for name, e in s["paths"].items():
         if not e["measured"] or not e["np"]:

@@ -508,23 +508,34 @@ def report(s: dict) -> str:
 DEBIAN_PYTHON = Path("/usr/bin/python3")
 
 
-def plot(s: dict, out: Path) -> str | None:
-    """table1.png: VM/native per phase and for the whole job, both VM modes, with the targets.
-    Returns why no plot was drawn, or None."""
+def pyplot(s: dict, out: Path, script: str):
+    """matplotlib's pyplot for drawing `s`'s plot next to `out`: (pyplot, None), or (None, why
+    no plot was drawn here, None when Debian's interpreter drew it instead by running
+    `script --plot-only`). Shared by every benchmark that plots (table1, net)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as err:
-        # A python3 earlier on PATH (pyenv, a venv) may lack Debian's matplotlib: let Debian's draw.
+        # Debian's python3-matplotlib (scripts/setup.sh) belongs to Debian's interpreter; a
+        # python3 earlier on PATH (pyenv, a venv) lacks it: let Debian's draw the plot.
         if Path(sys.executable).resolve() != DEBIAN_PYTHON.resolve() and DEBIAN_PYTHON.exists():
             with tempfile.NamedTemporaryFile("w", suffix=".json") as tmp:
                 json.dump(s, tmp)
                 tmp.flush()
-                done = subprocess.run([str(DEBIAN_PYTHON), __file__, "--plot-only", tmp.name,
+                done = subprocess.run([str(DEBIAN_PYTHON), script, "--plot-only", tmp.name,
                                        "--output", str(out.with_suffix(".json"))], capture_output=True, text=True)
-            return None if done.returncode == 0 else f"{DEBIAN_PYTHON} could not draw it: {done.stderr.strip()}"
-        return f"matplotlib not available ({err}): run scripts/setup.sh"
+            return None, (None if done.returncode == 0 else f"{DEBIAN_PYTHON} could not draw it: {done.stderr.strip()}")
+        return None, f"matplotlib not available ({err}): run scripts/setup.sh"
+    return plt, None
+
+
+def plot(s: dict, out: Path) -> str | None:
+    """table1.png: VM/native per phase and for the whole job, both VM modes, with the targets.
+    Returns why no plot was drawn, or None."""
+    plt, why = pyplot(s, out, __file__)
+    if plt is None:
+        return why
     names = [p["name"] for p in s["phases"]] + ["job"]
     full = [p["ratio"] for p in s["phases"]] + [s["job_ratio"]]
     pv = [p["ratio_pv"] for p in s["phases"]] + [s["job_ratio_pv"]]
