@@ -26,7 +26,8 @@ pub enum TlbOp {
 }
 
 impl TlbOp {
-    /// The TLB instruction `insn`, if it is one.
+    /// The TLB instruction `insn`, if it is one (the kernel's hot path dispatches on the
+    /// extended opcode itself and calls [`tlbre`], [`tlbsx`] and [`tlbwe`] with the word).
     #[inline(always)]
     pub fn decode(insn: u32) -> Option<TlbOp> {
         if decode::OPCD.get(insn) != X {
@@ -65,17 +66,20 @@ pub const fn tlbsx_cr(cr: u32, xer: u32, hit: bool) -> u32 {
     cr0_eq(cr, xer, hit)
 }
 
-/// `tlbre`: reads the word into RT and, for word 0, the entry's TID into `mmucr`'s STID.
-/// Changes nothing on an invalid word.
+/// `tlbre RT,RA,WS` (the word `insn`): reads the word into RT and, for word 0, the entry's
+/// TID into `mmucr`'s STID. Changes nothing on an invalid word.
 #[inline(always)]
 pub fn tlbre(
     tlb: &GuestTlb,
     mmucr: &mut u32,
     regs: &mut FrameRegs,
-    rt: usize,
-    ra: usize,
-    ws: u32,
+    insn: u32,
 ) -> Result<(), TlbError> {
+    let (rt, ra, ws) = (
+        decode::RT.get(insn) as usize,
+        decode::RA.get(insn) as usize,
+        decode::RB.get(insn),
+    );
     let (value, m) = tlb.tlbre(regs.gpr[ra], ws, *mmucr)?;
     regs.gpr[rt] = value;
     if let Some(m) = m {
@@ -84,27 +88,34 @@ pub fn tlbre(
     Ok(())
 }
 
-/// `tlbsx[.]`: the index of the first matching entry into RT (RT unchanged on a miss), and
-/// with Rc the CR.
+/// `tlbsx[.] RT,RA,RB` (the word `insn`): the index of the first entry matching (RA|0) +
+/// (RB) under `mmucr`'s STID and STS into RT (RT unchanged on a miss), and with Rc the CR.
+/// (The fields are decoded where they are used, as the kernel's hot path wants them.)
 #[inline(always)]
-pub fn tlbsx(
-    tlb: &GuestTlb,
-    mmucr: u32,
-    regs: &mut FrameRegs,
-    rt: usize,
-    ra: usize,
-    rb: usize,
-    rc: bool,
-) {
-    let base = if ra == 0 { 0 } else { regs.gpr[ra] };
-    let ea = base.wrapping_add(regs.gpr[rb]);
+pub fn tlbsx(tlb: &GuestTlb, mmucr: u32, regs: &mut FrameRegs, insn: u32) {
+    let (rt, ra, rb) = (
+        decode::RT.get(insn) as usize,
+        decode::RA.get(insn) as usize,
+        decode::RB.get(insn) as usize,
+    );
+    let ea = if ra == 0 { 0 } else { regs.gpr[ra] }.wrapping_add(regs.gpr[rb]);
     let hit = tlb.tlbsx(ea, mmucr);
     if let Some(i) = hit {
         regs.gpr[rt] = i;
     }
-    if rc {
+    if decode::RC.get(insn) != 0 {
         regs.cr = tlbsx_cr(regs.cr, regs.xer, hit.is_some());
     }
+}
+
+/// The operands of `tlbwe RS,RA,WS` (the word `insn`): entry (RA), word WS, value (RS).
+#[inline(always)]
+pub fn tlbwe_operands(regs: &FrameRegs, insn: u32) -> (u32, u32, u32) {
+    (
+        regs.gpr[decode::RA.get(insn) as usize],
+        decode::RB.get(insn),
+        regs.gpr[decode::RT.get(insn) as usize],
+    )
 }
 
 /// What a `tlbwe` changed: the entry and word, and the entry's live block (base, mask)

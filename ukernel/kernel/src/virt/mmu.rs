@@ -16,7 +16,7 @@ use super::vcpu::{Vcpu, NO_VCPU, NVCPUS};
 use crate::api::{space, Kernel};
 use crate::arch::{msr, spr, tlb, TrapFrame};
 use kestrel_abi::{Rights, TracePoint, PAGE_SIZE};
-use kestrel_guestcpu::tlb::TlbOp;
+use kestrel_guestcpu::tlb as gtlb;
 use kestrel_kcore::pid::{guest_of, guest_owner};
 use kestrel_vtlb::{
     shadow_fill, split_fill, Access, FillResult, GuestPhysMap, HostPage, HwEntry, SlotMask,
@@ -228,7 +228,7 @@ pub fn guest_tlbwe(
     value: u32,
 ) -> Result<(), TlbError> {
     let v = &mut k.vm.vcpus[vi];
-    let w = kestrel_guestcpu::tlb::tlbwe(&mut v.tlb, v.s.mmucr, index, word, value)?;
+    let w = gtlb::tlbwe(&mut v.tlb, v.s.mmucr, index, word, value)?;
     if w.is_dead() {
         // A write to an entry that was not live and is not now (Linux's flushes write
         // word 0 = 0): no slot derives from it (slots of an entry go when it stops being
@@ -257,22 +257,27 @@ pub fn guest_tlbwe(
 /// `__tlb_insn_fast`, `fast::program`, `emulate`).
 #[inline(always)]
 pub fn tlb_insn(k: &mut Kernel, vi: usize, f: &mut TrapFrame, insn: u32) -> Option<TracePoint> {
-    match TlbOp::decode(insn)? {
-        TlbOp::We { rs, ra, ws } => {
-            let (index, value) = (f.regs.gpr[ra], f.regs.gpr[rs]);
-            guest_tlbwe(k, vi, index, ws, value).ok()?;
+    use ppc440::decode::{self, opcd::X, xo31};
+    if decode::OPCD.get(insn) != X {
+        return None;
+    }
+    match decode::XO.get(insn) {
+        xo31::TLBWE => {
+            let (index, word, value) = gtlb::tlbwe_operands(&f.regs, insn);
+            guest_tlbwe(k, vi, index, word, value).ok()?;
             Some(TracePoint::EmulTlbwe)
         }
-        TlbOp::Re { rt, ra, ws } => {
+        xo31::TLBRE => {
             let v = &mut k.vm.vcpus[vi];
-            kestrel_guestcpu::tlb::tlbre(&v.tlb, &mut v.s.mmucr, &mut f.regs, rt, ra, ws).ok()?;
+            gtlb::tlbre(&v.tlb, &mut v.s.mmucr, &mut f.regs, insn).ok()?;
             Some(TracePoint::EmulTlbre)
         }
-        TlbOp::Sx { rt, ra, rb, rc } => {
+        xo31::TLBSX => {
             let v = &k.vm.vcpus[vi];
-            kestrel_guestcpu::tlb::tlbsx(&v.tlb, v.s.mmucr, &mut f.regs, rt, ra, rb, rc);
+            gtlb::tlbsx(&v.tlb, v.s.mmucr, &mut f.regs, insn);
             Some(TracePoint::EmulTlbsx)
         }
+        _ => None,
     }
 }
 
