@@ -514,9 +514,9 @@ global_asm!(
     "    b .Lvf_done",
     // mtspr SPRG4-7 (no slot: write-through): the guest value goes to `VcpuState::sprg`
     // and to the real register, whose user read port the guest reads without a trap
-    // (as `emulate::write_sprg`). r4 = raw SPR field - raw(SPRG4): 0, 32, 64 or 96 for
-    // SPRG4..7 (their numbers' high halves are equal), anything else takes the general
-    // path.
+    // (`kestrel_guestcpu::spr::mtspr`'s `SprEffect::WriteThrough`). r4 = raw SPR field -
+    // raw(SPRG4): 0, 32, 64 or 96 for SPRG4..7 (their numbers' high halves are equal),
+    // anything else takes the general path.
     ".Lvf_mtsprg47:",
     "    rlwinm 4, 27, 21, 22, 31",
     "    subi 4, 4, {raw_sprg4}",
