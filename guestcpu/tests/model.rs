@@ -586,7 +586,7 @@ proptest! {
                 // The next deadline of the period after now.
                 let d = t.dec_deadline;
                 let p = u64::from(s.decar);
-                prop_assert!(d > now && d - p <= now && (d - deadline) % p == 0);
+                prop_assert!(d > now && d - p <= now && (d - deadline).is_multiple_of(p));
                 wd = d;
             } else {
                 wd = 0;

@@ -38,8 +38,7 @@ fn group_heads(s: &str) -> Vec<String> {
     let mut heads = Vec::new();
     let mut depth = 0;
     let mut at_item_start = true;
-    let mut chars = s.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
+    for (i, c) in s.char_indices() {
         match c {
             '{' => depth += 1,
             '}' if depth == 0 => break,
