@@ -411,7 +411,7 @@ pub fn tlb_fault(
     };
     // The exit's class; its cost runs from the vector to the return to the guest.
     exit_class(k, vi, tp);
-    let out = match res {
+    match res {
         None => {
             // The data page is the instruction's own page under another translation:
             // perform the access in software (counted as a data TLB miss).
@@ -423,13 +423,12 @@ pub fn tlb_fault(
             mmu::install(k, vi, hw.tagged(tid), guest_index);
             None
         }
-        Some(FillResult::PhysMiss { gpa }) => return phys_miss(k, cur, vi, f, gpa, access),
+        Some(FillResult::PhysMiss { gpa }) => phys_miss(k, cur, vi, f, gpa, access),
         Some(other) => {
             guest_fault(k, vi, f, ea, access, esr, other);
             None
         }
-    };
-    out
+    }
 }
 
 /// Gives vCPU `vi` the real FPU, saving the previous owner's registers.
