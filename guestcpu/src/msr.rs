@@ -41,6 +41,19 @@ impl MsrWrite {
     pub const fn space_changed(&self) -> bool {
         (self.old ^ self.new) & (msr::IS | msr::DS) != 0
     }
+
+    /// MSR[EE] or MSR[CE] turned on: an interrupt may be pending ([`maybe_pending`]), which
+    /// the kernel delivers before it returns to the guest.
+    #[inline(always)]
+    pub const fn enables_interrupts(&self) -> bool {
+        enables_interrupts(self.old, self.new)
+    }
+}
+
+/// Whether the MSR change from `old` to `new` turns MSR[EE] or MSR[CE] on.
+#[inline(always)]
+pub const fn enables_interrupts(old: u32, new: u32) -> bool {
+    new & !old & (msr::EE | msr::CE) != 0
 }
 
 /// Installs `value` as the guest MSR (masked, WE taken out as a request to wait).

@@ -448,6 +448,7 @@ proptest! {
         let w = msr::mtmsr(&mut t, v);
         prop_assert_eq!(w.privilege_changed(), (w.old ^ w.new) & PR != 0);
         prop_assert_eq!(w.space_changed(), (w.old ^ w.new) & (IS | DS) != 0);
+        prop_assert_eq!(w.enables_interrupts(), (!w.old & w.new) & (EE | CE) != 0);
     }
 
     #[test]

@@ -6,13 +6,27 @@
 //! `super::<file>` or `crate::virt::<file>`, including inside a `use super::{...}` group;
 //! naming `super::<item>` for an item of `mod.rs` uses `mod.rs`. `mod.rs` uses every
 //! module it names as `<file>::`. A cycle among these edges fails the test with the files
-//! on it.
+//! on it, and so does an edge that does not go down the layers listed in [`LAYERS`] (the
+//! list in `virt/mod.rs`; a new file must be placed there).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 
 const VIRT_SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../kernel/src/virt");
+
+/// `virt/`'s layers, bottom first (`virt/mod.rs` says what each is for): a file uses only
+/// files of lower layers.
+const LAYERS: &[&[&str]] = &[
+    &["vcpu"],
+    &["mmu"],
+    &["pv"],
+    &["inject"],
+    &["fault"],
+    &["split"],
+    &["emulate", "fast", "control"],
+    &["mod"],
+];
 
 /// The code of `source` without `//` comments (doc comments included).
 fn code(source: &str) -> String {
@@ -182,6 +196,26 @@ fn virt_files_have_no_import_cycle() {
             cycle.join(" -> ")
         );
     }
+}
+
+#[test]
+fn virt_files_use_only_lower_layers() {
+    let layer = |n: &str| LAYERS.iter().position(|l| l.contains(&n));
+    let mut bad = Vec::new();
+    for (file, uses) in graph(Path::new(VIRT_SRC)) {
+        let Some(mine) = layer(&file) else {
+            bad.push(format!("virt/{file}.rs is in no layer of LAYERS"));
+            continue;
+        };
+        for u in uses {
+            if !layer(&u).is_some_and(|theirs| theirs < mine) {
+                bad.push(format!(
+                    "virt/{file}.rs uses virt/{u}.rs, which is not below it"
+                ));
+            }
+        }
+    }
+    assert_eq!(bad, Vec::<String>::new());
 }
 
 #[test]

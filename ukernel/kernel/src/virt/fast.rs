@@ -3,8 +3,10 @@
 //! and mfspr/mtspr of plain shadow registers) handled straight from the program-interrupt
 //! entry, before the general dispatcher. Anything with a side effect beyond a register
 //! copy (timers, PID writes, TLB, a possibly pending interrupt, a change of the guest's
-//! privilege level or translation space) takes the full path in `emulate.rs`, which has
-//! the same semantics; this file only has to be fast and obviously equivalent.
+//! privilege level or translation space) takes the full path in `emulate.rs`. Both follow
+//! `kestrel_guestcpu` (its SPR field map gives the Rust tier's copies and the assembly's
+//! offsets, its MSR rules the checks below); this file only has to be fast and obviously
+//! equivalent.
 //!
 //! Two tiers. `__program_fast` (assembly, below) handles mfmsr, mtmsr, wrtee, wrteei,
 //! rfi (when neither MSR[IS], DS, FP nor DE changes, WE stays clear and, if interrupts
@@ -184,7 +186,7 @@ fn emulate(
         return None;
     }
     // Enabling interrupts with one possibly pending: let the full path deliver it.
-    if new_msr & !old & (msr::EE | msr::CE) != 0
+    if gmsr::enables_interrupts(old, new_msr)
         && gmsr::maybe_pending(
             &k.vm.vcpus[vi].s,
             k.vm.vcpus[vi].timers.dec_deadline,
