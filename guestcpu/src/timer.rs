@@ -1,7 +1,8 @@
-//! The guest's timers (PPC440 UM §8.4-8.6): the decrementer, the fixed-interval timer and
-//! the watchdog, brought up to a time `now` on the guest's time base. The kernel keeps the
-//! decrementer as a deadline and looks at the timers only when the guest traps or the
-//! kernel ticks, so several events may coalesce into one, as with a late interrupt.
+//! The guest's timers: the decrementer, the fixed-interval timer and the watchdog (PPC440
+//! UM §8.5-8.6 for the last two), brought up to a time `now` on the guest's time base. The
+//! kernel keeps the decrementer as a deadline and looks at the timers only when the guest
+//! traps or the kernel ticks, so several events may coalesce into one, as with a late
+//! interrupt.
 
 use crate::ppc440::{tcr, tsr};
 use kestrel_abi::VcpuState;

@@ -1,7 +1,6 @@
 //! The guest's TLB instructions (`tlbre`, `tlbwe`, `tlbsx[.]`) over the guest-visible TLB
-//! of `kestrel_vtlb` (PPC440 UM §6.4, "TLB Management Instructions"). The kernel keeps its
-//! shadow in step with what [`tlbwe`] reports ([`TlbWrite`]: the entry's live block before
-//! and after the write).
+//! of `kestrel_vtlb`. The kernel keeps its shadow in step with what [`tlbwe`] reports
+//! ([`TlbWrite`]: the entry's live block before and after the write).
 
 use crate::ppc440::decode::{self, opcd::X, xo31};
 use crate::ppc440::{cr, xer};

@@ -1,9 +1,9 @@
-//! Virtualization faults (paper §3.3): the IPC that hands a guest trap the kernel does not
-//! complete to the vCPU's VMM (`kestrel_abi::VirtFaultMsg`, with the registers its
-//! transfer mask asks for), the VMM's reply, and the two ways a guest memory access the
-//! kernel cannot complete leaves it: a guest TLB miss or protection fault reflected into
-//! the guest, or a guest-physical miss sent to the VMM (device memory: an `Mmio` fault;
-//! RAM: a page-fault IPC to the pager).
+//! Virtualization faults: the IPC that hands a guest trap the kernel does not complete to
+//! the vCPU's VMM (`kestrel_abi::VirtFaultMsg`, with the registers its transfer mask asks
+//! for), the VMM's reply, and the two ways a guest memory access the kernel cannot
+//! complete leaves it: a guest TLB miss or protection fault reflected into the guest, or a
+//! guest-physical miss sent to the VMM (device memory: an `Mmio` fault; RAM: a page-fault
+//! IPC to the pager).
 
 use super::inject::inject;
 use super::mmu;
