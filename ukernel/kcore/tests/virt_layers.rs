@@ -208,7 +208,7 @@ fn virt_files_use_only_lower_layers() {
             continue;
         };
         for u in uses {
-            if !layer(&u).is_some_and(|theirs| theirs < mine) {
+            if layer(&u).is_none_or(|theirs| theirs >= mine) {
                 bad.push(format!(
                     "virt/{file}.rs uses virt/{u}.rs, which is not below it"
                 ));
