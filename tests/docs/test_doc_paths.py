@@ -32,6 +32,26 @@ def crate_dirs():
     return found
 
 
+# Paths that accepted ADRs name and that branches being merged create (ADRs 0028-0031). A
+# pending path is skipped while it is absent; once it exists the test asks for it to be
+# removed from this list, so the list empties itself at integration.
+PENDING = {
+    "bgp/",
+    "guestcpu/",
+    "native/user/",
+    "native/spi/",
+    "native/mpi/",
+    "native/net/",
+    "native/programs/demo/",
+    "native/programs/checksum/",
+    "native/programs/sysfuzz/",
+    "native/programs/echo/",
+    "native/programs/ranks/",
+    "native/programs/ipcbench/",
+    "tests/framework/",
+}
+
+
 # A path that starts here is usually relative to the crate the sentence is about.
 CRATE_RELATIVE = ("tests/", "src/", "benches/")
 
@@ -44,7 +64,8 @@ def exists(path, doc, crates):
 
 def top_level_entries():
     """The repository's top-level files and directories (what a path may start with)."""
-    return {p.name for p in ROOT.iterdir() if not p.name.startswith(".")} | {".ci"}
+    present = {p.name for p in ROOT.iterdir() if not p.name.startswith(".")}
+    return present | {".ci"} | {p.split("/")[0] for p in PENDING}
 
 
 def documents():
@@ -109,9 +130,16 @@ def missing_paths():
                             if not rel.exists() and not PLACEHOLDER.search(form):
                                 missing.append(f"{doc.relative_to(ROOT)}:{lineno}: {form}")
                         continue
+                    if path in PENDING and not (ROOT / path).exists():
+                        continue
                     if not exists(path, doc, crates):
                         missing.append(f"{doc.relative_to(ROOT)}:{lineno}: {path}")
     return missing
+
+
+def test_pending_paths_are_still_pending():
+    arrived = sorted(p for p in PENDING if (ROOT / p).exists())
+    assert not arrived, "these now exist; remove them from PENDING: " + ", ".join(arrived)
 
 
 def test_every_path_named_in_the_docs_exists():
