@@ -38,6 +38,7 @@ def crate_dirs():
 PENDING = {
     "bgp/",
     "guestcpu/",
+    "native/",
     "native/user/",
     "native/spi/",
     "native/mpi/",
