@@ -37,7 +37,6 @@ def crate_dirs():
 # removed from this list, so the list empties itself at integration.
 PENDING = {
     "bgp/",
-    "guestcpu/",
     "native/",
     "native/user/",
     "native/spi/",

@@ -25,7 +25,7 @@
 //!
 //! Exit accounting (docs/adr/0023-exit-accounting.md): every stub reads the time base in
 //! its second (program stub: fourth) instruction, so an exit's cost starts at the vector itself: the general
-//! stubs store it in [`ENTRY_TB`] (read by `virt::exit_begin`), the program stub passes
+//! stubs store it in [`ENTRY_TB`] (read by `virt::vcpu::exit_begin`), the program stub passes
 //! it to the emulation fast path in r3 (that stub also stores the general registers in
 //! the thread's frame right away, `stmw`). On the way out, a frame that resumes a vCPU
 //! (MSR[IS] set: only vCPUs run in translation space 1) goes through `__guest_resume`
@@ -51,9 +51,28 @@ pub struct TrapFrame {
 
 pub const FRAME_SIZE: usize = 176;
 const _: () = assert!(core::mem::size_of::<TrapFrame>() == FRAME_SIZE);
-const _: () = assert!(core::mem::offset_of!(FrameRegs, cr) == 128);
-const _: () = assert!(core::mem::offset_of!(FrameRegs, ip) == 144);
-const _: () = assert!(core::mem::offset_of!(FrameRegs, msr) == 148);
+
+/// Byte offset of a word of the frame's [`FrameRegs`], for the assembly (here, and the
+/// fast tier in `virt::fast`): `stmw`/`lmw` move the GPRs from [`F_GPR`] on.
+const fn reg(off: usize) -> usize {
+    core::mem::offset_of!(TrapFrame, regs) + off
+}
+pub const F_GPR: usize = reg(core::mem::offset_of!(FrameRegs, gpr));
+pub const F_R1: usize = F_GPR + 4;
+pub const F_R2: usize = F_GPR + 8;
+pub const F_R3: usize = F_GPR + 12;
+pub const F_CR: usize = reg(core::mem::offset_of!(FrameRegs, cr));
+pub const F_LR: usize = reg(core::mem::offset_of!(FrameRegs, lr));
+pub const F_CTR: usize = reg(core::mem::offset_of!(FrameRegs, ctr));
+pub const F_XER: usize = reg(core::mem::offset_of!(FrameRegs, xer));
+pub const F_IP: usize = reg(core::mem::offset_of!(FrameRegs, ip));
+pub const F_MSR: usize = reg(core::mem::offset_of!(FrameRegs, msr));
+/// The PowerPC EABI's minimal stack frame (back chain and LR save word, 16-byte aligned):
+/// what the assembly pushes before it calls Rust.
+pub const ABI_FRAME: usize = 16;
+// Displacements of `lwz`/`stw`; the GPRs start the frame (the fast tier indexes them by
+// 4 * register number from the frame's address).
+const _: () = assert!(F_GPR == 0 && F_MSR < 32768);
 /// Offset of [`TrapFrame::vcpu`] (read by the assembly).
 pub const FRAME_VCPU: usize = core::mem::offset_of!(TrapFrame, vcpu);
 
@@ -88,47 +107,47 @@ macro_rules! save_restore {
     };
     (@body $srr0:literal, $srr1:literal, $rfi:literal, $handler:literal, $name:literal) => {
         concat!(
-            "2:  stw 3, 128(1)\n",
-            "    stmw 0, 0(1)\n",
+            "2:  stw 3, {f_cr}(1)\n",
+            "    stmw 0, {f_gpr}(1)\n",
             "    mfspr 3, {sprg2}\n",
-            "    stw 3, 4(1)\n",
+            "    stw 3, {f_r1}(1)\n",
             "    mfspr 3, {sprg3}\n",
-            "    stw 3, 12(1)\n",
+            "    stw 3, {f_r3}(1)\n",
             "    mflr 3\n",
-            "    stw 3, 132(1)\n",
+            "    stw 3, {f_lr}(1)\n",
             "    mfctr 3\n",
-            "    stw 3, 136(1)\n",
+            "    stw 3, {f_ctr}(1)\n",
             "    mfxer 3\n",
-            "    stw 3, 140(1)\n",
+            "    stw 3, {f_xer}(1)\n",
             "    mfspr 3, ", $srr0, "\n",
-            "    stw 3, 144(1)\n",
+            "    stw 3, {f_ip}(1)\n",
             "    mfspr 3, ", $srr1, "\n",
-            "    stw 3, 148(1)\n",
+            "    stw 3, {f_msr}(1)\n",
             "    mfspr 4, {sprg0}\n",
             "    mr 3, 1\n",
             "    li 0, 0\n",
-            "    stwu 0, -16(1)\n",
+            "    stwu 0, -{abi_frame}(1)\n",
             "    bl ", $handler, "\n",
             "    .global ", $name, "_exit\n",
             $name, "_exit:\n",
             "    mr 1, 3\n",
-            "    lwz 0, 136(1)\n",
+            "    lwz 0, {f_ctr}(1)\n",
             "    mtctr 0\n",
-            "    lwz 0, 140(1)\n",
+            "    lwz 0, {f_xer}(1)\n",
             "    mtxer 0\n",
-            "    lwz 0, 144(1)\n",
+            "    lwz 0, {f_ip}(1)\n",
             "    mtspr ", $srr0, ", 0\n",
-            "    lwz 0, 148(1)\n",
+            "    lwz 0, {f_msr}(1)\n",
             "    mtspr ", $srr1, ", 0\n",
             "    andi. 0, 0, {msr_is}\n",
             "    bnel- __guest_resume\n",
-            "    lwz 0, 132(1)\n",
+            "    lwz 0, {f_lr}(1)\n",
             "    mtlr 0\n",
-            "    lwz 0, 128(1)\n",
+            "    lwz 0, {f_cr}(1)\n",
             "    mtcr 0\n",
-            "    lwz 0, 0(1)\n",
-            "    lmw 2, 8(1)\n",
-            "    lwz 1, 4(1)\n",
+            "    lwz 0, {f_gpr}(1)\n",
+            "    lmw 2, {f_r2}(1)\n",
+            "    lwz 1, {f_r1}(1)\n",
             "    ", $rfi, "\n",
         )
     };
@@ -171,7 +190,7 @@ global_asm!(
     "    .org __vectors_start + 6 * {stub_size}",
     "    mtspr {sprg2}, 1",
     "    mfspr 1, {sprg1}",
-    "    stmw 0, 0(1)",
+    "    stmw 0, {f_gpr}(1)",
     "    mfspr 3, {tbl}",
     "    b __program_fast",
     stub!(7, "__noncrit_entry"),
@@ -206,7 +225,7 @@ global_asm!(
     "    b 1b",
     "2:  lis 1, __boot_stack_top@ha",
     "    addi 1, 1, __boot_stack_top@l",
-    "    stwu 0, -16(1)",
+    "    stwu 0, -{abi_frame}(1)",
     "    mr 3, 31",
     "    bl kestrel_boot",
     "3:  b 3b",
@@ -231,6 +250,17 @@ global_asm!(
     tbl = const ppc440::spr::TBL_R,
     stub_size = const STUB_SIZE,
     frame_size = const FRAME_SIZE,
+    f_gpr = const F_GPR,
+    f_r1 = const F_R1,
+    f_r2 = const F_R2,
+    f_r3 = const F_R3,
+    f_cr = const F_CR,
+    f_lr = const F_LR,
+    f_ctr = const F_CTR,
+    f_xer = const F_XER,
+    f_ip = const F_IP,
+    f_msr = const F_MSR,
+    abi_frame = const ABI_FRAME,
 );
 
 /// Bytes per vector stub (IVORn = STUB_SIZE * n from IVPR).

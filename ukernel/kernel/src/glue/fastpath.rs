@@ -311,7 +311,7 @@ global_asm!(
     "9:  b kestrel_syscall",
     // The reply to a vCPU's virtualization fault (the other half of `kestrel_vfault`):
     // label 0, pc and flags (and the GPR index and value of `REPLY_SET_GPR`), no
-    // injection, stop, FP state or register file; `virt::apply_reply` would only set the
+    // injection, stop, FP state or register file; `virt::fault::apply_reply` would only set the
     // pc, that GPR and the interrupt input levels. The checks of the receive phase and
     // the switch are the IPC path's (cr7 tells them apart); then the reply is applied and
     // the vCPU's context loaded as `virt::on_switch` loads it, when its time base is the
@@ -510,7 +510,7 @@ global_asm!(
     "    stw 5, 148(22)",
     "    mr 3, 24",
     "    bl kestrel_vfault_begin",
-    // The pending fault (`virt::fault_message`).
+    // The pending fault (`virt::fault::fault_message`).
     "    li 0, 0",
     "    stw 0, {fault_mask}(17)",
     "    stw 23, {fault_insn}(17)",
@@ -631,8 +631,8 @@ global_asm!(
     g_msr = const VSTATE + offset_of!(VcpuState, msr),
     g_sprg4 = const VSTATE + offset_of!(VcpuState, sprg) + 16,
     g_usprg0 = const VSTATE + offset_of!(VcpuState, usprg0),
-    dbcr0_events_hi = const crate::virt::emulate::DBCR0_EVENTS >> 16,
-    dbcr0_events_lo = const crate::virt::emulate::DBCR0_EVENTS & 0xffff,
+    dbcr0_events_hi = const kestrel_guestcpu::spr::DBCR0_EVENTS >> 16,
+    dbcr0_events_lo = const kestrel_guestcpu::spr::DBCR0_EVENTS & 0xffff,
     dbcr0 = const ppc440::spr::DBCR0,
     sprg5 = const ppc440::spr::SPRG5,
     sprg6 = const ppc440::spr::SPRG6,

@@ -17,9 +17,9 @@ pub fn switch_to(k: &mut Kernel, next: usize) -> *mut TrapFrame {
         let vcpu = k.threads[next].vcpu;
         if vcpu != NO_VCPU {
             virt::on_switch(k, vcpu as usize);
-            virt::fast::set_current(Some(&k.vm.vcpus[vcpu as usize]));
+            virt::set_current(Some(&k.vm.vcpus[vcpu as usize]));
         } else {
-            virt::fast::set_current(None);
+            virt::set_current(None);
             virt::on_native(k);
             let sid = k.threads[next].space;
             let pid = space::ensure_pid(k, sid);
@@ -36,7 +36,7 @@ pub fn switch_to(k: &mut Kernel, next: usize) -> *mut TrapFrame {
 pub fn switch_to_native(k: &mut Kernel, next: usize) -> *mut TrapFrame {
     k.current = next;
     virt::on_native(k);
-    virt::fast::set_current(None);
+    virt::set_current(None);
     spr::write::<{ ppc440::spr::SPRG1 }>(k.threads[next].frame as u32);
     let sid = k.threads[next].space;
     let pid = space::ensure_pid(k, sid);

@@ -1,7 +1,11 @@
 //! The VMM's calls on vCPUs: `VcpuControl` (state, transfer masks, virtual interrupt
 //! line, guest TLB and MMIO set-up) and `TraceControl` (the exit trace points).
 
-use super::{merge, mmu, vcpu_of, TRACE_RETIRED};
+use super::mmu;
+use super::pv;
+use super::vcpu::{
+    guest_time, merge, update_dec, vcpu_of, GUEST_MSR_MASK, TRACE_RETIRED, VCPU_MSR,
+};
 use crate::api::{frame_of, space, thread, Kernel};
 use kestrel_abi::{
     tracectl, vcpuctl, KError, ThreadId, TraceCounter, Utcb, VcpuState, NUM_FAULT_CLASSES,
@@ -25,7 +29,7 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
     let (op, a, b, c) = (r[1], r[2], r[3], r[4]);
     match op {
         vcpuctl::GET_STATE => {
-            super::update_dec(k, vi);
+            update_dec(k, vi);
             let f = frame_of(k, j);
             let mut s = k.vm.vcpus[vi].s;
             s.gpr = f.regs.gpr;
@@ -35,9 +39,9 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
             s.xer = f.regs.xer;
             s.pc = f.regs.ip;
             // DEC as the guest would read it now (the shadow keeps the last write).
-            let d = k.vm.vcpus[vi].dec_deadline;
+            let d = k.vm.vcpus[vi].timers.dec_deadline;
             if d != 0 {
-                s.dec = d.saturating_sub(super::guest_time(k, vi)) as u32;
+                s.dec = d.saturating_sub(guest_time(k, vi)) as u32;
             }
             caller_utcb(k, cur).vcpu = s;
         }
@@ -53,17 +57,17 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
             f.regs.ctr = s.ctr;
             f.regs.xer = s.xer;
             f.regs.ip = s.pc;
-            f.regs.msr = super::VCPU_MSR;
+            f.regs.msr = VCPU_MSR;
             // The DEC deadline is in the vCPU's guest time (the caller runs in host time).
-            let now = super::guest_time(k, vi);
+            let now = guest_time(k, vi);
             let v = &mut k.vm.vcpus[vi];
             v.s = s;
-            v.s.msr &= super::GUEST_MSR_MASK & !crate::arch::msr::WE;
+            v.s.msr &= GUEST_MSR_MASK & !crate::arch::msr::WE;
             v.s.ivpr &= ppc440::ivor::PREFIX.mask();
             for ivor in v.s.ivor.iter_mut() {
                 *ivor &= ppc440::ivor::OFFSET.mask();
             }
-            v.dec_deadline = if s.dec == 0 { 0 } else { now + s.dec as u64 };
+            v.timers.dec_deadline = if s.dec == 0 { 0 } else { now + s.dec as u64 };
             mmu::vcpu_state_written(k, vi);
         }
         vcpuctl::SET_TRANSFER_MASK => {
@@ -109,7 +113,7 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
             if a > 1 {
                 return Err(KError::InvalidParam);
             }
-            super::pv::set_enabled(k, vi, a == 1);
+            pv::set_enabled(k, vi, a == 1);
         }
         _ => return Err(KError::InvalidParam),
     }

@@ -2,45 +2,39 @@
 //! emulation of the hot privileged instructions (mfmsr, mtmsr, wrtee, wrteei, rfi,
 //! rfci, rfmci, mfspr/mtspr of the shadow SPRs, tlbwe, tlbre, tlbsx, tlbsync, iccci,
 //! dccci, dcbi). Everything else becomes a virtualization fault IPC to the VMM, including
-//! `mfdcrx`/`mtdcrx`, which the 440x5 raises as illegal instructions (see `indexed_dcr`).
+//! `mfdcrx`/`mtdcrx`, which the 440x5 raises as illegal instructions.
 //!
-//! Instruction fields follow Book E (MSB-0): opcode 0:5, RS/RT 6:10, RA 11:15,
-//! RB 16:20, extended opcode 21:30, Rc 31; the SPR/DCR number is the 10-bit field
-//! 11:20 with its two halves swapped.
+//! The instructions' semantics are `kestrel_guestcpu`'s (decoding, `mtspr`'s effects, MSR
+//! writes); this file applies what they return to the hardware and the kernel's state,
+//! and sends the VMM what the kernel does not complete.
 
-use super::{
-    deliver_pending, exit_begin, exit_class, exit_split, inject, mmu, set_guest_mode, set_timebase,
-    sync_frame_msr, update_dec, virt_fault, Insn, GUEST_MSR_MASK, NO_VCPU,
+use super::fault::{guest_fault, phys_miss, virt_fault};
+use super::inject::{apply_msr, deliver_pending, inject};
+use super::mmu::{self, VmSpace};
+use super::pv::{self, Hypercall};
+use super::split;
+use super::vcpu::{
+    exit_begin, exit_class, exit_split, set_timebase, sync_frame_msr, update_dec, wakeup_pending,
+    Insn, NO_VCPU,
 };
 use crate::api::Kernel;
-use crate::arch::{esr, msr, spr, tcr, tsr, vector, TrapFrame};
+use crate::arch::{esr, msr, spr, vector, TrapFrame};
 use kestrel_abi::{TracePoint, VirtFault};
-use kestrel_vtlb::Access;
-use ppc440::dbcr0;
-use ppc440::decode::{
-    self,
-    opcd::{X, XL},
-    xo19, xo31,
-};
-use ppc440::spr::{
-    Emulation, CCR0, CCR1, CSRR0, CSRR1, DAC1, DAC2, DBCR0, DBCR1, DBCR2, DBSR, DEAR, DEC, DECAR,
-    DVC1, DVC2, ESR, IAC1, IAC4, IVOR0, IVOR15, IVPR, MCSR, MCSRR0, MCSRR1, MMUCR, PID, PIR, PVR,
-    SPRG0, SPRG4, SPRG5, SPRG6, SPRG7, SRR0, SRR1, TBL_R, TBL_W, TBU_R, TBU_W, TCR, TSR, USPRG0,
-};
-
-/// The debug events the kernel passes through to hardware for a guest: DBCR0[IDM] and
-/// DBCR0[ICMP] (instruction-completion single step).
-pub const DBCR0_EVENTS: u32 = dbcr0::IDM | dbcr0::ICMP;
+use kestrel_guestcpu::insn::{self, Privileged};
+use kestrel_guestcpu::msr::{self as gmsr, MsrWrite};
+use kestrel_guestcpu::spr::{self as gspr, SprEffect, SprExit};
+use kestrel_vtlb::{shadow_fill, split_fill, Access, FillResult, SplitFill};
+use ppc440::spr::TBL_R;
 
 /// Called first on every kernel entry from vCPU thread `cur` through the general path,
 /// before any host event is handled: the guest's USPRG0 is a real user register while
-/// it runs, and the exit's accounting starts (`virt::exit_begin`; its class is `tp` until
+/// it runs, and the exit's accounting starts (`vcpu::exit_begin`; its class is `tp` until
 /// the handler names another).
 #[inline(always)]
 pub fn enter(k: &mut Kernel, vi: usize, tp: TracePoint) {
     k.vm.vcpus[vi].s.usprg0 = spr::read::<{ ppc440::spr::USPRG0 }>();
     exit_begin(k, vi, tp);
-    super::pv::pv_in(k, vi);
+    pv::pv_in(k, vi);
 }
 
 /// Handles a guest exception of vCPU thread `cur` (vector `vec`, frame `f`): every vector
@@ -56,13 +50,21 @@ pub fn guest_trap(
     insn: Insn,
 ) -> Option<usize> {
     // The exit's class (its cost runs from the vector to the return to the guest,
-    // `virt::exit_begin`); paths that leave it `None` set it themselves (`mmu`).
+    // `vcpu::exit_begin`); paths that leave it `None` set it themselves (`tlb_fault`).
     let mut tp = None;
     let hint = match vec {
         vector::SYSCALL => 'sc: {
-            if let Some((h, t)) = super::pv::hypercall(k, cur, vi, f) {
-                tp = Some(t);
-                break 'sc h;
+            match pv::hypercall(k, vi, f) {
+                Some(Hypercall::Done(t)) => {
+                    tp = Some(t);
+                    break 'sc None;
+                }
+                Some(Hypercall::Wait) => {
+                    tp = Some(TracePoint::GuestIdle);
+                    let insn = kestrel_abi::pv::HCALL_INSNS[2];
+                    break 'sc virt_fault(k, cur, vi, VirtFault::Idle, insn, 0);
+                }
+                None => {}
             }
             // `sc` in the guest: reflect the system call into the guest kernel.
             let pc = f.regs.ip;
@@ -99,11 +101,11 @@ pub fn guest_trap(
             } else {
                 Access::Read
             };
-            mmu::tlb_fault(k, cur, vi, f, ea, access, e)
+            tlb_fault(k, cur, vi, f, ea, access, e)
         }
         vector::ITLB_MISS | vector::ISI => {
             let ea = f.regs.ip;
-            mmu::tlb_fault(k, cur, vi, f, ea, Access::Execute, 0)
+            tlb_fault(k, cur, vi, f, ea, Access::Execute, 0)
         }
         vector::ALIGNMENT => {
             // QEMU's 440 sets DEAR but leaves ESR alone on alignment interrupts.
@@ -127,16 +129,16 @@ pub fn guest_trap(
             None
         }
         vector::DEBUG
-            if k.vm.vcpus[vi].step != 0 && !super::guest_debug_events(&k.vm.vcpus[vi].s) =>
+            if k.vm.vcpus[vi].step != 0 && !gmsr::guest_debug_events(&k.vm.vcpus[vi].s) =>
         {
             // The kernel's own single step after an emulated lwarx (split.rs).
             let dbsr = spr::read::<{ ppc440::spr::DBSR }>();
             spr::write::<{ ppc440::spr::DBSR }>(dbsr);
             tp = Some(TracePoint::KernelInternal);
-            super::split::step(k, cur, vi, f)
+            split::step(k, cur, vi, f)
         }
         vector::DEBUG => {
-            // A hardware debug event the guest asked for (see DBCR0_EVENTS).
+            // A hardware debug event the guest asked for (see `gspr::DBCR0_EVENTS`).
             let dbsr = spr::read::<{ ppc440::spr::DBSR }>();
             spr::write::<{ ppc440::spr::DBSR }>(dbsr);
             k.vm.vcpus[vi].s.dbsr |= dbsr & ppc440::dbsr::ICMP;
@@ -170,21 +172,12 @@ pub fn leave(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) {
             exit_split(k, vi, t, tp);
         }
     }
-    super::pv::pv_out(k, vi);
-}
-
-fn rs(insn: u32) -> usize {
-    decode::RT.get(insn) as usize
-}
-fn ra(insn: u32) -> usize {
-    decode::RA.get(insn) as usize
+    pv::pv_out(k, vi);
 }
 
 /// The word of an illegal-instruction program exception (`ESR[PIL]` in `esr`) if it is
-/// `mfdcrx` or `mtdcrx`: the 440x5 lacks them, but BG/P's 450 has them (privileged) and a
-/// VM's BG/P devices put DCRs beyond the 10-bit `mfdcr` operand, so the kernel treats them
-/// as privileged instructions the VMM emulates (the message's `gpa` carries (RA), the DCR
-/// number). Fetches the word only for an illegal instruction (rare).
+/// `mfdcrx` or `mtdcrx` (`kestrel_guestcpu::insn::is_indexed_dcr`): the message's `gpa`
+/// carries (RA), the DCR number. Fetches the word only for an illegal instruction (rare).
 fn indexed_dcr(k: &mut Kernel, vi: usize, f: &TrapFrame, e: u32, insn: Insn) -> Option<u32> {
     if e & esr::PIL == 0 {
         return None;
@@ -194,19 +187,14 @@ fn indexed_dcr(k: &mut Kernel, vi: usize, f: &TrapFrame, e: u32, insn: Insn) -> 
         Insn::Unreadable => return None,
         Insn::Unknown => mmu::guest_fetch(k, vi, f.regs.ip)?,
     };
-    let dcrx =
-        decode::OPCD.get(word) == X && matches!(decode::XO.get(word), xo31::MFDCRX | xo31::MTDCRX);
-    dcrx.then_some(word)
+    insn::is_indexed_dcr(word).then_some(word)
 }
 
+/// The scheduling hint and trace point of a privileged instruction's exit.
+type Exit = (Option<usize>, Option<TracePoint>);
+
 /// A privileged-instruction program exception: emulate or send to the VMM.
-fn privileged(
-    k: &mut Kernel,
-    cur: usize,
-    vi: usize,
-    f: &mut TrapFrame,
-    insn: Insn,
-) -> (Option<usize>, Option<TracePoint>) {
+fn privileged(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame, insn: Insn) -> Exit {
     let pc = f.regs.ip;
     if k.vm.vcpus[vi].s.msr & msr::PR != 0 {
         // A privileged instruction in guest user mode: the guest kernel's business.
@@ -220,342 +208,227 @@ fn privileged(
         Insn::Unknown => mmu::guest_fetch(k, vi, pc),
     };
     let Some(insn) = insn else {
-        return (
-            virt_fault(k, cur, vi, VirtFault::Instruction, 0, 0),
-            Some(TracePoint::SyscallIpc),
-        );
+        return to_vmm(k, cur, vi, VirtFault::Instruction, 0, 0);
     };
-    let op = decode::OPCD.get(insn);
-    let xo = decode::XO.get(insn);
     let next = pc.wrapping_add(4);
-    let tp = match (op, xo) {
-        (X, xo31::MFMSR) => {
-            // mfmsr
-            f.regs.gpr[rs(insn)] = k.vm.vcpus[vi].s.msr;
+    let tp = match insn::classify(insn) {
+        Privileged::Mfmsr { rt } => {
+            f.regs.gpr[rt] = k.vm.vcpus[vi].s.msr;
             TracePoint::EmulMfmsr
         }
-        (X, xo31::MTMSR) => {
-            // mtmsr
-            let v = f.regs.gpr[rs(insn)];
-            if !set_msr(k, cur, vi, f, v, next) {
-                return (
-                    virt_fault(k, cur, vi, VirtFault::Idle, insn, 0),
-                    Some(TracePoint::GuestIdle),
-                );
-            }
-            return (None, Some(TracePoint::EmulMtmsr));
+        Privileged::Mtmsr { rs } => {
+            let w = gmsr::mtmsr(&mut k.vm.vcpus[vi].s, f.regs.gpr[rs]);
+            return set_msr(k, cur, vi, f, w, next, insn, TracePoint::EmulMtmsr);
         }
-        (X, xo31::WRTEE) => {
-            // wrtee
-            let s = &mut k.vm.vcpus[vi].s;
-            s.msr = (s.msr & !msr::EE) | (f.regs.gpr[rs(insn)] & msr::EE);
+        Privileged::Wrtee { rs } => {
+            let _ = gmsr::wrtee(&mut k.vm.vcpus[vi].s, f.regs.gpr[rs]);
             TracePoint::EmulWrtee
         }
-        (X, xo31::WRTEEI) => {
-            // wrteei: E is bit 16.
-            let s = &mut k.vm.vcpus[vi].s;
-            s.msr = (s.msr & !msr::EE) | if decode::E.get(insn) != 0 { msr::EE } else { 0 };
+        Privileged::Wrteei { e } => {
+            let _ = gmsr::wrteei(&mut k.vm.vcpus[vi].s, e);
             TracePoint::EmulWrteei
         }
-        (X, xo31::MFSPR) => {
-            // mfspr
-            match read_spr(k, vi, decode::spr_number(insn)) {
-                Some(v) => f.regs.gpr[rs(insn)] = v,
-                None => {
-                    return (
-                        virt_fault(k, cur, vi, VirtFault::Instruction, insn, 0),
-                        Some(TracePoint::SyscallIpc),
-                    )
-                }
+        Privileged::Mfspr { rt, spr: n } => {
+            update_dec(k, vi);
+            let v = &k.vm.vcpus[vi];
+            match gspr::mfspr(&v.s, v.timers.dec_deadline, n, &RealSprs) {
+                Some(value) => f.regs.gpr[rt] = value,
+                None => return to_vmm(k, cur, vi, VirtFault::Instruction, insn, 0),
             }
             TracePoint::EmulMfspr
         }
-        (X, xo31::MTSPR) => {
-            // mtspr
-            let v = f.regs.gpr[rs(insn)];
-            match write_spr(k, vi, decode::spr_number(insn), v) {
-                SprWrite::Done => sync_frame_msr(k, vi, f),
-                SprWrite::Unknown => {
-                    return (
-                        virt_fault(k, cur, vi, VirtFault::Instruction, insn, 0),
-                        Some(TracePoint::SyscallIpc),
-                    )
-                }
-                SprWrite::Reset => {
-                    return (
-                        virt_fault(k, cur, vi, VirtFault::Halt, insn, 0),
-                        Some(TracePoint::SyscallIpc),
-                    )
-                }
+        Privileged::Mtspr { rs, spr: n } => {
+            if let Err(e) = mtspr(k, vi, n, f.regs.gpr[rs]) {
+                let class = match e {
+                    SprExit::Vmm => VirtFault::Instruction,
+                    SprExit::Reset => VirtFault::Halt,
+                };
+                return to_vmm(k, cur, vi, class, insn, 0);
             }
+            sync_frame_msr(k, vi, f);
             TracePoint::EmulMtspr
         }
-        (X, xo31::TLBWE | xo31::TLBRE | xo31::TLBSX) => match mmu::tlb_insn(k, vi, f, insn) {
+        Privileged::Tlb(_) => match mmu::tlb_insn(k, vi, f, insn) {
             Some(tp) => tp,
             // An invalid word number.
             None => return reflect_illegal(k, vi, f),
         },
-        (X, xo31::TLBSYNC | xo31::DCCCI | xo31::ICCCI | xo31::DCBI) => {
-            // tlbsync, dccci, iccci, dcbi: no guest-visible effect under emulation
-            // (the emulated TLB is coherent, QEMU has no caches to model).
-            TracePoint::EmulCacheTlbOp
-        }
-        (XL, xo19::RFI) => {
-            // rfi
-            let (pc, m) = (k.vm.vcpus[vi].s.srr0, k.vm.vcpus[vi].s.srr1);
-            if !set_msr(k, cur, vi, f, m, pc) {
-                return (
-                    virt_fault(k, cur, vi, VirtFault::Idle, insn, 0),
-                    Some(TracePoint::GuestIdle),
-                );
-            }
-            return (None, Some(TracePoint::EmulRfi));
-        }
-        (XL, xo19::RFCI | xo19::RFMCI) => {
-            // rfci / rfmci
-            let (pc, m) = if xo == xo19::RFCI {
-                (k.vm.vcpus[vi].s.csrr0, k.vm.vcpus[vi].s.csrr1)
-            } else {
-                (k.vm.vcpus[vi].s.mcsrr0, k.vm.vcpus[vi].s.mcsrr1)
+        Privileged::NoEffect => TracePoint::EmulCacheTlbOp,
+        Privileged::Return(kind) => {
+            let (pc, w) = gmsr::return_from(&mut k.vm.vcpus[vi].s, kind);
+            let tp = match kind {
+                gmsr::Return::Rfi => TracePoint::EmulRfi,
+                _ => TracePoint::EmulRfciMci,
             };
-            if !set_msr(k, cur, vi, f, m, pc) {
-                return (
-                    virt_fault(k, cur, vi, VirtFault::Idle, insn, 0),
-                    Some(TracePoint::GuestIdle),
-                );
-            }
-            return (None, Some(TracePoint::EmulRfciMci));
+            return set_msr(k, cur, vi, f, w, pc, insn, tp);
         }
-        (X, xo31::MFDCRX | xo31::MTDCRX) => {
+        Privileged::IndexedDcr { ra } => {
             // The VMM gets the DCR number (RA) with the fault, so neither form needs a
             // register transfer.
-            let dcr = f.regs.gpr[ra(insn)] as u64;
-            return (
-                virt_fault(k, cur, vi, VirtFault::Instruction, insn, dcr),
-                Some(TracePoint::SyscallIpc),
-            );
+            let dcr = f.regs.gpr[ra] as u64;
+            return to_vmm(k, cur, vi, VirtFault::Instruction, insn, dcr);
         }
-        _ => {
-            return (
-                virt_fault(k, cur, vi, VirtFault::Instruction, insn, 0),
-                Some(TracePoint::SyscallIpc),
-            )
-        }
+        Privileged::Other => return to_vmm(k, cur, vi, VirtFault::Instruction, insn, 0),
     };
     f.regs.ip = next;
     (None, Some(tp))
 }
 
+/// A virtualization fault of `class` for `insn` (`gpa`: see `fault::virt_fault`).
+fn to_vmm(k: &mut Kernel, cur: usize, vi: usize, class: VirtFault, insn: u32, gpa: u64) -> Exit {
+    (
+        virt_fault(k, cur, vi, class, insn, gpa),
+        Some(TracePoint::SyscallIpc),
+    )
+}
+
 /// An emulated instruction with invalid operands: the guest gets an illegal-instruction
 /// program exception, as on hardware.
-fn reflect_illegal(
-    k: &mut Kernel,
-    vi: usize,
-    f: &mut TrapFrame,
-) -> (Option<usize>, Option<TracePoint>) {
+fn reflect_illegal(k: &mut Kernel, vi: usize, f: &mut TrapFrame) -> Exit {
     k.vm.vcpus[vi].s.esr = esr::PIL;
     let pc = f.regs.ip;
     inject(k, vi, f, vector::PROGRAM, pc);
     (None, Some(TracePoint::ExceptReflect))
 }
 
-/// Installs a new guest MSR and continues at `pc`. Returns false if the guest asked to
-/// wait (MSR[WE]) with nothing pending, which the VMM handles.
-fn set_msr(k: &mut Kernel, _cur: usize, vi: usize, f: &mut TrapFrame, value: u32, pc: u32) -> bool {
-    let old = k.vm.vcpus[vi].s.msr;
-    k.vm.vcpus[vi].s.msr = value & GUEST_MSR_MASK & !msr::WE;
-    set_guest_mode(k, vi, old, f);
+/// A new guest MSR (`w`, already in the state) from `insn`, continuing at `pc`: applied
+/// to the hardware; the exit's trace point is `tp`, or the guest waits (MSR[WE] with
+/// nothing pending), which the VMM handles.
+#[allow(clippy::too_many_arguments)]
+fn set_msr(
+    k: &mut Kernel,
+    cur: usize,
+    vi: usize,
+    f: &mut TrapFrame,
+    w: MsrWrite,
+    pc: u32,
+    insn: u32,
+    tp: TracePoint,
+) -> Exit {
+    apply_msr(k, vi, w, f);
     f.regs.ip = pc;
-    if value & msr::WE != 0 {
-        return wakeup_pending(k, vi);
+    if w.wait && !wakeup_pending(k, vi) {
+        return (
+            virt_fault(k, cur, vi, VirtFault::Idle, insn, 0),
+            Some(TracePoint::GuestIdle),
+        );
     }
-    true
+    (None, Some(tp))
 }
 
-/// Whether a guest that asks to wait (MSR[WE], the `EV_IDLE` hypercall) has an interrupt
-/// pending already, so it need not wait.
-pub(super) fn wakeup_pending(k: &mut Kernel, vi: usize) -> bool {
+/// The real SPRs `mfspr` reads (`kestrel_guestcpu::spr::Hardware`).
+struct RealSprs;
+
+impl gspr::Hardware for RealSprs {
+    fn timebase(&self) -> u64 {
+        spr::timebase()
+    }
+    fn tbl(&self) -> u32 {
+        spr::read::<{ TBL_R }>()
+    }
+    fn tbu(&self) -> u32 {
+        spr::read::<{ ppc440::spr::TBU_R }>()
+    }
+    fn pvr(&self) -> u32 {
+        spr::read::<{ ppc440::spr::PVR }>()
+    }
+}
+
+/// `mtspr` of `val` to SPR `n` by vCPU `vi` (`kestrel_guestcpu::spr::mtspr`), with its
+/// effect applied to the hardware and the kernel's state.
+fn mtspr(k: &mut Kernel, vi: usize, n: u32, val: u32) -> Result<(), SprExit> {
     update_dec(k, vi);
-    let s = &k.vm.vcpus[vi].s;
-    s.irq_line != 0 || (s.tsr & tsr::DIS != 0 && s.tcr & tcr::DIE != 0)
-}
-
-/// CR after `tlbsx.`: CR0 = LT GT EQ SO, EQ set on a hit, SO copied from XER[SO].
-#[inline(always)]
-pub(super) fn tlbsx_cr(cr: u32, xer: u32, hit: bool) -> u32 {
-    const SO_TO_CR0: u32 = ppc440::xer::SO.trailing_zeros() - ppc440::cr::CR0_SO.trailing_zeros();
-    let so = (xer & ppc440::xer::SO) >> SO_TO_CR0;
-    let eq = if hit { ppc440::cr::CR0_EQ } else { 0 };
-    (cr & !ppc440::cr::CR0.mask()) | eq | so
-}
-
-/// Whether the kernel emulates guest accesses to SPR `n` at all (the crate's SPR table
-/// decides; everything else is the VMM's).
-#[inline(always)]
-fn kernel_emulates(n: u32) -> bool {
-    !matches!(ppc440::spr::emulation(n), Emulation::Vmm | Emulation::User)
-}
-
-/// Reads a shadow SPR; `None` for SPRs the kernel does not emulate.
-fn read_spr(k: &mut Kernel, vi: usize, n: u32) -> Option<u32> {
-    if !kernel_emulates(n) {
-        return None;
-    }
-    update_dec(k, vi);
-    let v = &k.vm.vcpus[vi];
-    let s = &v.s;
-    Some(match n {
-        SRR0 => s.srr0,
-        SRR1 => s.srr1,
-        CSRR0 => s.csrr0,
-        CSRR1 => s.csrr1,
-        MCSRR0 => s.mcsrr0,
-        MCSRR1 => s.mcsrr1,
-        MCSR => s.mcsr,
-        SPRG0..=SPRG7 => s.sprg[(n - SPRG0) as usize],
-        USPRG0 => s.usprg0,
-        ESR => s.esr,
-        DEAR => s.dear,
-        IVPR => s.ivpr,
-        IVOR0..=IVOR15 => s.ivor[(n - IVOR0) as usize],
-        PID => s.pid,
-        MMUCR => s.mmucr,
-        DEC => {
-            if v.dec_deadline != 0 {
-                v.dec_deadline.saturating_sub(spr::timebase()) as u32
-            } else {
-                s.dec
-            }
-        }
-        DECAR => s.decar,
-        TCR => s.tcr,
-        TSR => s.tsr,
-        DBCR0 => s.dbcr0,
-        DBCR1 => s.dbcr1,
-        DBCR2 => s.dbcr2,
-        DBSR => s.dbsr,
-        CCR0 => s.ccr0,
-        CCR1 => s.ccr1,
-        PVR => spr::read::<{ PVR }>(),
-        PIR => 0, // uniprocessor guests are CPU 0
-        IAC1..=IAC4 => s.iac[(n - IAC1) as usize],
-        DAC1 | DAC2 => s.dac[(n - DAC1) as usize],
-        DVC1 | DVC2 => s.dvc[(n - DVC1) as usize],
-        TBL_R => spr::read::<{ TBL_R }>(),
-        TBU_R => spr::read::<{ TBU_R }>(),
-        _ => return None,
-    })
-}
-
-enum SprWrite {
-    Done,
-    Unknown,
-    Reset,
-}
-
-/// mtspr SPRG0-7 (`n` in SPRG0..=SPRG7): the shadow copy; SPRG4-7 are user-readable
-/// (their class is `WriteThrough`), so they also go to the real registers, which the
-/// guest reads without trapping.
-pub(super) fn write_sprg(s: &mut kestrel_abi::VcpuState, n: u32, val: u32) {
-    s.sprg[(n - SPRG0) as usize & 7] = val;
-    match n {
-        SPRG4 => spr::write::<{ SPRG4 }>(val),
-        SPRG5 => spr::write::<{ SPRG5 }>(val),
-        SPRG6 => spr::write::<{ SPRG6 }>(val),
-        SPRG7 => spr::write::<{ SPRG7 }>(val),
-        _ => {}
-    }
-}
-
-/// mtspr PID: a guest address-space switch only loads the hardware TID of the new guest
-/// PID (Linux with KUAP does this around every kernel entry and user access); the old
-/// PID's shadow entries stay under their own TIDs.
-pub(super) fn write_pid(k: &mut Kernel, vi: usize, val: u32) {
-    let s = &mut k.vm.vcpus[vi].s;
-    if s.pid != val & 0xff {
-        s.pid = val & 0xff;
-        mmu::guest_pid_switch(k, vi);
-    }
-}
-
-/// Writes a shadow SPR.
-fn write_spr(k: &mut Kernel, vi: usize, n: u32, val: u32) -> SprWrite {
-    if !kernel_emulates(n) {
-        return SprWrite::Unknown;
-    }
-    update_dec(k, vi);
-    let v = &mut k.vm.vcpus[vi];
-    let s = &mut v.s;
-    match n {
-        SRR0 => s.srr0 = val,
-        SRR1 => s.srr1 = val,
-        CSRR0 => s.csrr0 = val,
-        CSRR1 => s.csrr1 = val,
-        MCSRR0 => s.mcsrr0 = val,
-        MCSRR1 => s.mcsrr1 = val,
-        MCSR => s.mcsr &= !val,
-        SPRG0..=SPRG7 => write_sprg(s, n, val),
-        ESR => s.esr = val,
-        DEAR => s.dear = val,
-        IVPR => s.ivpr = val & ppc440::ivor::PREFIX.mask(),
-        IVOR0..=IVOR15 => s.ivor[(n - IVOR0) as usize] = val & ppc440::ivor::OFFSET.mask(),
-        PID => write_pid(k, vi, val),
-        MMUCR => s.mmucr = val,
-        DEC => {
-            s.dec = val;
-            v.dec_deadline = if val == 0 {
-                0
-            } else {
-                spr::timebase() + val as u64
-            };
-        }
-        DECAR => s.decar = val,
-        TCR => s.tcr = val,
-        TSR => s.tsr &= !val,
-        DBCR0 => {
-            if val & dbcr0::RST.mask() != 0 {
-                return SprWrite::Reset;
-            }
-            s.dbcr0 = val;
-            let events = if val & dbcr0::ICMP != 0 {
-                val & DBCR0_EVENTS
-            } else {
-                0
-            };
-            spr::write::<{ DBCR0 }>(events);
-        }
-        IAC1..=IAC4 => s.iac[(n - IAC1) as usize] = val,
-        DAC1 | DAC2 => s.dac[(n - DAC1) as usize] = val,
-        DVC1 | DVC2 => s.dvc[(n - DVC1) as usize] = val,
-        DBCR1 => s.dbcr1 = val,
-        DBCR2 => s.dbcr2 = val,
-        DBSR => s.dbsr &= !val,
-        CCR0 => s.ccr0 = val,
-        CCR1 => s.ccr1 = val,
-        // Timebase writes: the guest reads the timebase without trapping, so the real
-        // one is written and the difference kept as this vCPU's offset, which is taken
-        // out again whenever anything else runs (see `virt::on_switch`).
-        TBL_W | TBU_W => {
-            let before = spr::timebase();
-            let after = if n == TBL_W {
-                (before & !0xffff_ffff) | val as u64
-            } else {
-                ((val as u64) << 32) | (before & 0xffff_ffff)
-            };
+    let now = spr::timebase();
+    match gspr::mtspr(&mut k.vm.vcpus[vi].s, n, val, now)? {
+        SprEffect::None => {}
+        SprEffect::PidSwitch => mmu::guest_pid_switch(k, vi),
+        SprEffect::WriteThrough { spr, value } => super::vcpu::write_through(spr, value),
+        SprEffect::Dbcr0(real) => spr::write::<{ ppc440::spr::DBCR0 }>(real),
+        SprEffect::DecDeadline(d) => k.vm.vcpus[vi].timers.dec_deadline = d,
+        // The guest reads the time base without trapping, so the real one is written and
+        // the difference kept as this vCPU's offset, which is taken out again whenever
+        // anything else runs (see `virt::on_switch`).
+        SprEffect::TbJump { after, delta } => {
             set_timebase(after);
-            v.tb_offset = v.tb_offset.wrapping_add(after.wrapping_sub(before) as i64);
+            let v = &mut k.vm.vcpus[vi];
+            v.tb_offset = v.tb_offset.wrapping_add(delta as i64);
             // The exit in progress started on the old time base: move its start along,
             // so its cost leaves the jump out.
-            v.exit_tb = v.exit_tb.wrapping_add(after.wrapping_sub(before) as u32);
+            v.exit_tb = v.exit_tb.wrapping_add(delta as u32);
             // Deadlines of the virtual decrementer are in guest time: shift them along.
-            if v.dec_deadline != 0 {
-                v.dec_deadline = v.dec_deadline.wrapping_add(after.wrapping_sub(before));
+            if v.timers.dec_deadline != 0 {
+                v.timers.dec_deadline = v.timers.dec_deadline.wrapping_add(delta);
             }
             k.vm.tb_vcpu = vi as u8;
         }
-        _ => return SprWrite::Unknown,
     }
-    SprWrite::Done
+    Ok(())
+}
+
+/// A hardware TLB miss or storage exception of the running vCPU.
+pub fn tlb_fault(
+    k: &mut Kernel,
+    cur: usize,
+    vi: usize,
+    f: &mut TrapFrame,
+    ea: u32,
+    access: Access,
+    esr: u32,
+) -> Option<usize> {
+    if access != Access::Execute && pv::fill_magic(k, vi, ea) {
+        exit_class(k, vi, TracePoint::DtlbMiss);
+        return None;
+    }
+    let (guest_msr, pr, pid) = {
+        let s = &k.vm.vcpus[vi].s;
+        (s.msr, s.msr & msr::PR != 0, s.pid as u8)
+    };
+    let (is, ds) = (guest_msr & msr::IS != 0, guest_msr & msr::DS != 0);
+    let is_fetch = access == Access::Execute;
+    let gmap = VmSpace::of(k, cur);
+    let tlb = &k.vm.vcpus[vi].tlb;
+    let res = if mmu::is_split(guest_msr) {
+        // Fetches and data accesses translate through different guest spaces.
+        match split_fill(tlb, &gmap, ea, pid, pr, access, is, ds, f.regs.ip) {
+            SplitFill::Fill(r) => Some(r),
+            SplitFill::Emulate => None,
+        }
+    } else {
+        Some(shadow_fill(
+            tlb,
+            &gmap,
+            ea,
+            pid,
+            pr,
+            access,
+            if is_fetch { is } else { ds },
+        ))
+    };
+    let tp = if is_fetch {
+        TracePoint::ItlbMiss
+    } else {
+        TracePoint::DtlbMiss
+    };
+    // The exit's class; its cost runs from the vector to the return to the guest.
+    exit_class(k, vi, tp);
+    match res {
+        None => {
+            // The data page is the instruction's own page under another translation:
+            // perform the access in software (counted as a data TLB miss).
+            split::emulate(k, cur, vi, f)
+        }
+        Some(FillResult::Hit { hw, guest_index }) => {
+            // The TID of the guest's PID and mode; allocating one loads the PID register.
+            let tid = mmu::guest_hw_pid(k, vi, pid, !pr);
+            mmu::install(k, vi, hw.tagged(tid), guest_index);
+            None
+        }
+        Some(FillResult::PhysMiss { gpa }) => phys_miss(k, cur, vi, f, gpa, access),
+        Some(other) => {
+            guest_fault(k, vi, f, ea, access, esr, other);
+            None
+        }
+    }
 }
 
 /// Gives vCPU `vi` the real FPU, saving the previous owner's registers.

@@ -3,8 +3,10 @@
 //! and mfspr/mtspr of plain shadow registers) handled straight from the program-interrupt
 //! entry, before the general dispatcher. Anything with a side effect beyond a register
 //! copy (timers, PID writes, TLB, a possibly pending interrupt, a change of the guest's
-//! privilege level or translation space) takes the full path in `emulate.rs`, which has
-//! the same semantics; this file only has to be fast and obviously equivalent.
+//! privilege level or translation space) takes the full path in `emulate.rs`. Both follow
+//! `kestrel_guestcpu` (its SPR field map gives the Rust tier's copies and the assembly's
+//! offsets, its MSR rules the checks below); this file only has to be fast and obviously
+//! equivalent.
 //!
 //! Two tiers. `__program_fast` (assembly, below) handles mfmsr, mtmsr, wrtee, wrteei,
 //! rfi (when neither MSR[IS], DS, FP nor DE changes, WE stays clear and, if interrupts
@@ -18,7 +20,7 @@
 //! the call), and updates the trace counters itself (docs/adr/0023-exit-accounting.md: the
 //! exit runs from the vector's time-base read to the one eleven instructions before the
 //! `rfi`, which also starts the next GUEST_RUN, `Vcpu::run_tb`; GUEST_RUN gets the time
-//! from the last return to the guest to the entry, as `virt::exit_begin` does). Every
+//! from the last return to the guest to the entry, as `vcpu::exit_begin` does). Every
 //! other case completes the frame and calls `kestrel_program` as the ordinary entry
 //! would, where [`program`] (Rust) covers the rest of the hot instructions before the
 //! general emulator. The assembly addresses `Vcpu` fields by `offset_of!`, so `Vcpu` is
@@ -27,22 +29,30 @@
 //! `__guest_resume` (also below) ends an exit that went through the general path: every
 //! kernel exit path calls it when the frame it resumes is a vCPU's (`arch::entry`).
 
-use super::{exit_begin, mmu, trace_at, Insn, Vcpu, NO_VCPU, VCPU_MSR};
+use super::mmu;
+use super::pv;
+use super::vcpu::{
+    exit_begin, sync_frame_msr, trace_at, vcpu_of, write_through, Insn, Vcpu, GUEST_MSR_MASK,
+    NO_VCPU, VCPU_MSR,
+};
 use crate::api::{kernel, Kernel};
+use crate::arch::entry::{
+    ABI_FRAME, F_CR, F_CTR, F_GPR, F_IP, F_LR, F_MSR, F_R1, F_R2, F_R3, F_XER,
+};
 use crate::arch::{esr, msr, spr, tcr, tsr, TrapFrame};
 use core::arch::global_asm;
 use core::mem::offset_of;
 use kestrel_abi::TracePoint;
 use kestrel_abi::{TraceCounter, VcpuState};
+use kestrel_guestcpu::msr as gmsr;
+use kestrel_guestcpu::spr::{self as gspr, offset_of_spr, Rule, SprEffect};
+use kestrel_guestcpu::timer::Timers;
 use ppc440::decode::{
     self,
     opcd::{X, XL},
     xo19, xo31,
 };
-use ppc440::spr::{
-    emulation, Emulation, CSRR0, CSRR1, DEAR, ESR, MCSRR0, MCSRR1, MMUCR, PID, SPRG0, SPRG1, SPRG2,
-    SPRG3, SPRG4, SPRG7, SRR0, SRR1,
-};
+use ppc440::spr::{emulation, Emulation, PID, SPRG2, SPRG3, SPRG4, SPRG7, SRR0, SRR1};
 
 /// MSR bits a fast-path MSR write may not change (they need the full path: a new
 /// translation space flushes the shadow TLB; FP/DE change the real MSR), plus MSR[PR],
@@ -86,15 +96,15 @@ fn program_fast(frame: *mut TrapFrame) -> Result<*mut TrapFrame, Insn> {
         return Err(Insn::Unreadable);
     };
     // A live magic page (pv.rs): the fields this tier may touch come from it first.
-    let live = super::pv::live(k, vi);
-    if live && !super::pv::fast_in(k, vi, insn) {
+    let live = pv::live(k, vi);
+    if live && !pv::fast_in(k, vi, insn) {
         return Err(Insn::Fetched(insn));
     }
     let old = k.vm.vcpus[vi].s.msr;
     match emulate(k, vi, f, insn, old) {
         Some(tp) => {
             if live {
-                super::pv::fast_out(k, vi, old);
+                pv::fast_out(k, vi, old);
             }
             // The exit ends at the return to the guest (`__guest_resume`).
             exit_begin(k, vi, tp);
@@ -122,49 +132,48 @@ fn emulate(
             (old, pc + 4, TracePoint::EmulMfmsr)
         }
         (X, xo31::MTMSR) => (
-            f.regs.gpr[rs] & super::GUEST_MSR_MASK,
+            f.regs.gpr[rs] & GUEST_MSR_MASK,
             pc + 4,
             TracePoint::EmulMtmsr,
         ),
         (X, xo31::WRTEE) => (
-            (old & !msr::EE) | (f.regs.gpr[rs] & msr::EE),
+            gmsr::with_ee(old, f.regs.gpr[rs] & msr::EE != 0),
             pc + 4,
             TracePoint::EmulWrtee,
         ),
         (X, xo31::WRTEEI) => (
-            (old & !msr::EE) | if decode::E.get(insn) != 0 { msr::EE } else { 0 },
+            gmsr::with_ee(old, decode::E.get(insn) != 0),
             pc + 4,
             TracePoint::EmulWrteei,
         ),
         (XL, xo19::RFI) => {
             let s = &k.vm.vcpus[vi].s;
-            (s.srr1 & super::GUEST_MSR_MASK, s.srr0, TracePoint::EmulRfi)
-        }
-        (X, xo31::MFSPR) if decode::spr_number(insn) == PID => {
-            f.regs.gpr[rs] = k.vm.vcpus[vi].s.pid;
-            (old, pc + 4, TracePoint::EmulMfspr)
+            (s.srr1 & GUEST_MSR_MASK, s.srr0, TracePoint::EmulRfi)
         }
         (X, xo31::MFSPR) => {
-            let v = plain_spr(&mut k.vm.vcpus[vi].s, decode::spr_number(insn))?;
-            f.regs.gpr[rs] = *v;
+            // The plain SPRs and PID (whose reads are plain).
+            let n = decode::spr_number(insn);
+            if !(gspr::is_plain(n) || n == PID) {
+                return None;
+            }
+            f.regs.gpr[rs] = *gspr::field(&k.vm.vcpus[vi].s, n)?;
             (old, pc + 4, TracePoint::EmulMfspr)
         }
-        (X, xo31::MTSPR) if decode::spr_number(insn) == PID => {
-            super::emulate::write_pid(k, vi, f.regs.gpr[rs]);
-            (old, pc + 4, TracePoint::EmulMtspr)
-        }
-        (X, xo31::MTSPR) if (SPRG4..=SPRG7).contains(&decode::spr_number(insn)) => {
-            super::emulate::write_sprg(
-                &mut k.vm.vcpus[vi].s,
-                decode::spr_number(insn),
-                f.regs.gpr[rs],
-            );
-            (old, pc + 4, TracePoint::EmulMtspr)
-        }
         (X, xo31::MTSPR) => {
-            let val = f.regs.gpr[rs];
-            let v = plain_spr(&mut k.vm.vcpus[vi].s, decode::spr_number(insn))?;
-            *v = val;
+            let (n, val) = (decode::spr_number(insn), f.regs.gpr[rs]);
+            if let Some(v) = gspr::plain_mut(&mut k.vm.vcpus[vi].s, n) {
+                *v = val;
+            } else if matches!(gspr::rule(n), Some(Rule::Pid | Rule::WriteThrough)) {
+                // PID (the shadow TLB's PID switch) and SPRG4-7 (written through): their
+                // effects need no timer.
+                match gspr::mtspr(&mut k.vm.vcpus[vi].s, n, val, 0).ok()? {
+                    SprEffect::PidSwitch => mmu::guest_pid_switch(k, vi),
+                    SprEffect::WriteThrough { spr, value } => write_through(spr, value),
+                    _ => {}
+                }
+            } else {
+                return None;
+            }
             (old, pc + 4, TracePoint::EmulMtspr)
         }
         (X, xo31::TLBRE | xo31::TLBWE | xo31::TLBSX) => {
@@ -177,8 +186,12 @@ fn emulate(
         return None;
     }
     // Enabling interrupts with one possibly pending: let the full path deliver it.
-    if new_msr & !old & (msr::EE | msr::CE) != 0
-        && maybe_pending(&k.vm.vcpus[vi].s, k.vm.vcpus[vi].dec_deadline)
+    if gmsr::enables_interrupts(old, new_msr)
+        && gmsr::maybe_pending(
+            &k.vm.vcpus[vi].s,
+            k.vm.vcpus[vi].timers.dec_deadline,
+            spr::timebase,
+        )
     {
         return None;
     }
@@ -189,85 +202,27 @@ fn emulate(
     f.regs.ip = next;
     // QEMU leaves stray bits (even MSR[WE]) in SRR1 on program interrupts: resume
     // with the vCPU's real MSR, never with what the interrupt saved.
-    super::sync_frame_msr(k, vi, f);
+    sync_frame_msr(k, vi, f);
     Some(tp)
 }
 
-/// Shadow SPRs whose reads and writes are plain copies (no side effects): exactly the
-/// crate's SPR table's classes `Fast` and `Shadow` ([`PLAIN_SPRS`], checked at compile
-/// time); this only says where each lives.
-#[inline(always)]
-fn plain_spr(s: &mut VcpuState, n: u32) -> Option<&mut u32> {
-    Some(match n {
-        SRR0 => &mut s.srr0,
-        SRR1 => &mut s.srr1,
-        CSRR0 => &mut s.csrr0,
-        CSRR1 => &mut s.csrr1,
-        MCSRR0 => &mut s.mcsrr0,
-        MCSRR1 => &mut s.mcsrr1,
-        SPRG0..=SPRG3 => &mut s.sprg[(n - SPRG0) as usize],
-        ESR => &mut s.esr,
-        DEAR => &mut s.dear,
-        MMUCR => &mut s.mmucr,
-        _ => return None,
-    })
-}
-
-/// The SPRs [`plain_spr`] copies: the table's `Fast` and `Shadow` classes.
-const PLAIN_SPRS: [u32; 13] = [
-    SRR0, SRR1, CSRR0, CSRR1, MCSRR0, MCSRR1, SPRG0, SPRG1, SPRG2, SPRG3, ESR, DEAR, MMUCR,
-];
-
-/// Whether `list` is exactly the SPRs of the table whose class is `a` or `b`.
-const fn is_class_set(list: &[u32], a: Emulation, b: Emulation) -> bool {
-    const fn is(e: Emulation, a: Emulation, b: Emulation) -> bool {
-        e as u8 == a as u8 || e as u8 == b as u8
-    }
-    let mut count = 0;
-    let mut j = 0;
-    while j < ppc440::spr::TABLE.len() {
-        if is(ppc440::spr::TABLE[j].emulation, a, b) {
-            count += 1;
-        }
-        j += 1;
-    }
-    let mut i = 0;
-    while i < list.len() {
-        if !is(emulation(list[i]), a, b) {
-            return false;
-        }
-        i += 1;
-    }
-    count == list.len()
-}
-
-const _: () = assert!(
-    is_class_set(&PLAIN_SPRS, Emulation::Fast, Emulation::Shadow),
-    "plain SPRs != Fast + Shadow classes"
-);
-
-/// Where the assembly tier finds a shadow SPR: byte offset of the field in `Vcpu`, or
-/// 0 (not handled there); [`SPR_READ_ONLY`] set when only reads are plain (PID: a write
-/// switches the shadow TLB's PID). Built from [`plain_spr`]'s fields.
+/// Where the assembly tier finds a shadow SPR: byte offset of the field in `Vcpu`
+/// (`kestrel_guestcpu::spr::offset`, the one SPR field map), or 0 (not handled there);
+/// [`SPR_READ_ONLY`] set when only reads are plain (PID: a write switches the shadow TLB's
+/// PID). The plain SPRs (`kestrel_guestcpu::spr::is_plain`) and PID.
 const fn spr_slot(n: u32) -> u16 {
     const S: usize = offset_of!(Vcpu, s);
-    let off = match n {
-        SRR0 => offset_of!(VcpuState, srr0),
-        SRR1 => offset_of!(VcpuState, srr1),
-        CSRR0 => offset_of!(VcpuState, csrr0),
-        CSRR1 => offset_of!(VcpuState, csrr1),
-        MCSRR0 => offset_of!(VcpuState, mcsrr0),
-        MCSRR1 => offset_of!(VcpuState, mcsrr1),
-        SPRG0..=SPRG3 => offset_of!(VcpuState, sprg) + 4 * (n - SPRG0) as usize,
-        ESR => offset_of!(VcpuState, esr),
-        DEAR => offset_of!(VcpuState, dear),
-        MMUCR => offset_of!(VcpuState, mmucr),
-        PID => return (S + offset_of!(VcpuState, pid)) as u16 | SPR_READ_ONLY,
-        _ => return 0,
+    let flag = if gspr::is_plain(n) {
+        0
+    } else if n == PID {
+        SPR_READ_ONLY
+    } else {
+        return 0;
     };
+    let off = S + offset_of_spr(n);
     // The offset must stay clear of the read-only flag.
-    assert!(S + off < SPR_READ_ONLY as usize);
-    (S + off) as u16
+    assert!(off < SPR_READ_ONLY as usize);
+    off as u16 | flag
 }
 
 /// [`spr_slot`]'s flag: writes take the Rust tier.
@@ -302,17 +257,19 @@ const _: () = {
         }
         n += 1;
     }
-    assert!(found == PLAIN_SPRS.len() + 1);
+    let mut plain = 0;
+    let mut j = 0;
+    while j < ppc440::spr::TABLE.len() {
+        if matches!(
+            ppc440::spr::TABLE[j].emulation,
+            Emulation::Fast | Emulation::Shadow
+        ) {
+            plain += 1;
+        }
+        j += 1;
+    }
+    assert!(found == plain + 1);
 };
-
-/// Whether an interrupt could become deliverable when the guest enables interrupts.
-fn maybe_pending(s: &VcpuState, dec_deadline: u64) -> bool {
-    s.irq_line != 0
-        || s.crit_line != 0
-        || s.tsr & (tsr::DIS | tsr::FIS | tsr::WIS) != 0
-        || s.tcr & (tcr::FIE | tcr::WIE) != 0
-        || (dec_deadline != 0 && dec_deadline <= spr::timebase())
-}
 
 /// Instructions of an exit that follow its final time-base read, up to and including the
 /// `rfi` to the guest: the assembly tier's (`.Lvf_done`, without the rare carry `addi`)
@@ -333,36 +290,6 @@ const fn tail_ticks(insns: u32) -> u32 {
 }
 const _: () = assert!(tail_ticks(TAIL_FAST) == 4 && tail_ticks(TAIL_GENERAL) == 6);
 
-/// Address of the running vCPU's `Vcpu`, or 0 when a native thread runs; read by
-/// `__program_fast` and `__guest_resume`.
-#[no_mangle]
-static mut FAST_VCPU: usize = 0;
-
-/// Address of the running vCPU's `Vcpu` whatever its magic page, as `set_current` last
-/// recorded it: `__program_fast` emulates the TLB instructions of a vCPU in translation
-/// space 1 through it when `FAST_VCPU` is 0 (a live magic page). Only `set_current`
-/// writes it; the IPC fast path, which switches to non-live vCPUs and to native threads
-/// only, sets `FAST_VCPU` alone, and its stale value is then never read (`FAST_VCPU` is
-/// non-zero, or the thread runs in translation space 0).
-#[no_mangle]
-static mut TLB_VCPU: usize = 0;
-
-/// Records which vCPU runs (called on every switch).
-#[inline(always)]
-pub fn set_current(v: Option<&Vcpu>) {
-    // A vCPU with a live magic page takes the full path (pv.rs).
-    let tlb = v.map_or(0, |v| v as *const Vcpu as usize);
-    let a = v
-        .filter(|v| !v.pv.live)
-        .map_or(0, |v| v as *const Vcpu as usize);
-    // SAFETY: single CPU, interrupts off in the kernel; only the scheduler writes it
-    // and only the assembly below (running with interrupts off) reads it.
-    unsafe {
-        *core::ptr::addr_of_mut!(FAST_VCPU) = a;
-        *core::ptr::addr_of_mut!(TLB_VCPU) = tlb;
-    }
-}
-
 /// Called by `__program_fast` for a `tlbre`, `tlbwe` or `tlbsx[.]` of the running vCPU,
 /// with its registers in `frame` (GPRs, CR, LR, CTR, XER): emulates it
 /// ([`mmu::tlb_insn`]) and returns the trace point's counter offset in `Vcpu`, or 0 when
@@ -370,7 +297,7 @@ pub fn set_current(v: Option<&Vcpu>) {
 #[no_mangle]
 extern "C" fn __tlb_insn_fast(insn: u32, frame: *mut TrapFrame) -> u32 {
     let k = kernel();
-    let Some(vi) = super::vcpu_of(k, k.current) else {
+    let Some(vi) = vcpu_of(k, k.current) else {
         return 0;
     };
     // SAFETY: the assembly tier passes the running vCPU's frame, which it has just
@@ -385,7 +312,7 @@ extern "C" fn __tlb_insn_fast(insn: u32, frame: *mut TrapFrame) -> u32 {
 #[no_mangle]
 extern "C" fn __tlb_insn_fast_live(insn: u32, frame: *mut TrapFrame, vcpu: usize) -> u32 {
     let k = kernel();
-    let Some(vi) = super::vcpu_of(k, k.current) else {
+    let Some(vi) = vcpu_of(k, k.current) else {
         return 0;
     };
     // The assembly fetched the instruction through `TLB_VCPU`'s fetch cache: only if that
@@ -395,19 +322,23 @@ extern "C" fn __tlb_insn_fast_live(insn: u32, frame: *mut TrapFrame, vcpu: usize
     }
     // SAFETY: as in `__tlb_insn_fast`.
     let f = unsafe { &mut *frame };
-    let live = super::pv::live(k, vi);
-    if live && !super::pv::fast_in(k, vi, insn) {
+    let live = pv::live(k, vi);
+    if live && !pv::fast_in(k, vi, insn) {
         return 0;
     }
     let old = k.vm.vcpus[vi].s.msr;
     let tp = mmu::tlb_insn(k, vi, f, insn);
     if live {
-        super::pv::fast_out(k, vi, old);
+        pv::fast_out(k, vi, old);
     }
     tp.map_or(0, trace_at)
 }
 
 const STATE: usize = offset_of!(Vcpu, s);
+/// The virtual decrementer's deadline in `Vcpu` (a `u64`: high word first).
+const DEC_DEADLINE: usize = offset_of!(Vcpu, timers) + offset_of!(Timers, dec_deadline);
+// `.Lvf_mtsprg47` stores SPRG4..7 at `sprg4 + 4 * k`; r29 (4 * RT) indexes the frame's GPRs.
+const _: () = assert!(offset_of_spr(SPRG7) == offset_of_spr(SPRG4) + 12 && F_GPR == 0 && F_R1 == 4);
 
 /// The assembly's opcode key of an instruction with primary opcode `opcd`, extended
 /// opcode `xo` and Rc = 0: bits 0-5 and 21-31 of the word rotated left by 6, i.e.
@@ -429,8 +360,7 @@ const _: () = assert!(msr::CE & 0xffff == 0 && msr::EE >> 16 == 0);
 // lies between them.
 const _: () = assert!(
     msr::CE.leading_zeros() < msr::EE.leading_zeros()
-        && super::GUEST_MSR_MASK & ((msr::CE << 1) - 1) & !(msr::EE - 1) & !(msr::CE | msr::EE)
-            == 0
+        && GUEST_MSR_MASK & ((msr::CE << 1) - 1) & !(msr::EE - 1) & !(msr::CE | msr::EE) == 0
 );
 // wrteei's E field sits where MSR[EE] does: `andi.` of the instruction is the new EE.
 const _: () = assert!(decode::E.mask() == msr::EE);
@@ -469,6 +399,25 @@ const _: () = assert!(
 );
 
 global_asm!(
+    // The fetch-cache test of both entries of the tier (`__program_fast` and, for a vCPU
+    // with a live magic page, `.Lvf_tlb_only`): r6 = the vCPU. Its fetch cache holds guest
+    // page | 1 (`Vcpu::fetch_page`): the xor with pc leaves exactly the valid bit in bits
+    // 0-19 and 31 on a hit, so an empty cache never matches page 0. On a hit (from label
+    // `fetched` on), r27 = the instruction at pc, read through the host page
+    // (`Vcpu::fetch_host`), and r30 = pc + 4; on a miss it branches to `miss` with r30 = pc.
+    "    .macro kestrel_vf_fetch miss, fetched",
+    "    mfspr 30, {n_srr0}",
+    "    lwz 5, {fpage}(6)",
+    "    xor 5, 5, 30",
+    "    rlwinm 5, 5, 0, 31, 19",
+    "    cmplwi 5, 1",
+    "    bne- \\miss",
+    "\\fetched:",
+    "    lwz 5, {fhost}(6)",
+    "    rlwinm 4, 30, 0, 20, 31",
+    "    lwzx 27, 5, 4",
+    "    addi 30, 30, 4",
+    "    .endm",
     "    .section .text.vfast, \"ax\"",
     // Entry from the program vector's stub: the general registers are in the frame r1
     // (SPRG1) except r1 (guest r1 in SPRG2, its slot holds the frame address) and r3 (its
@@ -476,9 +425,9 @@ global_asm!(
     "    .global __program_fast",
     "__program_fast:",
     "    mfspr 4, {n_sprg2}",
-    "    stw 4, 4(1)",
+    "    stw 4, {f_r1}(1)",
     "    mfcr 4",
-    "    stw 4, 128(1)",
+    "    stw 4, {f_cr}(1)",
     // r28 = SRR1; r6 = the running vCPU if the assembly tier may handle it (else 0),
     // r7 = its guest MSR (guest supervisor only).
     "    mfspr 28, {n_srr1}",
@@ -492,17 +441,7 @@ global_asm!(
     // r27 = the instruction at pc, through the fetch cache (guest page | 1: the xor with
     // pc leaves exactly the valid bit in bits 0-19 and 31 on a hit, so an empty cache
     // never matches page 0); r30 = pc + 4.
-    "    mfspr 30, {n_srr0}",
-    "    lwz 5, {fpage}(6)",
-    "    xor 5, 5, 30",
-    "    rlwinm 5, 5, 0, 31, 19",
-    "    cmplwi 5, 1",
-    "    bne- .Lvf_hwfetch",
-    ".Lvf_fetched:",
-    "    lwz 5, {fhost}(6)",
-    "    rlwinm 4, 30, 0, 20, 31",
-    "    lwzx 27, 5, 4",
-    "    addi 30, 30, 4",
+    "    kestrel_vf_fetch .Lvf_hwfetch, .Lvf_fetched",
     // r29 = 4 * RT (= RS): the offset of the guest's register in the frame. r5 = the
     // instruction's XO << 7 | Rc << 6 | OPCD (one rotate): each compare below checks the
     // whole opcode at once.
@@ -577,9 +516,9 @@ global_asm!(
     "    b .Lvf_done",
     // mtspr SPRG4-7 (no slot: write-through): the guest value goes to `VcpuState::sprg`
     // and to the real register, whose user read port the guest reads without a trap
-    // (as `emulate::write_sprg`). r4 = raw SPR field - raw(SPRG4): 0, 32, 64 or 96 for
-    // SPRG4..7 (their numbers' high halves are equal), anything else takes the general
-    // path.
+    // (`kestrel_guestcpu::spr::mtspr`'s `SprEffect::WriteThrough`). r4 = raw SPR field -
+    // raw(SPRG4): 0, 32, 64 or 96 for SPRG4..7 (their numbers' high halves are equal),
+    // anything else takes the general path.
     ".Lvf_mtsprg47:",
     "    rlwinm 4, 27, 21, 22, 31",
     "    subi 4, 4, {raw_sprg4}",
@@ -678,7 +617,7 @@ global_asm!(
     // time-base read, which is advanced by their whole ticks.
     "    lmw 29, 0(8)",
     "    addi 29, 29, 1",
-    "    lwz 0, 128(1)",
+    "    lwz 0, {f_cr}(1)",
     "    mfspr 9, {n_tbl}",
     "    addi 9, 9, {tail_fast}",
     "    stw 9, {run_tb}(6)",
@@ -689,9 +628,9 @@ global_asm!(
     "    addi 31, 31, 1",
     "3:  stmw 29, 0(8)",
     "    mtcr 0",
-    "    lwz 0, 0(1)",
-    "    lmw 2, 8(1)",
-    "    lwz 1, 4(1)",
+    "    lwz 0, {f_gpr}(1)",
+    "    lmw 2, {f_r2}(1)",
+    "    lwz 1, {f_r1}(1)",
     "    rfi",
     // A slow MSR bit changes: fine if it is MSR[PR] alone (guest kernel <-> user: load
     // the PID register with the hardware TID of the current guest PID in the new mode,
@@ -770,16 +709,7 @@ global_asm!(
     "    lwz 7, {msr}(6)",
     "    andi. 0, 7, {msr_pr}",
     "    bne- .Lvf_slow",
-    "    mfspr 30, {n_srr0}",
-    "    lwz 5, {fpage}(6)",
-    "    xor 5, 5, 30",
-    "    rlwinm 5, 5, 0, 31, 19",
-    "    cmplwi 5, 1",
-    "    bne- .Lvf_slow",
-    "    lwz 5, {fhost}(6)",
-    "    rlwinm 4, 30, 0, 20, 31",
-    "    lwzx 27, 5, 4",
-    "    addi 30, 30, 4",
+    "    kestrel_vf_fetch .Lvf_slow, .Lvf_tlb_fetched",
     "    li 26, 1",
     // tlbre, tlbwe, tlbsx[.] (opcode 31, XO in r4): `__tlb_insn_fast` emulates
     // them in Rust with the frame as the general entry would fill it. The call clobbers
@@ -813,13 +743,13 @@ global_asm!(
     "    mr 4, 1",
     "    mr 5, 6",
     "    li 0, 0",
-    "    stwu 0, -16(1)",
+    "    stwu 0, -{abi_frame}(1)",
     "    cmpwi 26, 0",
     "    bne- 1f",
     "    bl __tlb_insn_fast",
     "    b 2f",
     "1:  bl __tlb_insn_fast_live",
-    "2:  addi 1, 1, 16",
+    "2:  addi 1, 1, {abi_frame}",
     "    mr. 8, 3",
     "    mr 3, 31",
     "    lwz 4, {f_lr}(1)",
@@ -837,12 +767,12 @@ global_asm!(
     ".Lvf_not_fast:",
     "    andi. 0, 28, {msr_is}",
     "    bne .Lvf_slow",
-    "    lwz 4, 128(1)",
+    "    lwz 4, {f_cr}(1)",
     "    mtcr 4",
-    "    lwz 3, 12(1)",
+    "    lwz 3, {f_r3}(1)",
     "    mtspr {n_sprg3}, 3",
-    "    lwz 0, 0(1)",
-    "    lmw 2, 8(1)",
+    "    lwz 0, {f_gpr}(1)",
+    "    lmw 2, {f_r2}(1)",
     "    mfspr 1, {n_sprg2}",
     "    li 3, {vec_program}",
     "    b __program_entry",
@@ -894,18 +824,18 @@ global_asm!(
     "    lis 4, ENTRY_TB@ha",
     "    stw 3, ENTRY_TB@l(4)",
     "    mflr 3",
-    "    stw 3, 132(1)",
+    "    stw 3, {f_lr}(1)",
     "    mfctr 3",
-    "    stw 3, 136(1)",
+    "    stw 3, {f_ctr}(1)",
     "    mfxer 3",
-    "    stw 3, 140(1)",
+    "    stw 3, {f_xer}(1)",
     "    mfspr 3, {n_srr0}",
-    "    stw 3, 144(1)",
-    "    stw 28, 148(1)",
+    "    stw 3, {f_ip}(1)",
+    "    stw 28, {f_msr}(1)",
     "    mr 3, 1",
     "    li 4, {vec_program}",
     "    li 0, 0",
-    "    stwu 0, -16(1)",
+    "    stwu 0, -{abi_frame}(1)",
     "    bl kestrel_program",
     "    b __program_entry_exit",
     // mfdcr/mtdcr: the same, then `__vfault_dcr` (frame, instruction: `glue::fastpath`),
@@ -914,18 +844,18 @@ global_asm!(
     "    lis 4, ENTRY_TB@ha",
     "    stw 3, ENTRY_TB@l(4)",
     "    mflr 3",
-    "    stw 3, 132(1)",
+    "    stw 3, {f_lr}(1)",
     "    mfctr 3",
-    "    stw 3, 136(1)",
+    "    stw 3, {f_ctr}(1)",
     "    mfxer 3",
-    "    stw 3, 140(1)",
+    "    stw 3, {f_xer}(1)",
     "    addi 3, 30, -4",
-    "    stw 3, 144(1)",
-    "    stw 28, 148(1)",
+    "    stw 3, {f_ip}(1)",
+    "    stw 28, {f_msr}(1)",
     "    mr 3, 1",
     "    mr 4, 27",
     "    li 0, 0",
-    "    stwu 0, -16(1)",
+    "    stwu 0, -{abi_frame}(1)",
     "    bl __vfault_dcr",
     "    b __program_entry_exit",
     // Called (`bnel`) by every kernel exit path whose frame resumes a vCPU, with r1 = the
@@ -961,6 +891,14 @@ global_asm!(
     "    addi 5, 5, {tail_general}",
     "    stw 5, {run_tb}(4)",
     "    blr",
+    f_gpr = const F_GPR,
+    f_r1 = const F_R1,
+    f_r2 = const F_R2,
+    f_r3 = const F_R3,
+    f_cr = const F_CR,
+    f_ip = const F_IP,
+    f_msr = const F_MSR,
+    abi_frame = const ABI_FRAME,
     n_sprg2 = const SPRG2,
     n_sprg3 = const SPRG3,
     n_srr0 = const SRR0,
@@ -992,13 +930,13 @@ global_asm!(
     xo_tlbre = const xo31::TLBRE,
     xo_tlbwe = const xo31::TLBWE,
     xo_tlbsx = const xo31::TLBSX,
-    f_lr = const offset_of!(TrapFrame, regs) + offset_of!(kestrel_abi::FrameRegs, lr),
-    f_ctr = const offset_of!(TrapFrame, regs) + offset_of!(kestrel_abi::FrameRegs, ctr),
-    f_xer = const offset_of!(TrapFrame, regs) + offset_of!(kestrel_abi::FrameRegs, xer),
+    f_lr = const F_LR,
+    f_ctr = const F_CTR,
+    f_xer = const F_XER,
     key_mfdcr = const key(X, xo31::MFDCR),
     key_mtdcr = const key(X, xo31::MTDCR),
     raw_pid = const (PID & 31) << 5 | PID >> 5,
-    pid = const STATE + offset_of!(VcpuState, pid),
+    pid = const STATE + offset_of_spr(PID),
     tids = const offset_of!(Vcpu, tids),
     fglobal = const offset_of!(Vcpu, fetch_global),
     vec_program = const crate::arch::vector::PROGRAM,
@@ -1011,7 +949,7 @@ global_asm!(
     n_sprg6 = const ppc440::spr::SPRG6,
     n_sprg7 = const SPRG7,
     raw_sprg4 = const (SPRG4 & 31) << 5 | SPRG4 >> 5,
-    sprg4 = const STATE + offset_of!(VcpuState, sprg) + 16,
+    sprg4 = const STATE + offset_of_spr(SPRG4),
     mmucr_sts_hi = const ppc440::mmucr::STS.mask() >> 16,
     tlbre_w0 = const ppc440::encode::tlbre(8, 9, 0),
     tlbre_w1 = const ppc440::encode::tlbre(10, 9, 1),
@@ -1019,18 +957,18 @@ global_asm!(
     size_1k = const 1024,
     ram_window_hi = const crate::arch::tlb::KERNEL_RAM_WINDOW >> 16,
     fhost = const offset_of!(Vcpu, fetch_host),
-    srr0 = const STATE + offset_of!(VcpuState, srr0),
-    srr1 = const STATE + offset_of!(VcpuState, srr1),
+    srr0 = const STATE + offset_of_spr(SRR0),
+    srr1 = const STATE + offset_of_spr(SRR1),
     irq = const STATE + offset_of!(VcpuState, irq_line),
     crit = const STATE + offset_of!(VcpuState, crit_line),
     tsr = const STATE + offset_of!(VcpuState, tsr),
     tcr = const STATE + offset_of!(VcpuState, tcr),
-    dec = const offset_of!(Vcpu, dec_deadline),
-    dec_lo = const offset_of!(Vcpu, dec_deadline) + 4,
+    dec = const DEC_DEADLINE,
+    dec_lo = const DEC_DEADLINE + 4,
     hw_tid_kernel = const offset_of!(Vcpu, hw_tid),
     hw_tid_user = const offset_of!(Vcpu, hw_tid) + 4,
-    mask_hi = const super::GUEST_MSR_MASK >> 16,
-    mask_lo = const super::GUEST_MSR_MASK & 0xffff,
+    mask_hi = const GUEST_MSR_MASK >> 16,
+    mask_lo = const GUEST_MSR_MASK & 0xffff,
     run_tb = const offset_of!(Vcpu, run_tb),
     exit_tb = const offset_of!(Vcpu, exit_tb),
     exit_at = const offset_of!(Vcpu, exit_at),

@@ -12,23 +12,34 @@
 //! miss, and the miss allocates. Guest entries live in the refillable hardware entries
 //! next to native refills; `Kernel::tlb` places both and records every entry's owner.
 
-use super::{exit_class, inject, virt_fault, Kernel, NO_VCPU};
-use crate::api::{frame_of, ipc, space, thread, thread::FaultWait};
-use crate::arch::{msr, spr, tlb, vector, TrapFrame};
-use kestrel_abi::{label, MsgTag, Rights, TracePoint, VirtFault, PAGE_SIZE};
+use super::vcpu::{Vcpu, NO_VCPU, NVCPUS};
+use crate::api::{space, Kernel};
+use crate::arch::{msr, spr, tlb, TrapFrame};
+use kestrel_abi::{Rights, TracePoint, PAGE_SIZE};
+use kestrel_guestcpu::tlb as gtlb;
 use kestrel_kcore::pid::{guest_of, guest_owner};
 use kestrel_vtlb::{
     shadow_fill, split_fill, Access, FillResult, GuestPhysMap, HostPage, HwEntry, SlotMask,
     SplitFill, TlbError,
 };
 
-const _: () = assert!(super::NVCPUS <= kestrel_vtlb::OWNERS);
-const _: () = assert!(super::NVCPUS <= kestrel_kcore::pid::GUEST_VCPUS);
+const _: () = assert!(NVCPUS <= kestrel_vtlb::OWNERS);
+const _: () = assert!(NVCPUS <= kestrel_kcore::pid::GUEST_VCPUS);
 
 /// Second stage: the VM space's page table (guest-physical → host-physical).
-struct VmSpace<'a> {
+pub struct VmSpace<'a> {
     k: &'a Kernel,
     sid: u16,
+}
+
+impl<'a> VmSpace<'a> {
+    /// The VM space of vCPU thread slot `thread`.
+    pub fn of(k: &'a Kernel, thread: usize) -> Self {
+        VmSpace {
+            k,
+            sid: k.threads[thread].space,
+        }
+    }
 }
 
 impl GuestPhysMap for VmSpace<'_> {
@@ -62,7 +73,7 @@ pub const fn tid_key(guest_pid: u8, privileged: bool) -> usize {
 /// The PID register's value for vCPU `v` in its current guest PID and mode (0: no TID
 /// yet, every access misses and the miss allocates one).
 #[inline(always)]
-pub fn current_hw_pid(v: &super::Vcpu) -> u32 {
+pub fn current_hw_pid(v: &Vcpu) -> u32 {
     v.hw_tid[(v.s.msr & msr::PR != 0) as usize]
 }
 
@@ -217,19 +228,14 @@ pub fn guest_tlbwe(
     value: u32,
 ) -> Result<(), TlbError> {
     let v = &mut k.vm.vcpus[vi];
-    let old = v.tlb.live_block(index);
-    v.tlb.tlbwe(index, word, value, v.s.mmucr)?;
-    let new = if word == 0 {
-        v.tlb.live_block(index)
-    } else {
-        old
-    };
-    if old.is_none() && new.is_none() {
+    let w = gtlb::tlbwe(&mut v.tlb, v.s.mmucr, index, word, value)?;
+    if w.is_dead() {
         // A write to an entry that was not live and is not now (Linux's flushes write
         // word 0 = 0): no slot derives from it (slots of an entry go when it stops being
         // live), it shadows nothing and covers no page.
         return Ok(());
     }
+    let (old, new) = (w.old, w.new);
     if v.fetch_page != 0 {
         let page = v.fetch_page & !(PAGE_SIZE - 1);
         if block_covers_page(old, page) || block_covers_page(new, page) {
@@ -255,37 +261,20 @@ pub fn tlb_insn(k: &mut Kernel, vi: usize, f: &mut TrapFrame, insn: u32) -> Opti
     if decode::OPCD.get(insn) != X {
         return None;
     }
-    let rt = decode::RT.get(insn) as usize;
-    let ra = decode::RA.get(insn) as usize;
-    let rb = decode::RB.get(insn) as usize;
     match decode::XO.get(insn) {
         xo31::TLBWE => {
-            // tlbwe RS,RA,WS
-            let (index, word, value) = (f.regs.gpr[ra], rb as u32, f.regs.gpr[rt]);
+            let (index, word, value) = gtlb::tlbwe_operands(&f.regs, insn);
             guest_tlbwe(k, vi, index, word, value).ok()?;
             Some(TracePoint::EmulTlbwe)
         }
         xo31::TLBRE => {
-            // tlbre RT,RA,WS
             let v = &mut k.vm.vcpus[vi];
-            let (value, mmucr) = v.tlb.tlbre(f.regs.gpr[ra], rb as u32, v.s.mmucr).ok()?;
-            f.regs.gpr[rt] = value;
-            if let Some(m) = mmucr {
-                v.s.mmucr = m;
-            }
+            gtlb::tlbre(&v.tlb, &mut v.s.mmucr, &mut f.regs, insn).ok()?;
             Some(TracePoint::EmulTlbre)
         }
         xo31::TLBSX => {
-            // tlbsx[.] RT,RA,RB
-            let ea = if ra == 0 { 0 } else { f.regs.gpr[ra] }.wrapping_add(f.regs.gpr[rb]);
             let v = &k.vm.vcpus[vi];
-            let hit = v.tlb.tlbsx(ea, v.s.mmucr);
-            if let Some(i) = hit {
-                f.regs.gpr[rt] = i;
-            }
-            if decode::RC.get(insn) != 0 {
-                f.regs.cr = super::emulate::tlbsx_cr(f.regs.cr, f.regs.xer, hit.is_some());
-            }
+            gtlb::tlbsx(&v.tlb, v.s.mmucr, &mut f.regs, insn);
             Some(TracePoint::EmulTlbsx)
         }
         _ => None,
@@ -348,7 +337,7 @@ fn prefill(k: &mut Kernel, vi: usize, index: u32) {
 /// kernel's TLB record and writes it to the hardware entry the record chose, invalidating
 /// the entries it displaces. Every guest translation enters the hardware TLB here.
 #[inline(always)]
-pub(super) fn install(k: &mut Kernel, vi: usize, hw: HwEntry, guest_index: u32) {
+pub fn install(k: &mut Kernel, vi: usize, hw: HwEntry, guest_index: u32) {
     let place = k.tlb.insert(vi as u8, hw, guest_index);
     invalidate_slots(place.invalidate);
     let (w0, w1, w2) = hw.words();
@@ -421,172 +410,4 @@ pub fn data_fill(k: &Kernel, vi: usize, ea: u32, access: Access) -> FillResult {
         access,
         s.msr & msr::DS != 0,
     )
-}
-
-/// A hardware TLB miss or storage exception of the running vCPU.
-pub fn tlb_fault(
-    k: &mut Kernel,
-    cur: usize,
-    vi: usize,
-    f: &mut TrapFrame,
-    ea: u32,
-    access: Access,
-    esr: u32,
-) -> Option<usize> {
-    if access != Access::Execute && super::pv::fill_magic(k, vi, ea) {
-        exit_class(k, vi, TracePoint::DtlbMiss);
-        return None;
-    }
-    let (guest_msr, pr, pid) = {
-        let s = &k.vm.vcpus[vi].s;
-        (s.msr, s.msr & msr::PR != 0, s.pid as u8)
-    };
-    let (is, ds) = (guest_msr & msr::IS != 0, guest_msr & msr::DS != 0);
-    let is_fetch = access == Access::Execute;
-    let sid = k.threads[cur].space;
-    let gmap = VmSpace { k, sid };
-    let tlb = &k.vm.vcpus[vi].tlb;
-    let res = if is_split(guest_msr) {
-        // Fetches and data accesses translate through different guest spaces.
-        match split_fill(tlb, &gmap, ea, pid, pr, access, is, ds, f.regs.ip) {
-            SplitFill::Fill(r) => Some(r),
-            SplitFill::Emulate => None,
-        }
-    } else {
-        Some(shadow_fill(
-            tlb,
-            &gmap,
-            ea,
-            pid,
-            pr,
-            access,
-            if is_fetch { is } else { ds },
-        ))
-    };
-    let tp = if is_fetch {
-        TracePoint::ItlbMiss
-    } else {
-        TracePoint::DtlbMiss
-    };
-    // The exit's class; its cost runs from the vector to the return to the guest.
-    exit_class(k, vi, tp);
-    let out = match res {
-        None => {
-            // The data page is the instruction's own page under another translation:
-            // perform the access in software (counted as a data TLB miss).
-            super::split::emulate(k, cur, vi, f)
-        }
-        Some(FillResult::Hit { hw, guest_index }) => {
-            // The TID of the guest's PID and mode; allocating one loads the PID register.
-            let tid = guest_hw_pid(k, vi, pid, !pr);
-            install(k, vi, hw.tagged(tid), guest_index);
-            None
-        }
-        Some(FillResult::PhysMiss { gpa }) => return phys_miss(k, cur, vi, f, gpa, access),
-        Some(other) => {
-            guest_fault(k, vi, f, ea, access, esr, other);
-            None
-        }
-    };
-    let _ = frame_of;
-    out
-}
-
-/// Reflects a [`FillResult::GuestMiss`] (TLB miss) or [`FillResult::GuestProtection`]
-/// (storage interrupt) of `access` at `ea` into the guest, with DEAR and ESR[ST] (from
-/// `esr`) for data accesses, as the hardware would.
-pub fn guest_fault(
-    k: &mut Kernel,
-    vi: usize,
-    f: &mut TrapFrame,
-    ea: u32,
-    access: Access,
-    esr: u32,
-    res: FillResult,
-) {
-    let is_fetch = access == Access::Execute;
-    let s = &mut k.vm.vcpus[vi].s;
-    if !is_fetch {
-        s.dear = ea;
-        s.esr = esr & crate::arch::esr::ST;
-    }
-    let pc = f.regs.ip;
-    if res == FillResult::GuestMiss {
-        let vector = if is_fetch {
-            vector::ITLB_MISS
-        } else {
-            vector::DTLB_MISS
-        };
-        inject(k, vi, f, vector, pc);
-    } else {
-        if is_fetch {
-            s.esr = 0;
-        }
-        inject(
-            k,
-            vi,
-            f,
-            if is_fetch { vector::ISI } else { vector::DSI },
-            pc,
-        );
-        // A guest protection fault is reflected, not a TLB miss.
-        exit_class(k, vi, TracePoint::ExceptReflect);
-    }
-}
-
-/// The guest allows `access` to guest-physical `gpa` but the VM space has no frame there
-/// with the right: device memory becomes an MMIO virtualization fault to the VMM, an
-/// instruction fetch above 4 GiB a machine check, anything else a page-fault IPC to the
-/// vCPU's pager (the VMM), after whose reply the guest retries the instruction.
-pub fn phys_miss(
-    k: &mut Kernel,
-    cur: usize,
-    vi: usize,
-    f: &mut TrapFrame,
-    gpa: u64,
-    access: Access,
-) -> Option<usize> {
-    let is_fetch = access == Access::Execute;
-    let sid = k.threads[cur].space;
-    // Device memory: pages the VMM declared (a device pte without a frame in the VM
-    // space) and everything above 4 GiB, which a VM space cannot map.
-    let device = gpa > u32::MAX as u64 || space::is_declared_device(k, sid, gpa as u32);
-    if device && !is_fetch {
-        let pc = f.regs.ip;
-        let insn = guest_read_u32(k, vi, pc, true).unwrap_or(0);
-        exit_class(k, vi, TracePoint::SyscallIpc);
-        return virt_fault(k, cur, vi, VirtFault::Mmio, insn, gpa);
-    }
-    if gpa > u32::MAX as u64 {
-        // An instruction fetch from device memory above 4 GiB: nothing to run.
-        let pc = f.regs.ip;
-        k.vm.vcpus[vi].s.mcsr = 0;
-        inject(k, vi, f, vector::MACHINE_CHECK, pc);
-        return None;
-    }
-    let gpa = gpa as u32;
-    let right = access.right();
-    let tag = MsgTag::new(label::PAGEFAULT | right.0 as u16, kestrel_abi::pf::WORDS, 0);
-    let pager = k.threads[cur].pager;
-    let pc = f.regs.ip;
-    exit_class(k, vi, TracePoint::PageFaultIpc);
-    match ipc::fault_ipc(
-        k,
-        cur,
-        FaultWait::PageFault,
-        pager,
-        [tag.0, gpa, pc, 0, 0, 0, 0],
-    ) {
-        Ok(h) => h,
-        Err(ipc::NoFaultHandler) => {
-            thread::stop(
-                k,
-                cur,
-                format_args!(
-                    "guest-physical fault at {gpa:#010x} (pc {pc:#010x}) and no VMM pager"
-                ),
-            );
-            None
-        }
-    }
 }

@@ -5,7 +5,7 @@
 //! trapping.
 //!
 //! The page is kept consistent by synchronising at the kernel's boundaries, while
-//! [`Vcpu::s`](super::Vcpu) stays the one authoritative copy for all of the kernel's own
+//! [`Vcpu::s`](super::vcpu::Vcpu) stays the one authoritative copy for all of the kernel's own
 //! code: on every kernel entry from a vCPU whose page is live, [`pv_in`] takes the fields
 //! the guest may have written (EE only of the MSR); before every return to it,
 //! [`pv_out`] writes the state back, with `int_pending`. The page is "live" from the
@@ -20,34 +20,25 @@
 //! of another VM survive in a reused vCPU slot); no asynchronous interrupt is injected
 //! while `critical` equals the guest's r1 in supervisor mode.
 
-use super::{emulate, mmu, update_dec, virt_fault, Kernel, NVCPUS};
-use crate::arch::{msr, tcr, tsr, TrapFrame};
+use super::mmu;
+use super::vcpu::{self, update_dec, wakeup_pending, NVCPUS};
+use crate::api::Kernel;
+use crate::arch::{msr, TrapFrame};
 use kestrel_abi::pv::{self, SharedPage};
-use kestrel_abi::{TracePoint, VirtFault, PAGE_SIZE};
+use kestrel_abi::{TracePoint, PAGE_SIZE};
 use kestrel_vtlb::{HwEntry, PageSize, Wimge};
 
-/// The paravirtual state of one vCPU (`Vcpu::pv`).
-#[derive(Clone, Copy, PartialEq, Eq)]
-#[repr(C)]
-pub struct Pv {
-    /// The VMM turned the interface on (`vcpuctl::SET_PV`).
-    pub on: bool,
-    /// The guest mapped the magic page (`HC_PPC_MAP_MAGIC_PAGE`) at `ea`.
-    pub mapped: bool,
-    /// The page has been in the guest's TLB since it was mapped: it is synchronised at
-    /// every kernel entry and exit.
-    pub live: bool,
-    /// Page-aligned effective address of the magic page.
-    pub ea: u32,
-}
+/// The paravirtual state of one vCPU (`Vcpu::pv`), kept with the vCPU's record.
+pub use super::vcpu::Pv;
 
-impl Pv {
-    pub const OFF: Pv = Pv {
-        on: false,
-        mapped: false,
-        live: false,
-        ea: 0,
-    };
+/// What the kernel does after a hypercall.
+pub enum Hypercall {
+    /// Answered (the result registers are set): resume the guest; the exit's trace point.
+    Done(TracePoint),
+    /// `EV_IDLE` with nothing pending: wait as for MSR[WE] (an `Idle` fault to the VMM,
+    /// for the instruction `pv::HCALL_INSNS[2]`), which resumes the guest after the `sc`
+    /// once an interrupt may be pending.
+    Wait,
 }
 
 /// One vCPU's magic page: exactly one page, nothing else in it.
@@ -86,14 +77,9 @@ pub fn live(k: &Kernel, vi: usize) -> bool {
     k.vm.vcpus[vi].pv.live
 }
 
-/// A guest `sc` (`f.regs.ip` already past it): if it is a hypercall, answers it and
-/// returns the scheduling hint and the exit's trace point; `None` for a system call.
-pub fn hypercall(
-    k: &mut Kernel,
-    cur: usize,
-    vi: usize,
-    f: &mut TrapFrame,
-) -> Option<(Option<usize>, TracePoint)> {
+/// A guest `sc` (`f.regs.ip` already past it): if it is a hypercall, answers it and says
+/// what follows; `None` for a system call.
+pub fn hypercall(k: &mut Kernel, vi: usize, f: &mut TrapFrame) -> Option<Hypercall> {
     let v = &k.vm.vcpus[vi];
     if !v.pv.on || v.s.msr & msr::PR != 0 || f.regs.gpr[0] != pv::SC_MAGIC_R0 {
         return None;
@@ -107,16 +93,10 @@ pub fn hypercall(
         }
         pv::EV_IDLE => {
             f.regs.gpr[3] = pv::EV_SUCCESS;
-            if emulate::wakeup_pending(k, vi) {
-                return Some((None, TracePoint::GuestIdle));
+            if wakeup_pending(k, vi) {
+                return Some(Hypercall::Done(TracePoint::GuestIdle));
             }
-            // Wait as for MSR[WE]: the VMM resumes the guest after the `sc` once an
-            // interrupt may be pending.
-            let insn = pv::HCALL_INSNS[2];
-            return Some((
-                virt_fault(k, cur, vi, VirtFault::Idle, insn, 0),
-                TracePoint::GuestIdle,
-            ));
+            return Some(Hypercall::Wait);
         }
         _ => (pv::EV_UNIMPLEMENTED, None),
     };
@@ -124,7 +104,7 @@ pub fn hypercall(
     if let Some(r4) = r4 {
         f.regs.gpr[4] = r4;
     }
-    Some((None, TracePoint::ExceptSyscall))
+    Some(Hypercall::Done(TracePoint::ExceptSyscall))
 }
 
 /// `HC_PPC_MAP_MAGIC_PAGE`: a zeroed page at `ea`, filled on the guest's first access.
@@ -163,7 +143,7 @@ pub fn fill_magic(k: &mut Kernel, vi: usize, ea: u32) -> bool {
         k.vm.vcpus[vi].pv.live = true;
         pv_out(k, vi);
         // The assembly fast path must now leave this vCPU to the full path.
-        super::fast::set_current(None);
+        vcpu::set_current(None);
     }
     // The TID of the guest's current PID in kernel mode: guest user mode never sees it.
     let pid = k.vm.vcpus[vi].s.pid as u8;
@@ -209,7 +189,7 @@ fn pv_in_live(k: &mut Kernel, vi: usize) {
     let high = [p.sprg4, p.sprg5, p.sprg6, p.sprg7];
     for (i, v) in high.iter().enumerate() {
         if s.sprg[4 + i] != *v as u32 {
-            emulate::write_sprg(s, ppc440::spr::SPRG4 + i as u32, *v as u32);
+            vcpu::write_sprg_through(s, ppc440::spr::SPRG4 + i as u32, *v as u32);
         }
     }
 }
@@ -253,7 +233,7 @@ pub fn fast_out(k: &mut Kernel, vi: usize, old: u32) {
         let s = &mut k.vm.vcpus[vi].s;
         for (i, v) in high.iter().enumerate() {
             if s.sprg[4 + i] != *v as u32 {
-                emulate::write_sprg(s, ppc440::spr::SPRG4 + i as u32, *v as u32);
+                vcpu::write_sprg_through(s, ppc440::spr::SPRG4 + i as u32, *v as u32);
             }
         }
     }
@@ -287,17 +267,7 @@ fn pv_out_live(k: &mut Kernel, vi: usize) {
     p.esr = s.esr;
     // Uniprocessor guests are CPU 0 (as `mfspr PIR` reads).
     p.pir = 0;
-    p.int_pending = interrupt_pending(&s) as u32;
-}
-
-/// Whether an asynchronous interrupt is pending, masked or not: the guest's templates
-/// then trap when they enable MSR[EE], so the kernel can deliver it.
-fn interrupt_pending(s: &kestrel_abi::VcpuState) -> bool {
-    s.irq_line != 0
-        || s.crit_line != 0
-        || (s.tsr & tsr::DIS != 0 && s.tcr & tcr::DIE != 0)
-        || (s.tsr & tsr::FIS != 0 && s.tcr & tcr::FIE != 0)
-        || (s.tsr & tsr::WIS != 0 && s.tcr & tcr::WIE != 0)
+    p.int_pending = kestrel_guestcpu::msr::interrupt_pending(&s) as u32;
 }
 
 /// Whether vCPU `vi` (frame `f`) is in a critical section of its patched code: live page,

@@ -3,7 +3,10 @@
 //! is fetched from, under another translation, cannot be served by the hardware TLB
 //! (one hardware translation space and PID for fetches and data alike; see
 //! `kestrel_vtlb::split_fill`). The kernel performs that one access in software, with
-//! the checks the hardware would make, and steps the guest past the instruction.
+//! the checks the hardware would make, and steps the guest past the instruction. What
+//! the access is (address, length, direction) and how its bytes move between memory and
+//! registers is `kestrel_guestcpu::split`'s plan; this file translates, checks and touches
+//! memory.
 //!
 //! Emulated: every integer and floating-point load and store of the decoder's table
 //! (byte, half, word, double, algebraic, byte-reversed, with update, indexed,
@@ -27,49 +30,22 @@
 //! instruction and the cause, and the VMM gets a `Halt` fault, on which it stops the VM:
 //! never a silent retry.
 
-use super::{mmu, Kernel};
-use crate::api::thread;
+use super::fault::{guest_fault, phys_miss, virt_fault};
+use super::inject::inject;
+use super::mmu;
+use super::vcpu::{guest_debug_events, sync_frame_msr};
+use crate::api::{thread, Kernel};
 use crate::arch::{self, esr, TrapFrame};
 use kestrel_abi::VirtFault;
+use kestrel_guestcpu::split::{self as plan, Op, Step, MAX_BYTES};
+use kestrel_guestcpu::spr::{dbcr0_events, DBCR0_EVENTS};
+use kestrel_guestcpu::tlb::cr0_eq;
 use kestrel_vtlb::{Access, FillResult};
-use ppc440::decode::{self, opcd, xo31, AccessKind, DataReg, Insn, LoadStore, DCACHE_LINE};
+use ppc440::decode::{self, opcd, xo31};
 
-/// XER[57:63] (the low seven bits): the byte count of `lswx`/`stswx`.
-const STRING_COUNT: u32 = 0x7F;
-/// Longest access: `lmw`/`stmw` of 32 registers, `lswx`/`stswx` of 127 bytes.
-const MAX_BYTES: usize = 128;
 /// Pieces an access can span: guest pages are at least 1 KiB, and no access is longer
 /// than [`MAX_BYTES`], so two; one more for safety of the bound below.
 const MAX_PIECES: usize = 3;
-
-/// What the instruction does with the bytes at its effective address.
-enum Op {
-    /// A load or store of the decoder's table.
-    Transfer(LoadStore),
-    /// `dcbz`: [`DCACHE_LINE`] zero bytes.
-    Zero,
-    /// `dcbst`, `dcbf`, `icbi`: translated like a one-byte load, nothing transferred.
-    Touch,
-    /// `lwarx RT`: a word load that takes the kernel-held reservation.
-    Reserve { rt: usize },
-    /// `stwcx. RS` that reached the kernel through its data access: the hardware held the
-    /// reservation (QEMU's `stwcx.` touches memory only then), so it stores.
-    Conditional { rs: usize },
-    /// `lswi`/`lswx`: bytes into registers from `rt` on.
-    StringLoad { rt: usize },
-    /// `stswi`/`stswx`: bytes from registers from `rs` on.
-    StringStore { rs: usize },
-}
-
-/// QEMU's rule for string loads (`lsw_reg_in_range`): whether register `r` is among the
-/// `n` registers from `start` on, wrapping from r31 to r0.
-fn in_string_range(start: usize, n: usize, r: usize) -> bool {
-    if start + n <= 32 {
-        r >= start && r < start + n
-    } else {
-        r >= start || r < start + n - 32
-    }
-}
 
 /// Emulates the data access of the instruction at the frame's pc of the running vCPU
 /// `vi` (thread `cur`), whose data page collides with its fetch page: reflects the
@@ -82,117 +58,26 @@ pub fn emulate(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> Opti
     let Some(word) = mmu::guest_read_u32(k, vi, pc, true) else {
         return unable(k, cur, pc, 0, "cannot read the instruction");
     };
-    let gpr = &f.regs.gpr;
-    // (RA|0) + (RB) of the X-form operations the decoder leaves as `Other`.
-    let x_ea = || {
-        let ra = decode::RA.get(word) as usize;
-        let base = if ra == 0 { 0 } else { gpr[ra] };
-        base.wrapping_add(gpr[decode::RB.get(word) as usize])
-    };
-    let rt = decode::RT.get(word) as usize;
-    let xo = decode::XO.get(word);
-    let is_x = decode::OPCD.get(word) == opcd::X;
-    let (op, ea, len, access) = match decode::decode(word) {
-        Insn::LoadStore(ls) => {
-            let access = match ls.kind() {
-                AccessKind::Load => Access::Read,
-                AccessKind::Store => Access::Write,
-            };
-            (
-                Op::Transfer(ls),
-                ls.effective_address(gpr),
-                ls.access_len(),
-                access,
-            )
-        }
-        i @ Insn::Dcbz { .. } => {
-            let ea = i.effective_address(gpr).unwrap_or(0) & !(DCACHE_LINE - 1);
-            (Op::Zero, ea, DCACHE_LINE, Access::Write)
-        }
-        i @ Insn::Icbi { .. } => (
-            Op::Touch,
-            i.effective_address(gpr).unwrap_or(0),
-            1,
-            Access::Read,
-        ),
-        Insn::Other(_) if is_x && matches!(xo, xo31::DCBST | xo31::DCBF) => {
-            (Op::Touch, x_ea(), 1, Access::Read)
-        }
-        Insn::Other(_) if is_x && xo == xo31::LWARX => {
-            let ea = x_ea();
-            if ea & 3 != 0 {
-                // A word-aligned address only (QEMU: an alignment interrupt, DEAR set).
-                k.vm.vcpus[vi].s.dear = ea;
-                super::inject(k, vi, f, crate::arch::vector::ALIGNMENT, pc);
-                return None;
-            }
-            if super::guest_debug_events(&k.vm.vcpus[vi].s) {
-                return unable(
-                    k,
-                    cur,
-                    pc,
-                    word,
-                    "lwarx while the guest's own debug events are on",
-                );
-            }
-            (Op::Reserve { rt }, ea, 4, Access::Read)
-        }
-        Insn::Other(_) if is_x && xo == xo31::STWCX => {
-            let ea = x_ea();
-            if ea & 3 != 0 {
-                // No reservation is ever for an unaligned address: the store fails.
-                f.regs.cr = super::emulate::tlbsx_cr(f.regs.cr, f.regs.xer, false);
-                f.regs.ip = pc.wrapping_add(4);
-                return None;
-            }
-            (Op::Conditional { rs: rt }, ea, 4, Access::Write)
-        }
-        Insn::Other(_)
-            if is_x && matches!(xo, xo31::LSWI | xo31::LSWX | xo31::STSWI | xo31::STSWX) =>
-        {
-            let ra = decode::RA.get(word) as usize;
-            let immediate = matches!(xo, xo31::LSWI | xo31::STSWI);
-            let (ea, n) = if immediate {
-                let nb = decode::RB.get(word);
-                (
-                    if ra == 0 { 0 } else { gpr[ra] },
-                    if nb == 0 { 32 } else { nb },
-                )
-            } else {
-                (x_ea(), f.regs.xer & STRING_COUNT)
-            };
-            if n == 0 {
-                f.regs.ip = pc.wrapping_add(4);
-                return None;
-            }
-            let load = matches!(xo, xo31::LSWI | xo31::LSWX);
-            let regs = n.div_ceil(4) as usize;
-            let rb = decode::RB.get(word) as usize;
-            if load
-                && ((ra != 0 || immediate) && in_string_range(rt, regs, ra)
-                    || !immediate && in_string_range(rt, regs, rb))
-            {
-                // The invalid forms QEMU's 440 rejects with an illegal-instruction interrupt.
-                k.vm.vcpus[vi].s.esr = esr::PIL;
-                super::inject(k, vi, f, crate::arch::vector::PROGRAM, pc);
-                return None;
-            }
-            if load {
-                (Op::StringLoad { rt }, ea, n, Access::Read)
-            } else {
-                (Op::StringStore { rs: rt }, ea, n, Access::Write)
-            }
-        }
-        Insn::Invalid(_) => {
-            // An invalid load/store form (update with RA = 0 or RA = RT, `lmw` loading
-            // RA): QEMU's 440 raises an illegal-instruction program interrupt for these
-            // before any access, so the guest gets the same.
-            k.vm.vcpus[vi].s.esr = esr::PIL;
-            super::inject(k, vi, f, crate::arch::vector::PROGRAM, pc);
+    let debug = guest_debug_events(&k.vm.vcpus[vi].s);
+    let p = match plan::plan(word, &mut f.regs, debug) {
+        Step::Access(p) => p,
+        Step::Alignment { ea } => {
+            k.vm.vcpus[vi].s.dear = ea;
+            inject(k, vi, f, crate::arch::vector::ALIGNMENT, pc);
             return None;
         }
-        _ => return unable(k, cur, pc, word, "not a load, store or cache operation"),
+        Step::Illegal => {
+            k.vm.vcpus[vi].s.esr = esr::PIL;
+            inject(k, vi, f, crate::arch::vector::PROGRAM, pc);
+            return None;
+        }
+        Step::Done => {
+            f.regs.ip = pc.wrapping_add(4);
+            return None;
+        }
+        Step::Unable(why) => return unable(k, cur, pc, word, why),
     };
+    let (ea, len, access) = (p.ea, p.len, p.access);
 
     // Translate every piece before touching memory.
     let mut pieces = [(0u32, 0u32); MAX_PIECES];
@@ -211,10 +96,10 @@ pub fn emulate(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> Opti
                 count += 1;
                 off += n;
             }
-            FillResult::PhysMiss { gpa } => return mmu::phys_miss(k, cur, vi, f, gpa, access),
+            FillResult::PhysMiss { gpa } => return phys_miss(k, cur, vi, f, gpa, access),
             other => {
                 let st = if access == Access::Write { esr::ST } else { 0 };
-                mmu::guest_fault(k, vi, f, a, access, st, other);
+                guest_fault(k, vi, f, a, access, st, other);
                 return None;
             }
         }
@@ -224,107 +109,39 @@ pub fn emulate(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame) -> Opti
     let mut buf = [0u8; MAX_BYTES];
     let bytes = &mut buf[..len as usize];
 
-    match op {
-        Op::Touch => {}
-        Op::Zero => {
-            if !write(pieces, bytes, ram_end) {
-                return unable(k, cur, pc, word, "its data is not in RAM");
-            }
+    // FP registers live in the FPU while the guest owns it.
+    let fp = matches!(p.op, Op::Transfer(ls) if ls.is_fp()) && k.vm.fp_owner == vi as u8;
+    if fp {
+        arch::fpu::save(&mut k.vm.vcpus[vi].fpr);
+    }
+    if plan::reads(p.op) {
+        if !read(pieces, bytes, ram_end) {
+            return unable(k, cur, pc, word, "its data is not in RAM");
         }
-        Op::Reserve { rt } => {
-            if !read(pieces, bytes, ram_end) {
-                return unable(k, cur, pc, word, "its data is not in RAM");
-            }
-            f.regs.gpr[rt] = be(bytes) as u32;
-            f.regs.ip = pc.wrapping_add(4);
-            start_reservation(k, vi, f, ea);
-            return next_for_reservation(k, cur, vi, f);
+        plan::load(p.op, bytes, &mut f.regs, &mut k.vm.vcpus[vi].fpr);
+        if fp {
+            arch::fpu::load(&k.vm.vcpus[vi].fpr);
         }
-        Op::Conditional { rs } => {
-            put_be(bytes, f.regs.gpr[rs] as u64);
-            if !write(pieces, bytes, ram_end) {
-                return unable(k, cur, pc, word, "its data is not in RAM");
-            }
-            f.regs.cr = super::emulate::tlbsx_cr(f.regs.cr, f.regs.xer, true);
-            end_reservation(k, vi, f);
-        }
-        Op::StringLoad { rt } => {
-            if !read(pieces, bytes, ram_end) {
-                return unable(k, cur, pc, word, "its data is not in RAM");
-            }
-            // Four bytes per register, big-endian; the last one zero-filled on the right.
-            for (i, chunk) in bytes.chunks(4).enumerate() {
-                let v = chunk
-                    .iter()
-                    .enumerate()
-                    .fold(0u32, |v, (j, &b)| v | (b as u32) << (24 - 8 * j));
-                f.regs.gpr[(rt + i) % 32] = v;
-            }
-        }
-        Op::StringStore { rs } => {
-            for (i, chunk) in bytes.chunks_mut(4).enumerate() {
-                let v = f.regs.gpr[(rs + i) % 32];
-                for (j, b) in chunk.iter_mut().enumerate() {
-                    *b = (v >> (24 - 8 * j)) as u8;
-                }
-            }
-            if !write(pieces, bytes, ram_end) {
-                return unable(k, cur, pc, word, "its data is not in RAM");
-            }
-        }
-        Op::Transfer(ls) => {
-            let fp_owner = k.vm.fp_owner == vi as u8;
-            if ls.is_fp() && fp_owner {
-                arch::fpu::save(&mut k.vm.vcpus[vi].fpr);
-            }
-            let width = ls.width().bytes() as usize;
-            match ls.kind() {
-                AccessKind::Load => {
-                    if !read(pieces, bytes, ram_end) {
-                        return unable(k, cur, pc, word, "its data is not in RAM");
-                    }
-                    match ls.data_reg() {
-                        DataReg::Fpr(fr) => {
-                            let raw = be(&bytes[..width]);
-                            k.vm.vcpus[vi].fpr[fr.index()] = ls.fp_load_result(raw);
-                        }
-                        DataReg::Gpr(rt) => {
-                            let first = rt.index();
-                            for (i, chunk) in bytes.chunks(width).enumerate() {
-                                f.regs.gpr[first + i] = ls.load_result(be(chunk) as u32);
-                            }
-                        }
-                    }
-                }
-                AccessKind::Store => {
-                    match ls.data_reg() {
-                        DataReg::Fpr(fr) => {
-                            let v = ls.fp_store_data(k.vm.vcpus[vi].fpr[fr.index()]);
-                            put_be(&mut bytes[..width], v);
-                        }
-                        DataReg::Gpr(rs) => {
-                            let first = rs.index();
-                            for (i, chunk) in bytes.chunks_mut(width).enumerate() {
-                                let v = ls.store_data(f.regs.gpr[first + i]);
-                                put_be(chunk, v as u64);
-                            }
-                        }
-                    }
-                    if !write(pieces, bytes, ram_end) {
-                        return unable(k, cur, pc, word, "its data is not in RAM");
-                    }
-                }
-            }
-            if ls.is_fp() && fp_owner && ls.kind() == AccessKind::Load {
-                arch::fpu::load(&k.vm.vcpus[vi].fpr);
-            }
-            if ls.update() {
-                f.regs.gpr[ls.ra().index()] = ea;
-            }
+    } else if plan::writes(p.op) {
+        plan::store(p.op, &f.regs, &k.vm.vcpus[vi].fpr, bytes);
+        if !write(pieces, bytes, ram_end) {
+            return unable(k, cur, pc, word, "its data is not in RAM");
         }
     }
+    plan::finish(&p, &mut f.regs);
     f.regs.ip = pc.wrapping_add(4);
-    None
+    match p.op {
+        Op::Reserve { .. } => {
+            start_reservation(k, vi, f, ea);
+            next_for_reservation(k, cur, vi, f)
+        }
+        Op::Conditional { .. } => {
+            f.regs.cr = cr0_eq(f.regs.cr, f.regs.xer, true);
+            end_reservation(k, vi, f);
+            None
+        }
+        _ => None,
+    }
 }
 
 /// Guest instructions the kernel single-steps after an emulated `lwarx`, looking for the
@@ -340,7 +157,7 @@ fn start_reservation(k: &mut Kernel, vi: usize, f: &mut TrapFrame, ea: u32) {
     let v = &mut k.vm.vcpus[vi];
     v.resv = ea | 1;
     v.step = STEP_BUDGET;
-    arch::spr::write::<{ ppc440::spr::DBCR0 }>(super::emulate::DBCR0_EVENTS);
+    arch::spr::write::<{ ppc440::spr::DBCR0 }>(DBCR0_EVENTS);
     f.regs.msr |= crate::arch::msr::DE;
 }
 
@@ -352,8 +169,8 @@ fn end_reservation(k: &mut Kernel, vi: usize, f: &mut TrapFrame) {
     }
     v.step = 0;
     v.resv = 0;
-    arch::spr::write::<{ ppc440::spr::DBCR0 }>(super::guest_dbcr0_events(&v.s));
-    super::sync_frame_msr(k, vi, f);
+    arch::spr::write::<{ ppc440::spr::DBCR0 }>(dbcr0_events(&v.s));
+    sync_frame_msr(k, vi, f);
 }
 
 /// A single-step debug event of the running vCPU `vi` while the kernel holds a
@@ -386,7 +203,7 @@ fn next_for_reservation(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame
     if k.vm.vcpus[vi].resv != ea | 1 {
         // No reservation for this address: fails without touching memory.
         end_reservation(k, vi, f);
-        f.regs.cr = super::emulate::tlbsx_cr(f.regs.cr, f.regs.xer, false);
+        f.regs.cr = cr0_eq(f.regs.cr, f.regs.xer, false);
         f.regs.ip = pc.wrapping_add(4);
         return None;
     }
@@ -395,33 +212,20 @@ fn next_for_reservation(k: &mut Kernel, cur: usize, vi: usize, f: &mut TrapFrame
         FillResult::Hit { hw, .. } => {
             let host = hw.rpn_base.wrapping_add(ea.wrapping_sub(hw.epn));
             let mut bytes = [0u8; 4];
-            put_be(&mut bytes, f.regs.gpr[decode::RT.get(word) as usize] as u64);
+            plan::put_be(&mut bytes, f.regs.gpr[decode::RT.get(word) as usize] as u64);
             if !write(&[(host, 4)], &bytes, k.mem.ram_end) {
                 return unable(k, cur, pc, word, "its data is not in RAM");
             }
-            f.regs.cr = super::emulate::tlbsx_cr(f.regs.cr, f.regs.xer, true);
+            f.regs.cr = cr0_eq(f.regs.cr, f.regs.xer, true);
             f.regs.ip = pc.wrapping_add(4);
             None
         }
         // The reservation is gone with the fault; the guest's retry of the `stwcx.` fails.
-        FillResult::PhysMiss { gpa } => mmu::phys_miss(k, cur, vi, f, gpa, Access::Write),
+        FillResult::PhysMiss { gpa } => phys_miss(k, cur, vi, f, gpa, Access::Write),
         other => {
-            mmu::guest_fault(k, vi, f, ea, Access::Write, esr::ST, other);
+            guest_fault(k, vi, f, ea, Access::Write, esr::ST, other);
             None
         }
-    }
-}
-
-/// The big-endian number in `bytes` (at most 8).
-fn be(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0, |v, &b| (v << 8) | b as u64)
-}
-
-/// Stores the low `out.len()` bytes of `v` big-endian.
-fn put_be(out: &mut [u8], v: u64) {
-    let n = out.len();
-    for (i, b) in out.iter_mut().enumerate() {
-        *b = (v >> (8 * (n - 1 - i))) as u8;
     }
 }
 
@@ -463,5 +267,5 @@ fn unable(k: &mut Kernel, cur: usize, pc: u32, word: u32, why: &str) -> Option<u
         k.threads[cur].name(),
     );
     let vi = k.threads[cur].vcpu as usize;
-    super::virt_fault(k, cur, vi, VirtFault::Halt, word, 0)
+    virt_fault(k, cur, vi, VirtFault::Halt, word, 0)
 }
