@@ -579,7 +579,7 @@ impl RemoteFabric {
             self.dcr_write(
                 ep,
                 dcr,
-                crate::spi::tree::route_word(dcr, v, sources, targets),
+                kestrel_bgp::coll::route_word(dcr, v, sources, targets),
             )?;
         }
         Ok(())
