@@ -9,8 +9,8 @@
 //! header says; an answer never outgrows the frame it answers (or the 60-byte minimum).
 
 use crate::input::{Input, SeedWriter};
-use kestrel_net::{self as net, answer, Answer, CollReassembly, Me, MAX_FRAME};
 use kestrel_fabric_client::proto::{self, decode_reply, reply_words, Request};
+use kestrel_net::{self as net, answer, Answer, CollReassembly, Me, MAX_FRAME};
 use kestrel_spi::{Packet, Reassembly, LINK_HDR, MAX_MSG};
 
 /// Operation selectors, for [`seed`].

@@ -15,9 +15,9 @@
 #![no_std]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
+use kestrel_bgp::coll;
 use kestrel_fabric_client::port::Port;
 use kestrel_spi::{link_header, tree, Coords, DmaGroup, Reassembly, LINK_HDR, MAX_MSG};
-use kestrel_bgp::coll;
 
 /// The link protocol of MPI messages (bgnet's frames are `TORUS_LINK_PROTO_NET`).
 pub const PROTO: u16 = 0x4d50;

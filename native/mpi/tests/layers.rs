@@ -4,8 +4,8 @@
 //! the reception interrupt, MPI send/recv and allreduce/barrier on the collective ALU.
 
 use kestrel_fabric::{EpId, Fabric, VecMemory};
-use kestrel_mpi::{self as mpi, Comm, Op};
 use kestrel_fabric_client::port::Port;
+use kestrel_mpi::{self as mpi, Comm, Op};
 use kestrel_spi::{
     layout, link_header, Coords, DmaGroup, Packet, Reassembly, LINK_HDR, MAX_MSG, PKT_PAYLOAD,
 };

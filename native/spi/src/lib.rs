@@ -18,9 +18,9 @@
 #![no_std]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
-use kestrel_fabric_client::port::Port;
 use kestrel_bgp::coll;
 use kestrel_bgp::dma::{self, inj_ctr, inj_fifo, rcv_fifo};
+use kestrel_fabric_client::port::Port;
 
 /// Offsets in the window.
 pub mod layout {

@@ -23,12 +23,10 @@ extern crate alloc;
 use kestrel_abi::Timeout;
 use kestrel_bgp::coll;
 use kestrel_bgp::torus::LINK_PROTO_NET;
-use kestrel_net::{self as net, answer, Answer, CollReassembly, Me, MAX_FRAME};
 use kestrel_fabric_client::port::Port;
 use kestrel_fabric_client::service::{Native, Service};
-use kestrel_spi::{
-    layout, link_header, tree, Coords, DmaGroup, Reassembly, LINK_HDR,
-};
+use kestrel_net::{self as net, answer, Answer, CollReassembly, Me, MAX_FRAME};
+use kestrel_spi::{layout, link_header, tree, Coords, DmaGroup, Reassembly, LINK_HDR};
 use kestrel_user::{println, root, sys};
 
 /// The DMA window (64 KiB of RAM from the root task) and the shared page.
