@@ -1,13 +1,12 @@
 //! `kestrel-fabric-client`: the IPC transport to the fabric service (`kestrel-fabric`,
 //! `docs/adr/0020-fabric-service.md`), for native programs and the VMM.
 //!
-//! - [`proto`]: the service's IPC protocol (requests, replies, events, the shared page and
-//!   the service's address-space layout), host-tested and fuzzed;
 //! - [`port`]: the engine's calls as one trait, implemented by the in-process engine and by
 //!   the service;
-//! - `service` (PowerPC 440 only): the protocol calls, `service::Service`, one call per
-//!   engine method, `service::Native`, a native program's port, and
-//!   `service::RemoteFabric`, the service with the engine's signatures (the VMM's).
+//! - `service` (PowerPC 440 only): the protocol's calls (`kestrel_fabric::proto`, the one
+//!   wire codec) over IPC: `service::Service`, one call per engine method,
+//!   `service::Native`, a native program's port, and `service::RemoteFabric`, the service
+//!   with the engine's signatures (the VMM's).
 //!
 //! The libraries native programs link over this transport live in `native/`: the SPI-like
 //! layer (`kestrel-spi`), the MPI-like layer (`kestrel-mpi`) and the network peer
@@ -16,6 +15,5 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 pub mod port;
-pub mod proto;
 #[cfg(target_arch = "powerpc")]
 pub mod service;
