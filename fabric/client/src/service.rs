@@ -13,7 +13,7 @@ use kestrel_fabric::proto::{
     self, layout, mac_from_words, reply, shared, FabricErr, Request, MAX_ENDPOINTS, MAX_FRAME,
     TREE_PAYLOAD,
 };
-use kestrel_user::ipc::{call, IpcErr, Msg};
+use kestrel_user::ipc::{call_words, IpcErr};
 
 /// The service's module name (what `root.start=` names and [`Service::connect`] looks up).
 pub const SERVICE_NAME: &str = "kestrel-fabric";
@@ -297,11 +297,7 @@ impl Service {
 impl Transport<FabricErr> for Service {
     type Error = Error;
     fn call(&self, request: &Words, items: &[MapItem]) -> Result<Words, Error> {
-        let mut m = Msg::from_words(request);
-        for &it in items {
-            m.push_item(it);
-        }
-        Ok(call(self.thread, &m).map_err(Error::Ipc)?.words())
+        call_words(self.thread, request, items).map_err(Error::Ipc)
     }
 }
 

@@ -159,6 +159,16 @@ pub fn call(to: ThreadId, msg: &Msg) -> Result<Msg, IpcErr> {
     r.map(|_| m)
 }
 
+/// A protocol's call (`kestrel_abi::idl::Transport`): the request's words and map items to
+/// `to`, the reply's words back.
+pub fn call_words(to: ThreadId, request: &Words, items: &[MapItem]) -> Result<Words, IpcErr> {
+    let mut m = Msg::from_words(request);
+    for &it in items {
+        m.push_item(it);
+    }
+    call(to, &m).map(|r| r.words())
+}
+
 /// Send with a timeout.
 pub fn send(to: ThreadId, msg: &Msg, timeout: Timeout) -> Result<(), IpcErr> {
     let (_, _, r) = ipc(

@@ -5,7 +5,7 @@
 //! open the caller's receive window to the whole address space for the duration of the
 //! call (the root task only maps at the `dest` the caller names).
 
-use crate::ipc::{call, IpcErr, Msg};
+use crate::ipc::{call_words, IpcErr};
 use crate::rt;
 use crate::sys::utcb;
 use kestrel_abi::idl::{Transport, Words};
@@ -47,10 +47,6 @@ pub struct Root;
 impl Transport<RootError> for Root {
     type Error = Error;
     fn call(&self, request: &Words, items: &[MapItem]) -> Result<Words, Error> {
-        let mut msg = Msg::from_words(request);
-        for &it in items {
-            msg.push_item(it);
-        }
         let maps = [op::RAM, op::DEVICE, op::ARCHIVE]
             .iter()
             .any(|&o| request.label == LABEL + o);
@@ -58,11 +54,11 @@ impl Transport<RootError> for Root {
         if maps {
             utcb().acceptor = Fpage::complete(Rights::RWX).0;
         }
-        let reply = call(ThreadId::ROOT, &msg);
+        let reply = call_words(ThreadId::ROOT, request, items);
         if maps {
             utcb().acceptor = old;
         }
-        Ok(reply.map_err(Error::Ipc)?.words())
+        reply.map_err(Error::Ipc)
     }
 }
 
