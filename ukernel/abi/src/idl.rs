@@ -412,6 +412,8 @@ macro_rules! ipc_protocol {
             type Caller: ?Sized;
             $(
                 $(#[$attr])*
+                // One argument per request word: a six-word request has eight.
+                #[allow(clippy::too_many_arguments)]
                 fn $method(
                     &mut self,
                     caller: &mut Self::Caller,

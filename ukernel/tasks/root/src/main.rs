@@ -437,14 +437,15 @@ impl proto::Server for Root {
         size: u32,
         align_log2: u32,
     ) -> Result<reply::Ram, RootError> {
-        if size == 0 || size > proto::MAX_RAM || size % PAGE_SIZE != 0 || align_log2 > 28 {
+        if size == 0 || size > proto::MAX_RAM || !size.is_multiple_of(PAGE_SIZE) || align_log2 > 28
+        {
             return Err(RootError::BadRequest);
         }
         let align = align_log2.max(PAGE_SIZE.trailing_zeros());
         // Check the placement before taking memory: the pieces depend only on the
         // alignment of dest and of the block, which is at least `align`.
         let probe = pieces(1 << align.min(24), dest, size, 24);
-        if dest % PAGE_SIZE != 0 || probe.is_none() {
+        if !dest.is_multiple_of(PAGE_SIZE) || probe.is_none() {
             return Err(RootError::BadRequest);
         }
         let phys = self.ram.alloc(size, align).ok_or(RootError::NoResources)?;
@@ -510,7 +511,7 @@ impl proto::Server for Root {
         if !self.programs[c.p].device_right {
             return Err(RootError::NoRight);
         }
-        if phys % PAGE_SIZE != 0 || !(DEVICE_WINDOW..DEVICE_WINDOW_END).contains(&phys) {
+        if !phys.is_multiple_of(PAGE_SIZE) || !(DEVICE_WINDOW..DEVICE_WINDOW_END).contains(&phys) {
             return Err(RootError::BadRequest);
         }
         let me = c.me();
@@ -581,7 +582,7 @@ impl proto::Server for Root {
 
     fn archive(&mut self, c: &mut Call, dest: u32) -> Result<reply::Archive, RootError> {
         const LARGE: u32 = 1 << 24;
-        if dest % LARGE != 0 {
+        if !dest.is_multiple_of(LARGE) {
             return Err(RootError::BadRequest);
         }
         let (phys, size) = self.archive_phys;
