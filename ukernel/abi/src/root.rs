@@ -347,9 +347,15 @@ mod tests {
 
         #[test]
         fn decode_never_panics(label in any::<u16>(), words in proptest::collection::vec(any::<u32>(), 0..8)) {
-            let _ = Request::decode(label, &words);
+            if let Some(r) = Request::decode(label, &words) {
+                let w = r.encode();
+                prop_assert_eq!((w.label, w.words()), (label, &words[..]));
+            }
             for op in 0..12 {
-                let _ = decode_reply(op, label, &words);
+                if let Ok(r) = decode_reply(op, label, &words) {
+                    let w = encode_reply(&Ok(r));
+                    prop_assert_eq!(decode_reply(op, w.label, w.words()), Ok(r));
+                }
             }
         }
 
