@@ -36,18 +36,6 @@ def crate_dirs():
 # pending path is skipped while it is absent; once it exists the test asks for it to be
 # removed from this list, so the list empties itself at integration.
 PENDING = {
-    "bgp/",
-    "native/",
-    "native/user/",
-    "native/spi/",
-    "native/mpi/",
-    "native/net/",
-    "native/programs/demo/",
-    "native/programs/checksum/",
-    "native/programs/sysfuzz/",
-    "native/programs/echo/",
-    "native/programs/ranks/",
-    "native/programs/ipcbench/",
     "tests/framework/",
 }
 

@@ -1,27 +1,19 @@
-//! `kestrel-fabric-client`: how native programs and the VMM use the fabric service
-//! (`kestrel-fabric`, `docs/adr/0020-fabric-service.md`).
+//! `kestrel-fabric-client`: the IPC transport to the fabric service (`kestrel-fabric`,
+//! `docs/adr/0020-fabric-service.md`), for native programs and the VMM.
 //!
-//! - [`proto`]: the service's IPC protocol (requests, replies, events, the shared page and
-//!   the service's address-space layout), host-tested and fuzzed;
 //! - [`port`]: the engine's calls as one trait, implemented by the in-process engine and by
 //!   the service;
-//! - [`spi`]: an SPI-like layer: a DMA group's FIFOs and counter in the client's window,
-//!   descriptors, memory-FIFO messages in bgnet's torus framing, reassembly, direct put,
-//!   collective headers;
-//! - [`mpi`]: an MPI-like layer: ranks, send/recv, barrier, allreduce on the collective ALU;
-//! - [`net`]: the tiny network peer of `kestrel-echo` (ARP, ping, UDP echo) and bgnet's
-//!   collective framing;
-//! - `service` (PowerPC 440 only): the protocol calls, `service::Service`, one call per
-//!   engine method, and `service::Native`, a native program's port.
+//! - `service` (PowerPC 440 only): the protocol's calls (`kestrel_fabric::proto`, the one
+//!   wire codec) over IPC: `service::Service`, one call per engine method,
+//!   `service::Native`, a native program's port, and `service::RemoteFabric`, the service
+//!   with the engine's signatures (the VMM's).
 //!
-//! The layers are host-tested against the real engine (`tests/`).
+//! The libraries native programs link over this transport live in `native/`: the SPI-like
+//! layer (`kestrel-spi`), the MPI-like layer (`kestrel-mpi`) and the network peer
+//! (`kestrel-net`).
 #![no_std]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
-pub mod mpi;
-pub mod net;
 pub mod port;
-pub mod proto;
 #[cfg(target_arch = "powerpc")]
 pub mod service;
-pub mod spi;

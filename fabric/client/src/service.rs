@@ -6,13 +6,14 @@
 //! Each endpoint has its own shared page (given to [`Service::attach`]): frames and
 //! collective payloads are copied through it, the interrupt lines come back in it.
 
-use crate::proto::{
-    self, decode_reply, layout, mac_from_words, reply_words, shared, FabricErr, Request,
-    MAX_ENDPOINTS, MAX_FRAME, TREE_PAYLOAD,
-};
+use kestrel_abi::idl::{Transport, Words};
 use kestrel_abi::root::pieces;
 use kestrel_abi::{Fpage, MapItem, Rights, ThreadId, PAGE_SIZE};
-use kestrel_user::ipc::{call, IpcErr, Msg};
+use kestrel_fabric::proto::{
+    self, layout, mac_from_words, reply, shared, FabricErr, Request, MAX_ENDPOINTS, MAX_FRAME,
+    TREE_PAYLOAD,
+};
+use kestrel_user::ipc::{call_words, IpcErr};
 
 /// The service's module name (what `root.start=` names and [`Service::connect`] looks up).
 pub const SERVICE_NAME: &str = "kestrel-fabric";
@@ -26,6 +27,12 @@ pub enum Error {
     Ipc(IpcErr),
     /// The service refused.
     Refused(FabricErr),
+}
+
+impl From<FabricErr> for Error {
+    fn from(e: FabricErr) -> Error {
+        Error::Refused(e)
+    }
 }
 
 impl core::fmt::Display for Error {
@@ -87,18 +94,6 @@ impl Service {
         self.thread
     }
 
-    fn request(&self, r: Request, items: &[MapItem]) -> Result<[u32; proto::MAX_WORDS], Error> {
-        let w = r.encode();
-        let mut m = Msg::with_words(w.label, w.words());
-        for &it in items {
-            m.push_item(it);
-        }
-        let reply = call(self.thread, &m).map_err(Error::Ipc)?;
-        let n = reply.tag.untyped().min(proto::MAX_WORDS);
-        let words: [u32; proto::MAX_WORDS] = core::array::from_fn(|i| reply.mr(i + 1));
-        decode_reply(reply_words(r.op()), reply.label(), &words[..n]).map_err(Error::Refused)
-    }
-
     /// Attaches a new endpoint whose DMA window is `[window, window + len)` of this space
     /// (page aligned, mapped) and whose shared page is at `shared_page` (mapped, not inside
     /// the window); events for it go to `event` (nil: none). The pages are mapped to the
@@ -136,28 +131,27 @@ impl Service {
         }
         items[n] = MapItem::map(layout::SHARED_OFFSET, Fpage::page(shared_page, Rights::RW));
         n += 1;
-        let w = self.request(
-            Request::Attach {
-                window_len: len,
-                event: event.0,
-            },
-            &items[..n],
-        )?;
-        let ep = w[0] as u8;
+        let request = Request::Attach {
+            window_len: len,
+            event: event.0,
+        };
+        let w = self.call(&request.encode(), &items[..n])?;
+        let a = reply::Attach::decode(w.label, w.words())?;
+        let ep = a.ep as u8;
         if let Some(s) = self.shared.get_mut(ep as usize) {
             *s = shared_page;
         }
         Ok(Attached {
             ep,
-            bus_base: (u64::from(w[1]) << 32) | u64::from(w[2]),
-            coords: w[3],
-            node_address: w[4],
+            bus_base: a.bus_base,
+            coords: a.coords,
+            node_address: a.node_address,
         })
     }
 
     /// Detaches endpoint `ep` (its pages stay mapped in this space).
     pub fn detach(&mut self, ep: u8) -> Result<(), Error> {
-        self.request(Request::Detach { ep }, &[])?;
+        proto::Client::detach(self, ep)?;
         if let Some(s) = self.shared.get_mut(ep as usize) {
             *s = 0;
         }
@@ -165,12 +159,12 @@ impl Service {
     }
 
     pub fn info(&self, ep: u8) -> Result<Info, Error> {
-        let w = self.request(Request::Info { ep }, &[])?;
+        let i = proto::Client::info(self, ep)?;
         Ok(Info {
-            coords: w[0],
-            node_address: w[1],
-            mac: mac_from_words(w[2], w[3]),
-            bus_base: (u64::from(w[4]) << 32) | u64::from(w[5]),
+            coords: i.coords,
+            node_address: i.node_address,
+            mac: mac_from_words(i.mac_hi, i.mac_lo),
+            bus_base: i.bus_base,
         })
     }
 
@@ -180,23 +174,19 @@ impl Service {
     }
 
     pub fn dma_read(&self, ep: u8, offset: u32) -> Result<u32, Error> {
-        self.request(Request::DmaRead { ep, offset }, &[])
-            .map(|w| w[0])
+        proto::Client::dma_read(self, ep, offset).map(|r| r.value)
     }
 
     pub fn dma_write(&self, ep: u8, offset: u32, value: u32) -> Result<(), Error> {
-        self.request(Request::DmaWrite { ep, offset, value }, &[])
-            .map(|_| ())
+        proto::Client::dma_write(self, ep, offset, value).map(|_| ())
     }
 
     pub fn dcr_read(&self, ep: u8, dcr: u32) -> Result<u32, Error> {
-        self.request(Request::DcrRead { ep, dcr }, &[])
-            .map(|w| w[0])
+        proto::Client::dcr_read(self, ep, dcr).map(|r| r.value)
     }
 
     pub fn dcr_write(&self, ep: u8, dcr: u32, value: u32) -> Result<(), Error> {
-        self.request(Request::DcrWrite { ep, dcr, value }, &[])
-            .map(|_| ())
+        proto::Client::dcr_write(self, ep, dcr, value).map(|_| ())
     }
 
     fn page(&self, ep: u8) -> Result<*mut u8, Error> {
@@ -237,15 +227,7 @@ impl Service {
         payload: &[u8; TREE_PAYLOAD],
     ) -> Result<(), Error> {
         self.put(ep, shared::PAYLOAD, payload)?;
-        self.request(
-            Request::TreeInject {
-                ep,
-                vc: vc as u32,
-                header,
-            },
-            &[],
-        )
-        .map(|_| ())
+        proto::Client::tree_inject(self, ep, vc as u32, header).map(|_| ())
     }
 
     /// Takes one collective packet from `vc`'s reception FIFO: its header, or `None`.
@@ -255,17 +237,16 @@ impl Service {
         vc: usize,
         payload: &mut [u8; TREE_PAYLOAD],
     ) -> Result<Option<u32>, Error> {
-        let w = self.request(Request::TreeReceive { ep, vc: vc as u32 }, &[])?;
-        if w[0] == 0 {
+        let r = proto::Client::tree_receive(self, ep, vc as u32)?;
+        if r.found == 0 {
             return Ok(None);
         }
         self.get(ep, shared::PAYLOAD, payload)?;
-        Ok(Some(w[1]))
+        Ok(Some(r.header))
     }
 
     pub fn tree_status(&self, ep: u8, vc: usize) -> Result<u32, Error> {
-        self.request(Request::TreeStatus { ep, vc: vc as u32 }, &[])
-            .map(|w| w[0])
+        proto::Client::tree_status(self, ep, vc as u32).map(|r| r.status)
     }
 
     /// Sends one Ethernet frame (pv NIC), routed by its destination MAC.
@@ -274,31 +255,24 @@ impl Service {
             return Err(Error::Refused(FabricErr::BadLength));
         }
         self.put(ep, shared::PAYLOAD, frame)?;
-        self.request(
-            Request::FrameSend {
-                ep,
-                len: frame.len() as u32,
-            },
-            &[],
-        )
-        .map(|_| ())
+        proto::Client::frame_send(self, ep, frame.len() as u32).map(|_| ())
     }
 
     /// Takes one frame for `ep` into `buf`: its length, or `None` when the queue is empty.
     /// A frame longer than `buf` is cut to it.
     pub fn frame_receive(&self, ep: u8, buf: &mut [u8]) -> Result<Option<usize>, Error> {
-        let w = self.request(Request::FrameReceive { ep }, &[])?;
-        if w[0] == 0 {
+        let r = proto::Client::frame_receive(self, ep)?;
+        if r.found == 0 {
             return Ok(None);
         }
-        let n = (w[1] as usize).min(buf.len()).min(MAX_FRAME);
+        let n = (r.len as usize).min(buf.len()).min(MAX_FRAME);
         self.get(ep, shared::PAYLOAD, &mut buf[..n])?;
         Ok(Some(n))
     }
 
     /// The BIC lines endpoint `ep`'s devices assert (as the engine's `irq_lines`).
     pub fn irq_lines(&self, ep: u8) -> Result<[u32; proto::LINE_WORDS], Error> {
-        self.request(Request::IrqLines { ep }, &[])?;
+        proto::Client::irq_lines(self, ep)?;
         let mut b = [0u8; 4 * proto::LINE_WORDS];
         self.get(ep, shared::LINES, &mut b)?;
         Ok(core::array::from_fn(|i| {
@@ -309,13 +283,21 @@ impl Service {
     /// The caller's endpoints whose interrupt lines or frame queue changed since the last
     /// call (bit k = endpoint k), as the engine's `take_changed` restricted to this client.
     pub fn take_changed(&self) -> Result<u32, Error> {
-        self.request(Request::TakeChanged, &[]).map(|w| w[0])
+        proto::Client::take_changed(self).map(|r| r.mask)
     }
 
     /// Endpoint `ep`'s counters: packets, bytes, drops, errors (saturated to 32 bits).
     pub fn stats(&self, ep: u8) -> Result<[u32; 4], Error> {
-        self.request(Request::Stats { ep }, &[])
-            .map(|w| [w[0], w[1], w[2], w[3]])
+        proto::Client::stats(self, ep).map(|r| r.counters)
+    }
+}
+
+/// The service as the transport of its protocol's calls ([`proto::Client`]): one IPC call
+/// to the fabric thread, with the request's map items.
+impl Transport<FabricErr> for Service {
+    type Error = Error;
+    fn call(&self, request: &Words, items: &[MapItem]) -> Result<Words, Error> {
+        call_words(self.thread, request, items).map_err(Error::Ipc)
     }
 }
 
@@ -579,7 +561,7 @@ impl RemoteFabric {
             self.dcr_write(
                 ep,
                 dcr,
-                crate::spi::tree::route_word(dcr, v, sources, targets),
+                kestrel_bgp::coll::route_word(dcr, v, sources, targets),
             )?;
         }
         Ok(())
@@ -599,9 +581,7 @@ impl RemoteFabric {
 
     /// Frames waiting for `ep` (0 if the service cannot be asked).
     pub fn frames_queued(&self, ep: EpId) -> usize {
-        self.service
-            .request(Request::FramesQueued { ep: ep.0 }, &[])
-            .map_or(0, |w| w[0] as usize)
+        proto::Client::frames_queued(&self.service, ep.0).map_or(0, |r| r.frames as usize)
     }
 
     pub fn frame_mac(&self, ep: EpId) -> [u8; 6] {
@@ -649,13 +629,10 @@ impl RemoteFabric {
     }
 
     pub fn take_diagnostic(&mut self, ep: EpId) -> Option<Diagnostic> {
-        let w = self
-            .service
-            .request(Request::TakeDiagnostic { ep: ep.0 }, &[])
-            .ok()?;
-        if w[0] == 0 {
+        let r = proto::Client::take_diagnostic(&self.service, ep.0).ok()?;
+        if r.found == 0 {
             return None;
         }
-        kestrel_fabric::proto::diagnostic_from_words([w[1], w[2], w[3], w[4]])
+        proto::diagnostic_from_words(r.diagnostic)
     }
 }

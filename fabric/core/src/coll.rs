@@ -356,17 +356,10 @@ impl<M: Memory, L: Link> Fabric<M, L> {
     /// (the MPI layer's) from waiting for VMs that never take part.
     pub fn set_routes(&mut self, ep: EpId, sources: u16, targets: u16) -> Result<(), FabricError> {
         let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
-        for class in 0..2 * RDR_COUNT {
-            let (dcr, shift) = rdr_of_class(class);
+        for r in 0..RDR_COUNT {
+            let dcr = DCR_BASE + DCR_RDR0 + r;
             let o = ((dcr - DCR_BASE) % DCR_COUNT) as usize;
-            let mut v = e.coll.dcr[o] & !((RDR_LO_SRCL | RDR_LO_TGTL) >> shift);
-            if sources & (1 << class) != 0 {
-                v |= RDR_LO_SRCL >> shift;
-            }
-            if targets & (1 << class) != 0 {
-                v |= RDR_LO_TGTL >> shift;
-            }
-            e.coll.dcr[o] = v;
+            e.coll.dcr[o] = route_word(dcr, e.coll.dcr[o], sources, targets);
         }
         self.coll_settle_all();
         self.touch(ep);

@@ -432,7 +432,7 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
             pending = Some((from, Msg::new(0)));
             continue;
         }
-        if msg.label() == kestrel_fabric_client::proto::EVENT
+        if msg.label() == kestrel_fabric::proto::EVENT
             && vms.first().and_then(|v| v.machine.port().events_from()) == Some(from)
         {
             // The fabric service: another client changed our VMs' lines or queues.
