@@ -261,8 +261,8 @@ fn check_vc(vc: usize) -> Result<(), FabricError> {
 }
 
 impl<M: Memory, L: Link> Fabric<M, L> {
-    /// Injects one collective packet (header + 256 bytes) from `ep` on `vc`.
-    pub fn tree_inject(
+    /// [`FabricApi::tree_inject`](crate::FabricApi::tree_inject).
+    pub(crate) fn coll_inject(
         &mut self,
         ep: EpId,
         vc: usize,
@@ -325,10 +325,8 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         r
     }
 
-    /// Takes the oldest packet received on `vc` into `payload`; returns its header, or
-    /// `None` when nothing was received (no flag: the device model in front, which knows
-    /// whether the guest read HR or DR, sets the underrun flag).
-    pub fn tree_receive(
+    /// [`FabricApi::tree_receive`](crate::FabricApi::tree_receive).
+    pub(crate) fn coll_receive(
         &mut self,
         ep: EpId,
         vc: usize,
@@ -348,34 +346,8 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         r
     }
 
-    /// Sets `ep`'s class routes at once (bit c of `sources` / `targets` = class c: SRCL /
-    /// TGTL in its RDR; the link bits are kept). For a host that attaches an endpoint for
-    /// a guest: at reset every endpoint sources every class, so a reduction on a class
-    /// waits for every attached endpoint; a VMM that limits its VMs to the classes their
-    /// drivers use (bgnet: class 0) keeps native programs' reductions on other classes
-    /// (the MPI layer's) from waiting for VMs that never take part.
-    pub fn set_routes(&mut self, ep: EpId, sources: u16, targets: u16) -> Result<(), FabricError> {
-        let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
-        for class in 0..2 * RDR_COUNT {
-            let (dcr, shift) = rdr_of_class(class);
-            let o = ((dcr - DCR_BASE) % DCR_COUNT) as usize;
-            let mut v = e.coll.dcr[o] & !((RDR_LO_SRCL | RDR_LO_TGTL) >> shift);
-            if sources & (1 << class) != 0 {
-                v |= RDR_LO_SRCL >> shift;
-            }
-            if targets & (1 << class) != 0 {
-                v |= RDR_LO_TGTL >> shift;
-            }
-            e.coll.dcr[o] = v;
-        }
-        self.coll_settle_all();
-        self.touch(ep);
-        self.settle();
-        Ok(())
-    }
-
-    /// The status word of `ep`'s `vc` (0 for an unknown endpoint or VC).
-    pub fn tree_status(&self, ep: EpId, vc: usize) -> u32 {
+    /// [`FabricApi::tree_status`](crate::FabricApi::tree_status).
+    pub(crate) fn coll_status(&self, ep: EpId, vc: usize) -> u32 {
         match self.slot(ep) {
             Some(e) if vc < NVC => e.coll.status(vc),
             _ => 0,

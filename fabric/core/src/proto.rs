@@ -17,7 +17,7 @@
 
 use crate::{DiagKind, Diagnostic, FabricError, Stats};
 
-/// The wire code of an engine error (1..=9; 0 is never used).
+/// The wire code of an engine error (1..=10; 0 is never used).
 pub fn error_code(e: FabricError) -> u8 {
     match e {
         FabricError::NoSuchEndpoint => 1,
@@ -29,6 +29,7 @@ pub fn error_code(e: FabricError) -> u8 {
         FabricError::BadFrame => 7,
         FabricError::InjectionFull => 8,
         FabricError::BadHeader => 9,
+        FabricError::OutsideWindow => 10,
     }
 }
 
@@ -44,6 +45,7 @@ pub fn error_from_code(c: u8) -> Option<FabricError> {
         7 => FabricError::BadFrame,
         8 => FabricError::InjectionFull,
         9 => FabricError::BadHeader,
+        10 => FabricError::OutsideWindow,
         _ => return None,
     })
 }
@@ -96,7 +98,7 @@ mod tests {
                 seen[usize::from(c)] = true;
             }
         }
-        assert_eq!(seen.iter().filter(|&&s| s).count(), 9);
+        assert_eq!(seen.iter().filter(|&&s| s).count(), 10);
         assert_eq!(error_from_code(0), None);
     }
 
