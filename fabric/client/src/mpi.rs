@@ -12,9 +12,9 @@
 //! (`recv`, `allreduce`, `barrier`), which take a `wait` function that sleeps until the
 //! fabric has news (on the target: the service's event, `service::Native::wait`).
 
-use crate::port::Port;
 use crate::spi::{link_header, tree, Coords, DmaGroup, Reassembly, LINK_HDR, MAX_MSG};
 use kestrel_bgp::coll;
+use kestrel_fabric::{EpId, FabricApi};
 
 /// The link protocol of MPI messages (bgnet's frames are `TORUS_LINK_PROTO_NET`).
 pub const PROTO: u16 = 0x4d50;
@@ -101,14 +101,14 @@ impl Comm {
 
     /// Opens the communicator on endpoint `ep` (window at bus `bus`): programs its DMA
     /// group; the rank is the endpoint number.
-    pub fn open<P: Port>(&mut self, p: &mut P, ep: u8, bus: u64) -> Result<(), P::Error> {
-        self.dma = DmaGroup::setup(p, ep, bus, Coords { x: ep, y: 0, z: 0 })?;
-        self.rank = ep;
+    pub fn open<P: FabricApi>(&mut self, p: &mut P, ep: EpId, bus: u64) -> Result<(), P::Error> {
+        self.dma = DmaGroup::setup(p, ep, bus, Coords { x: ep.0, y: 0, z: 0 })?;
+        self.rank = ep.0;
         Ok(())
     }
 
     /// Sends `data` (at most [`MAX_DATA`] bytes) to rank `to` with `tag`; false if too long.
-    pub fn send<P: Port>(
+    pub fn send<P: FabricApi>(
         &mut self,
         p: &mut P,
         to: u8,
@@ -126,7 +126,7 @@ impl Comm {
     }
 
     /// Takes in what arrived (complete messages go to the inbox).
-    fn pump<P: Port>(&mut self, p: &mut P) -> Result<(), P::Error> {
+    fn pump<P: FabricApi>(&mut self, p: &mut P) -> Result<(), P::Error> {
         let Comm {
             dma,
             reasm,
@@ -156,7 +156,7 @@ impl Comm {
 
     /// A message from `from` (any rank if `None`) with `tag`, copied into `buf` (cut to its
     /// length): `(source rank, length)`, or `None` if none has arrived.
-    pub fn try_recv<P: Port>(
+    pub fn try_recv<P: FabricApi>(
         &mut self,
         p: &mut P,
         from: Option<u8>,
@@ -177,7 +177,7 @@ impl Comm {
     }
 
     /// [`Comm::try_recv`] until a message arrives, calling `wait` in between.
-    pub fn recv<P: Port>(
+    pub fn recv<P: FabricApi>(
         &mut self,
         p: &mut P,
         from: Option<u8>,
@@ -195,7 +195,7 @@ impl Comm {
 
     /// Contributes `values` (at most [`MAX_VALUES`], big-endian 64-bit operands) to a
     /// reduction with `op`.
-    pub fn reduce_start<P: Port>(
+    pub fn reduce_start<P: FabricApi>(
         &mut self,
         p: &mut P,
         op: Op,
@@ -209,7 +209,7 @@ impl Comm {
     }
 
     /// The result of the reduction started last, into `out`, once it is there.
-    pub fn reduce_poll<P: Port>(&mut self, p: &mut P, out: &mut [u64]) -> Result<bool, P::Error> {
+    pub fn reduce_poll<P: FabricApi>(&mut self, p: &mut P, out: &mut [u64]) -> Result<bool, P::Error> {
         let mut payload = [0u8; 256];
         loop {
             let Some(h) = p.tree_receive(self.dma.ep, VC, &mut payload)? else {
@@ -229,7 +229,7 @@ impl Comm {
     }
 
     /// Every rank's `values` combined with `op`, element by element, in `values`.
-    pub fn allreduce<P: Port>(
+    pub fn allreduce<P: FabricApi>(
         &mut self,
         p: &mut P,
         op: Op,
@@ -244,7 +244,7 @@ impl Comm {
     }
 
     /// Returns when every rank has called it.
-    pub fn barrier<P: Port>(
+    pub fn barrier<P: FabricApi>(
         &mut self,
         p: &mut P,
         wait: impl FnMut(&mut P),

@@ -5,6 +5,7 @@
 mod common;
 use common::*;
 use kestrel_bgp::dma::{self as d, *};
+use kestrel_fabric::FabricApi;
 use kestrel_fabric::EpId;
 use std::time::Instant;
 
