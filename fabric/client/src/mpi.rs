@@ -102,7 +102,16 @@ impl Comm {
     /// Opens the communicator on endpoint `ep` (window at bus `bus`): programs its DMA
     /// group; the rank is the endpoint number.
     pub fn open<P: FabricApi>(&mut self, p: &mut P, ep: EpId, bus: u64) -> Result<(), P::Error> {
-        self.dma = DmaGroup::setup(p, ep, bus, Coords { x: ep.0, y: 0, z: 0 })?;
+        self.dma = DmaGroup::setup(
+            p,
+            ep,
+            bus,
+            Coords {
+                x: ep.0,
+                y: 0,
+                z: 0,
+            },
+        )?;
         self.rank = ep.0;
         Ok(())
     }
@@ -209,7 +218,11 @@ impl Comm {
     }
 
     /// The result of the reduction started last, into `out`, once it is there.
-    pub fn reduce_poll<P: FabricApi>(&mut self, p: &mut P, out: &mut [u64]) -> Result<bool, P::Error> {
+    pub fn reduce_poll<P: FabricApi>(
+        &mut self,
+        p: &mut P,
+        out: &mut [u64],
+    ) -> Result<bool, P::Error> {
         let mut payload = [0u8; 256];
         loop {
             let Some(h) = p.tree_receive(self.dma.ep, VC, &mut payload)? else {

@@ -321,7 +321,8 @@ impl FabricApi for Service {
     }
 
     fn dcr_read(&mut self, ep: EpId, dcr: u32) -> Result<u32, Error> {
-        self.change(Request::DcrRead { ep: ep.0, dcr }).map(|w| w[0])
+        self.change(Request::DcrRead { ep: ep.0, dcr })
+            .map(|w| w[0])
     }
 
     fn dcr_write(&mut self, ep: EpId, dcr: u32, value: u32) -> Result<(), Error> {

@@ -15,9 +15,9 @@
 //! (type 0, threshold 0) is enabled, so a packet for us changes our interrupt lines and the
 //! fabric service sends us an event.
 
-use kestrel_fabric::{EpId, FabricApi};
 use kestrel_bgp::coll;
 use kestrel_bgp::dma::{self, inj_ctr, inj_fifo, rcv_fifo};
+use kestrel_fabric::{EpId, FabricApi};
 
 /// Offsets in the window.
 pub mod layout {
@@ -123,7 +123,12 @@ impl DmaGroup {
     /// Programs endpoint `ep`'s group (window at bus `bus`, coordinates `me`): the
     /// injection FIFO and counter, the reception FIFO with every PID mapped to it and its
     /// threshold interrupt enabled.
-    pub fn setup<P: FabricApi>(p: &mut P, ep: EpId, bus: u64, me: Coords) -> Result<DmaGroup, P::Error> {
+    pub fn setup<P: FabricApi>(
+        p: &mut P,
+        ep: EpId,
+        bus: u64,
+        me: Coords,
+    ) -> Result<DmaGroup, P::Error> {
         let g = dma::VM_GROUP;
         let d = |o: u32| dma::DCR_BASE + o;
         p.dcr_write(ep, d(dma::DCR_BASE_CONTROL), dma::BASE_CONTROL_USE_DMA)?;
@@ -182,7 +187,12 @@ impl DmaGroup {
     /// memory-FIFO message: packets of 240 bytes, Put_Offset = byte offset, software word 3
     /// = `conn_id:8 | src_key:24` (bgnet's torus framing). Returns false (nothing sent) if
     /// the message is too long.
-    pub fn send<P: FabricApi>(&mut self, p: &mut P, to: Coords, msg: &[u8]) -> Result<bool, P::Error> {
+    pub fn send<P: FabricApi>(
+        &mut self,
+        p: &mut P,
+        to: Coords,
+        msg: &[u8],
+    ) -> Result<bool, P::Error> {
         if msg.len() > MAX_MSG {
             return Ok(false);
         }

@@ -89,7 +89,11 @@ fn a_waiting_packet_raises_the_reception_interrupt() {
     assert!(!up(&f));
     a.send(&mut f, at(1), &message(300, 1)).unwrap();
     assert!(up(&f));
-    assert_ne!(f.take_changed().unwrap() & 0b10, 0, "endpoint 1's lines changed");
+    assert_ne!(
+        f.take_changed().unwrap() & 0b10,
+        0,
+        "endpoint 1's lines changed"
+    );
     let mut r = Reassembly::<4>::new();
     assert_eq!(drain(&mut f, &mut b, &mut r).len(), 1);
     assert!(!up(&f), "receiving clears the latch");

@@ -9,9 +9,9 @@
 //! client that cannot ask (the service is gone) answers "nothing": zero lines, no
 //! packets, empty counters. A dead fabric is a dead device, never a stopped caller.
 
+use crate::coll::PAYLOAD;
 use crate::{Coords, Diagnostic, EpId, FabricError, Stats, IRQ_WORDS};
 use core::fmt;
-use crate::coll::PAYLOAD;
 use kestrel_bgp::coll;
 use kestrel_bgp::torus::MAC_TORUS_KIND;
 

@@ -40,7 +40,7 @@ use kestrel_abi::{
     exreg, map_target, unmapflags, Fpage, IpcError, IpcPhase, Rights, ThreadId, Timeout, Timeouts,
 };
 use kestrel_bgp::torus::coord_word;
-use kestrel_fabric::{EpId, Fabric, FabricError, MemError, Memory, MAX_ENDPOINTS};
+use kestrel_fabric::{EpId, Fabric, FabricApi, FabricError, MemError, Memory, MAX_ENDPOINTS};
 use kestrel_fabric_client::proto::{
     self, encode_reply, layout, mac_words, shared, FabricErr, Request, LINE_WORDS, MAX_FRAME,
     TREE_PAYLOAD,
@@ -421,7 +421,7 @@ impl Server {
 
     /// Collects the engine's changes.
     fn collect(&mut self) {
-        self.clients.changed |= self.fabric.take_changed() & self.clients.attached();
+        self.clients.changed |= self.fabric.take_changed().unwrap_or(0) & self.clients.attached();
     }
 
     /// Answers one message; the second value says whether it attached an endpoint (whose
@@ -589,7 +589,7 @@ impl Server {
             }
             Request::TreeReceive { ep, vc } => {
                 let mut p = [0u8; TREE_PAYLOAD];
-                if let Some(h) = f.tree_receive(EpId(ep), vc as usize, &mut p) {
+                if let Ok(Some(h)) = f.tree_receive(EpId(ep), vc as usize, &mut p) {
                     shared_write(usize::from(ep), shared::PAYLOAD, &p);
                     w[0] = 1;
                     w[1] = h;
@@ -612,7 +612,7 @@ impl Server {
             }
             Request::FrameReceive { ep } => {
                 let mut b = [0u8; MAX_FRAME];
-                if let Some(n) = f.frame_receive(EpId(ep), &mut b) {
+                if let Ok(Some(n)) = f.frame_receive(EpId(ep), &mut b) {
                     let n = n.min(MAX_FRAME);
                     shared_write(usize::from(ep), shared::PAYLOAD, &b[..n]);
                     w[0] = 1;
