@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The native system-call fuzzer (issue 9, docs/adr/0016-syscall-fuzzer.md), run and checked.
 
-Boots Kestrel with the root task starting kestrel-sibling and kestrel-sysfuzz (ukernel/tasks/
+Boots Kestrel with the root task starting kestrel-sibling and kestrel-sysfuzz (native/programs/
 sysfuzz): the fuzzer makes --calls random system calls and root-task requests from --seed, in
 --mode unpriv (an ordinary program) or priv (with the vCPU right, `root.vcpu=kestrel-sysfuzz`),
 while the sibling counts rounds; it probes the kernel's capacity (threads, spaces, vCPUs, page

@@ -13,7 +13,7 @@ kestrel-checksum`), and at the same time the same guest script natively on QEMU'
   and the kernel refused it
   `Schedule(self, 255)` (its scheduler is the root task; issue 9, finding 2);
 - kestrel-checksum printed every round's CRC-32 and the final checksum as recomputed here
-  (ukernel/tasks/checksum says how), each on a line of its own that starts with its
+  (native/programs/checksum says how), each on a line of its own that starts with its
   `[kestrel-checksum] ` prefix (no line of one program broken into another's);
 - some of its rounds ran while the guest's job ran (between "running /scripts/job" and
   KESTREL-SCRIPT-DONE), so the two really shared the machine;

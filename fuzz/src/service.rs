@@ -9,9 +9,9 @@
 //! header says; an answer never outgrows the frame it answers (or the 60-byte minimum).
 
 use crate::input::{Input, SeedWriter};
-use kestrel_fabric_client::net::{self, answer, Answer, CollReassembly, Me, MAX_FRAME};
+use kestrel_net::{self as net, answer, Answer, CollReassembly, Me, MAX_FRAME};
 use kestrel_fabric_client::proto::{self, decode_reply, reply_words, Request};
-use kestrel_fabric_client::spi::{Packet, Reassembly, LINK_HDR, MAX_MSG};
+use kestrel_spi::{Packet, Reassembly, LINK_HDR, MAX_MSG};
 
 /// Operation selectors, for [`seed`].
 pub mod op {

@@ -99,7 +99,7 @@ pub trait FabricApi {
         for r in 0..coll::RDR_COUNT {
             let dcr = coll::DCR_BASE + coll::DCR_RDR0 + r;
             let v = self.dcr_read(ep, dcr)?;
-            self.dcr_write(ep, dcr, route_word(dcr, v, sources, targets))?;
+            self.dcr_write(ep, dcr, coll::route_word(dcr, v, sources, targets))?;
         }
         Ok(())
     }
@@ -134,24 +134,4 @@ pub trait FabricApi {
 
     /// Writes the caller's own view of `ep`'s window at `offset`.
     fn mem_write(&mut self, ep: EpId, offset: u32, data: &[u8]) -> Result<(), Self::Error>;
-}
-
-/// Route descriptor register `dcr`'s value `v` with the SRCL/TGTL bits of its two classes
-/// set from `sources`/`targets` (bit c = class c) and every other bit kept.
-pub fn route_word(dcr: u32, v: u32, sources: u16, targets: u16) -> u32 {
-    let mut v = v;
-    for class in 0..2 * coll::RDR_COUNT {
-        let (d, shift) = coll::rdr_of_class(class);
-        if d != dcr {
-            continue;
-        }
-        v &= !((coll::RDR_LO_SRCL | coll::RDR_LO_TGTL) >> shift);
-        if sources & (1 << class) != 0 {
-            v |= coll::RDR_LO_SRCL >> shift;
-        }
-        if targets & (1 << class) != 0 {
-            v |= coll::RDR_LO_TGTL >> shift;
-        }
-    }
-    v
 }

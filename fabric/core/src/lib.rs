@@ -49,7 +49,7 @@ use alloc::vec::Vec;
 use core::fmt;
 use kestrel_bgp::{bic, torus};
 
-pub use api::{route_word, FabricApi};
+pub use api::FabricApi;
 pub use link::{Hop, Link, LinkError, LocalLink};
 pub use mem::{MemError, Memory, VecMemory};
 

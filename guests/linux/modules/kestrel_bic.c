@@ -6,7 +6,7 @@
  * it is a cascade: the VMM's virtual BIC drives UIC0 input 30 (level, active high), and this
  * driver chains on that input (docs/adr/0021-guest-drivers.md). Facts from
  * bgp-interconnect.md 2.1; every register number comes from kestrel_bgp.h (generated from
- * fabric/regs).
+ * bgp/).
  *
  * - One linear irq_domain of KESTREL_BGP_BIC_GROUPS * 32 lines; the device tree specifier is
  *   one cell, the BIC line number `group * 32 + bit` (bit 0 = the MSB of a group's words).

@@ -20,7 +20,7 @@
  * writing HEAD.
  *
  * Every register number, bit and field comes from kestrel_bgp.h (generated from Kestrel's
- * fabric/regs crate). Registers of the group page are reached with MMIO, the DMA and torus
+ * bgp/ crate). Registers of the group page are reached with MMIO, the DMA and torus
  * DCRs (all >= 1024) with mfdcrx/mtdcrx, which Kestrel's VMM emulates. All FIFO addresses
  * are guest-physical addresses >> 4; the VMM translates them.
  */

@@ -1,8 +1,8 @@
 //! Links ktest with the native-task linker script of the user runtime
 //! (which also defines `__text_end`, the end of code the pager maps RX).
+//! `kestrel-user` exports the script's path (`links = "kestrel_user"`).
 fn main() {
-    let dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
-    let script = format!("{dir}/../../user/user.ld");
+    let script = std::env::var("DEP_KESTREL_USER_LD").expect("kestrel-user exports user.ld");
     println!("cargo:rustc-link-arg=-T{script}");
-    println!("cargo:rerun-if-changed={script}");
+    println!("cargo:rerun-if-env-changed=DEP_KESTREL_USER_LD");
 }

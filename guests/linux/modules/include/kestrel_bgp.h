@@ -2,7 +2,7 @@
 /*
  * kestrel_bgp.h: Blue Gene/P interconnect registers as Kestrel models them.
  *
- * GENERATED from fabric/regs (crate kestrel-bgp) by its test c_header_is_current;
+ * GENERATED from bgp/ (crate kestrel-bgp) by its test c_header_is_current;
  * do not edit. Regenerate: KESTREL_BLESS=1 cargo test -p kestrel-bgp
  */
 #ifndef KESTREL_BGP_H

@@ -1,0 +1,271 @@
+//! An MPI-like layer over the SPI layer: rank = endpoint number (torus X), point-to-point
+//! messages over the torus DMA (memory FIFO, bgnet's framing with the tag in the link
+//! header's `dst_key` and [`PROTO`] as its protocol), and barrier / allreduce over the
+//! collective network's combining ALU on VC [`VC`], class [`CLASS`].
+//!
+//! A reduction on the collective completes when every endpoint that sources the class has
+//! contributed (ADR 0018): the communicator is every endpoint of the fabric that sources
+//! [`CLASS`] (all of them, at reset).
+//!
+//! The calls come in two shapes: non-blocking (`try_recv`, `reduce_start` +
+//! `reduce_poll`), which a host test drives for several ranks in one thread, and blocking
+//! (`recv`, `allreduce`, `barrier`), which take a `wait` function that sleeps until the
+//! fabric has news (on the target: the service's event, `service::Native::wait`).
+
+#![no_std]
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+use kestrel_bgp::coll;
+use kestrel_fabric::{EpId, FabricApi};
+use kestrel_spi::{link_header, tree, Coords, DmaGroup, Reassembly, LINK_HDR, MAX_MSG};
+
+/// The link protocol of MPI messages (bgnet's frames are `TORUS_LINK_PROTO_NET`).
+pub const PROTO: u16 = 0x4d50;
+/// The collective VC the reductions use (bgnet uses VC 0).
+pub const VC: usize = 1;
+/// The class route the reductions use.
+pub const CLASS: u32 = 14;
+/// Longest message payload.
+pub const MAX_DATA: usize = MAX_MSG - LINK_HDR;
+/// Most 64-bit values one allreduce combines (one collective packet).
+pub const MAX_VALUES: usize = 32;
+/// Received messages kept for a later `recv` (when they did not match the current one).
+const INBOX: usize = 4;
+
+/// The combining operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Sum,
+    Max,
+    Or,
+    And,
+    Xor,
+}
+
+impl Op {
+    const fn alu(self) -> u32 {
+        match self {
+            Op::Sum => coll::OP_ADD,
+            Op::Max => coll::OP_MAX,
+            Op::Or => coll::OP_OR,
+            Op::And => coll::OP_AND,
+            Op::Xor => coll::OP_XOR,
+        }
+    }
+}
+
+/// A message held for a later receive.
+struct Held {
+    used: bool,
+    from: u8,
+    tag: u32,
+    len: usize,
+    data: [u8; MAX_DATA],
+}
+
+/// One rank's communicator.
+pub struct Comm {
+    pub rank: u8,
+    pub dma: DmaGroup,
+    reasm: Reassembly<4>,
+    inbox: [Held; INBOX],
+    /// Messages dropped because the inbox was full.
+    pub dropped: u32,
+    out: [u8; MAX_MSG],
+}
+
+impl Default for Comm {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Comm {
+    /// A communicator not yet open (a `const`, so a program can keep it in a `static`: it
+    /// holds the reassembly and inbox buffers, about 85 KiB).
+    pub const fn new() -> Comm {
+        Comm {
+            rank: 0,
+            dma: DmaGroup::unset(),
+            reasm: Reassembly::new(),
+            inbox: [const {
+                Held {
+                    used: false,
+                    from: 0,
+                    tag: 0,
+                    len: 0,
+                    data: [0; MAX_DATA],
+                }
+            }; INBOX],
+            dropped: 0,
+            out: [0; MAX_MSG],
+        }
+    }
+
+    /// Opens the communicator on endpoint `ep` (window at bus `bus`): programs its DMA
+    /// group; the rank is the endpoint number.
+    pub fn open<P: FabricApi>(&mut self, p: &mut P, ep: EpId, bus: u64) -> Result<(), P::Error> {
+        self.dma = DmaGroup::setup(
+            p,
+            ep,
+            bus,
+            Coords {
+                x: ep.0,
+                y: 0,
+                z: 0,
+            },
+        )?;
+        self.rank = ep.0;
+        Ok(())
+    }
+
+    /// Sends `data` (at most [`MAX_DATA`] bytes) to rank `to` with `tag`; false if too long.
+    pub fn send<P: FabricApi>(
+        &mut self,
+        p: &mut P,
+        to: u8,
+        tag: u32,
+        data: &[u8],
+    ) -> Result<bool, P::Error> {
+        if data.len() > MAX_DATA {
+            return Ok(false);
+        }
+        let n = LINK_HDR + data.len();
+        link_header(&mut self.out, tag, n, PROTO);
+        self.out[LINK_HDR..n].copy_from_slice(data);
+        let Comm { dma, out, .. } = self;
+        dma.send(p, Coords { x: to, y: 0, z: 0 }, &out[..n])
+    }
+
+    /// Takes in what arrived (complete messages go to the inbox).
+    fn pump<P: FabricApi>(&mut self, p: &mut P) -> Result<(), P::Error> {
+        let Comm {
+            dma,
+            reasm,
+            inbox,
+            dropped,
+            ..
+        } = self;
+        dma.receive(p, |pkt| {
+            reasm.add(pkt, |m| {
+                let b = m.bytes;
+                if b.len() < LINK_HDR || u16::from_be_bytes([b[8], b[9]]) != PROTO {
+                    return;
+                }
+                let Some(h) = inbox.iter_mut().find(|h| !h.used) else {
+                    *dropped += 1;
+                    return;
+                };
+                h.used = true;
+                h.from = (m.word3 >> 16) as u8;
+                h.tag = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+                h.len = b.len() - LINK_HDR;
+                h.data[..h.len].copy_from_slice(&b[LINK_HDR..]);
+            });
+        })?;
+        Ok(())
+    }
+
+    /// A message from `from` (any rank if `None`) with `tag`, copied into `buf` (cut to its
+    /// length): `(source rank, length)`, or `None` if none has arrived.
+    pub fn try_recv<P: FabricApi>(
+        &mut self,
+        p: &mut P,
+        from: Option<u8>,
+        tag: u32,
+        buf: &mut [u8],
+    ) -> Result<Option<(u8, usize)>, P::Error> {
+        self.pump(p)?;
+        let hit = self
+            .inbox
+            .iter_mut()
+            .find(|h| h.used && h.tag == tag && from.is_none_or(|f| f == h.from));
+        Ok(hit.map(|h| {
+            h.used = false;
+            let n = h.len.min(buf.len());
+            buf[..n].copy_from_slice(&h.data[..n]);
+            (h.from, h.len)
+        }))
+    }
+
+    /// [`Comm::try_recv`] until a message arrives, calling `wait` in between.
+    pub fn recv<P: FabricApi>(
+        &mut self,
+        p: &mut P,
+        from: Option<u8>,
+        tag: u32,
+        buf: &mut [u8],
+        mut wait: impl FnMut(&mut P),
+    ) -> Result<(u8, usize), P::Error> {
+        loop {
+            if let Some(r) = self.try_recv(p, from, tag, buf)? {
+                return Ok(r);
+            }
+            wait(p);
+        }
+    }
+
+    /// Contributes `values` (at most [`MAX_VALUES`], big-endian 64-bit operands) to a
+    /// reduction with `op`.
+    pub fn reduce_start<P: FabricApi>(
+        &mut self,
+        p: &mut P,
+        op: Op,
+        values: &[u64],
+    ) -> Result<(), P::Error> {
+        let mut payload = [0u8; 256];
+        for (i, v) in values.iter().take(MAX_VALUES).enumerate() {
+            payload[8 * i..8 * i + 8].copy_from_slice(&v.to_be_bytes());
+        }
+        p.tree_inject(self.dma.ep, VC, tree::reduce(CLASS, op.alu(), 8), &payload)
+    }
+
+    /// The result of the reduction started last, into `out`, once it is there.
+    pub fn reduce_poll<P: FabricApi>(
+        &mut self,
+        p: &mut P,
+        out: &mut [u64],
+    ) -> Result<bool, P::Error> {
+        let mut payload = [0u8; 256];
+        loop {
+            let Some(h) = p.tree_receive(self.dma.ep, VC, &mut payload)? else {
+                return Ok(false);
+            };
+            let class = (h >> coll::HDR_CLASS_SHIFT) & coll::HDR_CLASS_MASK;
+            if class != CLASS || h & coll::HDR_P2P != 0 {
+                continue;
+            }
+            for (i, o) in out.iter_mut().take(MAX_VALUES).enumerate() {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&payload[8 * i..8 * i + 8]);
+                *o = u64::from_be_bytes(b);
+            }
+            return Ok(true);
+        }
+    }
+
+    /// Every rank's `values` combined with `op`, element by element, in `values`.
+    pub fn allreduce<P: FabricApi>(
+        &mut self,
+        p: &mut P,
+        op: Op,
+        values: &mut [u64],
+        mut wait: impl FnMut(&mut P),
+    ) -> Result<(), P::Error> {
+        self.reduce_start(p, op, values)?;
+        while !self.reduce_poll(p, values)? {
+            wait(p);
+        }
+        Ok(())
+    }
+
+    /// Returns when every rank has called it.
+    pub fn barrier<P: FabricApi>(
+        &mut self,
+        p: &mut P,
+        wait: impl FnMut(&mut P),
+    ) -> Result<(), P::Error> {
+        let mut v = [0u64];
+        self.allreduce(p, Op::Or, &mut v, wait)
+    }
+}

@@ -1,0 +1,390 @@
+//! `kestrel-fabric-ranks`: MPI-style ranks on the fabric service (the native-only half of
+//! `scripts/fabric-echo-test.py`). Start it under two (or more) module names; each copy
+//! attaches one endpoint (its rank) and
+//!
+//! 1. waits in a barrier until `ranks.n=N` ranks (default 2) have attached and arrived;
+//! 2. sends rank `(r + 1) % N` a message of `ranks.bytes=B` bytes (default 3000) filled
+//!    from a xorshift32 stream seeded with `r + 1`, receives the one from rank
+//!    `(r + N - 1) % N`, and checks every byte;
+//! 3. allreduces `[r + 1, (r + 1)^2, crc]` with Sum over the collective ALU (crc = CRC-32 of
+//!    the message received) and checks the first two sums;
+//! 4. prints one result line;
+//! 5. with `ranks.echo=A.B.C.D`, rank 0 is a bgnet client of `kestrel-echo` at that address:
+//!    an ARP request as a collective broadcast (class 0, VC 0, bgnet's collective framing),
+//!    the reply (point to point over the collective), then a UDP datagram of `ranks.bytes` bytes (at most 1472)
+//!    to port 7 over the torus, whose echo it checks byte for byte, then the datagram
+//!    `KESTREL-ECHO-QUIT` that ends the echo;
+//! 6. with `ranks.revoke=1`, rank 0 plays a client that takes its memory back: it attaches
+//!    a second endpoint, sets up its DMA group, unmaps that endpoint's window from its own
+//!    space (which revokes the service's mapping too), and sends it a message from its first
+//!    endpoint. The service must survive the write into the vanished window, detach the
+//!    second endpoint, and go on serving the first one;
+//! 7. with `ranks.bench=N`, rank 0 times N calls to the service (a DMA register read: one
+//!    IPC round trip and one engine call) and N 240-byte messages to itself (descriptor,
+//!    counter and TAIL writes, then the receive: five calls and the copies) and prints the
+//!    average cost of each in time-base ticks;
+//! 8. a final barrier, and detaches.
+//!
+//! Every line is checkable: `ranks r/N: received B bytes from rank s, ok; allreduce sum
+//! [a, b, c]` (c = the sum of every rank's CRC).
+#![no_std]
+#![no_main]
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+extern crate alloc;
+
+use kestrel_abi::Timeout;
+use kestrel_bgp::torus::LINK_PROTO_NET;
+use kestrel_fabric::FabricApi;
+use kestrel_fabric_client::proto::FabricErr;
+use kestrel_fabric_client::service::{Service, Window};
+use kestrel_mpi::{Comm, Op, MAX_DATA};
+use kestrel_net::{self as net, Me, ECHO_PORT, QUIT};
+use kestrel_spi::{link_header, tree, Coords, DmaGroup, Reassembly, LINK_HDR};
+use kestrel_user::{println, root, sys};
+
+const WINDOW: u32 = 0x2000_0000;
+const WINDOW_LEN: u32 = kestrel_spi::layout::MIN_WINDOW;
+const SHARED: u32 = 0x2010_0000;
+const TAG: u32 = 0x4b45;
+/// The second endpoint's window and shared page (`ranks.revoke=1`).
+const WINDOW2: u32 = 0x2020_0000;
+const SHARED2: u32 = 0x2030_0000;
+
+static mut COMM: Comm = Comm::new();
+static mut BUF: [u8; MAX_DATA] = [0; MAX_DATA];
+static mut TORUS: Reassembly<2> = Reassembly::new();
+static mut COLL: net::CollReassembly<2> = net::CollReassembly::new();
+
+fn parse_ip(s: &str) -> Option<[u8; 4]> {
+    let mut ip = [0u8; 4];
+    let mut it = s.split('.');
+    for b in ip.iter_mut() {
+        *b = it.next()?.parse().ok()?;
+    }
+    it.next().is_none().then_some(ip)
+}
+
+/// Waits (up to ~5 s) for a bgnet frame over the torus or the collective (class 0, VC 0)
+/// that `want` accepts.
+fn frame<T>(
+    port: &mut Service,
+    dma: &mut DmaGroup,
+    reasm: &mut Reassembly<2>,
+    node_address: u32,
+    mut want: impl FnMut(&[u8]) -> Option<T>,
+) -> Result<Option<T>, kestrel_fabric_client::service::Error> {
+    // SAFETY: the program's only thread; the only reference to this buffer.
+    let coll = unsafe { &mut *core::ptr::addr_of_mut!(COLL) };
+    for _ in 0..50 {
+        let mut hit = None;
+        dma.receive(port, |pkt| {
+            reasm.add(pkt, |m| {
+                let b = m.bytes;
+                if u32::from(u16::from_be_bytes([b[8], b[9]])) == LINK_PROTO_NET && hit.is_none() {
+                    hit = want(&b[LINK_HDR..]);
+                }
+            })
+        })?;
+        let mut p = [0u8; 256];
+        while hit.is_none() {
+            match port.tree_receive(dma.ep, 0, &mut p)? {
+                Some(_) => coll.add(0, node_address, &p, |_, f| hit = want(f)),
+                None => break,
+            }
+        }
+        if hit.is_some() {
+            return Ok(hit);
+        }
+        wait(port);
+    }
+    Ok(None)
+}
+
+/// Rank 0 as a client that takes its memory back (`ranks.revoke=1`).
+fn revoke(
+    port: &mut Service,
+    dma: &mut DmaGroup,
+) -> Result<(), kestrel_fabric_client::service::Error> {
+    use kestrel_abi::{unmapflags, Fpage, Rights};
+    if let Err(e) = root::ram(WINDOW2, WINDOW_LEN, 16).and_then(|_| root::ram(SHARED2, 4096, 12)) {
+        println!("revoke: no memory for a second window: {e}");
+        return Ok(());
+    }
+    let (b, b_bus) = port.attach(Window {
+        addr: WINDOW2,
+        len: WINDOW_LEN,
+        shared_page: SHARED2,
+        event: sys::my_id(),
+    })?;
+    // The second endpoint takes part in no collective class (no reduction waits for it).
+    for r in 0..kestrel_bgp::coll::RDR_COUNT {
+        port.dcr_write(
+            b,
+            kestrel_bgp::coll::DCR_BASE + kestrel_bgp::coll::DCR_RDR0 + r,
+            0,
+        )?;
+    }
+    let me = Coords { x: b.0, y: 0, z: 0 };
+    DmaGroup::setup(port, b, b_bus, me)?;
+    let window = Fpage::new(WINDOW2, WINDOW_LEN.trailing_zeros(), Rights::RWX)
+        .expect("the window is a naturally aligned power of two");
+    if let Err(e) = sys::unmap(window, unmapflags::FLUSH_OWN) {
+        println!("revoke: cannot unmap the window: {}", e.as_str());
+        return Ok(());
+    }
+    let mut msg = [0u8; 600];
+    link_header(&mut msg, 0, 600, 1);
+    let sent = dma.send(port, me, &msg);
+    let gone = matches!(
+        port.info(b),
+        Err(kestrel_fabric_client::service::Error::Refused(
+            FabricErr::NotOwner
+        ))
+    );
+    let still = port.info(dma.ep).is_ok();
+    println!(
+        "revoke: sent to the unmapped endpoint {} ({sent:?}); the service {} it; endpoint {} {}",
+        b.0,
+        if gone { "detached" } else { "did NOT detach" },
+        dma.ep.0,
+        if still {
+            "still served, ok"
+        } else {
+            "NOT served, WRONG"
+        }
+    );
+    Ok(())
+}
+
+/// Rank 0 as a bgnet client of kestrel-echo at `ip`.
+fn echo_client(
+    port: &mut Service,
+    dma: &mut DmaGroup,
+    node_address: u32,
+    ip: [u8; 4],
+    bytes: usize,
+) -> Result<(), kestrel_fabric_client::service::Error> {
+    // SAFETY: the program's only thread; the only reference to this buffer.
+    let reasm = unsafe { &mut *core::ptr::addr_of_mut!(TORUS) };
+    let ep = dma.ep;
+    let me = Me {
+        mac: [6, 0, 0, dma.me.x, dma.me.y, dma.me.z],
+        ip: [10, 1, 0, 200 + dma.me.x],
+    };
+    let mut f = [0u8; LINK_HDR + net::MAX_FRAME];
+    let n = net::arp_request(&me, ip, &mut f);
+    let mut r = Ok(());
+    net::coll_packets(&f[..n], 0, node_address, 1, |p| {
+        if r.is_ok() {
+            r = port.tree_inject(ep, 0, tree::bcast(0, 0), p);
+        }
+    });
+    r?;
+    let Some(mac) = frame(port, dma, reasm, node_address, |fr| {
+        net::arp_reply_mac(&me, ip, fr)
+    })?
+    else {
+        println!(
+            "echo: no ARP reply for {}.{}.{}.{}",
+            ip[0], ip[1], ip[2], ip[3]
+        );
+        return Ok(());
+    };
+    println!(
+        "echo: {}.{}.{}.{} is at {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        ip[0], ip[1], ip[2], ip[3], mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]
+    );
+    let bytes = bytes.min(1472);
+    let mut payload = [0u8; 1472];
+    fill(0xec40, &mut payload[..bytes]);
+    for (i, data) in [&payload[..bytes], QUIT].into_iter().enumerate() {
+        let n = net::udp_datagram(
+            &me,
+            (&mac, ip, ECHO_PORT),
+            4000 + i as u16,
+            data,
+            &mut f[LINK_HDR..],
+        );
+        link_header(&mut f, 0, LINK_HDR + n, LINK_PROTO_NET as u16);
+        dma.send(port, Coords::of_mac(&mac), &f[..LINK_HDR + n])?;
+        let got = frame(port, dma, reasm, node_address, |fr| {
+            net::udp_payload(&me, 4000 + i as u16, fr).map(|p| p == data)
+        })?;
+        let what = if i == 0 {
+            "UDP datagram"
+        } else {
+            "quit datagram"
+        };
+        match got {
+            Some(true) => println!("echo: {what} of {} bytes echoed, ok", data.len()),
+            Some(false) => println!("echo: {what} of {} bytes echoed WRONG", data.len()),
+            None => println!("echo: no echo of the {what}"),
+        }
+    }
+    Ok(())
+}
+
+fn fill(seed: u32, out: &mut [u8]) {
+    let mut x = seed;
+    for b in out.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        *b = x as u8;
+    }
+}
+
+fn crc32(data: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in data {
+        c ^= b as u32;
+        for _ in 0..8 {
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0xedb8_8320
+            } else {
+                c >> 1
+            };
+        }
+    }
+    !c
+}
+
+fn wait(p: &mut Service) {
+    p.wait(Timeout::from_us(100_000));
+}
+
+#[no_mangle]
+pub extern "C" fn task_main() {
+    let _ = sys::set_name("ranks");
+    let mut args = [0u8; kestrel_abi::BOOTARGS_LEN];
+    let n = sys::bootargs(&mut args);
+    let args = core::str::from_utf8(&args[..n]).unwrap_or("");
+    let mut size = 2u32;
+    let mut bytes = 3000usize;
+    let mut echo = None;
+    let mut revoke_test = false;
+    let mut bench = 0u32;
+    for a in args.split_ascii_whitespace() {
+        if let Some(v) = a.strip_prefix("ranks.n=").and_then(|v| v.parse().ok()) {
+            size = v;
+        }
+        if let Some(v) = a.strip_prefix("ranks.bytes=").and_then(|v| v.parse().ok()) {
+            bytes = v;
+        }
+        if let Some(v) = a.strip_prefix("ranks.echo=").and_then(parse_ip) {
+            echo = Some(v);
+        }
+        if a == "ranks.revoke=1" {
+            revoke_test = true;
+        }
+        if let Some(v) = a.strip_prefix("ranks.bench=").and_then(|v| v.parse().ok()) {
+            bench = v;
+        }
+    }
+    let bytes = bytes.min(MAX_DATA);
+    if let Err(e) = root::ram(WINDOW, WINDOW_LEN, 16).and_then(|_| root::ram(SHARED, 4096, 12)) {
+        println!("no memory for the window: {e}");
+        return;
+    }
+    let mut port = match Service::connect() {
+        Ok(s) => s,
+        Err(e) => {
+            println!("{e}");
+            return;
+        }
+    };
+    let window = Window {
+        addr: WINDOW,
+        len: WINDOW_LEN,
+        shared_page: SHARED,
+        event: sys::my_id(),
+    };
+    let (ep, bus_base) = match port.attach(window) {
+        Ok(a) => a,
+        Err(e) => {
+            println!("cannot attach to the fabric: {e}");
+            return;
+        }
+    };
+    // SAFETY: the program's only thread; the only references to these buffers.
+    let (comm, buf) = unsafe {
+        (
+            &mut *core::ptr::addr_of_mut!(COMM),
+            &mut *core::ptr::addr_of_mut!(BUF),
+        )
+    };
+    if let Err(e) = comm.open(&mut port, ep, bus_base) {
+        println!("cannot open the communicator: {e}");
+        return;
+    }
+    let node_address = port.node_address(ep);
+    let r = u32::from(comm.rank);
+    if r >= size {
+        println!("rank {r} is not below ranks.n={size}: endpoints 0.. must be the ranks");
+        port.detach(ep);
+        return;
+    }
+    // Everyone attached (a reduction waits for every endpoint sourcing the class).
+    let mut run = || -> Result<(), kestrel_fabric_client::service::Error> {
+        comm.barrier(&mut port, wait)?;
+        let to = ((r + 1) % size) as u8;
+        let from = ((r + size - 1) % size) as u8;
+        fill(r + 1, &mut buf[..bytes]);
+        comm.send(&mut port, to, TAG, &buf[..bytes])?;
+        let mut got = [0u8; MAX_DATA];
+        let (src, n) = comm.recv(&mut port, Some(from), TAG, &mut got, wait)?;
+        fill(u32::from(src) + 1, &mut buf[..n]);
+        let ok = src == from && n == bytes && got[..n] == buf[..n];
+        let mut v = [
+            u64::from(r + 1),
+            u64::from((r + 1) * (r + 1)),
+            u64::from(crc32(&got[..n])),
+        ];
+        comm.allreduce(&mut port, Op::Sum, &mut v, wait)?;
+        let k = u64::from(size);
+        let sums_ok = v[0] == k * (k + 1) / 2 && v[1] == k * (k + 1) * (2 * k + 1) / 6;
+        println!(
+            "ranks {r}/{size}: received {n} bytes from rank {src}, {}; allreduce sum [{}, {}, {:#x}], {}",
+            if ok { "ok" } else { "WRONG" },
+            v[0],
+            v[1],
+            v[2],
+            if sums_ok { "ok" } else { "WRONG" }
+        );
+        if let (0, Some(ip)) = (r, echo) {
+            echo_client(&mut port, &mut comm.dma, node_address, ip, bytes)?;
+        }
+        if r == 0 && revoke_test {
+            revoke(&mut port, &mut comm.dma)?;
+        }
+        if r == 0 && bench > 0 {
+            let ep = comm.dma.ep;
+            let t0 = sys::timebase();
+            for _ in 0..bench {
+                port.dma_read(ep, kestrel_bgp::dma::INJ_ACTIVATED)?;
+            }
+            let t1 = sys::timebase();
+            let me = comm.dma.me;
+            let mut msg = [0u8; 240];
+            link_header(&mut msg, 0, 240, 1);
+            let mut got = 0u32;
+            for _ in 0..bench {
+                comm.dma.send(&mut port, me, &msg)?;
+                got += comm.dma.receive(&mut port, |_| {})? as u32;
+            }
+            let t2 = sys::timebase();
+            println!(
+                "bench: {bench} service calls, {} ticks each; {bench} 240-byte messages to self ({got} received), {} ticks each",
+                (t1 - t0) / u64::from(bench),
+                (t2 - t1) / u64::from(bench)
+            );
+        }
+        comm.barrier(&mut port, wait)?;
+        Ok(())
+    };
+    if let Err(e) = run() {
+        println!("rank {r}: {e}");
+    }
+    port.detach(ep);
+}

@@ -1,8 +1,0 @@
-//! Links the demo with the native-task linker script of the user runtime
-//! (which also defines `__text_end`, the end of code the pager maps RX).
-fn main() {
-    let dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
-    let script = format!("{dir}/../../user/user.ld");
-    println!("cargo:rustc-link-arg=-T{script}");
-    println!("cargo:rerun-if-changed={script}");
-}
