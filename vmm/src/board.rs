@@ -24,7 +24,7 @@
 //! guest-physical access as device memory, so they need no MMIO declaration.
 
 use crate::bus::{BusError, Shifted};
-use crate::fabric::{BgpDevices, Ram, SharedRam, VColl, VTorus, VmEndpoint};
+use crate::fabric::{BgpDevices, Nic, Ram, SharedRam, VColl, VTorus, VmEndpoint};
 use crate::fault::Buses;
 use alloc::rc::Rc;
 use alloc::vec::Vec;
@@ -270,6 +270,9 @@ pub struct Machine<S: TxSink> {
     pub console: Rc<RefCell<UartPort<UicInput, S>>>,
 }
 
+/// What [`Board::attach_vm`] makes: the machine, and its BG/P devices if it has any.
+pub type VmMachine<S, F, R> = (Machine<S>, Option<BgpDevices<F, R>>);
+
 /// Why a board could not be attached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AttachError {
@@ -355,12 +358,11 @@ impl Board {
     /// `[0, ram_len)`, the endpoint's window, Fig. 6). One model per kind serves all of its
     /// windows (the collective's VC1 window is `VC_STRIDE` into the model, the DMA DCRs
     /// follow the torus DCRs). Without `fabric`, a board with BG/P devices does not attach.
-    #[allow(clippy::type_complexity)]
     pub fn attach_vm<S: TxSink + 'static, F: FabricApi + 'static, R: GuestRam + 'static>(
         &self,
         console: S,
         fabric: Option<(VmEndpoint<F>, Ram<R>, u64)>,
-    ) -> Result<(Machine<S>, Option<BgpDevices<F, R>>), AttachError> {
+    ) -> Result<VmMachine<S, F, R>, AttachError> {
         let Some((endpoint, ram, ram_len)) = fabric else {
             return self.attach(console).map(|m| (m, None));
         };
@@ -401,7 +403,10 @@ impl Board {
                     let mac = endpoint.frame_mac();
                     let shared = SharedRam(ram.clone());
                     let n = Rc::new(RefCell::new(VirtioNet::new(shared, endpoint.clone(), mac)));
-                    net = Some((n.clone(), d.irq?));
+                    net = Some(Nic {
+                        model: n.clone(),
+                        uic_input: d.irq?,
+                    });
                     Some(Attachment::Mmio(n))
                 }
                 (Model::TorusDma, window) => {

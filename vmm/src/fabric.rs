@@ -385,8 +385,13 @@ pub struct BgpDevices<F: FabricApi, R: GuestRam> {
     pub bic: Rc<RefCell<VBic>>,
     pub coll: Option<Rc<RefCell<VColl<F>>>>,
     pub torus: Option<Rc<RefCell<VTorus<F>>>>,
-    /// The virtio NIC and the UIC0 input of its interrupt.
-    pub net: Option<(Rc<RefCell<VNet<F, R>>>, u32)>,
+    pub net: Option<Nic<F, R>>,
+}
+
+/// The virtio NIC of a VM and the UIC0 input of its interrupt.
+pub struct Nic<F: FabricApi, R: GuestRam> {
+    pub model: Rc<RefCell<VNet<F, R>>>,
+    pub uic_input: u32,
 }
 
 impl<F: FabricApi, R: GuestRam> BgpDevices<F, R> {
@@ -413,12 +418,12 @@ impl<F: FabricApi, R: GuestRam> BgpDevices<F, R> {
             }
         }
         self.bic.borrow_mut().set_lines(&lines);
-        if let Some((n, input)) = &self.net {
-            let mut n = n.borrow_mut();
+        if let Some(nic) = &self.net {
+            let mut n = nic.model.borrow_mut();
             if self.endpoint.frames_queued() > 0 {
                 n.poll_rx();
             }
-            uic.borrow_mut().set_input(*input, n.irq());
+            uic.borrow_mut().set_input(nic.uic_input, n.irq());
             if let Some((d, k)) = n.take_diagnostic() {
                 log(format_args!("virtio-net: {d} ({k} since the last report)"));
             }

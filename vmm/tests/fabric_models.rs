@@ -186,7 +186,7 @@ impl Vm {
     }
 
     fn net_irq(&self) -> bool {
-        self.bgp.net.as_ref().expect("a NIC").0.borrow().irq()
+        self.bgp.net.as_ref().expect("a NIC").model.borrow().irq()
     }
 
     fn torus_diagnostic(&self) -> Option<(kestrel_devices::torus::Diagnostic, u32)> {

@@ -143,19 +143,20 @@ pub extern "C" fn task_main() {
                     "vmm: the VMs' fabric is the service kestrel-fabric ({:?})",
                     f.thread()
                 );
-                return run(nvms, archive, &vcpus, &Rc::new(RefCell::new(f)));
+                return run(archive, &vcpus, &Rc::new(RefCell::new(f)));
             }
             Err(e) => println!("vmm: vmm.fabric=service, but {e}; the engine runs in-process"),
         }
     }
-    run(nvms, archive, &vcpus, &local());
+    run(archive, &vcpus, &local());
 }
 
-/// Creates the VMs, each an endpoint of `node`, and serves them.
-fn run<F: VmFabric>(nvms: usize, archive: &[u8], vcpus: &[ThreadId], node: &Node<F>) {
+/// Creates a VM per vCPU in `vcpus`, each an endpoint of `node`, and serves them.
+fn run<F: VmFabric>(archive: &[u8], vcpus: &[ThreadId], node: &Node<F>) {
+    let nvms = vcpus.len();
     let mut vms: heapless::Vec<Vm<F>, MAX_VMS> = heapless::Vec::new();
-    for i in 0..nvms {
-        match create_vm(i, nvms, archive, vcpus[i], node) {
+    for (i, &vcpu) in vcpus.iter().enumerate() {
+        match create_vm(i, nvms, archive, vcpu, node) {
             Ok(vm) => {
                 let _ = vms.push(vm);
             }
