@@ -77,6 +77,19 @@ pub struct Window {
     pub event: ThreadId,
 }
 
+impl Window {
+    /// The window `[addr, addr + len)` with its shared page at `shared_page`, the events
+    /// going to the calling thread.
+    pub fn new(addr: u32, len: u32, shared_page: u32) -> Window {
+        Window {
+            addr,
+            len,
+            shared_page,
+            event: kestrel_user::sys::my_id(),
+        }
+    }
+}
+
 /// Per endpoint: what [`Service::info`] answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Info {

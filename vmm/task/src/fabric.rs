@@ -71,13 +71,8 @@ impl VmFabric for Service {
         let shared = SHARED_PAGES_VA + vm as u32 * 4096;
         kestrel_user::root::ram(shared, 4096, 12).map_err(|_| FabricError::BadWindow)?;
         let len = u32::try_from(len).map_err(|_| FabricError::BadWindow)?;
-        let window = Window {
-            addr: first,
-            len,
-            shared_page: shared,
-            event: kestrel_user::sys::my_id(),
-        };
-        self.attach(window).map_err(Into::into)
+        self.attach(Window::new(first, len, shared))
+            .map_err(Into::into)
     }
 
     fn events_from(&self) -> Option<ThreadId> {

@@ -105,13 +105,7 @@ pub extern "C" fn task_main() {
         }
     };
     let mut port = service;
-    let window = Window {
-        addr: WINDOW,
-        len: WINDOW_LEN,
-        shared_page: SHARED,
-        event: sys::my_id(),
-    };
-    let (ep, bus_base) = match port.attach(window) {
+    let (ep, bus_base) = match port.attach(Window::new(WINDOW, WINDOW_LEN, SHARED)) {
         Ok(a) => a,
         Err(e) => {
             println!("cannot attach to the fabric: {e}");

@@ -111,12 +111,7 @@ fn revoke(
         println!("revoke: no memory for a second window: {e}");
         return Ok(());
     }
-    let (b, b_bus) = port.attach(Window {
-        addr: WINDOW2,
-        len: WINDOW_LEN,
-        shared_page: SHARED2,
-        event: sys::my_id(),
-    })?;
+    let (b, b_bus) = port.attach(Window::new(WINDOW2, WINDOW_LEN, SHARED2))?;
     // The second endpoint takes part in no collective class (no reduction waits for it).
     for r in 0..kestrel_bgp::coll::RDR_COUNT {
         port.dcr_write(
@@ -294,13 +289,7 @@ pub extern "C" fn task_main() {
             return;
         }
     };
-    let window = Window {
-        addr: WINDOW,
-        len: WINDOW_LEN,
-        shared_page: SHARED,
-        event: sys::my_id(),
-    };
-    let (ep, bus_base) = match port.attach(window) {
+    let (ep, bus_base) = match port.attach(Window::new(WINDOW, WINDOW_LEN, SHARED)) {
         Ok(a) => a,
         Err(e) => {
             println!("cannot attach to the fabric: {e}");
