@@ -10,7 +10,7 @@
 //! The calls come in two shapes: non-blocking (`try_recv`, `reduce_start` +
 //! `reduce_poll`), which a host test drives for several ranks in one thread, and blocking
 //! (`recv`, `allreduce`, `barrier`), which take a `wait` function that sleeps until the
-//! fabric has news (on the target: the service's event, `service::Native::wait`).
+//! fabric has news (on the target: the service's event, `service::Service::wait`).
 
 #![no_std]
 #![forbid(unsafe_op_in_unsafe_fn)]
