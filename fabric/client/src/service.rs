@@ -232,10 +232,11 @@ impl Service {
     }
 }
 
-/// The fabric's calls over IPC. Only calls that may change another endpoint's lines or
-/// queues (register and DCR accesses, receives, frames, detach) make the next
-/// `take_changed` ask the service; the service's events for the rest arrive as `EVENT`
-/// messages ([`Service::note_event`]).
+/// The fabric's calls over IPC. Attach, detach, register and DCR accesses, receives and
+/// frames make the next `take_changed` ask the service; a collective injection and the
+/// queries do not (what an injection delivered to the caller's other endpoints comes as an
+/// `EVENT`, [`Service::note_event`]), so a client that polls after each of its own calls
+/// pays no IPC for calls that changed nothing.
 impl FabricApi for Service {
     type Error = Error;
     type Window = Window;
