@@ -5,8 +5,7 @@ use kestrel_bgp::{bic, c_header, coll, dma, TABLES};
 use std::path::PathBuf;
 
 fn header_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../guests/linux/modules/include/kestrel_bgp.h")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guests/linux/modules/include/kestrel_bgp.h")
 }
 
 #[test]

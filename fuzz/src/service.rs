@@ -1,5 +1,5 @@
 //! Target `service`: everything of the fabric service's side that parses what a client or a
-//! guest sends (`kestrel_fabric_client`, ADR 0020): request decoding, reply decoding, the
+//! guest sends (`kestrel_fabric::proto`, ADR 0020): request decoding, reply decoding, the
 //! torus message reassembly (packets with any Put_Offset, source id and payload), bgnet's
 //! collective framing reassembly, and the echo peer's frame answering.
 //!
@@ -9,8 +9,8 @@
 //! header says; an answer never outgrows the frame it answers (or the 60-byte minimum).
 
 use crate::input::{Input, SeedWriter};
+use kestrel_fabric::proto::{self, decode_reply, encode_reply, Request};
 use kestrel_net::{self as net, answer, Answer, CollReassembly, Me, MAX_FRAME};
-use kestrel_fabric_client::proto::{self, decode_reply, reply_words, Request};
 use kestrel_spi::{Packet, Reassembly, LINK_HDR, MAX_MSG};
 
 /// Operation selectors, for [`seed`].
@@ -53,8 +53,15 @@ pub fn run(data: &[u8]) {
                 };
                 let n = input.below(8) as usize;
                 let w: Vec<u32> = (0..n).map(|_| input.u32()).collect();
-                let o = input.u8() as u16 % (proto::op::LAST + 2);
-                let _ = decode_reply(reply_words(o), label, &w);
+                let o = input.u8() as u16 % (proto::LAST_OP + 2);
+                if let Ok(r) = decode_reply(o, label, &w) {
+                    let e = encode_reply(&Ok(r));
+                    assert_eq!(
+                        decode_reply(o, e.label, e.words()),
+                        Ok(r),
+                        "reply round trip"
+                    );
+                }
             }
             op::PACKET => {
                 let word3 = u32::from(input.u8() % 3);

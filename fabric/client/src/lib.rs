@@ -1,10 +1,9 @@
 //! `kestrel-fabric-client`: the IPC transport to the fabric service (`kestrel-fabric`,
 //! `docs/adr/0020-fabric-service.md`), for native programs and the VMM.
 //!
-//! - [`proto`]: the service's IPC protocol (requests, replies, events, the shared page and
-//!   the service's address-space layout), host-tested and fuzzed;
 //! - `service` (PowerPC 440 only): `service::Service`, the client: the fabric's calls
-//!   (`kestrel_fabric::FabricApi`) as one IPC call each.
+//!   (`kestrel_fabric::FabricApi`) as the protocol's calls (`kestrel_fabric::proto`, the one
+//!   wire codec) over IPC, one per call.
 //!
 //! The libraries native programs link over this transport live in `native/`: the SPI-like
 //! layer (`kestrel-spi`), the MPI-like layer (`kestrel-mpi`) and the network peer
@@ -13,6 +12,5 @@
 #![no_std]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
-pub mod proto;
 #[cfg(target_arch = "powerpc")]
 pub mod service;

@@ -13,15 +13,15 @@
 //! [`Error`]'s conversion, and as "nothing" for the queries (zero lines, no diagnostic),
 //! so a VM whose fabric died sees a dead device, never a stopped VMM.
 
-use crate::proto::{
-    self, decode_reply, layout, mac_from_words, reply_words, shared, FabricErr, Request,
-    MAX_ENDPOINTS, MAX_FRAME,
-};
+use kestrel_abi::idl::{Transport, Words};
 use kestrel_abi::root::pieces;
 use kestrel_abi::{Fpage, MapItem, Rights, ThreadId, PAGE_SIZE};
 use kestrel_fabric::coll::PAYLOAD;
+use kestrel_fabric::proto::{
+    self, layout, mac_from_words, reply, shared, FabricErr, Request, MAX_ENDPOINTS, MAX_FRAME,
+};
 use kestrel_fabric::{Coords, Diagnostic, EpId, FabricApi, FabricError, Stats, IRQ_WORDS};
-use kestrel_user::ipc::{call, IpcErr, Msg};
+use kestrel_user::ipc::{call_words, IpcErr};
 
 /// The service's module name (what `root.start=` names and [`Service::connect`] looks up).
 pub const SERVICE_NAME: &str = "kestrel-fabric";
@@ -44,6 +44,21 @@ impl core::fmt::Display for Error {
             Error::Ipc(e) => write!(f, "IPC to the fabric failed: {:?} ({:?})", e.error, e.phase),
             Error::Refused(e) => write!(f, "the fabric refused: {e}"),
         }
+    }
+}
+
+impl From<FabricErr> for Error {
+    fn from(e: FabricErr) -> Error {
+        Error::Refused(e)
+    }
+}
+
+/// The service as the transport of its protocol's calls ([`proto::Client`]): one IPC call
+/// to the fabric thread, with the request's map items.
+impl Transport<FabricErr> for Service {
+    type Error = Error;
+    fn call(&self, request: &Words, items: &[MapItem]) -> Result<Words, Error> {
+        call_words(self.thread, request, items).map_err(Error::Ipc)
     }
 }
 
@@ -158,32 +173,21 @@ impl Service {
         self.take_changed().unwrap_or(0)
     }
 
-    fn request(&self, r: Request, items: &[MapItem]) -> Result<[u32; proto::MAX_WORDS], Error> {
-        let w = r.encode();
-        let mut m = Msg::with_words(w.label, w.words());
-        for &it in items {
-            m.push_item(it);
-        }
-        let reply = call(self.thread, &m).map_err(Error::Ipc)?;
-        let n = reply.tag.untyped().min(proto::MAX_WORDS);
-        let words: [u32; proto::MAX_WORDS] = core::array::from_fn(|i| reply.mr(i + 1));
-        decode_reply(reply_words(r.op()), reply.label(), &words[..n]).map_err(Error::Refused)
-    }
-
-    /// A request that may change the fabric (the next `take_changed` asks the service).
-    fn change(&self, r: Request) -> Result<[u32; proto::MAX_WORDS], Error> {
+    /// The service, for a call that may change the fabric (the next `take_changed` asks
+    /// the service).
+    fn changing(&self) -> &Service {
         self.dirty.set(true);
-        self.request(r, &[])
+        self
     }
 
     /// What the service tells about endpoint `ep`.
     pub fn info(&self, ep: EpId) -> Result<Info, Error> {
-        let w = self.request(Request::Info { ep: ep.0 }, &[])?;
+        let i = proto::Client::info(self, ep.0)?;
         Ok(Info {
-            coords: w[0],
-            node_address: w[1],
-            mac: mac_from_words(w[2], w[3]),
-            bus_base: (u64::from(w[4]) << 32) | u64::from(w[5]),
+            coords: i.coords,
+            node_address: i.node_address,
+            mac: mac_from_words(i.mac_hi, i.mac_lo),
+            bus_base: i.bus_base,
         })
     }
 
@@ -275,26 +279,25 @@ impl FabricApi for Service {
         items[n] = MapItem::map(layout::SHARED_OFFSET, Fpage::page(shared_page, Rights::RW));
         n += 1;
         self.dirty.set(true);
-        let w = self.request(
-            Request::Attach {
-                window_len: len,
-                event: event.0,
-            },
-            &items[..n],
-        )?;
-        let ep = EpId(w[0] as u8);
-        let bus_base = (u64::from(w[1]) << 32) | u64::from(w[2]);
+        let request = Request::Attach {
+            window_len: len,
+            event: event.0,
+        };
+        let w = self.call(&request.encode(), &items[..n])?;
+        let r = reply::Attach::decode(w.label, w.words())?;
+        let ep = EpId(r.ep as u8);
+        let bus_base = r.bus_base;
         if let Some(a) = self.eps.get_mut(usize::from(ep.0)) {
             *a = Attached {
                 window: addr,
                 len,
                 shared: shared_page,
                 coords: Coords {
-                    x: (w[3] >> kestrel_bgp::torus::COORD_X_SHIFT) as u8,
-                    y: (w[3] >> kestrel_bgp::torus::COORD_Y_SHIFT) as u8,
-                    z: (w[3] >> kestrel_bgp::torus::COORD_Z_SHIFT) as u8,
+                    x: (r.coords >> kestrel_bgp::torus::COORD_X_SHIFT) as u8,
+                    y: (r.coords >> kestrel_bgp::torus::COORD_Y_SHIFT) as u8,
+                    z: (r.coords >> kestrel_bgp::torus::COORD_Z_SHIFT) as u8,
                 },
-                node_address: w[4],
+                node_address: r.node_address,
                 bus_base,
             };
         }
@@ -303,7 +306,7 @@ impl FabricApi for Service {
 
     /// Detaches `ep` (its pages stay mapped in this space).
     fn detach(&mut self, ep: EpId) {
-        if self.change(Request::Detach { ep: ep.0 }).is_ok() {
+        if proto::Client::detach(self.changing(), ep.0).is_ok() {
             if let Some(a) = self.eps.get_mut(usize::from(ep.0)) {
                 *a = Attached::default();
             }
@@ -324,25 +327,19 @@ impl FabricApi for Service {
     }
 
     fn dma_read(&mut self, ep: EpId, offset: u32) -> Result<u32, Error> {
-        self.change(Request::DmaRead { ep: ep.0, offset })
-            .map(|w| w[0])
+        proto::Client::dma_read(self.changing(), ep.0, offset).map(|r| r.value)
     }
 
     fn dma_write(&mut self, ep: EpId, offset: u32, value: u32) -> Result<(), Error> {
-        let ep = ep.0;
-        self.change(Request::DmaWrite { ep, offset, value })
-            .map(|_| ())
+        proto::Client::dma_write(self.changing(), ep.0, offset, value).map(|_| ())
     }
 
     fn dcr_read(&mut self, ep: EpId, dcr: u32) -> Result<u32, Error> {
-        self.change(Request::DcrRead { ep: ep.0, dcr })
-            .map(|w| w[0])
+        proto::Client::dcr_read(self.changing(), ep.0, dcr).map(|r| r.value)
     }
 
     fn dcr_write(&mut self, ep: EpId, dcr: u32, value: u32) -> Result<(), Error> {
-        let ep = ep.0;
-        self.change(Request::DcrWrite { ep, dcr, value })
-            .map(|_| ())
+        proto::Client::dcr_write(self.changing(), ep.0, dcr, value).map(|_| ())
     }
 
     fn tree_inject(
@@ -353,9 +350,7 @@ impl FabricApi for Service {
         payload: &[u8; PAYLOAD],
     ) -> Result<(), Error> {
         self.put(ep, shared::PAYLOAD, payload)?;
-        let (ep, vc) = (ep.0, vc as u32);
-        self.request(Request::TreeInject { ep, vc, header }, &[])
-            .map(|_| ())
+        proto::Client::tree_inject(self, ep.0, vc as u32, header).map(|_| ())
     }
 
     fn tree_receive(
@@ -364,26 +359,16 @@ impl FabricApi for Service {
         vc: usize,
         payload: &mut [u8; PAYLOAD],
     ) -> Result<Option<u32>, Error> {
-        let w = self.change(Request::TreeReceive {
-            ep: ep.0,
-            vc: vc as u32,
-        })?;
-        if w[0] == 0 {
+        let r = proto::Client::tree_receive(self.changing(), ep.0, vc as u32)?;
+        if r.found == 0 {
             return Ok(None);
         }
         self.get(ep, shared::PAYLOAD, payload)?;
-        Ok(Some(w[1]))
+        Ok(Some(r.header))
     }
 
     fn tree_status(&self, ep: EpId, vc: usize) -> u32 {
-        self.request(
-            Request::TreeStatus {
-                ep: ep.0,
-                vc: vc as u32,
-            },
-            &[],
-        )
-        .map_or(0, |w| w[0])
+        proto::Client::tree_status(self, ep.0, vc as u32).map_or(0, |r| r.status)
     }
 
     fn frame_send(&mut self, ep: EpId, frame: &[u8]) -> Result<(), Error> {
@@ -391,34 +376,29 @@ impl FabricApi for Service {
             return Err(Error::Refused(FabricErr::BadLength));
         }
         self.put(ep, shared::PAYLOAD, frame)?;
-        self.change(Request::FrameSend {
-            ep: ep.0,
-            len: frame.len() as u32,
-        })
-        .map(|_| ())
+        proto::Client::frame_send(self.changing(), ep.0, frame.len() as u32).map(|_| ())
     }
 
     /// A frame longer than `buf` is cut to it.
     fn frame_receive(&mut self, ep: EpId, buf: &mut [u8]) -> Result<Option<usize>, Error> {
-        let w = self.change(Request::FrameReceive { ep: ep.0 })?;
-        if w[0] == 0 {
+        let r = proto::Client::frame_receive(self.changing(), ep.0)?;
+        if r.found == 0 {
             return Ok(None);
         }
-        let n = (w[1] as usize).min(buf.len()).min(MAX_FRAME);
+        let n = (r.len as usize).min(buf.len()).min(MAX_FRAME);
         self.get(ep, shared::PAYLOAD, &mut buf[..n])?;
         Ok(Some(n))
     }
 
     /// Frames waiting for `ep` (0 if the service cannot be asked).
     fn frames_queued(&self, ep: EpId) -> usize {
-        self.request(Request::FramesQueued { ep: ep.0 }, &[])
-            .map_or(0, |w| w[0] as usize)
+        proto::Client::frames_queued(self, ep.0).map_or(0, |r| r.frames as usize)
     }
 
     fn irq_lines(&self, ep: EpId) -> [u32; IRQ_WORDS] {
         let mut b = [0u8; 4 * proto::LINE_WORDS];
-        let got = self
-            .request(Request::IrqLines { ep: ep.0 }, &[])
+        let got = proto::Client::irq_lines(self, ep.0)
+            .map_err(Error::from)
             .and_then(|_| self.get(ep, shared::LINES, &mut b));
         let mut out = [0; IRQ_WORDS];
         if got.is_ok() {
@@ -435,16 +415,14 @@ impl FabricApi for Service {
         if !self.dirty.replace(false) {
             return Ok(0);
         }
-        self.request(Request::TakeChanged, &[]).map(|w| w[0])
+        proto::Client::take_changed(self).map(|r| r.mask)
     }
 
     /// The service's four counters (`kestrel_fabric::proto::stats_words`): all packets as
     /// `dma_packets_sent`, torus payload bytes as `dma_bytes_sent`, drops, errors; the other
     /// counters read 0 (saturated to 32 bits).
     fn stats(&self, ep: EpId) -> Stats {
-        let s = self
-            .request(Request::Stats { ep: ep.0 }, &[])
-            .map_or([0; 4], |w| [w[0], w[1], w[2], w[3]]);
+        let s = proto::Client::stats(self, ep.0).map_or([0; 4], |r| r.counters);
         Stats {
             dma_packets_sent: u64::from(s[0]),
             dma_bytes_sent: u64::from(s[1]),
@@ -455,13 +433,11 @@ impl FabricApi for Service {
     }
 
     fn take_diagnostic(&mut self, ep: EpId) -> Option<Diagnostic> {
-        let w = self
-            .request(Request::TakeDiagnostic { ep: ep.0 }, &[])
-            .ok()?;
-        if w[0] == 0 {
+        let r = proto::Client::take_diagnostic(self, ep.0).ok()?;
+        if r.found == 0 {
             return None;
         }
-        kestrel_fabric::proto::diagnostic_from_words([w[1], w[2], w[3], w[4]])
+        proto::diagnostic_from_words(r.diagnostic)
     }
 
     fn mem_read(&mut self, ep: EpId, offset: u32, buf: &mut [u8]) -> Result<(), Error> {

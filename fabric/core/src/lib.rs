@@ -17,8 +17,8 @@
 //!   of 8 packets per VC, status words, exception flags;
 //! - [`frame`]: Ethernet frames routed by destination MAC (bgnet's rule);
 //! - interrupts: [`Fabric::irq_lines`] (BIC line levels) and [`Fabric::take_changed`];
-//! - [`proto`]: the engine's side of the fabric service protocol (error codes, diagnostics
-//!   and stats as words; the wire codec itself is `kestrel_fabric_client::proto`).
+//! - [`proto`]: the fabric service's IPC protocol, its one wire codec (the operations'
+//!   table, the shared page, error codes, diagnostics and stats as words).
 //!
 //! Bad input never panics and never touches memory outside the windows of the endpoints
 //! involved: it sets an error bit (DMA fatal status, collective exception flags), drops and

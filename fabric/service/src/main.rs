@@ -1,7 +1,7 @@
 //! `kestrel-fabric`: the node's interconnect as a native Kestrel service (paper §4.3,
 //! `docs/adr/0020-fabric-service.md`). One [`Fabric`] engine (fabric/core) behind one IPC
 //! loop serves every client — the VMM for each of its VMs, and native programs — over the
-//! protocol of `kestrel_fabric_client::proto`.
+//! protocol of `kestrel_fabric::proto` (its `Server` side).
 //!
 //! - **Threads.** The first thread serves (it is the one the root task's `Lookup` names);
 //!   a second thread, paged by the root task, is its pager: faults in the image are
@@ -40,11 +40,11 @@ use kestrel_abi::{
     exreg, map_target, unmapflags, Fpage, IpcError, IpcPhase, Rights, ThreadId, Timeout, Timeouts,
 };
 use kestrel_bgp::torus::coord_word;
-use kestrel_fabric::{EpId, Fabric, FabricApi, FabricError, MemError, Memory, MAX_ENDPOINTS};
-use kestrel_fabric_client::proto::{
-    self, encode_reply, layout, mac_words, shared, FabricErr, Request, LINE_WORDS, MAX_FRAME,
+use kestrel_fabric::proto::{
+    self, layout, mac_words, reply, shared, FabricErr, Request, Words, LINE_WORDS, MAX_FRAME,
     TREE_PAYLOAD,
 };
+use kestrel_fabric::{EpId, Fabric, FabricApi, FabricError, MemError, Memory, MAX_ENDPOINTS};
 use kestrel_user::ipc::{ipc, Msg};
 use kestrel_user::mem::{map_reply, PageFault};
 use kestrel_user::pager::share_image;
@@ -211,7 +211,7 @@ fn shared_write(k: usize, at: usize, data: &[u8]) {
 
 /// The engine's refusal as a wire code.
 fn engine_err(e: FabricError) -> FabricErr {
-    FabricErr::Engine(kestrel_fabric::proto::error_code(e))
+    FabricErr::Engine(proto::error_code(e))
 }
 
 /// Who holds each endpoint, and what the clients have not been told yet.
@@ -433,29 +433,30 @@ impl Server {
         free: Option<usize>,
         window: Fpage,
     ) -> (Msg, bool) {
-        let n = msg.tag.untyped().min(proto::MAX_WORDS);
-        let words: [u32; proto::MAX_WORDS] = core::array::from_fn(|i| msg.mr(i + 1));
-        let words = &words[..n];
+        let w = msg.words();
         let Some(req) = (if msg.tag.untyped() <= proto::MAX_WORDS {
-            Request::decode(msg.label(), words)
+            Request::decode(w.label, w.words())
         } else {
             None
         }) else {
             return (reply(Err(FabricErr::BadRequest)), false);
         };
-        if let Request::Attach { window_len, event } = req {
-            return match self.attach(from, msg, window_len, ThreadId(event), free, window) {
-                Ok(w) => (reply(Ok(&w)), true),
-                Err(e) => (reply(Err(e)), false),
-            };
-        }
         if let Some(ep) = req.ep() {
             let k = usize::from(ep);
             if self.clients.owner[k] != from {
                 return (reply(Err(FabricErr::NotOwner)), false);
             }
         }
-        let r = self.call(from, req);
+        let mut call = Call {
+            from,
+            msg: *msg,
+            free,
+            window,
+        };
+        let r = req.serve(self, &mut call);
+        if let Request::Attach { .. } = req {
+            return (reply(r), r.is_ok());
+        }
         self.collect();
         // A revoked window or shared page makes the answer worthless.
         if let Some(ep) = req.ep() {
@@ -463,13 +464,12 @@ impl Server {
                 return (reply(Err(FabricErr::Revoked)), false);
             }
         }
-        match r {
-            Ok((w, len)) => (reply(Ok(&w[..len])), false),
-            Err(e) => (reply(Err(e)), false),
-        }
+        (reply(r), false)
     }
 
-    fn attach(
+    /// Attaches an endpoint in slot `free` for `from`, whose message `msg` maps its window
+    /// (`len` bytes) and shared page into the receive window `window`.
+    fn attach_endpoint(
         &mut self,
         from: ThreadId,
         msg: &Msg,
@@ -477,7 +477,7 @@ impl Server {
         event: ThreadId,
         free: Option<usize>,
         window: Fpage,
-    ) -> Result<[u32; 5], FabricErr> {
+    ) -> Result<reply::Attach, FabricErr> {
         let k = free.ok_or(FabricErr::NoEndpoint)?;
         if len == 0 || len > layout::WINDOW_MAX || !len.is_multiple_of(kestrel_abi::PAGE_SIZE) {
             return Err(FabricErr::BadWindow);
@@ -529,136 +529,214 @@ impl Server {
             "endpoint {k} attached by {from:?}: window {} KiB at bus {bus:#x}, events to {event:?}",
             len >> 10
         );
-        Ok([
-            k as u32,
-            (bus >> 32) as u32,
-            bus as u32,
-            coord_word(c.x, c.y, c.z),
-            self.fabric.node_address(ep),
-        ])
-    }
-
-    /// Runs a request on an endpoint the caller owns; returns the reply words.
-    fn call(&mut self, from: ThreadId, req: Request) -> Result<([u32; 6], usize), FabricErr> {
-        let f = &mut self.fabric;
-        let mut w = [0u32; 6];
-        let n = match req {
-            Request::Attach { .. } => return Err(FabricErr::BadRequest),
-            Request::Detach { ep } => {
-                println!("endpoint {ep} detached by its client");
-                self.detach(usize::from(ep));
-                0
-            }
-            Request::Info { ep } => {
-                let e = EpId(ep);
-                let c = f.coords(e);
-                let (hi, lo) = mac_words(f.frame_mac(e));
-                let (bus, _) = f.window(e).unwrap_or((0, 0));
-                w = [
-                    coord_word(c.x, c.y, c.z),
-                    f.node_address(e),
-                    hi,
-                    lo,
-                    (bus >> 32) as u32,
-                    bus as u32,
-                ];
-                6
-            }
-            Request::DmaRead { ep, offset } => {
-                w[0] = f.dma_read(EpId(ep), offset).map_err(engine_err)?;
-                1
-            }
-            Request::DmaWrite { ep, offset, value } => {
-                f.dma_write(EpId(ep), offset, value).map_err(engine_err)?;
-                0
-            }
-            Request::DcrRead { ep, dcr } => {
-                w[0] = f.dcr_read(EpId(ep), dcr).map_err(engine_err)?;
-                1
-            }
-            Request::DcrWrite { ep, dcr, value } => {
-                f.dcr_write(EpId(ep), dcr, value).map_err(engine_err)?;
-                0
-            }
-            Request::TreeInject { ep, vc, header } => {
-                let mut p = [0u8; TREE_PAYLOAD];
-                shared_read(usize::from(ep), shared::PAYLOAD, &mut p);
-                f.tree_inject(EpId(ep), vc as usize, header, &p)
-                    .map_err(engine_err)?;
-                0
-            }
-            Request::TreeReceive { ep, vc } => {
-                let mut p = [0u8; TREE_PAYLOAD];
-                if let Ok(Some(h)) = f.tree_receive(EpId(ep), vc as usize, &mut p) {
-                    shared_write(usize::from(ep), shared::PAYLOAD, &p);
-                    w[0] = 1;
-                    w[1] = h;
-                }
-                2
-            }
-            Request::TreeStatus { ep, vc } => {
-                w[0] = f.tree_status(EpId(ep), vc as usize);
-                1
-            }
-            Request::FrameSend { ep, len } => {
-                let len = len as usize;
-                if len > MAX_FRAME {
-                    return Err(FabricErr::BadLength);
-                }
-                let mut b = [0u8; MAX_FRAME];
-                shared_read(usize::from(ep), shared::PAYLOAD, &mut b[..len]);
-                f.frame_send(EpId(ep), &b[..len]).map_err(engine_err)?;
-                0
-            }
-            Request::FrameReceive { ep } => {
-                let mut b = [0u8; MAX_FRAME];
-                if let Ok(Some(n)) = f.frame_receive(EpId(ep), &mut b) {
-                    let n = n.min(MAX_FRAME);
-                    shared_write(usize::from(ep), shared::PAYLOAD, &b[..n]);
-                    w[0] = 1;
-                    w[1] = n as u32;
-                }
-                2
-            }
-            Request::IrqLines { ep } => {
-                let lines = f.irq_lines(EpId(ep));
-                let mut b = [0u8; 4 * LINE_WORDS];
-                for (i, l) in lines.iter().take(LINE_WORDS).enumerate() {
-                    b[4 * i..4 * i + 4].copy_from_slice(&l.to_be_bytes());
-                }
-                shared_write(usize::from(ep), shared::LINES, &b);
-                0
-            }
-            Request::TakeChanged => {
-                self.collect();
-                let mine = self.clients.changed & self.clients.owned_by(from);
-                self.clients.changed &= !mine;
-                self.clients.told &= !mine;
-                w[0] = mine;
-                1
-            }
-            Request::FramesQueued { ep } => {
-                w[0] = f.frames_queued(EpId(ep)) as u32;
-                1
-            }
-            Request::TakeDiagnostic { ep } => {
-                if let Some(d) = f.take_diagnostic(EpId(ep)) {
-                    let [a, b, c, v] = kestrel_fabric::proto::diagnostic_words(&d);
-                    w = [1, a, b, c, v, 0];
-                }
-                5
-            }
-            Request::Stats { ep } => {
-                let [a, b, c, d] = kestrel_fabric::proto::stats_words(&f.stats(EpId(ep)));
-                w[..4].copy_from_slice(&[a, b, c, d]);
-                4
-            }
-        };
-        Ok((w, n))
+        Ok(reply::Attach {
+            ep: k as u32,
+            bus_base: bus,
+            coords: coord_word(c.x, c.y, c.z),
+            node_address: self.fabric.node_address(ep),
+        })
     }
 }
 
-fn reply(r: Result<&[u32], FabricErr>) -> Msg {
-    let w = encode_reply(r);
-    Msg::with_words(w.label, w.words())
+/// What the service knows of a request beside its words: the sender, the message (its map
+/// items), and the slot and receive window it arrived in.
+struct Call {
+    from: ThreadId,
+    msg: Msg,
+    free: Option<usize>,
+    window: Fpage,
+}
+
+/// The protocol's operations; `handle` has checked that the caller owns the endpoint a
+/// request names.
+impl proto::Server for Server {
+    type Caller = Call;
+
+    fn attach(
+        &mut self,
+        c: &mut Call,
+        window_len: u32,
+        event: u32,
+    ) -> Result<reply::Attach, FabricErr> {
+        let msg = c.msg;
+        self.attach_endpoint(c.from, &msg, window_len, ThreadId(event), c.free, c.window)
+    }
+
+    fn detach(&mut self, _: &mut Call, ep: u8) -> Result<reply::Detach, FabricErr> {
+        println!("endpoint {ep} detached by its client");
+        Server::detach(self, usize::from(ep));
+        Ok(reply::Detach {})
+    }
+
+    fn info(&mut self, _: &mut Call, ep: u8) -> Result<reply::Info, FabricErr> {
+        let (f, e) = (&self.fabric, EpId(ep));
+        let c = f.coords(e);
+        let (mac_hi, mac_lo) = mac_words(f.frame_mac(e));
+        let (bus_base, _) = f.window(e).unwrap_or((0, 0));
+        Ok(reply::Info {
+            coords: coord_word(c.x, c.y, c.z),
+            node_address: f.node_address(e),
+            mac_hi,
+            mac_lo,
+            bus_base,
+        })
+    }
+
+    fn dma_read(&mut self, _: &mut Call, ep: u8, offset: u32) -> Result<reply::DmaRead, FabricErr> {
+        let value = self.fabric.dma_read(EpId(ep), offset).map_err(engine_err)?;
+        Ok(reply::DmaRead { value })
+    }
+
+    fn dma_write(
+        &mut self,
+        _: &mut Call,
+        ep: u8,
+        offset: u32,
+        value: u32,
+    ) -> Result<reply::DmaWrite, FabricErr> {
+        self.fabric
+            .dma_write(EpId(ep), offset, value)
+            .map_err(engine_err)?;
+        Ok(reply::DmaWrite {})
+    }
+
+    fn dcr_read(&mut self, _: &mut Call, ep: u8, dcr: u32) -> Result<reply::DcrRead, FabricErr> {
+        let value = self.fabric.dcr_read(EpId(ep), dcr).map_err(engine_err)?;
+        Ok(reply::DcrRead { value })
+    }
+
+    fn dcr_write(
+        &mut self,
+        _: &mut Call,
+        ep: u8,
+        dcr: u32,
+        value: u32,
+    ) -> Result<reply::DcrWrite, FabricErr> {
+        self.fabric
+            .dcr_write(EpId(ep), dcr, value)
+            .map_err(engine_err)?;
+        Ok(reply::DcrWrite {})
+    }
+
+    fn tree_inject(
+        &mut self,
+        _: &mut Call,
+        ep: u8,
+        vc: u32,
+        header: u32,
+    ) -> Result<reply::TreeInject, FabricErr> {
+        let mut p = [0u8; TREE_PAYLOAD];
+        shared_read(usize::from(ep), shared::PAYLOAD, &mut p);
+        self.fabric
+            .tree_inject(EpId(ep), vc as usize, header, &p)
+            .map_err(engine_err)?;
+        Ok(reply::TreeInject {})
+    }
+
+    fn tree_receive(
+        &mut self,
+        _: &mut Call,
+        ep: u8,
+        vc: u32,
+    ) -> Result<reply::TreeReceive, FabricErr> {
+        let mut p = [0u8; TREE_PAYLOAD];
+        let Ok(Some(header)) = self.fabric.tree_receive(EpId(ep), vc as usize, &mut p) else {
+            return Ok(reply::TreeReceive {
+                found: 0,
+                header: 0,
+            });
+        };
+        shared_write(usize::from(ep), shared::PAYLOAD, &p);
+        Ok(reply::TreeReceive { found: 1, header })
+    }
+
+    fn tree_status(
+        &mut self,
+        _: &mut Call,
+        ep: u8,
+        vc: u32,
+    ) -> Result<reply::TreeStatus, FabricErr> {
+        let status = self.fabric.tree_status(EpId(ep), vc as usize);
+        Ok(reply::TreeStatus { status })
+    }
+
+    fn frame_send(
+        &mut self,
+        _: &mut Call,
+        ep: u8,
+        len: u32,
+    ) -> Result<reply::FrameSend, FabricErr> {
+        let len = len as usize;
+        if len > MAX_FRAME {
+            return Err(FabricErr::BadLength);
+        }
+        let mut b = [0u8; MAX_FRAME];
+        shared_read(usize::from(ep), shared::PAYLOAD, &mut b[..len]);
+        self.fabric
+            .frame_send(EpId(ep), &b[..len])
+            .map_err(engine_err)?;
+        Ok(reply::FrameSend {})
+    }
+
+    fn frame_receive(&mut self, _: &mut Call, ep: u8) -> Result<reply::FrameReceive, FabricErr> {
+        let mut b = [0u8; MAX_FRAME];
+        let Ok(Some(n)) = self.fabric.frame_receive(EpId(ep), &mut b) else {
+            return Ok(reply::FrameReceive { found: 0, len: 0 });
+        };
+        let n = n.min(MAX_FRAME);
+        shared_write(usize::from(ep), shared::PAYLOAD, &b[..n]);
+        Ok(reply::FrameReceive {
+            found: 1,
+            len: n as u32,
+        })
+    }
+
+    fn irq_lines(&mut self, _: &mut Call, ep: u8) -> Result<reply::IrqLines, FabricErr> {
+        let lines = self.fabric.irq_lines(EpId(ep));
+        let mut b = [0u8; 4 * LINE_WORDS];
+        for (i, l) in lines.iter().take(LINE_WORDS).enumerate() {
+            b[4 * i..4 * i + 4].copy_from_slice(&l.to_be_bytes());
+        }
+        shared_write(usize::from(ep), shared::LINES, &b);
+        Ok(reply::IrqLines {})
+    }
+
+    fn take_changed(&mut self, c: &mut Call) -> Result<reply::TakeChanged, FabricErr> {
+        self.collect();
+        let mine = self.clients.changed & self.clients.owned_by(c.from);
+        self.clients.changed &= !mine;
+        self.clients.told &= !mine;
+        Ok(reply::TakeChanged { mask: mine })
+    }
+
+    fn stats(&mut self, _: &mut Call, ep: u8) -> Result<reply::Stats, FabricErr> {
+        let counters = proto::stats_words(&self.fabric.stats(EpId(ep)));
+        Ok(reply::Stats { counters })
+    }
+
+    fn take_diagnostic(
+        &mut self,
+        _: &mut Call,
+        ep: u8,
+    ) -> Result<reply::TakeDiagnostic, FabricErr> {
+        Ok(match self.fabric.take_diagnostic(EpId(ep)) {
+            Some(d) => reply::TakeDiagnostic {
+                found: 1,
+                diagnostic: proto::diagnostic_words(&d),
+            },
+            None => reply::TakeDiagnostic {
+                found: 0,
+                diagnostic: [0; 4],
+            },
+        })
+    }
+
+    fn frames_queued(&mut self, _: &mut Call, ep: u8) -> Result<reply::FramesQueued, FabricErr> {
+        let frames = self.fabric.frames_queued(EpId(ep)) as u32;
+        Ok(reply::FramesQueued { frames })
+    }
+}
+
+fn reply(r: Result<Words, FabricErr>) -> Msg {
+    Msg::from_words(&r.unwrap_or_else(proto::encode_error))
 }

@@ -4,6 +4,7 @@
 //! written to the UTCB directly, so a [`Msg`] is cheap to copy.
 
 use crate::sys::{syscall, utcb};
+use kestrel_abi::idl::{Words, MAX_WORDS};
 use kestrel_abi::{
     Fpage, IpcError, IpcPhase, MapItem, MsgTag, Syscall, ThreadId, Timeout, Timeouts, REG_MRS,
 };
@@ -38,6 +39,19 @@ impl Msg {
             m.push(w);
         }
         m
+    }
+
+    /// A protocol message (`kestrel_abi::idl`): its label and words.
+    pub fn from_words(w: &Words) -> Msg {
+        Msg::with_words(w.label, w.words())
+    }
+
+    /// The message as a protocol's label and untyped words (the first
+    /// [`idl::MAX_WORDS`](kestrel_abi::idl::MAX_WORDS) of them).
+    pub fn words(&self) -> Words {
+        let n = self.tag.untyped().min(MAX_WORDS);
+        let w: [u32; MAX_WORDS] = core::array::from_fn(|i| self.mr(i + 1));
+        Words::new(self.label(), &w[..n])
     }
 
     /// Message register `i` (1-based; MR0 is the tag).
@@ -143,6 +157,16 @@ pub fn ipc(
 pub fn call(to: ThreadId, msg: &Msg) -> Result<Msg, IpcErr> {
     let (_, m, r) = ipc(to, to, Timeouts::NEVER, msg);
     r.map(|_| m)
+}
+
+/// A protocol's call (`kestrel_abi::idl::Transport`): the request's words and map items to
+/// `to`, the reply's words back.
+pub fn call_words(to: ThreadId, request: &Words, items: &[MapItem]) -> Result<Words, IpcErr> {
+    let mut m = Msg::from_words(request);
+    for &it in items {
+        m.push_item(it);
+    }
+    call(to, &m).map(|r| r.words())
 }
 
 /// Send with a timeout.

@@ -9,18 +9,10 @@
 //! thread a program has (its first thread, and every thread it had the root create) is
 //! the program's.
 //!
-//! | request | words | reply | items |
-//! |---|---|---|---|
-//! | [`Request::Ram`] | dest, size, align log2 | phys | grants of the zeroed block at dest |
-//! | [`Request::Threads`] | count | first number, count | |
-//! | [`Request::CreateThread`] | id, space, pager, priority, ip, sp | | |
-//! | [`Request::DeleteThread`] | id | | |
-//! | [`Request::Device`] | physical page | | map of the page at the same address |
-//! | [`Request::Interrupt`] | line, handler, flags | | |
-//! | [`Request::Vcpu`] | id, priority | | |
-//! | [`Request::Archive`] | dest | size, offset | read-only maps of the archive at dest |
-//! | [`Request::Exit`] | code | (none: the program is deleted) | |
-//! | [`Request::Lookup`] | name ([`name_words`]) | first thread of the running program | |
+//! The operations, their request and reply words and the items beside them are stated
+//! once, in the [`ipc_protocol!`](crate::ipc_protocol) table below, which generates the
+//! request enum [`Request`], the replies ([`reply`]), the client calls ([`Client`], over the
+//! runtime's IPC in `kestrel_user::root`) and the root task's side ([`Server`]).
 //!
 //! Priorities (`docs/adr/0013-priorities.md`): a program's first space has a ceiling,
 //! [`VMM_CEILING`] for programs with the vCPU right and [`PROGRAM_CEILING`] for the
@@ -42,8 +34,7 @@ pub const LABEL: u16 = 0x0500;
 pub const OK: u16 = 0x0000;
 /// Reply label: refused, MR1 = [`RootError`] code.
 pub const ERROR: u16 = 0x0501;
-/// Most untyped words in a request or reply (MR1..MR6, the register part of a message).
-pub const MAX_WORDS: usize = 6;
+pub use crate::idl::{Words, MAX_WORDS};
 /// Most map or grant items in one reply (two words each, MR1..MR63 minus the untyped).
 pub const MAX_ITEMS: usize = 28;
 /// Largest block one [`Request::Ram`] hands out.
@@ -62,213 +53,61 @@ pub const PROGRAM_CEILING: u32 = VCPU_PRIORITY;
 /// its vCPUs, so it answers their faults at once, and below the root task.
 pub const VMM_CEILING: u32 = crate::thread::ROOT_PRIORITY - 1;
 
-/// Request ops (label − [`LABEL`]).
-pub mod op {
-    pub const RAM: u16 = 1;
-    pub const THREADS: u16 = 2;
-    pub const CREATE_THREAD: u16 = 3;
-    pub const DELETE_THREAD: u16 = 4;
-    pub const DEVICE: u16 = 5;
-    pub const INTERRUPT: u16 = 6;
-    pub const VCPU: u16 = 7;
-    pub const ARCHIVE: u16 = 8;
-    pub const EXIT: u16 = 9;
-    pub const LOOKUP: u16 = 10;
-}
-
-/// A request to the root task.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Request {
-    /// `size` bytes of zeroed, physically contiguous RAM aligned to `2^align_log2` (at
-    /// least a page), granted to the caller's space at `dest` (page aligned, and aligned
-    /// like the block up to 16 MiB so large pages stay possible). The VMM asks for
-    /// 16 MiB-aligned guest RAM this way.
-    Ram {
-        dest: u32,
-        size: u32,
-        align_log2: u32,
-    },
-    /// `count` unused thread numbers for the caller's program.
-    Threads { count: u32 },
-    /// Create thread `id` (one of the program's numbers) in the space of `space` (a
-    /// thread of the program), or in a new space if `space == id` (with the ceiling of the
-    /// caller's space), with `pager` (a thread of the program), the caller as its
-    /// scheduler, at `priority` (at most the program's and the space's ceiling), and start
-    /// it at `ip` with stack pointer `sp`. Its UTCB is at
-    /// `kestrel_user::rt::utcb_addr_for(number)`.
-    CreateThread {
-        id: ThreadId,
-        space: ThreadId,
-        pager: ThreadId,
-        priority: u32,
-        ip: u32,
-        sp: u32,
-    },
-    /// Delete thread `id` of the program (a vCPU too); the number stays the program's.
-    DeleteThread { id: ThreadId },
-    /// Map device page `phys` (uncached, guarded) at the same address in the caller's
-    /// space. A device page belongs to the first program that asks.
-    Device { phys: u32 },
-    /// Attach interrupt line `line` to `handler` (a thread of the program) with
-    /// `InterruptControl` flags. A line belongs to the first program that asks.
-    Interrupt {
-        line: u32,
-        handler: ThreadId,
-        flags: u32,
-    },
-    /// Create vCPU `id` (one of the program's numbers) in a new VM space with the caller
-    /// as its pager, VMM and scheduler, at `priority` (at most the caller's ceiling). Needs
-    /// the vCPU right (`root.vcpu=`; `kestrel-vmm` by default).
-    Vcpu { id: ThreadId, priority: u32 },
-    /// Map the whole boot-module archive read-only at `dest` (page aligned); the reply
-    /// says where in the first page it starts and how long it is.
-    Archive { dest: u32 },
-    /// The program is done: the root deletes its threads; when every program it started
-    /// is done, it stops the machine.
-    Exit { code: u32 },
-    /// The first thread of the running program whose module name is `name` (six words as
-    /// [`name_words`] packs it): how a program finds a service started beside it (the fabric
-    /// service `kestrel-fabric`, `docs/adr/0020-fabric-service.md`). Needs no right: thread
-    /// ids are no secret, and a call to a service is checked by the service.
-    Lookup { name: [u32; NAME_WORDS] },
-}
-
-/// A request or reply as label and untyped words.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Words {
-    pub label: u16,
-    pub len: usize,
-    pub w: [u32; MAX_WORDS],
-}
-
-impl Words {
-    fn new(label: u16, words: &[u32]) -> Words {
-        let mut w = [0; MAX_WORDS];
-        w[..words.len()].copy_from_slice(words);
-        Words {
-            label,
-            len: words.len(),
-            w,
-        }
+crate::ipc_protocol! {
+    protocol {
+        label: LABEL,
+        ok: OK,
+        error: ERROR,
+        refusal: RootError,
+        valid: |_: &Request| true,
     }
-    /// The words in use.
-    pub fn words(&self) -> &[u32] {
-        &self.w[..self.len]
+    ops {
+        /// `size` bytes of zeroed, physically contiguous RAM aligned to `2^align_log2` (at
+        /// least a page), granted to the caller's space at `dest` (page aligned, and aligned
+        /// like the block up to 16 MiB so large pages stay possible). The VMM asks for
+        /// 16 MiB-aligned guest RAM this way. Reply: the block's physical address.
+        RAM = 1: Ram, ram { dest: u32, size: u32, align_log2: u32 } -> { phys: u32 };
+        /// `count` unused thread numbers for the caller's program. Reply: numbers
+        /// `first .. first + count` (version 1).
+        THREADS = 2: Threads, threads { count: u32 } -> { first: u32, count: u32 };
+        /// Create thread `id` (one of the program's numbers) in the space of `space` (a
+        /// thread of the program), or in a new space if `space == id` (with the ceiling of the
+        /// caller's space), with `pager` (a thread of the program), the caller as its
+        /// scheduler, at `priority` (at most the program's and the space's ceiling), and start
+        /// it at `ip` with stack pointer `sp`. Its UTCB is at
+        /// `kestrel_user::rt::utcb_addr_for(number)`.
+        CREATE_THREAD = 3: CreateThread, create_thread {
+            id: ThreadId,
+            space: ThreadId,
+            pager: ThreadId,
+            priority: u32,
+            ip: u32,
+            sp: u32,
+        } -> {};
+        /// Delete thread `id` of the program (a vCPU too); the number stays the program's.
+        DELETE_THREAD = 4: DeleteThread, delete_thread { id: ThreadId } -> {};
+        /// Map device page `phys` (uncached, guarded) at the same address in the caller's
+        /// space. A device page belongs to the first program that asks.
+        DEVICE = 5: Device, device { phys: u32 } -> {};
+        /// Attach interrupt line `line` to `handler` (a thread of the program) with
+        /// `InterruptControl` flags. A line belongs to the first program that asks.
+        INTERRUPT = 6: Interrupt, interrupt { line: u32, handler: ThreadId, flags: u32 } -> {};
+        /// Create vCPU `id` (one of the program's numbers) in a new VM space with the caller
+        /// as its pager, VMM and scheduler, at `priority` (at most the caller's ceiling). Needs
+        /// the vCPU right (`root.vcpu=`; `kestrel-vmm` by default).
+        VCPU = 7: Vcpu, vcpu { id: ThreadId, priority: u32 } -> {};
+        /// Map the whole boot-module archive read-only at `dest` (page aligned); the reply
+        /// says where it starts, `offset` bytes after `dest`, and how long it is.
+        ARCHIVE = 8: Archive, archive { dest: u32 } -> { offset: u32, size: u32 };
+        /// The program is done: the root deletes its threads; when every program it started
+        /// is done, it stops the machine. (No reply: the caller is gone.)
+        EXIT = 9: Exit, exit { code: u32 } -> {};
+        /// The first thread of the running program whose module name is `name` (six words as
+        /// [`name_words`] packs it): how a program finds a service started beside it (the fabric
+        /// service `kestrel-fabric`, `docs/adr/0020-fabric-service.md`). Needs no right: thread
+        /// ids are no secret, and a call to a service is checked by the service.
+        LOOKUP = 10: Lookup, lookup { name: [u32; NAME_WORDS] } -> { id: ThreadId };
     }
-}
-
-impl Request {
-    pub const fn op(&self) -> u16 {
-        match self {
-            Request::Ram { .. } => op::RAM,
-            Request::Threads { .. } => op::THREADS,
-            Request::CreateThread { .. } => op::CREATE_THREAD,
-            Request::DeleteThread { .. } => op::DELETE_THREAD,
-            Request::Device { .. } => op::DEVICE,
-            Request::Interrupt { .. } => op::INTERRUPT,
-            Request::Vcpu { .. } => op::VCPU,
-            Request::Archive { .. } => op::ARCHIVE,
-            Request::Exit { .. } => op::EXIT,
-            Request::Lookup { .. } => op::LOOKUP,
-        }
-    }
-
-    pub fn encode(&self) -> Words {
-        let l = LABEL + self.op();
-        match *self {
-            Request::Ram {
-                dest,
-                size,
-                align_log2,
-            } => Words::new(l, &[dest, size, align_log2]),
-            Request::Threads { count } => Words::new(l, &[count]),
-            Request::CreateThread {
-                id,
-                space,
-                pager,
-                priority,
-                ip,
-                sp,
-            } => Words::new(l, &[id.0, space.0, pager.0, priority, ip, sp]),
-            Request::DeleteThread { id } => Words::new(l, &[id.0]),
-            Request::Device { phys } => Words::new(l, &[phys]),
-            Request::Interrupt {
-                line,
-                handler,
-                flags,
-            } => Words::new(l, &[line, handler.0, flags]),
-            Request::Vcpu { id, priority } => Words::new(l, &[id.0, priority]),
-            Request::Archive { dest } => Words::new(l, &[dest]),
-            Request::Exit { code } => Words::new(l, &[code]),
-            Request::Lookup { name } => Words::new(l, &name),
-        }
-    }
-
-    /// Decodes a received message; `None` if the label is not a request or the word
-    /// count does not match the op (the root answers [`RootError::BadRequest`]).
-    pub fn decode(label: u16, words: &[u32]) -> Option<Request> {
-        let op = label.checked_sub(LABEL)?;
-        let want = match op {
-            op::RAM | op::INTERRUPT => 3,
-            op::THREADS | op::DELETE_THREAD | op::DEVICE | op::ARCHIVE | op::EXIT => 1,
-            op::CREATE_THREAD | op::LOOKUP => 6,
-            op::VCPU => 2,
-            _ => return None,
-        };
-        if words.len() != want {
-            return None;
-        }
-        let w = words;
-        Some(match op {
-            op::RAM => Request::Ram {
-                dest: w[0],
-                size: w[1],
-                align_log2: w[2],
-            },
-            op::THREADS => Request::Threads { count: w[0] },
-            op::CREATE_THREAD => Request::CreateThread {
-                id: ThreadId(w[0]),
-                space: ThreadId(w[1]),
-                pager: ThreadId(w[2]),
-                priority: w[3],
-                ip: w[4],
-                sp: w[5],
-            },
-            op::DELETE_THREAD => Request::DeleteThread { id: ThreadId(w[0]) },
-            op::DEVICE => Request::Device { phys: w[0] },
-            op::INTERRUPT => Request::Interrupt {
-                line: w[0],
-                handler: ThreadId(w[1]),
-                flags: w[2],
-            },
-            op::VCPU => Request::Vcpu {
-                id: ThreadId(w[0]),
-                priority: w[1],
-            },
-            op::ARCHIVE => Request::Archive { dest: w[0] },
-            op::LOOKUP => Request::Lookup {
-                name: core::array::from_fn(|i| w[i]),
-            },
-            _ => Request::Exit { code: w[0] },
-        })
-    }
-}
-
-/// A successful reply's words (its items, if any, travel beside them).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reply {
-    /// Nothing to report ([`Request::CreateThread`], `DeleteThread`, `Device`,
-    /// `Interrupt`, `Vcpu`).
-    Done,
-    /// [`Request::Ram`]: the block's physical address.
-    Ram { phys: u32 },
-    /// [`Request::Threads`]: numbers `first .. first + count` (version 1).
-    Threads { first: u32, count: u32 },
-    /// [`Request::Archive`]: the archive starts `offset` bytes after `dest` and is
-    /// `size` bytes long.
-    Archive { offset: u32, size: u32 },
-    /// [`Request::Lookup`]: the program's first thread.
-    Thread { id: ThreadId },
 }
 
 /// Why the root task refused a request. The doc comments are the messages.
@@ -323,43 +162,19 @@ impl RootError {
     }
 }
 
+impl crate::idl::WireError for RootError {
+    const MALFORMED: RootError = RootError::BadRequest;
+    fn code(self) -> u32 {
+        self as u32
+    }
+    fn from_code(c: u32) -> Option<RootError> {
+        RootError::from_raw(c)
+    }
+}
+
 impl core::fmt::Display for RootError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// Encodes the root's answer to a request.
-pub fn encode_reply(r: &Result<Reply, RootError>) -> Words {
-    match *r {
-        Ok(Reply::Done) => Words::new(OK, &[]),
-        Ok(Reply::Ram { phys }) => Words::new(OK, &[phys]),
-        Ok(Reply::Threads { first, count }) => Words::new(OK, &[first, count]),
-        Ok(Reply::Archive { offset, size }) => Words::new(OK, &[offset, size]),
-        Ok(Reply::Thread { id }) => Words::new(OK, &[id.0]),
-        Err(e) => Words::new(ERROR, &[e as u32]),
-    }
-}
-
-/// Decodes the reply to a request with op `op`. A reply that fits no shape is
-/// [`RootError::BadRequest`] (it cannot come from a working root task).
-pub fn decode_reply(op: u16, label: u16, words: &[u32]) -> Result<Reply, RootError> {
-    if label == ERROR {
-        return Err(words
-            .first()
-            .and_then(|&c| RootError::from_raw(c))
-            .unwrap_or(RootError::BadRequest));
-    }
-    if label != OK {
-        return Err(RootError::BadRequest);
-    }
-    match (op, words) {
-        (op::RAM, &[phys, ..]) => Ok(Reply::Ram { phys }),
-        (op::THREADS, &[first, count, ..]) => Ok(Reply::Threads { first, count }),
-        (op::ARCHIVE, &[offset, size, ..]) => Ok(Reply::Archive { offset, size }),
-        (op::LOOKUP, &[id, ..]) => Ok(Reply::Thread { id: ThreadId(id) }),
-        (op::RAM | op::THREADS | op::ARCHIVE | op::LOOKUP, _) => Err(RootError::BadRequest),
-        _ => Ok(Reply::Done),
     }
 }
 
@@ -560,27 +375,27 @@ mod tests {
     #[test]
     fn reply_roundtrip() {
         let cases = [
-            (op::RAM, Ok(Reply::Ram { phys: 0x0300_0000 })),
+            (op::RAM, Ok(Reply::Ram(reply::Ram { phys: 0x0300_0000 }))),
             (
                 op::THREADS,
-                Ok(Reply::Threads {
+                Ok(Reply::Threads(reply::Threads {
                     first: 70,
                     count: 4,
-                }),
+                })),
             ),
             (
                 op::ARCHIVE,
-                Ok(Reply::Archive {
+                Ok(Reply::Archive(reply::Archive {
                     offset: 0x300,
                     size: 12345,
-                }),
+                })),
             ),
-            (op::VCPU, Ok(Reply::Done)),
+            (op::VCPU, Ok(Reply::Vcpu(reply::Vcpu {}))),
             (
                 op::LOOKUP,
-                Ok(Reply::Thread {
+                Ok(Reply::Lookup(reply::Lookup {
                     id: ThreadId::new(70, 1),
-                }),
+                })),
             ),
             (op::LOOKUP, Err(RootError::NotFound)),
             (op::DEVICE, Err(RootError::Taken)),
@@ -590,6 +405,17 @@ mod tests {
             let w = encode_reply(&r);
             assert_eq!(decode_reply(op, w.label, w.words()), r);
         }
+        // The words on the wire, as before the table generated them.
+        let w = encode_reply(&Ok(Reply::Archive(reply::Archive { offset: 1, size: 2 })));
+        assert_eq!((w.label, w.words()), (OK, &[1, 2][..]));
+        assert_eq!(encode_reply(&Err(RootError::Taken)).words(), &[4]);
+        let w = Request::Interrupt {
+            line: 1,
+            handler: ThreadId(2),
+            flags: 3,
+        }
+        .encode();
+        assert_eq!((w.label, w.words()), (LABEL + 6, &[1, 2, 3][..]));
         // A reply too short for its op is not taken for a success.
         assert_eq!(decode_reply(op::RAM, OK, &[]), Err(RootError::BadRequest));
         assert_eq!(

@@ -462,8 +462,7 @@ fn serve<F: VmFabric>(vms: &mut [Vm<F>], console: &mut Console, node: &Node<F>) 
             pending = Some((from, Msg::new(0)));
             continue;
         }
-        if msg.label() == kestrel_fabric_client::proto::EVENT
-            && node.borrow().events_from() == Some(from)
+        if msg.label() == kestrel_fabric::proto::EVENT && node.borrow().events_from() == Some(from)
         {
             // The fabric service: another client changed our VMs' lines or queues.
             node.borrow().note_event();

@@ -35,8 +35,8 @@ extern crate alloc;
 
 use kestrel_abi::Timeout;
 use kestrel_bgp::torus::LINK_PROTO_NET;
+use kestrel_fabric::proto::FabricErr;
 use kestrel_fabric::FabricApi;
-use kestrel_fabric_client::proto::FabricErr;
 use kestrel_fabric_client::service::{Service, Window};
 use kestrel_mpi::{Comm, Op, MAX_DATA};
 use kestrel_net::{self as net, Me, ECHO_PORT, QUIT};

@@ -14,7 +14,7 @@ use crate::gen::{self, Rng};
 use crate::layout::{self, World, NVCPUS};
 use crate::stats::{self, ROOT_REQ};
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
-use kestrel_abi::root::{self as proto, op, RootError};
+use kestrel_abi::root::{self as proto, op, Client, RootError};
 use kestrel_abi::{
     exreg, kdebug, kinfo, vcpuctl, FrameRegs, KError, MsgTag, Syscall, ThreadId, Timeout, Timeouts,
     VcpuState, REG_MRS,
@@ -655,15 +655,10 @@ pub fn create_victim(
         crate::stubs::halt(),
         crate::stubs::scloop(),
     ][i];
-    kestrel_user::root::request(proto::Request::CreateThread {
-        id,
-        space,
-        pager: ThreadId::ROOT,
-        priority: VICTIM_PRIORITY[i],
-        ip,
-        sp: rt::pool_stack_top(id.number()),
-    })
-    .map(|_| ())
+    let sp = rt::pool_stack_top(id.number());
+    kestrel_user::root::Root
+        .create_thread(id, space, ThreadId::ROOT, VICTIM_PRIORITY[i], ip, sp)
+        .map(|_| ())
 }
 
 /// A random IPC: any partners, tag, words, typed items, timeouts; sometimes a reply to

@@ -12,7 +12,7 @@
 //! MiB page by page. The caller reads every page of the image first.
 
 use crate::layout::{self, PROBE_DST, PROBE_SRC, PROBE_SRC_LOG2};
-use kestrel_abi::root::Request;
+use kestrel_abi::root::Client;
 use kestrel_abi::{unmapflags, Fpage, MapItem, Rights, ThreadId, Timeout, Timeouts};
 use kestrel_user::ipc::{ipc, Msg};
 use kestrel_user::{root, rt, sys};
@@ -51,15 +51,10 @@ pub fn run(numbers: &[u32], space: ThreadId, rx: ThreadId, vcpus: bool) -> Capac
 /// A thread `id` in the space of `space` that halts itself at once (priority 0: it does not
 /// even get to run while the probe runs).
 fn create(id: ThreadId, space: ThreadId) -> bool {
-    root::request(Request::CreateThread {
-        id,
-        space,
-        pager: ThreadId::ROOT,
-        priority: 0,
-        ip: crate::stubs::halt(),
-        sp: rt::pool_stack_top(id.number()),
-    })
-    .is_ok()
+    let sp = rt::pool_stack_top(id.number());
+    root::Root
+        .create_thread(id, space, ThreadId::ROOT, 0, crate::stubs::halt(), sp)
+        .is_ok()
 }
 
 /// Creates with `make` on each number until it fails; deletes what it made; the count.

@@ -25,7 +25,7 @@
 
 mod ram;
 
-use kestrel_abi::root::{self as proto, encode_reply, pieces, Reply, Request, RootError};
+use kestrel_abi::root::{self as proto, pieces, reply, Request, RootError};
 use kestrel_abi::{
     bootmod, exreg, fault::exc, kinfo, label, tcflags, FrameRegs, MapItem, Rights, ThreadId,
     Timeout, DEVICE_WINDOW, DEVICE_WINDOW_END, FIRST_THREAD_NO, MAX_THREAD_NO, PAGE_SIZE,
@@ -264,7 +264,7 @@ impl Root {
                 if msg.label() >= proto::LABEL && msg.label() <= proto::LABEL + proto::op::LOOKUP {
                     pending = Some((
                         from,
-                        words_msg(&encode_reply(&Err(RootError::UnknownCaller))),
+                        Msg::from_words(&proto::encode_error(RootError::UnknownCaller)),
                     ));
                 }
                 continue;
@@ -284,15 +284,17 @@ impl Root {
                 self.thread_killed(p, from);
                 Some((from, Msg::new(label::KILL)))
             } else {
-                let n = msg.tag.untyped().min(proto::MAX_WORDS);
-                let words: [u32; proto::MAX_WORDS] = core::array::from_fn(|i| msg.mr(i + 1));
-                match Request::decode(msg.label(), &words[..n]) {
+                let w = msg.words();
+                match Request::decode(w.label, w.words()) {
                     Some(Request::Exit { code }) => {
                         self.exit(p, code);
                         None
                     }
                     Some(req) => Some((from, self.request(p, from, req))),
-                    None => Some((from, words_msg(&encode_reply(&Err(RootError::BadRequest))))),
+                    None => Some((
+                        from,
+                        Msg::from_words(&proto::encode_error(RootError::BadRequest)),
+                    )),
                 }
             };
         }
@@ -389,186 +391,236 @@ impl Root {
     }
 
     fn request(&mut self, p: usize, from: ThreadId, req: Request) -> Msg {
-        let mut items: heapless::Vec<MapItem, { proto::MAX_ITEMS }> = heapless::Vec::new();
-        let r = self.handle(p, from, req, &mut items);
-        if let Err(e) = r {
-            self.log(p, format_args!("{req:?} refused: {e}"));
-        }
-        let mut m = words_msg(&encode_reply(&r));
-        if r.is_ok() {
-            for it in items {
-                m.push_item(it);
+        let mut call = Call {
+            p,
+            from,
+            items: heapless::Vec::new(),
+        };
+        match req.serve(self, &mut call) {
+            Ok(w) => {
+                let mut m = Msg::from_words(&w);
+                for it in call.items {
+                    m.push_item(it);
+                }
+                m
+            }
+            Err(e) => {
+                self.log(p, format_args!("{req:?} refused: {e}"));
+                Msg::from_words(&proto::encode_error(e))
             }
         }
-        m
+    }
+}
+
+/// What the root knows of a request beside its words: the program and thread that sent it,
+/// and the items its reply carries (sent only with a success).
+struct Call {
+    p: usize,
+    from: ThreadId,
+    items: heapless::Vec<MapItem, { proto::MAX_ITEMS }>,
+}
+
+impl Call {
+    /// The program's owner mark (`Root::owner`, `irq_owner`, `devices`).
+    fn me(&self) -> u8 {
+        self.p as u8 + 1
+    }
+}
+
+impl proto::Server for Root {
+    type Caller = Call;
+
+    fn ram(
+        &mut self,
+        c: &mut Call,
+        dest: u32,
+        size: u32,
+        align_log2: u32,
+    ) -> Result<reply::Ram, RootError> {
+        if size == 0 || size > proto::MAX_RAM || !size.is_multiple_of(PAGE_SIZE) || align_log2 > 28
+        {
+            return Err(RootError::BadRequest);
+        }
+        let align = align_log2.max(PAGE_SIZE.trailing_zeros());
+        // Check the placement before taking memory: the pieces depend only on the
+        // alignment of dest and of the block, which is at least `align`.
+        let probe = pieces(1 << align.min(24), dest, size, 24);
+        if !dest.is_multiple_of(PAGE_SIZE) || probe.is_none() {
+            return Err(RootError::BadRequest);
+        }
+        let phys = self.ram.alloc(size, align).ok_or(RootError::NoResources)?;
+        let va = self.ram.zero(phys, size);
+        self.granting = Some((va, size));
+        let ps = pieces(va, dest, size, 24).ok_or(RootError::BadRequest)?;
+        for piece in ps.as_slice() {
+            let (fp, hot) = piece.fpage(Rights::RWX).ok_or(RootError::BadRequest)?;
+            let _ = c.items.push(MapItem::grant(hot, fp));
+        }
+        Ok(reply::Ram { phys })
     }
 
-    fn handle(
-        &mut self,
-        p: usize,
-        from: ThreadId,
-        req: Request,
-        items: &mut heapless::Vec<MapItem, { proto::MAX_ITEMS }>,
-    ) -> Result<Reply, RootError> {
-        let me = p as u8 + 1;
-        match req {
-            Request::Ram {
-                dest,
-                size,
-                align_log2,
-            } => {
-                if size == 0 || size > proto::MAX_RAM || size % PAGE_SIZE != 0 || align_log2 > 28 {
-                    return Err(RootError::BadRequest);
-                }
-                let align = align_log2.max(PAGE_SIZE.trailing_zeros());
-                // Check the placement before taking memory: the pieces depend only on the
-                // alignment of dest and of the block, which is at least `align`.
-                let probe = pieces(1 << align.min(24), dest, size, 24);
-                if dest % PAGE_SIZE != 0 || probe.is_none() {
-                    return Err(RootError::BadRequest);
-                }
-                let phys = self.ram.alloc(size, align).ok_or(RootError::NoResources)?;
-                let va = self.ram.zero(phys, size);
-                self.granting = Some((va, size));
-                let ps = pieces(va, dest, size, 24).ok_or(RootError::BadRequest)?;
-                for piece in ps.as_slice() {
-                    let (fp, hot) = piece.fpage(Rights::RWX).ok_or(RootError::BadRequest)?;
-                    let _ = items.push(MapItem::grant(hot, fp));
-                }
-                Ok(Reply::Ram { phys })
-            }
-            Request::Threads { count } => {
-                if count == 0 || count > proto::MAX_THREADS {
-                    return Err(RootError::BadRequest);
-                }
-                let first = self
-                    .alloc_threads(me, count)
-                    .ok_or(RootError::NoResources)?;
-                Ok(Reply::Threads { first, count })
-            }
-            Request::CreateThread {
-                id,
-                space,
-                pager,
-                priority,
-                ip,
-                sp,
-            } => {
-                if !self.owns(p, id)
-                    || !self.owns(p, space)
-                    || !(self.owns(p, pager) || pager == ThreadId::ROOT)
-                {
-                    return Err(RootError::NotOwner);
-                }
-                if priority > self.programs[p].ceiling() {
-                    return Err(RootError::NoRight);
-                }
-                // The caller becomes the scheduler; a new space gets its space's ceiling.
-                rt::create_started(id, space, priority, pager, from, ip, sp)
-                    .map_err(kernel_refusal)?;
-                Ok(Reply::Done)
-            }
-            Request::DeleteThread { id } => {
-                if !self.owns(p, id) {
-                    return Err(RootError::NotOwner);
-                }
-                sys::thread_control(id, ThreadId::NIL, 0, ThreadId::NIL, 0)
-                    .map_err(|_| RootError::Kernel)?;
-                Ok(Reply::Done)
-            }
-            Request::Device { .. } | Request::Interrupt { .. }
-                if !self.programs[p].device_right =>
-            {
-                Err(RootError::NoRight)
-            }
-            Request::Device { phys } => {
-                if phys % PAGE_SIZE != 0 || !(DEVICE_WINDOW..DEVICE_WINDOW_END).contains(&phys) {
-                    return Err(RootError::BadRequest);
-                }
-                match self.devices.iter().find(|d| d.0 == phys) {
-                    Some(d) if d.1 != me => return Err(RootError::Taken),
-                    Some(_) => {}
-                    None => self
-                        .devices
-                        .push((phys, me))
-                        .map_err(|_| RootError::NoResources)?,
-                }
-                // The root's device window maps device page `phys` at `phys`, uncached.
-                let _ = items.push(MapItem::map(
-                    phys,
-                    kestrel_abi::Fpage::page(phys, Rights::RW),
-                ));
-                Ok(Reply::Done)
-            }
-            Request::Interrupt {
-                line,
-                handler,
-                flags,
-            } => {
-                if line >= FIRST_THREAD_NO {
-                    return Err(RootError::BadRequest);
-                }
-                if !self.owns(p, handler) {
-                    return Err(RootError::NotOwner);
-                }
-                let o = &mut self.irq_owner[line as usize];
-                if *o != FREE && *o != me {
-                    return Err(RootError::Taken);
-                }
-                sys::interrupt_control(line, handler, flags).map_err(|_| RootError::Kernel)?;
-                self.irq_owner[line as usize] = me;
-                Ok(Reply::Done)
-            }
-            Request::Vcpu { id, priority } => {
-                if !self.programs[p].vcpu_right {
-                    return Err(RootError::NoRight);
-                }
-                if !self.owns(p, id) {
-                    return Err(RootError::NotOwner);
-                }
-                if priority > self.programs[p].ceiling() {
-                    return Err(RootError::NoRight);
-                }
-                // The VMM is the vCPU's pager and scheduler; the VM space gets its ceiling.
-                sys::thread_control_all(id, id, priority, from, 0, tcflags::VCPU, from, 0)
-                    .map_err(kernel_refusal)?;
-                Ok(Reply::Done)
-            }
-            Request::Archive { dest } => {
-                const LARGE: u32 = 1 << 24;
-                if dest % LARGE != 0 {
-                    return Err(RootError::BadRequest);
-                }
-                let (phys, size) = self.archive_phys;
-                let first = phys & !(PAGE_SIZE - 1);
-                let len = (phys + size).next_multiple_of(PAGE_SIZE) - first;
-                // Placed at the archive's offset within a 16 MiB page, so the pieces are large.
-                let at = dest
-                    .checked_add(first % LARGE)
-                    .ok_or(RootError::BadRequest)?;
-                let src = self.ram.window() + first;
-                let ps = pieces(src, at, len, 24).ok_or(RootError::BadRequest)?;
-                for piece in ps.as_slice() {
-                    let (fp, hot) = piece.fpage(Rights::R).ok_or(RootError::BadRequest)?;
-                    let _ = items.push(MapItem::map(hot, fp));
-                }
-                Ok(Reply::Archive {
-                    offset: first % LARGE + (phys - first),
-                    size,
-                })
-            }
-            Request::Lookup { name } => {
-                let (b, n) = proto::name_from_words(&name);
-                let want = core::str::from_utf8(&b[..n]).map_err(|_| RootError::BadRequest)?;
-                self.programs
-                    .iter()
-                    .find(|q| q.running && q.name == want)
-                    .map(|q| Reply::Thread { id: q.main })
-                    .ok_or(RootError::NotFound)
-            }
-            // `serve` ends the program instead of answering; nothing reaches here with it.
-            Request::Exit { .. } => Err(RootError::BadRequest),
+    fn threads(&mut self, c: &mut Call, count: u32) -> Result<reply::Threads, RootError> {
+        if count == 0 || count > proto::MAX_THREADS {
+            return Err(RootError::BadRequest);
         }
+        let first = self
+            .alloc_threads(c.me(), count)
+            .ok_or(RootError::NoResources)?;
+        Ok(reply::Threads { first, count })
+    }
+
+    fn create_thread(
+        &mut self,
+        c: &mut Call,
+        id: ThreadId,
+        space: ThreadId,
+        pager: ThreadId,
+        priority: u32,
+        ip: u32,
+        sp: u32,
+    ) -> Result<reply::CreateThread, RootError> {
+        let p = c.p;
+        if !self.owns(p, id)
+            || !self.owns(p, space)
+            || !(self.owns(p, pager) || pager == ThreadId::ROOT)
+        {
+            return Err(RootError::NotOwner);
+        }
+        if priority > self.programs[p].ceiling() {
+            return Err(RootError::NoRight);
+        }
+        // The caller becomes the scheduler; a new space gets its space's ceiling.
+        rt::create_started(id, space, priority, pager, c.from, ip, sp).map_err(kernel_refusal)?;
+        Ok(reply::CreateThread {})
+    }
+
+    fn delete_thread(
+        &mut self,
+        c: &mut Call,
+        id: ThreadId,
+    ) -> Result<reply::DeleteThread, RootError> {
+        if !self.owns(c.p, id) {
+            return Err(RootError::NotOwner);
+        }
+        sys::thread_control(id, ThreadId::NIL, 0, ThreadId::NIL, 0)
+            .map_err(|_| RootError::Kernel)?;
+        Ok(reply::DeleteThread {})
+    }
+
+    fn device(&mut self, c: &mut Call, phys: u32) -> Result<reply::Device, RootError> {
+        if !self.programs[c.p].device_right {
+            return Err(RootError::NoRight);
+        }
+        if !phys.is_multiple_of(PAGE_SIZE) || !(DEVICE_WINDOW..DEVICE_WINDOW_END).contains(&phys) {
+            return Err(RootError::BadRequest);
+        }
+        let me = c.me();
+        match self.devices.iter().find(|d| d.0 == phys) {
+            Some(d) if d.1 != me => return Err(RootError::Taken),
+            Some(_) => {}
+            None => self
+                .devices
+                .push((phys, me))
+                .map_err(|_| RootError::NoResources)?,
+        }
+        // The root's device window maps device page `phys` at `phys`, uncached.
+        let _ = c.items.push(MapItem::map(
+            phys,
+            kestrel_abi::Fpage::page(phys, Rights::RW),
+        ));
+        Ok(reply::Device {})
+    }
+
+    fn interrupt(
+        &mut self,
+        c: &mut Call,
+        line: u32,
+        handler: ThreadId,
+        flags: u32,
+    ) -> Result<reply::Interrupt, RootError> {
+        if !self.programs[c.p].device_right {
+            return Err(RootError::NoRight);
+        }
+        if line >= FIRST_THREAD_NO {
+            return Err(RootError::BadRequest);
+        }
+        if !self.owns(c.p, handler) {
+            return Err(RootError::NotOwner);
+        }
+        let me = c.me();
+        let o = &mut self.irq_owner[line as usize];
+        if *o != FREE && *o != me {
+            return Err(RootError::Taken);
+        }
+        sys::interrupt_control(line, handler, flags).map_err(|_| RootError::Kernel)?;
+        self.irq_owner[line as usize] = me;
+        Ok(reply::Interrupt {})
+    }
+
+    fn vcpu(
+        &mut self,
+        c: &mut Call,
+        id: ThreadId,
+        priority: u32,
+    ) -> Result<reply::Vcpu, RootError> {
+        let p = c.p;
+        if !self.programs[p].vcpu_right {
+            return Err(RootError::NoRight);
+        }
+        if !self.owns(p, id) {
+            return Err(RootError::NotOwner);
+        }
+        if priority > self.programs[p].ceiling() {
+            return Err(RootError::NoRight);
+        }
+        // The VMM is the vCPU's pager and scheduler; the VM space gets its ceiling.
+        let from = c.from;
+        sys::thread_control_all(id, id, priority, from, 0, tcflags::VCPU, from, 0)
+            .map_err(kernel_refusal)?;
+        Ok(reply::Vcpu {})
+    }
+
+    fn archive(&mut self, c: &mut Call, dest: u32) -> Result<reply::Archive, RootError> {
+        const LARGE: u32 = 1 << 24;
+        if !dest.is_multiple_of(LARGE) {
+            return Err(RootError::BadRequest);
+        }
+        let (phys, size) = self.archive_phys;
+        let first = phys & !(PAGE_SIZE - 1);
+        let len = (phys + size).next_multiple_of(PAGE_SIZE) - first;
+        // Placed at the archive's offset within a 16 MiB page, so the pieces are large.
+        let at = dest
+            .checked_add(first % LARGE)
+            .ok_or(RootError::BadRequest)?;
+        let src = self.ram.window() + first;
+        let ps = pieces(src, at, len, 24).ok_or(RootError::BadRequest)?;
+        for piece in ps.as_slice() {
+            let (fp, hot) = piece.fpage(Rights::R).ok_or(RootError::BadRequest)?;
+            let _ = c.items.push(MapItem::map(hot, fp));
+        }
+        Ok(reply::Archive {
+            offset: first % LARGE + (phys - first),
+            size,
+        })
+    }
+
+    /// `serve` ends the program instead of answering; nothing reaches here.
+    fn exit(&mut self, _: &mut Call, _code: u32) -> Result<reply::Exit, RootError> {
+        Err(RootError::BadRequest)
+    }
+
+    fn lookup(
+        &mut self,
+        _: &mut Call,
+        name: [u32; proto::NAME_WORDS],
+    ) -> Result<reply::Lookup, RootError> {
+        let (b, n) = proto::name_from_words(&name);
+        let want = core::str::from_utf8(&b[..n]).map_err(|_| RootError::BadRequest)?;
+        self.programs
+            .iter()
+            .find(|q| q.running && q.name == want)
+            .map(|q| reply::Lookup { id: q.main })
+            .ok_or(RootError::NotFound)
     }
 }
 
@@ -607,10 +659,6 @@ fn start_thread(
     let ctl = exreg::SET_EXC_HANDLER | exreg::START;
     sys::exchange_registers(t, ctl, 0, 0, ThreadId::NIL, ThreadId::ROOT)?;
     Ok(())
-}
-
-fn words_msg(w: &proto::Words) -> Msg {
-    Msg::with_words(w.label, w.words())
 }
 
 fn access_name(r: Rights) -> &'static str {
