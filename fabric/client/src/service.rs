@@ -397,9 +397,8 @@ impl FabricApi for Service {
 
     fn irq_lines(&self, ep: EpId) -> [u32; IRQ_WORDS] {
         let mut b = [0u8; 4 * proto::LINE_WORDS];
-        let got = proto::Client::irq_lines(self, ep.0)
-            .map_err(Error::from)
-            .and_then(|_| self.get(ep, shared::LINES, &mut b));
+        let got =
+            proto::Client::irq_lines(self, ep.0).and_then(|_| self.get(ep, shared::LINES, &mut b));
         let mut out = [0; IRQ_WORDS];
         if got.is_ok() {
             for (o, w) in out.iter_mut().zip(b.chunks_exact(4)) {
