@@ -2,7 +2,7 @@
 //! endpoint two virtual channels with reception FIFOs of 8 packets, the collective DCRs,
 //! and the node-wide class routes and combining ALU.
 //!
-//! A packet is a 32-bit header and 256 bytes of payload ([`Fabric::tree_inject`]).
+//! A packet is a 32-bit header and 256 bytes of payload ([`FabricApi::tree_inject`](crate::FabricApi::tree_inject)).
 //! - **Class routes.** RDR0..7 hold two classes each; an endpoint *sources* a class when
 //!   its SRCL bit is set and *targets* it when TGTL is set (the links' bits have no effect
 //!   inside a node). Kestrel's reset value has every class sourced and targeted, as a

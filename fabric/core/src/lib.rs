@@ -4,7 +4,7 @@
 //! program is one. Endpoint k sits at torus coordinates (k, 0, 0) in a machine of
 //! (MAX_ENDPOINTS, 1, 1), has collective node address k, one memory window (its DMA-able
 //! memory, reached only through [`Memory`]) at a bus address range the fabric assigns at
-//! [`Fabric::attach`], one torus DMA group register file (seen as group
+//! [`FabricApi::attach`], one torus DMA group register file (seen as group
 //! `kestrel_bgp::dma::VM_GROUP`), two collective virtual channels, and a frame queue for
 //! the paravirtual NIC.
 //!
@@ -16,14 +16,17 @@
 //! - [`coll`]: class routes, the combining ALU, broadcast, point to point, reception FIFOs
 //!   of 8 packets per VC, status words, exception flags;
 //! - [`frame`]: Ethernet frames routed by destination MAC (bgnet's rule);
-//! - interrupts: [`Fabric::irq_lines`] (BIC line levels) and [`Fabric::take_changed`];
+//! - interrupts: [`FabricApi::irq_lines`] (BIC line levels) and
+//!   [`FabricApi::take_changed`];
+//! - [`api`]: [`FabricApi`], the fabric's calls, written once: [`Fabric`] implements them
+//!   in-process, the service's client over IPC, and every user is generic over them;
 //! - [`proto`]: the fabric service's IPC protocol, its one wire codec (the operations'
 //!   table, the shared page, error codes, diagnostics and stats as words).
 //!
 //! Bad input never panics and never touches memory outside the windows of the endpoints
 //! involved: it sets an error bit (DMA fatal status, collective exception flags), drops and
 //! counts a packet ([`Stats`]), and leaves a [`Diagnostic`] the VMM can log
-//! ([`Fabric::take_diagnostic`]). A full reception FIFO or frame queue drops (the hardware
+//! ([`FabricApi::take_diagnostic`]). A full reception FIFO or frame queue drops (the hardware
 //! would back-pressure; an endpoint that never reads must not stall the fabric). One call
 //! moves a bounded amount of DMA data (`kestrel_bgp::torus::INJECT_BUDGET_*`); the rest
 //! continues in later calls: a host running the engine calls [`Fabric::poll`] from a timer
@@ -67,7 +70,7 @@ pub struct Coords {
 
 /// Number of endpoints one fabric serves.
 pub const MAX_ENDPOINTS: usize = torus::MAX_ENDPOINTS as usize;
-/// Words of BIC line levels ([`Fabric::irq_lines`]).
+/// Words of BIC line levels ([`FabricApi::irq_lines`]).
 pub const IRQ_WORDS: usize = bic::GROUPS as usize;
 
 /// Why an engine call was refused. Every message says what the caller should do.
