@@ -14,7 +14,7 @@
 use crate::input::{Input, SeedWriter};
 use kestrel_bgp::dma::*;
 use kestrel_bgp::{coll, torus};
-use kestrel_fabric::{proto, EpId, Fabric};
+use kestrel_fabric::{proto, EpId, Fabric, FabricApi};
 use kestrel_testkit::fabric::{Guarded, EPS, G, W};
 
 const BYSTANDER: EpId = EpId(3);

@@ -23,15 +23,20 @@
 //! ([`Board::attach_with`]). The BG/P windows lie above 4 GiB, where the kernel treats every
 //! guest-physical access as device memory, so they need no MMIO declaration.
 
-use crate::bus::BusError;
+use crate::bus::{BusError, Shifted};
+use crate::fabric::{BgpDevices, Nic, Ram, SharedRam, VColl, VTorus, VmEndpoint};
 use crate::fault::Buses;
 use alloc::rc::Rc;
 use alloc::vec::Vec;
 use core::cell::RefCell;
 use kestrel_bgp::{bic, coll, dma, torus};
 use kestrel_devices::bus::DcrDevice;
-use kestrel_devices::bus::{MmioDevice, NullSink, TxSink, UartPort, UicInput};
-use kestrel_devices::{Uic, UART_REGS, UIC_DCR_BASE, UIC_DCR_COUNT};
+use kestrel_devices::bus::{GuestRam, MmioDevice, NullSink, TxSink, UartPort, UicInput};
+use kestrel_devices::collective::{Collective, VC_STRIDE};
+use kestrel_devices::torus::TorusDma;
+use kestrel_devices::virtio_net::VirtioNet;
+use kestrel_devices::{BicCascade, Uic, UART_REGS, UIC_DCR_BASE, UIC_DCR_COUNT};
+use kestrel_fabric::FabricApi;
 
 /// The 4 KiB page: the granule of MMIO declarations.
 pub const PAGE: u64 = 0x1000;
@@ -265,6 +270,9 @@ pub struct Machine<S: TxSink> {
     pub console: Rc<RefCell<UartPort<UicInput, S>>>,
 }
 
+/// What [`Board::attach_vm`] makes: the machine, and its BG/P devices if it has any.
+pub type VmMachine<S, F, R> = (Machine<S>, Option<BgpDevices<F, R>>);
+
 /// Why a board could not be attached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AttachError {
@@ -343,6 +351,94 @@ impl Board {
             uic,
             console: first.ok_or(AttachError::NoConsole)?,
         })
+    }
+
+    /// [`Board::attach`], with the BG/P devices (BIC, collective, torus DMA, virtio NIC)
+    /// in front of `fabric`'s endpoint, if given: the VM's endpoint and its RAM (guest-physical
+    /// `[0, ram_len)`, the endpoint's window, Fig. 6). One model per kind serves all of its
+    /// windows (the collective's VC1 window is `VC_STRIDE` into the model, the DMA DCRs
+    /// follow the torus DCRs). Without `fabric`, a board with BG/P devices does not attach.
+    pub fn attach_vm<S: TxSink + 'static, F: FabricApi + 'static, R: GuestRam + 'static>(
+        &self,
+        console: S,
+        fabric: Option<(VmEndpoint<F>, Ram<R>, u64)>,
+    ) -> Result<VmMachine<S, F, R>, AttachError> {
+        let Some((endpoint, ram, ram_len)) = fabric else {
+            return self.attach(console).map(|m| (m, None));
+        };
+        let mut bic = None;
+        let mut coll: Option<Rc<RefCell<VColl<F>>>> = None;
+        let mut torus: Option<Rc<RefCell<VTorus<F>>>> = None;
+        let mut net = None;
+        let machine = self.attach_with(console, &mut |d: &Device, uic: &Rc<RefCell<Uic>>| {
+            match (d.model, d.window) {
+                (Model::Bic, Window::Mmio { .. }) => {
+                    let line = UicInput {
+                        uic: uic.clone(),
+                        input: d.irq?,
+                    };
+                    let b = Rc::new(RefCell::new(BicCascade::new(line)));
+                    bic = Some(b.clone());
+                    Some(Attachment::Mmio(b))
+                }
+                (Model::Collective, window) => {
+                    let c = coll
+                        .get_or_insert_with(|| {
+                            Rc::new(RefCell::new(Collective::new(endpoint.clone())))
+                        })
+                        .clone();
+                    Some(match window {
+                        // The model spans both VC windows: VC1's is VC_STRIDE into it.
+                        Window::Mmio { base, .. } if base == coll::VC1_BASE => {
+                            Attachment::Mmio(Rc::new(RefCell::new(Shifted {
+                                dev: c,
+                                by: VC_STRIDE,
+                            })))
+                        }
+                        Window::Mmio { .. } => Attachment::Mmio(c),
+                        Window::Dcr { .. } => Attachment::Dcr(c),
+                    })
+                }
+                (Model::VirtioNet, Window::Mmio { .. }) => {
+                    let mac = endpoint.frame_mac();
+                    let shared = SharedRam(ram.clone());
+                    let n = Rc::new(RefCell::new(VirtioNet::new(shared, endpoint.clone(), mac)));
+                    net = Some(Nic {
+                        model: n.clone(),
+                        uic_input: d.irq?,
+                    });
+                    Some(Attachment::Mmio(n))
+                }
+                (Model::TorusDma, window) => {
+                    // Fig. 6: guest-physical [0, ram_len) is the fabric's bus window.
+                    let t = torus
+                        .get_or_insert_with(|| {
+                            let (e, bus) = (endpoint.clone(), endpoint.bus_base());
+                            Rc::new(RefCell::new(TorusDma::new(e, 0, ram_len, bus)))
+                        })
+                        .clone();
+                    Some(match window {
+                        Window::Mmio { .. } => Attachment::Mmio(t),
+                        // The model's DCRs start at the torus DCRs; the DMA DCRs follow.
+                        Window::Dcr { base, .. } => {
+                            Attachment::Dcr(Rc::new(RefCell::new(Shifted {
+                                dev: t,
+                                by: (base - TORUS_DCR_BASE) as u64,
+                            })))
+                        }
+                    })
+                }
+                _ => None,
+            }
+        })?;
+        let bgp = BgpDevices {
+            endpoint,
+            bic: bic.ok_or(AttachError::Device("the board has no BIC"))?,
+            coll,
+            torus,
+            net,
+        };
+        Ok((machine, Some(bgp)))
     }
 
     /// The devices of model `m`, in board order.

@@ -16,6 +16,9 @@
 //! - [`bus`]: the MMIO and DCR buses that route an access to a device model;
 //! - [`board`]: the board description, the one list of devices that feeds the buses, the
 //!   guest's device tree and the kernel's MMIO declarations;
+//! - [`fabric`]: the VMM's side of the node's interconnect, generic over the fabric's calls
+//!   (`kestrel_fabric::FabricApi`): guest RAM as the engine's memory, the BG/P models' back
+//!   ends over a VM's endpoint, the shadow reception FIFOs and back-pressure;
 //! - [`diag`]: the one rate limit for what the log says about a guest (first lines in full,
 //!   then counted summaries);
 //! - [`fault`]: the fault loop's decisions: decode the trapped instruction, dispatch it to
@@ -39,6 +42,7 @@ extern crate std;
 pub mod board;
 pub mod bus;
 pub mod diag;
+pub mod fabric;
 pub mod fault;
 pub mod segment;
 pub mod trace_mark;

@@ -2,7 +2,7 @@
 //! endpoint two virtual channels with reception FIFOs of 8 packets, the collective DCRs,
 //! and the node-wide class routes and combining ALU.
 //!
-//! A packet is a 32-bit header and 256 bytes of payload ([`Fabric::tree_inject`]).
+//! A packet is a 32-bit header and 256 bytes of payload ([`FabricApi::tree_inject`](crate::FabricApi::tree_inject)).
 //! - **Class routes.** RDR0..7 hold two classes each; an endpoint *sources* a class when
 //!   its SRCL bit is set and *targets* it when TGTL is set (the links' bits have no effect
 //!   inside a node). Kestrel's reset value has every class sourced and targeted, as a
@@ -261,8 +261,8 @@ fn check_vc(vc: usize) -> Result<(), FabricError> {
 }
 
 impl<M: Memory, L: Link> Fabric<M, L> {
-    /// Injects one collective packet (header + 256 bytes) from `ep` on `vc`.
-    pub fn tree_inject(
+    /// [`FabricApi::tree_inject`](crate::FabricApi::tree_inject).
+    pub(crate) fn coll_inject(
         &mut self,
         ep: EpId,
         vc: usize,
@@ -325,10 +325,8 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         r
     }
 
-    /// Takes the oldest packet received on `vc` into `payload`; returns its header, or
-    /// `None` when nothing was received (no flag: the device model in front, which knows
-    /// whether the guest read HR or DR, sets the underrun flag).
-    pub fn tree_receive(
+    /// [`FabricApi::tree_receive`](crate::FabricApi::tree_receive).
+    pub(crate) fn coll_receive(
         &mut self,
         ep: EpId,
         vc: usize,
@@ -348,27 +346,8 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         r
     }
 
-    /// Sets `ep`'s class routes at once (bit c of `sources` / `targets` = class c: SRCL /
-    /// TGTL in its RDR; the link bits are kept). For a host that attaches an endpoint for
-    /// a guest: at reset every endpoint sources every class, so a reduction on a class
-    /// waits for every attached endpoint; a VMM that limits its VMs to the classes their
-    /// drivers use (bgnet: class 0) keeps native programs' reductions on other classes
-    /// (the MPI layer's) from waiting for VMs that never take part.
-    pub fn set_routes(&mut self, ep: EpId, sources: u16, targets: u16) -> Result<(), FabricError> {
-        let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
-        for r in 0..RDR_COUNT {
-            let dcr = DCR_BASE + DCR_RDR0 + r;
-            let o = ((dcr - DCR_BASE) % DCR_COUNT) as usize;
-            e.coll.dcr[o] = route_word(dcr, e.coll.dcr[o], sources, targets);
-        }
-        self.coll_settle_all();
-        self.touch(ep);
-        self.settle();
-        Ok(())
-    }
-
-    /// The status word of `ep`'s `vc` (0 for an unknown endpoint or VC).
-    pub fn tree_status(&self, ep: EpId, vc: usize) -> u32 {
+    /// [`FabricApi::tree_status`](crate::FabricApi::tree_status).
+    pub(crate) fn coll_status(&self, ep: EpId, vc: usize) -> u32 {
         match self.slot(ep) {
             Some(e) if vc < NVC => e.coll.status(vc),
             _ => 0,

@@ -13,14 +13,8 @@ fn mac_low(m: &[u8]) -> u64 {
 }
 
 impl<M: Memory, L: Link> Fabric<M, L> {
-    /// `ep`'s MAC address: 06:00:00:X:Y:Z.
-    pub fn frame_mac(&self, ep: EpId) -> [u8; 6] {
-        let c = self.coords(ep);
-        [MAC_TORUS_KIND as u8, 0, 0, c.x, c.y, c.z]
-    }
-
-    /// Sends an Ethernet frame (destination MAC first) from `ep`.
-    pub fn frame_send(&mut self, ep: EpId, frame: &[u8]) -> Result<(), FabricError> {
+    /// [`FabricApi::frame_send`](crate::FabricApi::frame_send).
+    pub(crate) fn send_frame(&mut self, ep: EpId, frame: &[u8]) -> Result<(), FabricError> {
         let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
         if !(FRAME_MIN_BYTES as usize..=FRAME_MAX_BYTES as usize).contains(&frame.len()) {
             e.stats.errors += 1;
@@ -52,9 +46,8 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         Ok(())
     }
 
-    /// Takes the oldest frame queued for `ep` into `buf`; returns the frame's length (a
-    /// shorter `buf` gets its first bytes), or `None` when the queue is empty.
-    pub fn frame_receive(&mut self, ep: EpId, buf: &mut [u8]) -> Option<usize> {
+    /// [`FabricApi::frame_receive`](crate::FabricApi::frame_receive).
+    pub(crate) fn receive_frame(&mut self, ep: EpId, buf: &mut [u8]) -> Option<usize> {
         let e = self.slot_mut(ep)?;
         let f = e.frames.pop_front()?;
         let n = f.len().min(buf.len());
@@ -62,8 +55,8 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         Some(f.len())
     }
 
-    /// Frames queued for `ep`.
-    pub fn frames_queued(&self, ep: EpId) -> usize {
+    /// [`FabricApi::frames_queued`](crate::FabricApi::frames_queued).
+    pub(crate) fn queued_frames(&self, ep: EpId) -> usize {
         self.slot(ep).map_or(0, |e| e.frames.len())
     }
 

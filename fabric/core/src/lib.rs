@@ -4,7 +4,7 @@
 //! program is one. Endpoint k sits at torus coordinates (k, 0, 0) in a machine of
 //! (MAX_ENDPOINTS, 1, 1), has collective node address k, one memory window (its DMA-able
 //! memory, reached only through [`Memory`]) at a bus address range the fabric assigns at
-//! [`Fabric::attach`], one torus DMA group register file (seen as group
+//! [`FabricApi::attach`], one torus DMA group register file (seen as group
 //! `kestrel_bgp::dma::VM_GROUP`), two collective virtual channels, and a frame queue for
 //! the paravirtual NIC.
 //!
@@ -16,14 +16,17 @@
 //! - [`coll`]: class routes, the combining ALU, broadcast, point to point, reception FIFOs
 //!   of 8 packets per VC, status words, exception flags;
 //! - [`frame`]: Ethernet frames routed by destination MAC (bgnet's rule);
-//! - interrupts: [`Fabric::irq_lines`] (BIC line levels) and [`Fabric::take_changed`];
+//! - interrupts: [`FabricApi::irq_lines`] (BIC line levels) and
+//!   [`FabricApi::take_changed`];
+//! - [`api`]: [`FabricApi`], the fabric's calls, written once: [`Fabric`] implements them
+//!   in-process, the service's client over IPC, and every user is generic over them;
 //! - [`proto`]: the fabric service's IPC protocol, its one wire codec (the operations'
 //!   table, the shared page, error codes, diagnostics and stats as words).
 //!
 //! Bad input never panics and never touches memory outside the windows of the endpoints
 //! involved: it sets an error bit (DMA fatal status, collective exception flags), drops and
 //! counts a packet ([`Stats`]), and leaves a [`Diagnostic`] the VMM can log
-//! ([`Fabric::take_diagnostic`]). A full reception FIFO or frame queue drops (the hardware
+//! ([`FabricApi::take_diagnostic`]). A full reception FIFO or frame queue drops (the hardware
 //! would back-pressure; an endpoint that never reads must not stall the fabric). One call
 //! moves a bounded amount of DMA data (`kestrel_bgp::torus::INJECT_BUDGET_*`); the rest
 //! continues in later calls: a host running the engine calls [`Fabric::poll`] from a timer
@@ -35,6 +38,7 @@ extern crate alloc;
 #[cfg(test)]
 extern crate std;
 
+pub mod api;
 pub mod coll;
 pub mod dma;
 pub mod frame;
@@ -48,6 +52,7 @@ use alloc::vec::Vec;
 use core::fmt;
 use kestrel_bgp::{bic, torus};
 
+pub use api::FabricApi;
 pub use link::{Hop, Link, LinkError, LocalLink};
 pub use mem::{MemError, Memory, VecMemory};
 
@@ -65,7 +70,7 @@ pub struct Coords {
 
 /// Number of endpoints one fabric serves.
 pub const MAX_ENDPOINTS: usize = torus::MAX_ENDPOINTS as usize;
-/// Words of BIC line levels ([`Fabric::irq_lines`]).
+/// Words of BIC line levels ([`FabricApi::irq_lines`]).
 pub const IRQ_WORDS: usize = bic::GROUPS as usize;
 
 /// Why an engine call was refused. Every message says what the caller should do.
@@ -91,6 +96,8 @@ pub enum FabricError {
     /// The collective header cannot be delivered (reserved ALU opcode, a class this
     /// endpoint's route does not source): the exception flag is set.
     BadHeader,
+    /// A window access outside the endpoint's memory window: keep offsets inside it.
+    OutsideWindow,
 }
 
 impl fmt::Display for FabricError {
@@ -105,6 +112,7 @@ impl fmt::Display for FabricError {
             FabricError::BadFrame => "a frame is 14 to 1518 bytes",
             FabricError::InjectionFull => "collective injection FIFO full: packet dropped",
             FabricError::BadHeader => "collective header cannot be delivered: packet dropped",
+            FabricError::OutsideWindow => "access outside the endpoint's memory window",
         })
     }
 }
@@ -325,188 +333,9 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         (k.0 as u64 + 1) * torus::BUS_SLOT
     }
 
-    /// Attaches a new endpoint with a memory window of `window_len` bytes; returns its id
-    /// and the window's bus base (the lowest free slot; its registers are at reset).
-    pub fn attach(&mut self, window_len: u64) -> Result<(EpId, u64), FabricError> {
-        if window_len == 0 || window_len > torus::MAX_WINDOW {
-            return Err(FabricError::BadWindow);
-        }
-        let k = self
-            .eps
-            .iter()
-            .position(Option::is_none)
-            .ok_or(FabricError::NoFreeEndpoint)?;
-        let id = EpId(k as u8);
-        let base = Self::bus_base(id);
-        self.eps[k] = Some(Box::new(Endpoint {
-            base,
-            len: window_len,
-            dma: dma::DmaRegs::reset(base, window_len),
-            coll: coll::CollEp::reset(),
-            frames: VecDeque::new(),
-            stats: Stats::default(),
-            diag: None,
-            lines: [0; IRQ_WORDS],
-        }));
-        // Sources of reductions changed: one may now be complete.
-        self.coll_settle_all();
-        self.settle();
-        Ok((id, base))
-    }
-
-    /// Detaches `ep`: drops its queues and pending reduction contributions, frees its
-    /// coordinates. Unknown endpoints are ignored.
-    pub fn detach(&mut self, ep: EpId) {
-        if let Some(slot) = self.eps.get_mut(usize::from(ep.0)) {
-            if slot.take().is_some() {
-                self.red.forget(ep);
-                self.changed &= !(1 << ep.0);
-                self.pending &= !(1 << ep.0);
-                self.coll_settle_all();
-                self.settle();
-            }
-        }
-    }
-
     /// Whether `ep` is attached.
     pub fn is_attached(&self, ep: EpId) -> bool {
         self.slot(ep).is_some()
-    }
-
-    /// The bus range of `ep`'s window: `(base, len)`.
-    pub fn window(&self, ep: EpId) -> Option<(u64, u64)> {
-        self.slot(ep).map(|e| (e.base, e.len))
-    }
-
-    /// Torus coordinates of `ep`: (k, 0, 0).
-    pub fn coords(&self, ep: EpId) -> Coords {
-        Coords {
-            x: ep.0,
-            y: 0,
-            z: 0,
-        }
-    }
-
-    /// Collective node address of `ep`: k.
-    pub fn node_address(&self, ep: EpId) -> u32 {
-        u32::from(ep.0)
-    }
-
-    /// Reads a register of `ep`'s DMA group page (offset 0..0x1000, word aligned).
-    pub fn dma_read(&mut self, ep: EpId, offset: u32) -> Result<u32, FabricError> {
-        // A driver polling a counter or HEAD must see pending injections progress.
-        if self.pending != 0 {
-            self.settle();
-        }
-        let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
-        match e.dma.read(offset) {
-            Some(v) => Ok(v),
-            None => {
-                self.bad_register(ep, u64::from(offset));
-                self.settle();
-                Err(FabricError::BadRegister)
-            }
-        }
-    }
-
-    /// Writes a register of `ep`'s DMA group page; a TAIL or activate write runs the
-    /// injection before returning.
-    pub fn dma_write(&mut self, ep: EpId, offset: u32, value: u32) -> Result<(), FabricError> {
-        let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
-        let r = match e.dma.write(offset, value) {
-            Some(dma::Effect::Inject(mask)) => {
-                self.run_injection(ep, mask);
-                Ok(())
-            }
-            Some(dma::Effect::None) => Ok(()),
-            None => {
-                self.bad_register(ep, u64::from(offset));
-                Err(FabricError::BadRegister)
-            }
-        };
-        self.touch(ep);
-        self.settle();
-        r
-    }
-
-    /// Reads a DCR as `ep` sees it: collective 0xC00..0xC7F, torus 0xC80..0xCFF, DMA
-    /// 0xD00..0xDFF. Reading PRXF or PIXF clears it.
-    pub fn dcr_read(&mut self, ep: EpId, dcr: u32) -> Result<u32, FabricError> {
-        let k = ep.0;
-        let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
-        let r = if dma::is_dma_dcr(dcr) {
-            Ok(e.dma.dcr_read(dcr))
-        } else if dma::is_torus_dcr(dcr) {
-            Ok(dma::torus_dcr_read(&e.dma, k, dcr))
-        } else if coll::is_coll_dcr(dcr) {
-            Ok(e.coll.dcr_read(k, dcr))
-        } else {
-            Err(FabricError::BadDcr)
-        };
-        if r.is_err() {
-            self.bad_register(ep, u64::from(dcr));
-        }
-        self.touch(ep);
-        self.settle();
-        r
-    }
-
-    /// Writes a DCR as `ep` sees it. Enabling injection FIFOs (or leaving DMA reset) runs
-    /// pending injections; a class-route write may complete a reduction.
-    pub fn dcr_write(&mut self, ep: EpId, dcr: u32, value: u32) -> Result<(), FabricError> {
-        let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
-        let r = if dma::is_dma_dcr(dcr) {
-            if e.dma.dcr_write(dcr, value) {
-                self.run_injection(ep, u32::MAX);
-            }
-            Ok(())
-        } else if dma::is_torus_dcr(dcr) {
-            e.dma.torus_dcr_write(dcr, value);
-            Ok(())
-        } else if coll::is_coll_dcr(dcr) {
-            if e.coll.dcr_write(dcr, value) {
-                self.coll_settle_all();
-            }
-            Ok(())
-        } else {
-            self.bad_register(ep, u64::from(dcr));
-            Err(FabricError::BadDcr)
-        };
-        self.touch(ep);
-        self.settle();
-        r
-    }
-
-    /// The BIC lines `ep`'s devices assert: bit `31 - i` of word `w` is BIC irq
-    /// `w * 32 + i` (MSB first, as the BIC). All zero for an unknown endpoint.
-    pub fn irq_lines(&self, ep: EpId) -> [u32; IRQ_WORDS] {
-        let mut lines = [0; IRQ_WORDS];
-        if let Some(e) = self.slot(ep) {
-            let mut set = |irq: u32| {
-                if let Some(w) = lines.get_mut((irq / bic::LINES_PER_GROUP) as usize) {
-                    *w |= bic::line_mask(irq);
-                }
-            };
-            e.dma.irqs(&mut set);
-            e.coll.irqs(&mut set);
-        }
-        lines
-    }
-
-    /// Endpoints whose irq lines or frame queue changed since the last call (bit k =
-    /// `EpId(k)`), and forgets them.
-    pub fn take_changed(&mut self) -> u32 {
-        core::mem::take(&mut self.changed)
-    }
-
-    /// `ep`'s counters (zero for an unknown endpoint).
-    pub fn stats(&self, ep: EpId) -> Stats {
-        self.slot(ep).map(|e| e.stats).unwrap_or_default()
-    }
-
-    /// The last error or drop on `ep` since the previous call, if any.
-    pub fn take_diagnostic(&mut self, ep: EpId) -> Option<Diagnostic> {
-        self.slot_mut(ep).and_then(|e| e.diag.take())
     }
 
     // ---- internals shared by the modules ----
@@ -615,5 +444,238 @@ impl<M: Memory, L: Link> Fabric<M, L> {
             .check(ep, bus, data.len() as u64, Dir::Rcv)
             .ok_or(bus)?;
         self.mem.write(ep, off, data).map_err(|_| bus)
+    }
+}
+
+/// The engine is the fabric, in-process: every call runs to completion synchronously.
+impl<M: Memory, L: Link> FabricApi for Fabric<M, L> {
+    type Error = FabricError;
+    /// The window's length; its bytes are the [`Memory`]'s.
+    type Window = u64;
+
+    /// Attaches a new endpoint with a memory window of `window_len` bytes; returns its id
+    /// and the window's bus base (the lowest free slot; its registers are at reset).
+    fn attach(&mut self, window_len: u64) -> Result<(EpId, u64), FabricError> {
+        if window_len == 0 || window_len > torus::MAX_WINDOW {
+            return Err(FabricError::BadWindow);
+        }
+        let k = self
+            .eps
+            .iter()
+            .position(Option::is_none)
+            .ok_or(FabricError::NoFreeEndpoint)?;
+        let id = EpId(k as u8);
+        let base = Self::bus_base(id);
+        self.eps[k] = Some(Box::new(Endpoint {
+            base,
+            len: window_len,
+            dma: dma::DmaRegs::reset(base, window_len),
+            coll: coll::CollEp::reset(),
+            frames: VecDeque::new(),
+            stats: Stats::default(),
+            diag: None,
+            lines: [0; IRQ_WORDS],
+        }));
+        // Sources of reductions changed: one may now be complete.
+        self.coll_settle_all();
+        self.settle();
+        Ok((id, base))
+    }
+
+    /// Detaches `ep`: drops its queues and pending reduction contributions, frees its
+    /// coordinates. Unknown endpoints are ignored.
+    fn detach(&mut self, ep: EpId) {
+        if let Some(slot) = self.eps.get_mut(usize::from(ep.0)) {
+            if slot.take().is_some() {
+                self.red.forget(ep);
+                self.changed &= !(1 << ep.0);
+                self.pending &= !(1 << ep.0);
+                self.coll_settle_all();
+                self.settle();
+            }
+        }
+    }
+
+    /// The bus range of `ep`'s window: `(base, len)`.
+    fn window(&self, ep: EpId) -> Option<(u64, u64)> {
+        self.slot(ep).map(|e| (e.base, e.len))
+    }
+
+    /// Torus coordinates of `ep`: (k, 0, 0).
+    fn coords(&self, ep: EpId) -> Coords {
+        Coords {
+            x: ep.0,
+            y: 0,
+            z: 0,
+        }
+    }
+
+    /// Collective node address of `ep`: k.
+    fn node_address(&self, ep: EpId) -> u32 {
+        u32::from(ep.0)
+    }
+
+    /// Reads a register of `ep`'s DMA group page (offset 0..0x1000, word aligned).
+    fn dma_read(&mut self, ep: EpId, offset: u32) -> Result<u32, FabricError> {
+        // A driver polling a counter or HEAD must see pending injections progress.
+        if self.pending != 0 {
+            self.settle();
+        }
+        let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
+        match e.dma.read(offset) {
+            Some(v) => Ok(v),
+            None => {
+                self.bad_register(ep, u64::from(offset));
+                self.settle();
+                Err(FabricError::BadRegister)
+            }
+        }
+    }
+
+    /// Writes a register of `ep`'s DMA group page; a TAIL or activate write runs the
+    /// injection before returning.
+    fn dma_write(&mut self, ep: EpId, offset: u32, value: u32) -> Result<(), FabricError> {
+        let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
+        let r = match e.dma.write(offset, value) {
+            Some(dma::Effect::Inject(mask)) => {
+                self.run_injection(ep, mask);
+                Ok(())
+            }
+            Some(dma::Effect::None) => Ok(()),
+            None => {
+                self.bad_register(ep, u64::from(offset));
+                Err(FabricError::BadRegister)
+            }
+        };
+        self.touch(ep);
+        self.settle();
+        r
+    }
+
+    /// Reads a DCR as `ep` sees it: collective 0xC00..0xC7F, torus 0xC80..0xCFF, DMA
+    /// 0xD00..0xDFF. Reading PRXF or PIXF clears it.
+    fn dcr_read(&mut self, ep: EpId, dcr: u32) -> Result<u32, FabricError> {
+        let k = ep.0;
+        let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
+        let r = if dma::is_dma_dcr(dcr) {
+            Ok(e.dma.dcr_read(dcr))
+        } else if dma::is_torus_dcr(dcr) {
+            Ok(dma::torus_dcr_read(&e.dma, k, dcr))
+        } else if coll::is_coll_dcr(dcr) {
+            Ok(e.coll.dcr_read(k, dcr))
+        } else {
+            Err(FabricError::BadDcr)
+        };
+        if r.is_err() {
+            self.bad_register(ep, u64::from(dcr));
+        }
+        self.touch(ep);
+        self.settle();
+        r
+    }
+
+    /// Writes a DCR as `ep` sees it. Enabling injection FIFOs (or leaving DMA reset) runs
+    /// pending injections; a class-route write may complete a reduction.
+    fn dcr_write(&mut self, ep: EpId, dcr: u32, value: u32) -> Result<(), FabricError> {
+        let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
+        let r = if dma::is_dma_dcr(dcr) {
+            if e.dma.dcr_write(dcr, value) {
+                self.run_injection(ep, u32::MAX);
+            }
+            Ok(())
+        } else if dma::is_torus_dcr(dcr) {
+            e.dma.torus_dcr_write(dcr, value);
+            Ok(())
+        } else if coll::is_coll_dcr(dcr) {
+            if e.coll.dcr_write(dcr, value) {
+                self.coll_settle_all();
+            }
+            Ok(())
+        } else {
+            self.bad_register(ep, u64::from(dcr));
+            Err(FabricError::BadDcr)
+        };
+        self.touch(ep);
+        self.settle();
+        r
+    }
+
+    /// The BIC lines `ep`'s devices assert: bit `31 - i` of word `w` is BIC irq
+    /// `w * 32 + i` (MSB first, as the BIC). All zero for an unknown endpoint.
+    fn irq_lines(&self, ep: EpId) -> [u32; IRQ_WORDS] {
+        let mut lines = [0; IRQ_WORDS];
+        if let Some(e) = self.slot(ep) {
+            let mut set = |irq: u32| {
+                if let Some(w) = lines.get_mut((irq / bic::LINES_PER_GROUP) as usize) {
+                    *w |= bic::line_mask(irq);
+                }
+            };
+            e.dma.irqs(&mut set);
+            e.coll.irqs(&mut set);
+        }
+        lines
+    }
+
+    /// Endpoints whose irq lines or frame queue changed since the last call (bit k =
+    /// `EpId(k)`), and forgets them.
+    fn take_changed(&mut self) -> Result<u32, FabricError> {
+        Ok(core::mem::take(&mut self.changed))
+    }
+
+    /// `ep`'s counters (zero for an unknown endpoint).
+    fn stats(&self, ep: EpId) -> Stats {
+        self.slot(ep).map(|e| e.stats).unwrap_or_default()
+    }
+
+    /// The last error or drop on `ep` since the previous call, if any.
+    fn take_diagnostic(&mut self, ep: EpId) -> Option<Diagnostic> {
+        self.slot_mut(ep).and_then(|e| e.diag.take())
+    }
+
+    fn tree_inject(
+        &mut self,
+        ep: EpId,
+        vc: usize,
+        header: u32,
+        payload: &[u8; coll::PAYLOAD],
+    ) -> Result<(), FabricError> {
+        self.coll_inject(ep, vc, header, payload)
+    }
+
+    fn tree_receive(
+        &mut self,
+        ep: EpId,
+        vc: usize,
+        payload: &mut [u8; coll::PAYLOAD],
+    ) -> Result<Option<u32>, FabricError> {
+        Ok(self.coll_receive(ep, vc, payload))
+    }
+
+    fn tree_status(&self, ep: EpId, vc: usize) -> u32 {
+        self.coll_status(ep, vc)
+    }
+
+    fn frame_send(&mut self, ep: EpId, frame: &[u8]) -> Result<(), FabricError> {
+        self.send_frame(ep, frame)
+    }
+
+    fn frame_receive(&mut self, ep: EpId, buf: &mut [u8]) -> Result<Option<usize>, FabricError> {
+        Ok(self.receive_frame(ep, buf))
+    }
+
+    fn frames_queued(&self, ep: EpId) -> usize {
+        self.queued_frames(ep)
+    }
+
+    fn mem_read(&mut self, ep: EpId, offset: u32, buf: &mut [u8]) -> Result<(), FabricError> {
+        self.mem
+            .read(ep, u64::from(offset), buf)
+            .map_err(|_| FabricError::OutsideWindow)
+    }
+
+    fn mem_write(&mut self, ep: EpId, offset: u32, data: &[u8]) -> Result<(), FabricError> {
+        self.mem
+            .write(ep, u64::from(offset), data)
+            .map_err(|_| FabricError::OutsideWindow)
     }
 }

@@ -250,7 +250,7 @@ pub const fn mac_from_words(hi: u32, lo: u32) -> [u8; 6] {
     [h[2], h[3], l[0], l[1], l[2], l[3]]
 }
 
-/// The wire code of an engine error (1..=9; 0 is never used).
+/// The wire code of an engine error (1..=10; 0 is never used).
 pub fn error_code(e: FabricError) -> u8 {
     match e {
         FabricError::NoSuchEndpoint => 1,
@@ -262,6 +262,7 @@ pub fn error_code(e: FabricError) -> u8 {
         FabricError::BadFrame => 7,
         FabricError::InjectionFull => 8,
         FabricError::BadHeader => 9,
+        FabricError::OutsideWindow => 10,
     }
 }
 
@@ -277,6 +278,7 @@ pub fn error_from_code(c: u8) -> Option<FabricError> {
         7 => FabricError::BadFrame,
         8 => FabricError::InjectionFull,
         9 => FabricError::BadHeader,
+        10 => FabricError::OutsideWindow,
         _ => return None,
     })
 }
@@ -474,7 +476,7 @@ mod tests {
                 seen[usize::from(c)] = true;
             }
         }
-        assert_eq!(seen.iter().filter(|&&s| s).count(), 9);
+        assert_eq!(seen.iter().filter(|&&s| s).count(), 10);
         assert_eq!(error_from_code(0), None);
     }
 

@@ -5,6 +5,7 @@
 mod common;
 use common::*;
 use kestrel_bgp::coll::*;
+use kestrel_fabric::FabricApi;
 use kestrel_fabric::{EpId, FabricError};
 
 const A: EpId = EpId(0);
@@ -25,7 +26,7 @@ fn payload(seed: u8) -> [u8; 256] {
 
 fn recv(r: &mut Rig, ep: EpId, vc: usize) -> Option<(u32, [u8; 256])> {
     let mut p = [0u8; 256];
-    r.f.tree_receive(ep, vc, &mut p).map(|h| (h, p))
+    r.f.tree_receive(ep, vc, &mut p).unwrap().map(|h| (h, p))
 }
 
 #[test]
@@ -209,7 +210,7 @@ fn irq_bit_packets_raise_the_vc_line() {
     assert!(line(&r.f.irq_lines(B), IRQ_RCV_VC1));
     assert!(!line(&r.f.irq_lines(B), IRQ_RCV_VC0));
     assert_ne!(r.f.tree_status(B, 1) & ST_RCV_IRQ, 0);
-    assert_ne!(r.f.take_changed() & 0b10, 0);
+    assert_ne!(r.f.take_changed().unwrap() & 0b10, 0);
     recv(&mut r, B, 1).unwrap();
     assert!(!line(&r.f.irq_lines(B), IRQ_RCV_VC1));
 }

@@ -5,6 +5,7 @@
 mod common;
 use common::*;
 use kestrel_bgp::dma::{self as d, *};
+use kestrel_fabric::FabricApi;
 use kestrel_fabric::{DiagKind, EpId};
 
 const A: EpId = EpId(0);
@@ -59,14 +60,14 @@ fn memory_fifo_message_lands_as_slots() {
     assert_eq!(r.r(B, RCV_THRESHOLD), bit);
     assert!(line(&r.f.irq_lines(B), IRQ_RCV_FIFO_THRESHOLD));
     assert!(!line(&r.f.irq_lines(A), IRQ_RCV_FIFO_THRESHOLD));
-    assert_eq!(r.f.take_changed() & 0b10, 0b10);
+    assert_eq!(r.f.take_changed().unwrap() & 0b10, 0b10);
     // The driver consumes: HEAD = TAIL, clears the threshold: the line drops.
     let tail = r.r(B, d::rcv_fifo(0, FIFO_TAIL));
     r.w(B, d::rcv_fifo(0, FIFO_HEAD), tail);
     r.w(B, RCV_THRESHOLD_CLEAR, bit);
     assert_eq!(r.r(B, RCV_NOT_EMPTY), 0);
     assert!(!line(&r.f.irq_lines(B), IRQ_RCV_FIFO_THRESHOLD));
-    assert_eq!(r.f.take_changed() & 0b10, 0b10);
+    assert_eq!(r.f.take_changed().unwrap() & 0b10, 0b10);
     let s = r.f.stats(A);
     assert_eq!((s.dma_packets_sent, s.dma_bytes_sent), (3, 500));
     let s = r.f.stats(B);

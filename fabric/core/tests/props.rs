@@ -8,6 +8,7 @@ mod common;
 use common::pattern;
 use kestrel_bgp::coll::{self, HDR_OPSIZE_SHIFT, HDR_OP_SHIFT};
 use kestrel_bgp::dma::*;
+use kestrel_fabric::FabricApi;
 use kestrel_fabric::{coll::alu, EpId, Fabric};
 use kestrel_testkit::fabric::{Guarded, EPS, G, W};
 use proptest::prelude::*;
@@ -319,7 +320,7 @@ proptest! {
             f.tree_inject(EpId(i as u8), 0, h, p).unwrap();
         }
         let mut got = [0u8; 256];
-        prop_assert_eq!(f.tree_receive(EpId(0), 0, &mut got), Some(h));
+        prop_assert_eq!(f.tree_receive(EpId(0), 0, &mut got), Ok(Some(h)));
         // Reference: operands as u128, folded.
         let mut want = [0u8; 256];
         for (o, chunk) in want.chunks_mut(width).enumerate() {
@@ -396,7 +397,7 @@ proptest! {
             }
             // Drain endpoint 0 as results appear (its FIFO holds 8).
             let mut q = [0u8; 256];
-            while f.tree_receive(EpId(0), 0, &mut q).is_some() {
+            while f.tree_receive(EpId(0), 0, &mut q).unwrap().is_some() {
                 results.push(u32::from_be_bytes([q[0], q[1], q[2], q[3]]));
                 prop_assert!(q.chunks(4).all(|c| c == &q[..4]));
             }

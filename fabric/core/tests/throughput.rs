@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use kestrel_bgp::dma::{self as d, *};
 use kestrel_fabric::EpId;
+use kestrel_fabric::FabricApi;
 use std::time::Instant;
 
 const A: EpId = EpId(0);

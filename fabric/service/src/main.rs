@@ -44,7 +44,7 @@ use kestrel_fabric::proto::{
     self, layout, mac_words, reply, shared, FabricErr, Request, Words, LINE_WORDS, MAX_FRAME,
     TREE_PAYLOAD,
 };
-use kestrel_fabric::{EpId, Fabric, FabricError, MemError, Memory, MAX_ENDPOINTS};
+use kestrel_fabric::{EpId, Fabric, FabricApi, FabricError, MemError, Memory, MAX_ENDPOINTS};
 use kestrel_user::ipc::{ipc, Msg};
 use kestrel_user::mem::{map_reply, PageFault};
 use kestrel_user::pager::share_image;
@@ -421,7 +421,7 @@ impl Server {
 
     /// Collects the engine's changes.
     fn collect(&mut self) {
-        self.clients.changed |= self.fabric.take_changed() & self.clients.attached();
+        self.clients.changed |= self.fabric.take_changed().unwrap_or(0) & self.clients.attached();
     }
 
     /// Answers one message; the second value says whether it attached an endpoint (whose
@@ -640,7 +640,7 @@ impl proto::Server for Server {
         vc: u32,
     ) -> Result<reply::TreeReceive, FabricErr> {
         let mut p = [0u8; TREE_PAYLOAD];
-        let Some(header) = self.fabric.tree_receive(EpId(ep), vc as usize, &mut p) else {
+        let Ok(Some(header)) = self.fabric.tree_receive(EpId(ep), vc as usize, &mut p) else {
             return Ok(reply::TreeReceive {
                 found: 0,
                 header: 0,
@@ -680,7 +680,7 @@ impl proto::Server for Server {
 
     fn frame_receive(&mut self, _: &mut Call, ep: u8) -> Result<reply::FrameReceive, FabricErr> {
         let mut b = [0u8; MAX_FRAME];
-        let Some(n) = self.fabric.frame_receive(EpId(ep), &mut b) else {
+        let Ok(Some(n)) = self.fabric.frame_receive(EpId(ep), &mut b) else {
             return Ok(reply::FrameReceive { found: 0, len: 0 });
         };
         let n = n.min(MAX_FRAME);

@@ -10,13 +10,13 @@
 //! The calls come in two shapes: non-blocking (`try_recv`, `reduce_start` +
 //! `reduce_poll`), which a host test drives for several ranks in one thread, and blocking
 //! (`recv`, `allreduce`, `barrier`), which take a `wait` function that sleeps until the
-//! fabric has news (on the target: the service's event, `service::Native::wait`).
+//! fabric has news (on the target: the service's event, `service::Service::wait`).
 
 #![no_std]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 use kestrel_bgp::coll;
-use kestrel_fabric_client::port::Port;
+use kestrel_fabric::{EpId, FabricApi};
 use kestrel_spi::{link_header, tree, Coords, DmaGroup, Reassembly, LINK_HDR, MAX_MSG};
 
 /// The link protocol of MPI messages (bgnet's frames are `TORUS_LINK_PROTO_NET`).
@@ -104,14 +104,23 @@ impl Comm {
 
     /// Opens the communicator on endpoint `ep` (window at bus `bus`): programs its DMA
     /// group; the rank is the endpoint number.
-    pub fn open<P: Port>(&mut self, p: &mut P, ep: u8, bus: u64) -> Result<(), P::Error> {
-        self.dma = DmaGroup::setup(p, ep, bus, Coords { x: ep, y: 0, z: 0 })?;
-        self.rank = ep;
+    pub fn open<P: FabricApi>(&mut self, p: &mut P, ep: EpId, bus: u64) -> Result<(), P::Error> {
+        self.dma = DmaGroup::setup(
+            p,
+            ep,
+            bus,
+            Coords {
+                x: ep.0,
+                y: 0,
+                z: 0,
+            },
+        )?;
+        self.rank = ep.0;
         Ok(())
     }
 
     /// Sends `data` (at most [`MAX_DATA`] bytes) to rank `to` with `tag`; false if too long.
-    pub fn send<P: Port>(
+    pub fn send<P: FabricApi>(
         &mut self,
         p: &mut P,
         to: u8,
@@ -129,7 +138,7 @@ impl Comm {
     }
 
     /// Takes in what arrived (complete messages go to the inbox).
-    fn pump<P: Port>(&mut self, p: &mut P) -> Result<(), P::Error> {
+    fn pump<P: FabricApi>(&mut self, p: &mut P) -> Result<(), P::Error> {
         let Comm {
             dma,
             reasm,
@@ -159,7 +168,7 @@ impl Comm {
 
     /// A message from `from` (any rank if `None`) with `tag`, copied into `buf` (cut to its
     /// length): `(source rank, length)`, or `None` if none has arrived.
-    pub fn try_recv<P: Port>(
+    pub fn try_recv<P: FabricApi>(
         &mut self,
         p: &mut P,
         from: Option<u8>,
@@ -180,7 +189,7 @@ impl Comm {
     }
 
     /// [`Comm::try_recv`] until a message arrives, calling `wait` in between.
-    pub fn recv<P: Port>(
+    pub fn recv<P: FabricApi>(
         &mut self,
         p: &mut P,
         from: Option<u8>,
@@ -198,7 +207,7 @@ impl Comm {
 
     /// Contributes `values` (at most [`MAX_VALUES`], big-endian 64-bit operands) to a
     /// reduction with `op`.
-    pub fn reduce_start<P: Port>(
+    pub fn reduce_start<P: FabricApi>(
         &mut self,
         p: &mut P,
         op: Op,
@@ -212,7 +221,11 @@ impl Comm {
     }
 
     /// The result of the reduction started last, into `out`, once it is there.
-    pub fn reduce_poll<P: Port>(&mut self, p: &mut P, out: &mut [u64]) -> Result<bool, P::Error> {
+    pub fn reduce_poll<P: FabricApi>(
+        &mut self,
+        p: &mut P,
+        out: &mut [u64],
+    ) -> Result<bool, P::Error> {
         let mut payload = [0u8; 256];
         loop {
             let Some(h) = p.tree_receive(self.dma.ep, VC, &mut payload)? else {
@@ -232,7 +245,7 @@ impl Comm {
     }
 
     /// Every rank's `values` combined with `op`, element by element, in `values`.
-    pub fn allreduce<P: Port>(
+    pub fn allreduce<P: FabricApi>(
         &mut self,
         p: &mut P,
         op: Op,
@@ -247,7 +260,7 @@ impl Comm {
     }
 
     /// Returns when every rank has called it.
-    pub fn barrier<P: Port>(
+    pub fn barrier<P: FabricApi>(
         &mut self,
         p: &mut P,
         wait: impl FnMut(&mut P),

@@ -3,8 +3,7 @@
 //! bgnet's torus framing through a wrapping reception ring, reassembly in any packet order,
 //! the reception interrupt, MPI send/recv and allreduce/barrier on the collective ALU.
 
-use kestrel_fabric::{EpId, Fabric, VecMemory};
-use kestrel_fabric_client::port::Port;
+use kestrel_fabric::{EpId, Fabric, FabricApi, VecMemory};
 use kestrel_mpi::{self as mpi, Comm, Op};
 use kestrel_spi::{
     layout, link_header, Coords, DmaGroup, Packet, Reassembly, LINK_HDR, MAX_MSG, PKT_PAYLOAD,
@@ -51,9 +50,9 @@ fn drain(
 #[test]
 fn messages_cross_the_torus_in_bgnet_framing() {
     let (mut f, bus) = fabric(2);
-    let mut a = DmaGroup::setup(&mut f, 0, bus[0], at(0)).unwrap();
-    let mut b = DmaGroup::setup(&mut f, 1, bus[1], at(1)).unwrap();
-    f.take_changed();
+    let mut a = DmaGroup::setup(&mut f, EpId(0), bus[0], at(0)).unwrap();
+    let mut b = DmaGroup::setup(&mut f, EpId(1), bus[1], at(1)).unwrap();
+    f.take_changed().unwrap();
     let mut r = Reassembly::<4>::new();
     // Sizes around the packet boundary and the largest message; enough of them that the
     // reception ring (32 KiB) wraps several times.
@@ -80,9 +79,9 @@ fn messages_cross_the_torus_in_bgnet_framing() {
 #[test]
 fn a_waiting_packet_raises_the_reception_interrupt() {
     let (mut f, bus) = fabric(2);
-    let mut a = DmaGroup::setup(&mut f, 0, bus[0], at(0)).unwrap();
-    let mut b = DmaGroup::setup(&mut f, 1, bus[1], at(1)).unwrap();
-    f.take_changed();
+    let mut a = DmaGroup::setup(&mut f, EpId(0), bus[0], at(0)).unwrap();
+    let mut b = DmaGroup::setup(&mut f, EpId(1), bus[1], at(1)).unwrap();
+    f.take_changed().unwrap();
     let line = kestrel_bgp::dma::IRQ_RCV_FIFO_THRESHOLD;
     let up = |f: &Fabric<VecMemory>| {
         f.irq_lines(EpId(1))[(line / 32) as usize] & (0x8000_0000 >> (line % 32)) != 0
@@ -90,7 +89,11 @@ fn a_waiting_packet_raises_the_reception_interrupt() {
     assert!(!up(&f));
     a.send(&mut f, at(1), &message(300, 1)).unwrap();
     assert!(up(&f));
-    assert_ne!(f.take_changed() & 0b10, 0, "endpoint 1's lines changed");
+    assert_ne!(
+        f.take_changed().unwrap() & 0b10,
+        0,
+        "endpoint 1's lines changed"
+    );
     let mut r = Reassembly::<4>::new();
     assert_eq!(drain(&mut f, &mut b, &mut r).len(), 1);
     assert!(!up(&f), "receiving clears the latch");
@@ -145,7 +148,7 @@ fn mpi_send_recv_allreduce_and_barrier() {
     let mut ranks: Vec<Box<Comm>> = (0..3u8)
         .map(|k| {
             let mut c = Box::new(Comm::new());
-            c.open(&mut f, k, bus[k as usize]).unwrap();
+            c.open(&mut f, EpId(k), bus[k as usize]).unwrap();
             c
         })
         .collect();
@@ -201,34 +204,39 @@ fn mpi_send_recv_allreduce_and_barrier() {
 }
 
 #[test]
-fn port_reaches_only_the_own_window() {
+fn window_access_reaches_only_the_own_window() {
     let (mut f, _) = fabric(1);
     let mut b = [0u8; 4];
-    assert!(Port::mem_read(&mut f, 0, WINDOW as u32 - 4, &mut b).is_ok());
-    assert!(Port::mem_read(&mut f, 0, WINDOW as u32 - 3, &mut b).is_err());
-    assert!(Port::mem_write(&mut f, 1, 0, &b).is_err());
+    assert!(f.mem_read(EpId(0), WINDOW as u32 - 4, &mut b).is_ok());
+    assert!(f.mem_read(EpId(0), WINDOW as u32 - 3, &mut b).is_err());
+    assert!(f.mem_write(EpId(1), 0, &b).is_err());
 }
 
 proptest! {
-    /// The service client's `set_routes` (RDR by RDR, through DCRs) leaves every route
-    /// register as the engine's own `set_routes` does.
+    /// `set_routes` (RDR by RDR, through DCRs) sets each class's local source and target
+    /// bit as asked and keeps every other bit of the route registers.
     #[test]
-    fn route_words_match_the_engine(sources in any::<u16>(), targets in any::<u16>(), links in any::<[u32; 8]>()) {
-        use kestrel_bgp::coll::{DCR_BASE, DCR_RDR0};
-        let (mut a, _) = fabric(1);
-        let (mut b, _) = fabric(1);
+    fn set_routes_sets_the_class_bits_and_keeps_the_links(sources in any::<u16>(), targets in any::<u16>(), links in any::<[u32; 8]>()) {
+        use kestrel_bgp::coll::{rdr_of_class, DCR_BASE, DCR_RDR0, RDR_LO_SRCL, RDR_LO_TGTL};
+        let (mut f, _) = fabric(1);
         for r in 0..8u32 {
-            let dcr = DCR_BASE + DCR_RDR0 + r;
-            a.dcr_write(EpId(0), dcr, links[r as usize]).unwrap();
-            b.dcr_write(EpId(0), dcr, links[r as usize]).unwrap();
+            f.dcr_write(EpId(0), DCR_BASE + DCR_RDR0 + r, links[r as usize]).unwrap();
         }
-        a.set_routes(EpId(0), sources, targets).unwrap();
+        let before: Vec<u32> = (0..8).map(|r| f.dcr_read(EpId(0), DCR_BASE + DCR_RDR0 + r).unwrap()).collect();
+        f.set_routes(EpId(0), sources, targets).unwrap();
+        let mut class_bits = [0u32; 8];
+        for class in 0..16u32 {
+            let (dcr, shift) = rdr_of_class(class);
+            let r = (dcr - DCR_BASE - DCR_RDR0) as usize;
+            let v = f.dcr_read(EpId(0), dcr).unwrap();
+            prop_assert_eq!(v & (RDR_LO_SRCL >> shift) != 0, sources & (1 << class) != 0);
+            prop_assert_eq!(v & (RDR_LO_TGTL >> shift) != 0, targets & (1 << class) != 0);
+            class_bits[r] |= (RDR_LO_SRCL | RDR_LO_TGTL) >> shift;
+        }
         for r in 0..8u32 {
-            let dcr = DCR_BASE + DCR_RDR0 + r;
-            let v = b.dcr_read(EpId(0), dcr).unwrap();
-            let w = kestrel_bgp::coll::route_word(dcr, v, sources, targets);
-            b.dcr_write(EpId(0), dcr, w).unwrap();
-            prop_assert_eq!(a.dcr_read(EpId(0), dcr).unwrap(), b.dcr_read(EpId(0), dcr).unwrap());
+            let v = f.dcr_read(EpId(0), DCR_BASE + DCR_RDR0 + r).unwrap();
+            let m = !class_bits[r as usize];
+            prop_assert_eq!(v & m, before[r as usize] & m);
         }
     }
 }

@@ -20,7 +20,7 @@
 
 use kestrel_bgp::coll;
 use kestrel_bgp::dma::{self, inj_ctr, inj_fifo, rcv_fifo};
-use kestrel_fabric_client::port::Port;
+use kestrel_fabric::{EpId, FabricApi};
 
 /// Offsets in the window.
 pub mod layout {
@@ -95,7 +95,7 @@ pub struct Packet<'a> {
 
 /// One endpoint's DMA group as the SPI layer runs it.
 pub struct DmaGroup {
-    pub ep: u8,
+    pub ep: EpId,
     /// Bus address of window offset 0.
     pub bus: u64,
     /// This endpoint's coordinates.
@@ -114,7 +114,7 @@ impl DmaGroup {
     /// [`DmaGroup::setup`].
     pub const fn unset() -> DmaGroup {
         DmaGroup {
-            ep: 0,
+            ep: EpId(0),
             bus: 0,
             me: Coords { x: 0, y: 0, z: 0 },
             inj_tail: 0,
@@ -126,7 +126,12 @@ impl DmaGroup {
     /// Programs endpoint `ep`'s group (window at bus `bus`, coordinates `me`): the
     /// injection FIFO and counter, the reception FIFO with every PID mapped to it and its
     /// threshold interrupt enabled.
-    pub fn setup<P: Port>(p: &mut P, ep: u8, bus: u64, me: Coords) -> Result<DmaGroup, P::Error> {
+    pub fn setup<P: FabricApi>(
+        p: &mut P,
+        ep: EpId,
+        bus: u64,
+        me: Coords,
+    ) -> Result<DmaGroup, P::Error> {
         let g = dma::VM_GROUP;
         let d = |o: u32| dma::DCR_BASE + o;
         p.dcr_write(ep, d(dma::DCR_BASE_CONTROL), dma::BASE_CONTROL_USE_DMA)?;
@@ -185,7 +190,12 @@ impl DmaGroup {
     /// memory-FIFO message: packets of 240 bytes, Put_Offset = byte offset, software word 3
     /// = `conn_id:8 | src_key:24` (bgnet's torus framing). Returns false (nothing sent) if
     /// the message is too long.
-    pub fn send<P: Port>(&mut self, p: &mut P, to: Coords, msg: &[u8]) -> Result<bool, P::Error> {
+    pub fn send<P: FabricApi>(
+        &mut self,
+        p: &mut P,
+        to: Coords,
+        msg: &[u8],
+    ) -> Result<bool, P::Error> {
         if msg.len() > MAX_MSG {
             return Ok(false);
         }
@@ -198,7 +208,7 @@ impl DmaGroup {
     /// message, or (`direct`) a direct put whose packets land at the destination's reception
     /// counter `word3 >> 24` at `BASE + put + offset`.
     #[allow(clippy::too_many_arguments)]
-    pub fn inject<P: Port>(
+    pub fn inject<P: FabricApi>(
         &mut self,
         p: &mut P,
         to: Coords,
@@ -246,7 +256,7 @@ impl DmaGroup {
 
     /// Takes every packet waiting in the reception ring, oldest first, and gives each to
     /// `f`; returns how many there were.
-    pub fn receive<P: Port>(
+    pub fn receive<P: FabricApi>(
         &mut self,
         p: &mut P,
         mut f: impl FnMut(&Packet),

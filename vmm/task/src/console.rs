@@ -7,6 +7,7 @@
 //! the input focus (`Ctrl-]` twice sends one `Ctrl-]`). Outputs are told apart by the
 //! `[vmN] ` prefix on every line (see `Machine`).
 
+use crate::fabric::VmFabric;
 use crate::machine::Machine;
 use kestrel_devices::uart::{ier, lsr, reg};
 use kestrel_user::{println, root, sys};
@@ -70,7 +71,10 @@ impl Console {
 
     /// Drains the UART's receive FIFO into the focused VM's virtual UART. Returns
     /// whether that VM got input.
-    pub fn input<'a>(&mut self, mut machines: impl Iterator<Item = &'a mut Machine>) -> bool {
+    pub fn input<'a, F: VmFabric>(
+        &mut self,
+        mut machines: impl Iterator<Item = &'a mut Machine<F>>,
+    ) -> bool {
         let mut got = 0usize;
         let mut target = machines.nth(self.focus);
         let mut budget = 256;

@@ -5,20 +5,16 @@
 //! `kestrel_vmm_core::fault` dispatch it to the buses, and builds the reply with the ABI's
 //! `FaultReply` (adding the interrupt-line levels).
 
-use crate::fabric::{self, Port, Ram};
+use crate::fabric::{Ram, VmFabric};
 use alloc::rc::Rc;
 use core::cell::RefCell;
 use kestrel_abi::{xfer, FaultReply, ThreadId, TracePoint, VirtFaultMsg, XferRegs, PAGE_SIZE};
 use kestrel_devices::bus::{GuestRam, TxSink, UartPort, UicInput};
-use kestrel_devices::collective::{Collective, VC_STRIDE};
-use kestrel_devices::torus::TorusDma;
-use kestrel_devices::virtio_net::VirtioNet;
-use kestrel_devices::{BicCascade, Uic};
-use kestrel_ppc440::decode::{decode, Insn};
+use kestrel_devices::Uic;
 use kestrel_user::{println, sys};
-use kestrel_vmm_core::board::{self, Attachment, Board, Device, Model, Window};
-use kestrel_vmm_core::bus::Shifted;
+use kestrel_vmm_core::board::{self, Board};
 use kestrel_vmm_core::diag::{self, LastInFull, LogLimit, Verdict};
+use kestrel_vmm_core::fabric::{self as vfabric, BgpDevices, Node, VmEndpoint};
 use kestrel_vmm_core::fault::{self, Buses, Unmodelled};
 use kestrel_vmm_core::segment::{GuestMemory, GuestPhysAddr, HostAddr, Segment, SegmentRam};
 use kestrel_vmm_core::trace_mark::Mark;
@@ -42,24 +38,9 @@ pub const BOARD: Board = Board {
     device_space: board::BAMBOO.device_space,
 };
 
-/// The virtual BIC, cascaded into UIC0.
-type VBic = BicCascade<UicInput>;
-/// The virtual collective network.
-type VColl = Collective<Port>;
-/// The virtual torus DMA group.
-type VTorus = TorusDma<Port>;
-/// The paravirtual NIC.
-type VNet = VirtioNet<fabric::SharedRam, Port>;
+/// A VM's BG/P devices and its endpoint of the fabric (`kestrel_vmm_core::fabric`).
+type Bgp<F> = BgpDevices<F, SegmentRam<'static, 1>>;
 
-/// A VM's BG/P devices and its endpoint of the fabric.
-struct Bgp {
-    port: Port,
-    bic: Rc<RefCell<VBic>>,
-    coll: Option<Rc<RefCell<VColl>>>,
-    torus: Option<Rc<RefCell<VTorus>>>,
-    /// The virtio NIC and the UIC0 input of its interrupt.
-    net: Option<(Rc<RefCell<VNet>>, u32)>,
-}
 /// Lines logged in full per VM and kind of diagnostic (`kestrel_vmm_core::diag`).
 const LOG_LINES_IN_FULL: u32 = 8;
 /// Least time between two summary lines of one kind, in microseconds.
@@ -147,13 +128,13 @@ impl TxSink for ConsoleOut {
 /// The console UART: UART0, its output to the console, its interrupt to the UIC.
 type ConsoleUart = UartPort<UicInput, ConsoleOut>;
 
-pub struct Machine {
+pub struct Machine<F: VmFabric> {
     ram: Ram,
     buses: Buses,
     console: Rc<RefCell<ConsoleUart>>,
     uic: Rc<RefCell<Uic>>,
     /// The BG/P devices and the VM's fabric endpoint.
-    bgp: Bgp,
+    bgp: Bgp<F>,
     /// The last fault may have touched a BG/P device or the virtio NIC.
     pub touched_bgp: bool,
     /// Index of this VM (for log lines).
@@ -170,20 +151,20 @@ pub struct Machine {
     os: bool,
 }
 
-impl Machine {
+impl<F: VmFabric> Machine<F> {
     /// A machine whose guest RAM is the `size` bytes at `first` in the VMM's space
     /// (physically contiguous, zeroed, and aligned to 16 MiB physically and virtually, so
     /// the kernel can back it with large hardware pages; the root task hands it out so),
-    /// with the board's devices on its buses (`Board::attach`; UART0's output is this
-    /// VM's console).
+    /// with the board's devices on its buses (`Board::attach_vm`: the BG/P devices in front
+    /// of the VM's endpoint of `node`; UART0's output is this VM's console).
     pub fn new(
         first: u32,
         size: u32,
         id: usize,
         prefixed: bool,
         os: bool,
-        node: &fabric::Node,
-    ) -> Result<Machine, &'static str> {
+        node: &Node<F>,
+    ) -> Result<Machine<F>, &'static str> {
         if first & (SEGMENT_ALIGN - 1) != 0 {
             return Err("guest RAM is not 16 MiB aligned");
         }
@@ -196,10 +177,15 @@ impl Machine {
         // and this (single-threaded) VMM touches it only while that vCPU is blocked.
         let bytes = unsafe { core::slice::from_raw_parts_mut(first as *mut u8, size as usize) };
         let ram: Ram = Rc::new(RefCell::new(SegmentRam::new(map, first, bytes)));
-        let port = Port::attach(node, &ram, first, size as u64, id).map_err(|e| {
+        let no_endpoint = |e: kestrel_fabric::FabricError| {
             println!("vmm: vm{id}: no fabric endpoint: {e}");
             "no fabric endpoint"
-        })?;
+        };
+        let (ep, bus_base) = node
+            .borrow_mut()
+            .attach_vm(&ram, first, size as u64, id)
+            .map_err(no_endpoint)?;
+        let endpoint = VmEndpoint::new(node, ep, bus_base).map_err(|e| no_endpoint(e.into()))?;
 
         let out = ConsoleOut {
             line: [0; 128],
@@ -208,69 +194,8 @@ impl Machine {
             continues: false,
             mark: None,
         };
-        let mut bic = None;
-        let mut coll: Option<Rc<RefCell<VColl>>> = None;
-        let mut torus: Option<Rc<RefCell<VTorus>>> = None;
-        let mut net = None;
-        let board = BOARD
-            .attach_with(out, &mut |d: &Device, uic: &Rc<RefCell<Uic>>| {
-                match (d.model, d.window) {
-                    (Model::Bic, Window::Mmio { .. }) => {
-                        let line = UicInput {
-                            uic: uic.clone(),
-                            input: d.irq?,
-                        };
-                        let b = Rc::new(RefCell::new(BicCascade::new(line)));
-                        bic = Some(b.clone());
-                        Some(Attachment::Mmio(b))
-                    }
-                    (Model::Collective, window) => {
-                        let c = coll
-                            .get_or_insert_with(|| {
-                                Rc::new(RefCell::new(Collective::new(port.clone())))
-                            })
-                            .clone();
-                        Some(match window {
-                            // The model spans both VC windows: VC1's is VC_STRIDE into it.
-                            Window::Mmio { .. } if *d == board::COLL_VC1 => {
-                                Attachment::Mmio(Rc::new(RefCell::new(Shifted {
-                                    dev: c,
-                                    by: VC_STRIDE,
-                                })))
-                            }
-                            Window::Mmio { .. } => Attachment::Mmio(c),
-                            Window::Dcr { .. } => Attachment::Dcr(c),
-                        })
-                    }
-                    (Model::VirtioNet, Window::Mmio { .. }) => {
-                        let mac = port.frame_mac();
-                        let shared = fabric::SharedRam(ram.clone());
-                        let n = Rc::new(RefCell::new(VirtioNet::new(shared, port.clone(), mac)));
-                        net = Some((n.clone(), d.irq?));
-                        Some(Attachment::Mmio(n))
-                    }
-                    (Model::TorusDma, window) => {
-                        // Fig. 6: guest-physical [0, size) is the fabric's bus window.
-                        let t = torus
-                            .get_or_insert_with(|| {
-                                let (p, bus) = (port.clone(), port.bus_base());
-                                Rc::new(RefCell::new(TorusDma::new(p, 0, size as u64, bus)))
-                            })
-                            .clone();
-                        Some(match window {
-                            Window::Mmio { .. } => Attachment::Mmio(t),
-                            // The model's DCRs start at the torus DCRs; the DMA DCRs follow.
-                            Window::Dcr { base, .. } => {
-                                Attachment::Dcr(Rc::new(RefCell::new(Shifted {
-                                    dev: t,
-                                    by: (base - board::TORUS_DCR_BASE) as u64,
-                                })))
-                            }
-                        })
-                    }
-                    _ => None,
-                }
-            })
+        let (board, bgp) = BOARD
+            .attach_vm(out, Some((endpoint, ram.clone(), size as u64)))
             .map_err(|e| {
                 println!("vmm: vm{id}: board: {e:?}");
                 "the board description does not attach"
@@ -280,13 +205,7 @@ impl Machine {
             buses: board.buses,
             console: board.console,
             uic: board.uic,
-            bgp: Bgp {
-                port,
-                bic: bic.ok_or("the board has no BIC")?,
-                coll,
-                torus,
-                net,
-            },
+            bgp: bgp.ok_or("the board attached no BG/P devices")?,
             touched_bgp: false,
             id,
             log: LogLimit::new(diag::Policy {
@@ -388,7 +307,7 @@ impl Machine {
         if !self.input.is_empty() {
             self.feed_input();
         }
-        self.touched_bgp = touches_bgp(f);
+        self.touched_bgp = vfabric::touches_bgp(f);
         if self.touched_bgp {
             self.bgp_update();
         }
@@ -475,33 +394,22 @@ impl Machine {
     /// Whether fault `f` is a store to one of the collective's VC windows (it may complete
     /// a packet: the VMM applies back-pressure after it).
     pub fn collective_store(&self, f: &VirtFaultMsg) -> bool {
-        if f.class != kestrel_abi::VirtFault::Mmio || self.bgp.coll.is_none() {
-            return false;
-        }
-        let in_vc = [board::COLL_VC0, board::COLL_VC1]
-            .iter()
-            .any(|d| match d.window {
-                Window::Mmio { base, size } => (base..base + size).contains(&f.gpa),
-                Window::Dcr { .. } => false,
-            });
-        in_vc
-            && matches!(decode(f.insn), Insn::LoadStore(ls)
-                if ls.kind() == kestrel_ppc440::decode::AccessKind::Store)
+        self.bgp.coll.is_some() && vfabric::is_collective_store(&BOARD, f)
     }
 
     /// Whether this VM's collective reception FIFO of either VC is full.
     pub fn collective_rcv_full(&self) -> bool {
-        self.bgp.coll.is_some() && self.bgp.port.tree_rcv_full()
+        self.bgp.collective_rcv_full()
     }
 
     /// This VM's bit in the fabric's changed word.
     pub fn fabric_bit(&self) -> u32 {
-        self.bgp.port.bit()
+        self.bgp.endpoint.bit()
     }
 
     /// The fabric endpoint (shares the fabric with every VM's).
-    pub fn port(&self) -> &Port {
-        &self.bgp.port
+    pub fn endpoint(&self) -> &VmEndpoint<F> {
+        &self.bgp.endpoint
     }
 
     /// Brings the BIC's device lines (and so UIC0 input 30) up to date with the fabric and
@@ -509,49 +417,9 @@ impl Machine {
     /// per report, under the VM's rate limit). Called after every fault that touched a
     /// BG/P device, and for every VM whose endpoint the fabric says changed.
     pub fn bgp_update(&mut self) {
-        // Packets the fabric delivered go to the shadow FIFOs at once (see `fabric`).
-        self.bgp.port.drain_tree();
-        let mut lines = self.bgp.port.irq_lines();
-        if let Some(c) = &self.bgp.coll {
-            let mut c = c.borrow_mut();
-            c.irq_lines(&mut lines);
-            if let Some((d, n)) = c.take_diagnostic() {
-                log_interconnect(
-                    self.id,
-                    &mut self.log,
-                    format_args!("{d} ({n} since the last report)"),
-                );
-            }
-        }
-        if let Some(t) = &self.bgp.torus {
-            let mut t = t.borrow_mut();
-            t.irq_lines(&mut lines);
-            if let Some((d, n)) = t.take_diagnostic() {
-                log_interconnect(
-                    self.id,
-                    &mut self.log,
-                    format_args!("{d} ({n} since the last report)"),
-                );
-            }
-        }
-        self.bgp.bic.borrow_mut().set_lines(&lines);
-        if let Some((n, input)) = &self.bgp.net {
-            let mut n = n.borrow_mut();
-            if self.bgp.port.frames_queued() > 0 {
-                n.poll_rx();
-            }
-            self.uic.borrow_mut().set_input(*input, n.irq());
-            if let Some((d, k)) = n.take_diagnostic() {
-                log_interconnect(
-                    self.id,
-                    &mut self.log,
-                    format_args!("virtio-net: {d} ({k} since the last report)"),
-                );
-            }
-        }
-        if let Some(d) = self.bgp.port.take_diagnostic() {
-            log_interconnect(self.id, &mut self.log, format_args!("fabric: {d}"));
-        }
+        let (id, log) = (self.id, &mut self.log);
+        self.bgp
+            .update(&self.uic, &mut |what| log_interconnect(id, log, what));
     }
 
     /// The VM stops: prints the diagnostics' summaries still owed, so the log accounts for
@@ -620,24 +488,6 @@ impl Machine {
     }
 }
 
-/// Whether fault `f` may have reached a BG/P device or the virtio NIC: an MMIO access
-/// above 4 GiB or in the NIC's page, or `mfdcrx`/`mtdcrx` (the BG/P DCRs are above 1023).
-/// The UART and UIC exits do not pay for the fabric's bookkeeping.
-fn touches_bgp(f: &VirtFaultMsg) -> bool {
-    match f.class {
-        kestrel_abi::VirtFault::Mmio => {
-            f.gpa > u32::MAX as u64
-                || (board::VIRTIO_NET_GPA..board::VIRTIO_NET_GPA + board::VIRTIO_NET_SIZE)
-                    .contains(&f.gpa)
-        }
-        kestrel_abi::VirtFault::Instruction => {
-            use kestrel_ppc440::decode::{opcd, xo31, OPCD, XO};
-            OPCD.get(f.insn) == opcd::X && matches!(XO.get(f.insn), xo31::MFDCRX | xo31::MTDCRX)
-        }
-        _ => false,
-    }
-}
-
 /// Logs an interconnect error of VM `id` under the VM's rate limit.
 fn log_interconnect(id: usize, log: &mut LogLimit, what: core::fmt::Arguments) {
     let kind = diag::Kind::Interconnect;
@@ -691,7 +541,7 @@ fn log_unmodelled(id: usize, log: &mut LogLimit, u: Unmodelled) {
     }
 }
 
-impl Machine {
+impl<F: VmFabric> Machine<F> {
     /// The IPC message of fault reply `r` (a register file goes to this thread's UTCB).
     pub fn reply_msg(&mut self, r: &FaultReply) -> kestrel_user::ipc::Msg {
         let (tag, regs) = r.encode(self.regs.take().as_ref(), &mut sys::utcb().mr);

@@ -31,12 +31,16 @@
 
 extern crate alloc;
 
+use alloc::rc::Rc;
+use core::cell::RefCell;
+
 mod console;
 mod fabric;
 mod machine;
 mod trace_mark;
 
 use console::Console;
+use fabric::VmFabric;
 use kestrel_abi::{
     bootmod, kinfo, label, vcpuctl, ThreadId, Timeout, Timeouts, VcpuState, VirtFault,
 };
@@ -44,6 +48,7 @@ use kestrel_ppc440::tlb::{word0, word2, PageSize};
 use kestrel_user::ipc::{ipc, receive, Msg};
 use kestrel_user::mem::{map_reply, PageFault};
 use kestrel_user::{println, root, rt, sys};
+use kestrel_vmm_core::fabric::Node;
 use machine::{Machine, Outcome};
 
 /// Most VMs one VMM runs (guest RAM and kernel thread slots bound it in practice).
@@ -94,9 +99,9 @@ enum Run {
 /// Longest a VM stays stalled by the collective's back-pressure.
 const STALL_US: u32 = 100_000;
 
-struct Vm {
+struct Vm<F: VmFabric> {
     vcpu: ThreadId,
-    machine: Machine,
+    machine: Machine<F>,
     run: Run,
 }
 
@@ -127,11 +132,31 @@ pub extern "C" fn task_main() {
             return;
         }
     };
-    let mut vms: heapless::Vec<Vm, MAX_VMS> = heapless::Vec::new();
-    // The node's interconnect: every VM is one endpoint of it.
-    let node = fabric::node(boot_option("vmm.fabric=").as_deref() == Some("service"));
-    for i in 0..nvms {
-        match create_vm(i, nvms, archive, vcpus[i], &node) {
+    // The node's interconnect: every VM is one endpoint of it. The service if the kernel
+    // command line says `vmm.fabric=service` and the root task knows it, else the engine
+    // in-process.
+    let local = || Rc::new(RefCell::new(fabric::Local::new(Default::default())));
+    if boot_option("vmm.fabric=").as_deref() == Some("service") {
+        match kestrel_fabric_client::service::Service::connect() {
+            Ok(f) => {
+                println!(
+                    "vmm: the VMs' fabric is the service kestrel-fabric ({:?})",
+                    f.thread()
+                );
+                return run(archive, &vcpus, &Rc::new(RefCell::new(f)));
+            }
+            Err(e) => println!("vmm: vmm.fabric=service, but {e}; the engine runs in-process"),
+        }
+    }
+    run(archive, &vcpus, &local());
+}
+
+/// Creates a VM per vCPU in `vcpus`, each an endpoint of `node`, and serves them.
+fn run<F: VmFabric>(archive: &[u8], vcpus: &[ThreadId], node: &Node<F>) {
+    let nvms = vcpus.len();
+    let mut vms: heapless::Vec<Vm<F>, MAX_VMS> = heapless::Vec::new();
+    for (i, &vcpu) in vcpus.iter().enumerate() {
+        match create_vm(i, nvms, archive, vcpu, node) {
             Ok(vm) => {
                 let _ = vms.push(vm);
             }
@@ -146,7 +171,7 @@ pub extern "C" fn task_main() {
         }
     }
     let mut console = Console::new(vms.len());
-    serve(&mut vms, &mut console);
+    serve(&mut vms, &mut console, node);
 }
 
 /// The value of option `name` (e.g. `vmm.vms=`) on the kernel command line.
@@ -210,13 +235,13 @@ const DEFAULT_BOOTARGS: &str = "console=ttyS0 panic=1";
 /// generated ([`kestrel_devtree`]: exactly the devices this VMM models) with the command
 /// line from module `bootargs`; a `dtb` module replaces it. Otherwise the guest is a
 /// bare-metal program.
-fn create_vm(
+fn create_vm<F: VmFabric>(
     i: usize,
     nvms: usize,
     archive: &[u8],
     vcpu: ThreadId,
-    node: &fabric::Node,
-) -> Result<Vm, &'static str> {
+    node: &Node<F>,
+) -> Result<Vm<F>, &'static str> {
     let mut own = heapless::String::<16>::new();
     let _ = core::fmt::write(&mut own, format_args!("guest{i}"));
     let guest = bootmod::find(archive, &own)
@@ -252,7 +277,12 @@ fn create_vm(
                 };
                 let mut board = kestrel_devtree::BambooVm::new(ram, args);
                 board.board = machine::BOARD;
-                board.fabric = Some(m.port().place());
+                let e = m.endpoint();
+                let c = e.coords();
+                board.fabric = Some(kestrel_devtree::FabricPlace {
+                    node_address: e.node_address(),
+                    coords: [c.x, c.y, c.z],
+                });
                 board.paravirt = paravirt();
                 board.timebase_hz = (ticks_per_us() * 1_000_000) as u32;
                 board.cpu_hz = board.timebase_hz;
@@ -359,7 +389,7 @@ fn ticks_per_us() -> u64 {
 }
 
 /// The fault-IPC loop for all VMs.
-fn serve(vms: &mut [Vm], console: &mut Console) {
+fn serve<F: VmFabric>(vms: &mut [Vm<F>], console: &mut Console, node: &Node<F>) {
     let tpu = ticks_per_us();
     let idle_ticks = IDLE_SLICE_US as u64 * tpu;
     let mut pending: Option<(ThreadId, Msg)> = None;
@@ -432,13 +462,11 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
             pending = Some((from, Msg::new(0)));
             continue;
         }
-        if msg.label() == kestrel_fabric::proto::EVENT
-            && vms.first().and_then(|v| v.machine.port().events_from()) == Some(from)
+        if msg.label() == kestrel_fabric::proto::EVENT && node.borrow().events_from() == Some(from)
         {
             // The fabric service: another client changed our VMs' lines or queues.
-            let port = vms[0].machine.port();
-            port.note_event();
-            let changed = port.take_changed();
+            node.borrow().note_event();
+            let changed = node.borrow_mut().take_changed().unwrap_or(0);
             if changed != 0 {
                 fabric_changed(vms, changed);
             }
@@ -481,7 +509,7 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
         }
         if vms[vi].machine.touched_bgp {
             // Interrupt lines of other VMs the fault changed (a packet delivered to them).
-            let changed = vms[vi].machine.port().take_changed() & !vms[vi].machine.fabric_bit();
+            let changed = vms[vi].machine.endpoint().take_changed() & !vms[vi].machine.fabric_bit();
             if changed != 0 {
                 fabric_changed(vms, changed);
             }
@@ -533,7 +561,7 @@ fn serve(vms: &mut [Vm], console: &mut Console) {
 /// The reply to a device exit the VMM answers without its loop's bookkeeping (UIC0's
 /// DCRs, `Machine::uic_dcr`), if message `msg` from `from` is one.
 #[inline(always)]
-fn lean_exit(vms: &mut [Vm], from: ThreadId, msg: &Msg) -> Option<Msg> {
+fn lean_exit<F: VmFabric>(vms: &mut [Vm<F>], from: ThreadId, msg: &Msg) -> Option<Msg> {
     if !label::is_virt_fault(msg.label()) {
         return None;
     }
@@ -545,7 +573,7 @@ fn lean_exit(vms: &mut [Vm], from: ThreadId, msg: &Msg) -> Option<Msg> {
 /// Brings the VMs whose fabric endpoints changed (bit k = endpoint k) up to date: their
 /// BIC lines and UIC0 input, and the kernel's view of their interrupt input. An idle VM
 /// whose interrupt output went up is answered at once (its held reply carries the lines).
-fn fabric_changed(vms: &mut [Vm], changed: u32) {
+fn fabric_changed<F: VmFabric>(vms: &mut [Vm<F>], changed: u32) {
     for i in 0..vms.len() {
         if changed & vms[i].machine.fabric_bit() == 0 {
             continue;
@@ -563,17 +591,19 @@ fn fabric_changed(vms: &mut [Vm], changed: u32) {
 }
 
 /// Whether a VM other than `vi` that can drain its FIFOs (not stopped, not stalled
-/// itself: two VMs must not wait for each other) has a full collective reception FIFO.
-fn peer_fifo_full(vms: &[Vm], vi: usize) -> bool {
-    vms.iter().enumerate().any(|(j, v)| {
-        j != vi
-            && matches!(v.run, Run::Running | Run::Idle { .. })
-            && v.machine.collective_rcv_full()
-    })
+/// itself: two VMs must not wait for each other) has a full collective reception FIFO
+/// (`kestrel_vmm_core::fabric::peer_shadow_full`).
+fn peer_fifo_full<F: VmFabric>(vms: &[Vm<F>], vi: usize) -> bool {
+    let drains = |v: &Vm<F>| matches!(v.run, Run::Running | Run::Idle { .. });
+    kestrel_vmm_core::fabric::peer_shadow_full(
+        vi,
+        vms.iter()
+            .map(|v| (drains(v), v.machine.collective_rcv_full())),
+    )
 }
 
 /// Answers the VMs stalled by back-pressure whose receivers have room again.
-fn release_stalled(vms: &mut [Vm]) {
+fn release_stalled<F: VmFabric>(vms: &mut [Vm<F>]) {
     for i in 0..vms.len() {
         if matches!(vms[i].run, Run::Stalled { .. }) && !peer_fifo_full(vms, i) {
             wake(vms, i);
@@ -582,7 +612,7 @@ fn release_stalled(vms: &mut [Vm]) {
 }
 
 /// Answers idle VM `i` now (its held reply, with the current interrupt lines).
-fn wake(vms: &mut [Vm], i: usize) {
+fn wake<F: VmFabric>(vms: &mut [Vm<F>], i: usize) {
     vms[i].run = Run::Running;
     let Some(reply) = vms[i].machine.held.take() else {
         return;
@@ -596,7 +626,7 @@ fn wake(vms: &mut [Vm], i: usize) {
 }
 
 /// Answers the idle VMs whose slice ran out (or all idle VMs with input, if `input`).
-fn wake_idle(vms: &mut [Vm], console: &Console, input: bool) {
+fn wake_idle<F: VmFabric>(vms: &mut [Vm<F>], console: &Console, input: bool) {
     let now = sys::timebase();
     for i in 0..vms.len() {
         let until = match vms[i].run {
@@ -617,7 +647,7 @@ fn wake_idle(vms: &mut [Vm], console: &Console, input: bool) {
     }
 }
 
-fn page_fault_reply(vi: usize, vcpu: ThreadId, m: &Machine, pf: &PageFault) -> Msg {
+fn page_fault_reply<F: VmFabric>(vi: usize, vcpu: ThreadId, m: &Machine<F>, pf: &PageFault) -> Msg {
     if m.is_device_space(pf.addr) && !pf.access.contains(kestrel_abi::Rights::X) {
         // Unmodelled device space, declared lazily page by page: the guest retries the
         // access, which becomes an MMIO fault (answered with a data storage exception).
@@ -666,7 +696,7 @@ fn page_fault_reply(vi: usize, vcpu: ThreadId, m: &Machine, pf: &PageFault) -> M
     }
 }
 
-fn vm_gone(vms: &mut [Vm], vcpu: ThreadId, why: &str) {
+fn vm_gone<F: VmFabric>(vms: &mut [Vm<F>], vcpu: ThreadId, why: &str) {
     if let Some(i) = vms.iter().position(|v| v.vcpu == vcpu) {
         if vms[i].run != Run::Stopped {
             vms[i].machine.finish_log();
@@ -676,7 +706,7 @@ fn vm_gone(vms: &mut [Vm], vcpu: ThreadId, why: &str) {
     }
 }
 
-fn stop_vm(vms: &mut [Vm], vi: usize, why: &str) {
+fn stop_vm<F: VmFabric>(vms: &mut [Vm<F>], vi: usize, why: &str) {
     let many = vms.len() > 1;
     vms[vi].machine.finish_log();
     machine::print_trace(vms[vi].vcpu, if many { Some(vi) } else { None });

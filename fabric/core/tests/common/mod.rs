@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use kestrel_bgp::dma::{self as d, *};
+use kestrel_fabric::FabricApi;
 use kestrel_fabric::{EpId, Fabric, VecMemory};
 
 pub const WINDOW: u64 = 0x1_0000;

@@ -23,8 +23,8 @@ extern crate alloc;
 use kestrel_abi::Timeout;
 use kestrel_bgp::coll;
 use kestrel_bgp::torus::LINK_PROTO_NET;
-use kestrel_fabric_client::port::Port;
-use kestrel_fabric_client::service::{Native, Service};
+use kestrel_fabric::FabricApi;
+use kestrel_fabric_client::service::{Service, Window};
 use kestrel_net::{self as net, answer, Answer, CollReassembly, Me, MAX_FRAME};
 use kestrel_spi::{layout, link_header, tree, Coords, DmaGroup, Reassembly, LINK_HDR};
 use kestrel_user::{println, root, sys};
@@ -104,19 +104,20 @@ pub extern "C" fn task_main() {
             return;
         }
     };
-    let mut port = Native::new(service);
-    let a = match port.attach(WINDOW, WINDOW_LEN, SHARED, sys::my_id()) {
+    let mut port = service;
+    let (ep, bus_base) = match port.attach(Window::new(WINDOW, WINDOW_LEN, SHARED)) {
         Ok(a) => a,
         Err(e) => {
             println!("cannot attach to the fabric: {e}");
             return;
         }
     };
-    let ep = a.ep;
+    let node_address = port.node_address(ep);
+    let at = port.coords(ep);
     let c = Coords {
-        x: (a.coords >> kestrel_bgp::torus::COORD_X_SHIFT) as u8,
-        y: (a.coords >> kestrel_bgp::torus::COORD_Y_SHIFT) as u8,
-        z: (a.coords >> kestrel_bgp::torus::COORD_Z_SHIFT) as u8,
+        x: at.x,
+        y: at.y,
+        z: at.z,
     };
     let mac = [
         kestrel_bgp::torus::MAC_TORUS_KIND as u8,
@@ -127,7 +128,7 @@ pub extern "C" fn task_main() {
         c.z,
     ];
     let me = Me { mac, ip };
-    let mut dma = match DmaGroup::setup(&mut port, ep, a.bus_base, c) {
+    let mut dma = match DmaGroup::setup(&mut port, ep, bus_base, c) {
         Ok(d) => d,
         Err(e) => {
             println!("cannot set up the DMA group: {e}");
@@ -148,8 +149,8 @@ pub extern "C" fn task_main() {
         }
     }
     println!(
-        "{}.{}.{}.{} at {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} (endpoint {ep}, torus ({},{},{}), node address {}), UDP echo on port 7",
-        ip[0], ip[1], ip[2], ip[3], mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], c.x, c.y, c.z, a.node_address
+        "{}.{}.{}.{} at {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} (endpoint {}, torus ({},{},{}), node address {}), UDP echo on port 7",
+        ip[0], ip[1], ip[2], ip[3], mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], ep.0, c.x, c.y, c.z, node_address
     );
     // SAFETY: this is the program's only thread, and these are the only references to the
     // reassembly buffers for the rest of its life.
@@ -189,7 +190,7 @@ pub extern "C" fn task_main() {
         let mut p = [0u8; 256];
         while inbox.n < inbox.buf.len() {
             match port.tree_receive(ep, TREE_VC, &mut p) {
-                Ok(Some(_)) => coll.add(netid, a.node_address, &p, |src, f| {
+                Ok(Some(_)) => coll.add(netid, node_address, &p, |src, f| {
                     inbox.push(f, Via::Coll(src))
                 }),
                 _ => break,
@@ -245,7 +246,7 @@ pub extern "C" fn task_main() {
                 net::coll_packets(
                     &out[LINK_HDR..LINK_HDR + len],
                     netid,
-                    a.node_address,
+                    node_address,
                     conn,
                     |p| {
                         if matches!(r, Ok(true)) {
@@ -276,5 +277,5 @@ pub extern "C" fn task_main() {
         "quit: answered {} ARP requests, {} pings, {} UDP datagrams",
         counts[0], counts[1], counts[2]
     );
-    let _ = port.service.detach(ep);
+    port.detach(ep);
 }

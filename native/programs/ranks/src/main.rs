@@ -36,8 +36,8 @@ extern crate alloc;
 use kestrel_abi::Timeout;
 use kestrel_bgp::torus::LINK_PROTO_NET;
 use kestrel_fabric::proto::FabricErr;
-use kestrel_fabric_client::port::Port;
-use kestrel_fabric_client::service::{Native, Service};
+use kestrel_fabric::FabricApi;
+use kestrel_fabric_client::service::{Service, Window};
 use kestrel_mpi::{Comm, Op, MAX_DATA};
 use kestrel_net::{self as net, Me, ECHO_PORT, QUIT};
 use kestrel_spi::{link_header, tree, Coords, DmaGroup, Reassembly, LINK_HDR};
@@ -68,7 +68,7 @@ fn parse_ip(s: &str) -> Option<[u8; 4]> {
 /// Waits (up to ~5 s) for a bgnet frame over the torus or the collective (class 0, VC 0)
 /// that `want` accepts.
 fn frame<T>(
-    port: &mut Native,
+    port: &mut Service,
     dma: &mut DmaGroup,
     reasm: &mut Reassembly<2>,
     node_address: u32,
@@ -103,7 +103,7 @@ fn frame<T>(
 
 /// Rank 0 as a client that takes its memory back (`ranks.revoke=1`).
 fn revoke(
-    port: &mut Native,
+    port: &mut Service,
     dma: &mut DmaGroup,
 ) -> Result<(), kestrel_fabric_client::service::Error> {
     use kestrel_abi::{unmapflags, Fpage, Rights};
@@ -111,21 +111,17 @@ fn revoke(
         println!("revoke: no memory for a second window: {e}");
         return Ok(());
     }
-    let b = port.attach(WINDOW2, WINDOW_LEN, SHARED2, sys::my_id())?;
+    let (b, b_bus) = port.attach(Window::new(WINDOW2, WINDOW_LEN, SHARED2))?;
     // The second endpoint takes part in no collective class (no reduction waits for it).
     for r in 0..kestrel_bgp::coll::RDR_COUNT {
         port.dcr_write(
-            b.ep,
+            b,
             kestrel_bgp::coll::DCR_BASE + kestrel_bgp::coll::DCR_RDR0 + r,
             0,
         )?;
     }
-    let me = Coords {
-        x: b.ep,
-        y: 0,
-        z: 0,
-    };
-    DmaGroup::setup(port, b.ep, b.bus_base, me)?;
+    let me = Coords { x: b.0, y: 0, z: 0 };
+    DmaGroup::setup(port, b, b_bus, me)?;
     let window = Fpage::new(WINDOW2, WINDOW_LEN.trailing_zeros(), Rights::RWX)
         .expect("the window is a naturally aligned power of two");
     if let Err(e) = sys::unmap(window, unmapflags::FLUSH_OWN) {
@@ -136,17 +132,17 @@ fn revoke(
     link_header(&mut msg, 0, 600, 1);
     let sent = dma.send(port, me, &msg);
     let gone = matches!(
-        port.service.info(b.ep),
+        port.info(b),
         Err(kestrel_fabric_client::service::Error::Refused(
             FabricErr::NotOwner
         ))
     );
-    let still = port.service.info(dma.ep).is_ok();
+    let still = port.info(dma.ep).is_ok();
     println!(
         "revoke: sent to the unmapped endpoint {} ({sent:?}); the service {} it; endpoint {} {}",
-        b.ep,
+        b.0,
         if gone { "detached" } else { "did NOT detach" },
-        dma.ep,
+        dma.ep.0,
         if still {
             "still served, ok"
         } else {
@@ -158,7 +154,7 @@ fn revoke(
 
 /// Rank 0 as a bgnet client of kestrel-echo at `ip`.
 fn echo_client(
-    port: &mut Native,
+    port: &mut Service,
     dma: &mut DmaGroup,
     node_address: u32,
     ip: [u8; 4],
@@ -249,7 +245,7 @@ fn crc32(data: &[u8]) -> u32 {
     !c
 }
 
-fn wait(p: &mut Native) {
+fn wait(p: &mut Service) {
     p.wait(Timeout::from_us(100_000));
 }
 
@@ -287,13 +283,13 @@ pub extern "C" fn task_main() {
         return;
     }
     let mut port = match Service::connect() {
-        Ok(s) => Native::new(s),
+        Ok(s) => s,
         Err(e) => {
             println!("{e}");
             return;
         }
     };
-    let a = match port.attach(WINDOW, WINDOW_LEN, SHARED, sys::my_id()) {
+    let (ep, bus_base) = match port.attach(Window::new(WINDOW, WINDOW_LEN, SHARED)) {
         Ok(a) => a,
         Err(e) => {
             println!("cannot attach to the fabric: {e}");
@@ -307,14 +303,15 @@ pub extern "C" fn task_main() {
             &mut *core::ptr::addr_of_mut!(BUF),
         )
     };
-    if let Err(e) = comm.open(&mut port, a.ep, a.bus_base) {
+    if let Err(e) = comm.open(&mut port, ep, bus_base) {
         println!("cannot open the communicator: {e}");
         return;
     }
+    let node_address = port.node_address(ep);
     let r = u32::from(comm.rank);
     if r >= size {
         println!("rank {r} is not below ranks.n={size}: endpoints 0.. must be the ranks");
-        let _ = port.service.detach(a.ep);
+        port.detach(ep);
         return;
     }
     // Everyone attached (a reduction waits for every endpoint sourcing the class).
@@ -345,7 +342,7 @@ pub extern "C" fn task_main() {
             if sums_ok { "ok" } else { "WRONG" }
         );
         if let (0, Some(ip)) = (r, echo) {
-            echo_client(&mut port, &mut comm.dma, a.node_address, ip, bytes)?;
+            echo_client(&mut port, &mut comm.dma, node_address, ip, bytes)?;
         }
         if r == 0 && revoke_test {
             revoke(&mut port, &mut comm.dma)?;
@@ -378,5 +375,5 @@ pub extern "C" fn task_main() {
     if let Err(e) = run() {
         println!("rank {r}: {e}");
     }
-    let _ = port.service.detach(a.ep);
+    port.detach(ep);
 }
