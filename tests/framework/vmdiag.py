@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from . import console
+from . import console as con
 from .constants import VMDIAG_SPR_ROUNDS, VMDIAG_TB_ROUNDS, VMM_LOG_LINES_IN_FULL
 
 # kestrel-vmm's LOG_LINES_IN_FULL; guests/vmdiag's SPR_ROUNDS (two accesses each) and TB_ROUNDS
@@ -53,7 +53,7 @@ def index_of(lines: list[str], pred) -> int | None:
 
 def check_rate_limit(lines: list[str]) -> list[str]:
     bad = []
-    vm0 = console.guest_lines("\n".join(lines), 0)
+    vm0 = con.guest_lines("\n".join(lines), 0)
     want = f"vmdiag: vm0 took {SPR_ACCESSES} program exceptions for {SPR_ACCESSES} unknown-SPR accesses"
     if want not in vm0:
         bad.append(f"VM 0 did not say {want!r}")
@@ -79,14 +79,14 @@ def check_rate_limit(lines: list[str]) -> list[str]:
 
 def check_time(console: str) -> list[str]:
     bad = []
-    vm0, vm1 = console.guest_lines(console, 0), console.guest_lines(console, 1)
+    vm0, vm1 = con.guest_lines(console, 0), con.guest_lines(console, 1)
     if f"vmdiag: vm0 wrote its time base {TB_WRITES // 3} times and read back what it wrote" not in vm0:
         bad.append("VM 0 did not read back the time base it wrote")
     if not any(re.match(r"^vmdiag: vm1 time base never went back, largest step \d+ ticks$", l) for l in vm1):
         bad.append("VM 1 did not report a steady time base while VM 0 wrote its own")
     try:
-        table = console.trace_table(console, 0)
-    except console.ConsoleError as e:
+        table = con.trace_table(console, 0)
+    except con.ConsoleError as e:
         return bad + [str(e)]
     mtspr = table.get("EMUL_MTSPR")
     if mtspr is None or mtspr["count"] < TB_WRITES:
@@ -100,7 +100,7 @@ def check_time(console: str) -> list[str]:
         if name not in ("GUEST_RUN", "GUEST_IDLE") and worst > MAX_COST:
             bad.append(f"trace point {name} costs {worst} ticks (at most {MAX_COST} expected)")
     # The reads must overlap the writes, or the check says nothing.
-    lines = console.lines(console)
+    lines = con.lines(console)
     w0 = index_of(lines, lambda l: l.startswith("[vm0] vmdiag: vm0 writing its time base"))
     w1 = index_of(lines, lambda l: l.startswith("[vm0] vmdiag: vm0 wrote its time base"))
     r0 = index_of(lines, lambda l: l.startswith("[vm1] vmdiag: vm1 reading its time base"))
@@ -123,9 +123,9 @@ def check_messages(lines: list[str]) -> list[str]:
 
 def check(console: str, status: int = 0) -> list[str]:
     """Everything wrong with a run's console (empty: pass)."""
-    lines = console.lines(console)
+    lines = con.lines(console)
     bad = [line for line in lines if "vmdiag: FAIL" in line]
-    panic = console.panic_line(console)
+    panic = con.panic_line(console)
     if panic:
         bad.append(panic)
     bad += check_rate_limit(lines) + check_time(console) + check_messages(lines)
