@@ -9,7 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import console
-from .qemu import ROOT, join_cmdline
+from .constants import KESTREL_RAM_MB, VMM_DEFAULT_MEM_MB
+from .qemu import (ROOT, Module, Node, check_vm_memory, join_cmdline, kestrel_node, out_dir, resolve_elf,
+                   vmm_cmdline, vmm_image)
 
 LINUX_DIR = ROOT / "guests" / "linux"
 LINUX_OUT = LINUX_DIR / "out"
@@ -79,3 +81,28 @@ def is_kestrel_line(line: str) -> bool:
 def without_timing(lines: list[str]) -> list[str]:
     """The lines without the guest scripts' `timing:` lines (they vary from run to run)."""
     return [l for l in lines if not l.startswith("timing:")]
+
+
+def native_node(script: str | None = None, *, append: str | None = None,
+                mem_mb: int = VMM_DEFAULT_MEM_MB, icount: bool = False,
+                console: str = "batch") -> Node:
+    """The Linux guest directly on bamboo (as guests/linux/run-native.sh boots it), by default
+    with the RAM a VM gets, so that both kernels size themselves alike."""
+    return Node(kernel=VMLINUX, initrd=INITRAMFS, append=cmdline(append, script=script),
+                mem_mb=mem_mb, icount=icount, console=console)
+
+
+def vm_node(archive: Path, script: str | None = None, *, vms: int = 1, vm_mem_mb: int | None = None,
+            append: str | None = None, kernel_args: list[str] = (), natives: list[str] = (),
+            icount: bool = False, console: str = "batch") -> Node:
+    """The Linux guest in `vms` Kestrel VMs (as scripts/vm-linux.sh boots it), with the native
+    programs `natives` beside the VMM and `kernel_args` on the Kestrel command line; the boot
+    archive goes to `archive`. Checks that the VMs fit (LaunchError otherwise)."""
+    out = out_dir()
+    programs = [Module(name, resolve_elf(name)) for name in natives]
+    image = vmm_image(VMLINUX, initrd=INITRAMFS, cmdline=cmdline(append, script=script),
+                      natives=programs)
+    check_vm_memory(vm_mem_mb or VMM_DEFAULT_MEM_MB, vms, INITRAMFS.stat().st_size, len(image.pack()))
+    return kestrel_node(image, archive, kernel=out / "kestrel-kernel",
+                        append=[*vmm_cmdline(vms, vm_mem_mb), *kernel_args],
+                        mem_mb=KESTREL_RAM_MB, icount=icount, console=console)
