@@ -423,7 +423,7 @@ def report(s: dict) -> str:
     lines = ["# Table 1 analogue: a build-like Linux job, natively and in a Kestrel VM", "",
              f"Commit {s['commit']}, {s['qemu']}, {s['runs']} identical run(s) per mode. "
              "Instructions under `-icount shift=0` (1 time base tick = 2.5 guest instructions). "
-             f"Guest command line in every mode: `{s.get('guest_command_line', 'console=ttyS0 panic=1')}`; "
+             f"Guest command line in every mode: `{s.get('guest_command_line', linux.LINUX_CMDLINE)}`; "
              "native QEMU with `-m 64`, the VM's RAM. Full virtualization: `vmm.pv=off` on the Kestrel "
              "command line; paravirtual: the VMM's default.", "",
              "## Guest work, natively and in a VM", ""]
@@ -615,7 +615,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = [measure(i, args.timeout, private) for i in range(1, args.runs + 1)]
         check_deterministic(runs)
         summary = summarize(runs, qemu_version(), git_commit())
-        summary["guest_command_line"] = ("console=ttyS0 panic=1 " + args.append).strip() + " kestrel.script=<boot|job>"
+        summary["guest_command_line"] = linux.cmdline(args.append, script="<boot|job>")
     except (subprocess.CalledProcessError, BenchError) as err:
         print(f"table1.py: FAILED: {err}", file=sys.stderr)
         return 1

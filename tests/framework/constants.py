@@ -25,6 +25,9 @@ VMM_SEGMENT_ALIGN = 16 * MIB
 VMM_LOG_LINES_IN_FULL = 8
 # kestrel-vmm's console focus escape: Ctrl-] then a VM number moves the keyboard.
 VMM_FOCUS_ESCAPE = 0x1D
+# The Linux guest's command line before anything is added, natively and in every VM (also
+# kestrel-vmm's default when a guest comes without one: DEFAULT_BOOTARGS).
+LINUX_CMDLINE = "console=ttyS0 panic=1"
 # The boot-module archive (kestrel-abi's bootmod.rs).
 BOOTMOD_MAGIC = b"KSTRLMOD"
 BOOTMOD_NAME_LEN = 24
@@ -61,7 +64,7 @@ class Mirror:
     python: str
     package: str
     item: str
-    rust_value: int | bytes
+    rust_value: int | bytes | str
     pattern: str | None = None
     # The file's name, where the package has several items of that name.
     file: str | None = None
@@ -75,6 +78,7 @@ MIRRORS = [
     Mirror("VMM_SEGMENT_ALIGN", "kestrel-vmm", "SEGMENT_ALIGN", VMM_SEGMENT_ALIGN),
     Mirror("VMM_LOG_LINES_IN_FULL", "kestrel-vmm", "LOG_LINES_IN_FULL", VMM_LOG_LINES_IN_FULL),
     Mirror("VMM_FOCUS_ESCAPE", "kestrel-vmm", "ESCAPE", VMM_FOCUS_ESCAPE),
+    Mirror("LINUX_CMDLINE", "kestrel-vmm", "DEFAULT_BOOTARGS", LINUX_CMDLINE),
     Mirror("BOOTMOD_MAGIC", "kestrel-abi", "MAGIC", BOOTMOD_MAGIC, file="bootmod.rs"),
     Mirror("BOOTMOD_NAME_LEN", "kestrel-abi", "NAME_LEN", BOOTMOD_NAME_LEN, file="bootmod.rs"),
     Mirror("BOOTARGS_LEN", "kestrel-abi", "BOOTARGS_LEN", BOOTARGS_LEN),

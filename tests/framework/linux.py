@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import console
+from . import console, constants
 from .constants import KESTREL_RAM_MB, VMM_DEFAULT_MEM_MB
 from .qemu import (ROOT, Module, Node, check_vm_memory, join_cmdline, kestrel_node, out_dir, resolve_elf,
                    vmm_cmdline, vmm_image)
@@ -19,7 +19,7 @@ VMLINUX = LINUX_OUT / "vmlinux"
 INITRAMFS = LINUX_OUT / "initramfs.cpio.gz"
 
 # The Linux guest's command line before anything is added (natively and in a VM).
-LINUX_CMDLINE = "console=ttyS0 panic=1"
+LINUX_CMDLINE = constants.LINUX_CMDLINE
 
 # The address plan (guests/linux/init): VM k's virtio NIC is VIRTIO_NET.(k+1), its bgnet
 # interface (Ethernet over the BG/P torus and collective) BGNET_NET.(k+1), both /24.

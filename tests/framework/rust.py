@@ -51,12 +51,12 @@ def find_items(package: str, name: str, pattern: str | None = None,
     return hits
 
 
-def evaluate(text: str, names: dict[str, int] | None = None) -> int | bytes:
+def evaluate(text: str, names: dict[str, int] | None = None) -> int | bytes | str:
     """The value of a Rust constant expression of integer literals (any base, `_` separators,
     type suffixes), `<<`, `*`, `+`, `-`, `/`, parentheses and names in `names`, or of a byte
-    string (`b"..."`, `*b"..."`)."""
+    string (`b"..."`, `*b"..."`) or a string (`"..."`)."""
     expr = text.strip()
-    if expr.startswith("*b\"") or expr.startswith("b\""):
+    if expr.startswith(("*b\"", "b\"", "\"")):
         return ast.literal_eval(expr.lstrip("*"))
     expr = re.sub(r"\b(0x[0-9a-fA-F_]+|0b[01_]+|0o[0-7_]+|\d[\d_]*)(?:u8|u16|u32|u64|usize|i32|i64)?\b",
                   lambda m: m.group(1).replace("_", ""), expr)

@@ -29,5 +29,6 @@ def test_evaluate():
     assert rust.evaluate("64u32 * 1024") == 65536
     assert rust.evaluate('*b"KSTRLMOD"') == b"KSTRLMOD"
     assert rust.evaluate('*b"KESTREL-HOSTILE\\0"') == b"KESTREL-HOSTILE\0"
+    assert rust.evaluate('"console=ttyS0 panic=1"') == "console=ttyS0 panic=1"
     with pytest.raises(ValueError):
         rust.evaluate("foo(1)")
