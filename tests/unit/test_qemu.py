@@ -11,7 +11,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from framework import console
+from framework import console, linux
 from framework import qemu as kq
 
 BATCH = ["-serial", "stdio", "-serial", "null", "-monitor", "none"]
@@ -276,6 +276,20 @@ class CliTest(TempDir):
         archive = self.tmp / "target" / "logs" / "vm-vmlinux.bootmod"
         self.assertEqual([n for n, _ in unpack(archive.read_bytes())],
                          ["kestrel-root", "kestrel-vmm", "guest", "initrd", "bootargs"])
+
+    def test_linux_append_writes_the_linux_command_line(self):
+        guest, rd = self.file("vmlinux", elf_header()), self.file("rd", bytes(1000))
+        status, _, _ = self.cli("vm", "--guest", str(guest), "--initrd", str(rd), "--linux-append", "",
+                                "--linux-append", "x=1", "--linux-append", "kestrel.script=smoke", "--print")
+        self.assertEqual(status, 0)
+        archive = self.tmp / "target" / "logs" / "vm-vmlinux.bootmod"
+        self.assertEqual(dict(unpack(archive.read_bytes()))["bootargs"],
+                         f"{linux.LINUX_CMDLINE} x=1 kestrel.script=smoke".encode())
+        status, out, _ = self.cli("native", "--kernel", str(guest), "--linux-append", "a", "--print")
+        self.assertIn(f"-append '{linux.LINUX_CMDLINE} a'", out)
+        status, _, err = self.cli("vm", "--guest", str(guest), "--cmdline", "x", "--linux-append", "y", "--print")
+        self.assertEqual(status, 2)
+        self.assertIn("not both", err)
 
     def test_missing_root(self):
         status, _, err = self.cli("kestrel", "nosuchtask", "--print")
