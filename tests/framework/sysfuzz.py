@@ -128,9 +128,10 @@ def run_qemu(node: kq.Node, log: Path, timeout: int, stall: int) -> tuple[int, l
 
 
 def fuzz(seed: int, calls: int, mode: str, *, timeout: int = 600, stall: int = 60,
-         report_ms: int = 1000, kinds: str = "", trace: str = "", say=print) -> dict[str, str]:
+         report_ms: int = 1000, kinds: str = "", trace: str = "", logs: Path | None = None,
+         say=print) -> dict[str, str]:
     """One run in `mode` (unpriv or priv): the summary's fields, or Failure with the reason.
-    `say` gets the progress lines."""
+    The console log goes to `logs` (target/logs/ by default); `say` gets the progress lines."""
     out = kq.out_dir()
     elfs = {name: out / name for name in ("kestrel-root", SIBLING, FUZZER)}
     for name, path in elfs.items():
@@ -151,7 +152,7 @@ def fuzz(seed: int, calls: int, mode: str, *, timeout: int = 600, stall: int = 6
     if trace:
         append.append(f"fz.trace={trace}")
     assert len(" ".join(append)) < BOOTARGS_LEN, "the kernel command line would be cut short"
-    logs = kq.logs_dir()
+    logs = logs or kq.logs_dir()
     log = logs / f"sysfuzz-{mode}-{seed}.log"
     node = kq.kestrel_node(image, logs / f"sysfuzz-{mode}.bootmod", append=append)
     say(f"sysfuzz: seed {seed}, {calls} calls, mode {mode} (log {log})")

@@ -12,8 +12,8 @@ TIMEOUT = 600
 
 @pytest.mark.parametrize("mode", ["unpriv", "priv"])
 @pytest.mark.timeout(TIMEOUT + 60)
-def test_sysfuzz(elf, mode):
+def test_sysfuzz(elf, logs, mode):
     for name in ("kestrel-root", "kestrel-sysfuzz", "kestrel-sibling"):
         elf(name)
-    fields = sysfuzz.fuzz(SEED, CALLS, mode, timeout=TIMEOUT)
+    fields = sysfuzz.fuzz(SEED, CALLS, mode, timeout=TIMEOUT, logs=logs)
     print(fields)
