@@ -10,6 +10,10 @@ share, each defined once.
 - `rust`: finding crates and items in the Rust source;
 - `bootmod`: the boot-module archive format;
 - `machine`: `Machine`, one QEMU run owned by a test (the `machine` fixture);
+- `programs`: the native programs' output, recomputed;
+- `hostile`, `sysfuzz`, `vmdiag`: the verdicts of the hostile guest, the syscall fuzzer and the
+  VMM diagnostics test (the first two also run at length by scripts/attack-guest.py and
+  scripts/sysfuzz.py for `just soak`);
 - `bench`: what the benchmark drivers in bench/ share (errors, determinism, provenance).
 
 Import it as `framework` with tests/ on the path: pytest puts it there (tests/conftest.py);
