@@ -110,14 +110,15 @@ def stream(cmd: list[str], log: Path | None = None) -> tuple[int, str]:
 
 
 def count_cargo(output: str, status: int) -> Result:
-    """`cargo test`'s `test result:` lines added up; a failure without one (a build error) is
-    one failed test."""
+    """`cargo test`'s `test result:` lines added up (ignored tests as skipped); a failure without
+    one (a build error) is one failed test."""
     r = Result()
     for line in output.splitlines():
         m = CARGO_RESULT_RE.match(line.strip())
         if m:
             r.passed += int(m.group(1))
             r.failed += int(m.group(2))
+            r.skipped += int(m.group(3))
     if status != 0 and r.failed == 0:
         r.failed += 1
         r.notes.append(f"cargo test exited with status {status} before any test failed (a build error?)")
