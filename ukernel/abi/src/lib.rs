@@ -1,7 +1,7 @@
 //! Kestrel's kernel ABI: the single definition of everything that crosses the
 //! user/kernel boundary.
 //!
-//! The kernel, the user runtime (`kestrel-user`), native tasks and (later) the VMM all
+//! The kernel, the user runtime (`kestrel-user`), native tasks and the VMM (`kestrel-vmm`) all
 //! import these definitions; nothing here is defined a second time anywhere else.
 //! The layout decisions are explained in `docs/adr/0001-abi.md`.
 //!
