@@ -19,7 +19,6 @@ import re
 import select
 import struct
 import subprocess
-import sys
 import time
 from pathlib import Path
 

@@ -6,7 +6,6 @@ import io
 import os
 import random
 import struct
-import sys
 import tempfile
 import unittest
 from pathlib import Path

@@ -4,7 +4,6 @@ import importlib.util
 import sys
 from pathlib import Path
 
-import pytest
 
 _spec = importlib.util.spec_from_file_location("run", Path(__file__).resolve().parent.parent / "run.py")
 run = importlib.util.module_from_spec(_spec)
