@@ -3,9 +3,9 @@
 a failure, and ends with one line per tier and one for all of them:
 
     build: 2 passed, 0 failed
-    host: 1402 passed, 0 failed
+    host: 485 passed, 0 failed, 2 skipped
     ...
-    all: 1650 passed, 0 failed
+    all: 772 passed, 0 failed, 2 skipped
 
 It exits 1 when anything failed. Tiers, in order (docs/TESTING.md says what each holds):
 
