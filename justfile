@@ -39,25 +39,10 @@ demo: setup
     scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-demo
     scripts/native-run.sh kestrel-demo --timeout 60
 
-# Host unit tests, the QEMU launcher's and bench scripts' tests, the on-target ktest suite, the test guest natively vs in a VM, two-VM isolation, the VMM's diagnostics and guest time (vm_diagnostics.py), the hostile guest and the native syscall fuzzer (short, seed 1), every libFuzzer target for 5 s, then Linux: native vs VM, two VMs at once (pinging each other), the BG/P drivers in two VMs, two VMs copying files over bgnet/torus, bgnet/collective and virtio (plus a VM refused an out-of-RAM DMA address), a VM beside a native program, and the fabric service: native ranks (messages, allreduce) and a VM reaching the native bgnet echo
-test: setup
-    {{ cargo }} test
-    python3 -m unittest discover -s scripts -p 'test_*.py'
-    cd bench && python3 -m unittest
-    scripts/ontarget-test.sh
-    scripts/guest-compare.sh --no-build
-    scripts/vm-isolation.sh
-    scripts/vm_diagnostics.py
-    scripts/attack-guest.py --seed 1 --instructions 100000
-    scripts/sysfuzz.py --seed 1 --calls 5000 --mode both
-    scripts/fuzz.sh all 5
-    guests/linux/build.sh
-    scripts/linux-compare.sh --no-build
-    scripts/linux-vms-test.py
-    scripts/bgp-drivers-test.sh --no-build
-    scripts/net-test.py --quiet
-    scripts/vm-with-native.py
-    scripts/fabric-echo-test.py
+# Every test, tier by tier, even after a failure (tests/run.py; docs/TESTING.md): build, host (cargo test), unit (the test framework and bench drivers), ontarget (ktest), functional (guests, VMs, Linux, the interconnect, native programs), security (the hostile guest and the syscall fuzzer, seed 1), fuzz (every libFuzzer target for 5 s), docs; ends with `TIER: N passed, M failed` per tier and `all: N passed, M failed`. ARGS: tiers to run, `--no-build`, `-- PYTEST ARGS` (e.g. `just test functional --no-build -- -k net`)
+[positional-arguments]
+test *ARGS: setup
+    python3 tests/run.py "$@"
 
 # Fuzz the parsers of guest- and user-controlled data with libFuzzer, one process: `just fuzz` runs every target for 20 s each, `just fuzz vtlb 600` one target for 10 minutes (targets: scripts/fuzz.sh --list; docs/adr/0017-fuzzing.md)
 fuzz TARGET="all" SECONDS="20": setup

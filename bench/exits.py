@@ -25,7 +25,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ipc import BenchError, kestrel_qemu, qemu_version
+from ipc import BenchError, qemu_version
+from framework import qemu
 
 ROOT = Path(__file__).resolve().parent.parent
 # Issue 11's targets: the hot emulations at most 80 instructions each, tlbwe at most 150, a
@@ -60,18 +61,18 @@ def exit_costs(native: dict[str, float], vm: dict[str, float]) -> dict[str, floa
 
 
 def run(mode: str, index: int, timeout: int) -> dict[str, float]:
-    log = kestrel_qemu.logs_dir() / f"exitbench-{mode}-run{index}.log"
+    log = qemu.logs_dir() / f"exitbench-{mode}-run{index}.log"
     print(f"exits.py: {mode} run {index} (log: {log})", file=sys.stderr)
     try:
-        guest = kestrel_qemu.resolve_elf("kestrel-exitbench")
+        guest = qemu.resolve_elf("kestrel-exitbench")
         if mode == "native":
-            node = kestrel_qemu.Node(kernel=guest, icount=True)
+            node = qemu.Node(kernel=guest, icount=True)
         else:
-            image = kestrel_qemu.vmm_image(guest)
-            node = kestrel_qemu.kestrel_node(image, log.with_suffix(".bootmod"), icount=True)
-    except kestrel_qemu.LaunchError as err:
+            image = qemu.vmm_image(guest)
+            node = qemu.kestrel_node(image, log.with_suffix(".bootmod"), icount=True)
+    except qemu.LaunchError as err:
         raise BenchError(f"{mode} run {index}: {err}") from err
-    status, console = kestrel_qemu.run_captured(node, timeout=timeout, log=log)
+    status, console = qemu.run_captured(node, timeout=timeout, log=log)
     if status != 0:
         raise BenchError(f"{mode} run {index} exited with status {status} (log: {log})")
     return parse(console)

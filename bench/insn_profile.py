@@ -28,8 +28,8 @@ import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import kestrel_qemu  # noqa: E402
+sys.path.insert(0, str(ROOT / "tests"))
+from framework import qemu  # noqa: E402
 
 NM = "powerpc-linux-gnu-nm"
 OBJDUMP = "powerpc-linux-gnu-objdump"
@@ -88,7 +88,7 @@ def sc_in(elf: Path, function: str) -> set[int]:
     return found
 
 
-def capture(node: kestrel_qemu.Node, trigger: set[int], skip: int, timeout: int) -> list[int]:
+def capture(node: qemu.Node, trigger: set[int], skip: int, timeout: int) -> list[int]:
     """Runs `node` single-stepped and returns the pcs of one trigger-to-trigger period."""
     with tempfile.TemporaryDirectory() as tmp:
         fifo = Path(tmp) / "exec.log"
@@ -148,19 +148,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--listing", action="store_true", help="print every pc too")
     ap.add_argument("--timeout", type=int, default=900)
     args = ap.parse_args(argv)
-    out = kestrel_qemu.out_dir()
-    kernel = kestrel_qemu.kestrel_kernel()
-    log = kestrel_qemu.logs_dir() / f"insn-profile-{args.what}.bootmod"
+    out = qemu.out_dir()
+    kernel = qemu.kestrel_kernel()
+    log = qemu.logs_dir() / f"insn-profile-{args.what}.bootmod"
     if args.what == "vmm":
-        guest = kestrel_qemu.resolve_elf("kestrel-exitbench")
-        image = kestrel_qemu.vmm_image(guest)
-        node = kestrel_qemu.kestrel_node(image, log, icount=True)
+        guest = qemu.resolve_elf("kestrel-exitbench")
+        image = qemu.vmm_image(guest)
+        node = qemu.kestrel_node(image, log, icount=True)
         elves = [("kernel", kernel), ("vmm", out / "kestrel-vmm"), ("guest", guest)]
         trigger = insn_addrs(guest, "mfdcr")
     else:
-        task = kestrel_qemu.resolve_elf("ipcbench")
-        image = kestrel_qemu.BootImage(root=kestrel_qemu.Module("ipcbench", task))
-        node = kestrel_qemu.kestrel_node(image, log, icount=True)
+        task = qemu.resolve_elf("ipcbench")
+        image = qemu.BootImage(root=qemu.Module("ipcbench", task))
+        node = qemu.kestrel_node(image, log, icount=True)
         elves = [("kernel", kernel), ("ipcbench", task)]
         trigger = sc_in(task, "measure")
     if not trigger:

@@ -25,8 +25,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import kestrel_qemu  # noqa: E402  (the one QEMU launcher, scripts/kestrel_qemu.py)
+sys.path.insert(0, str(ROOT / "tests"))
+from framework import bench, qemu  # noqa: E402  (tests/framework: the launcher, bench helpers)
+from framework.bench import BenchError, qemu_version  # noqa: E402,F401  (bench/*.py import them from here)
 
 TARGET_INSTRUCTIONS = 250
 VARIANTS = ("inter", "intra")
@@ -41,10 +42,6 @@ BENCH_RE = re.compile(
     r"instructions=(?P<instructions>\d+) "
     r"roundtrip_instructions=(?P<roundtrip>\d+(?:\.\d+)?)$"
 )
-
-
-class BenchError(Exception):
-    """A run that cannot be turned into results; the message says what went wrong."""
 
 
 def parse_bench_lines(console: str) -> dict[str, dict]:
@@ -86,16 +83,7 @@ def parse_bench_lines(console: str) -> dict[str, dict]:
 
 def check_deterministic(runs: list[dict[str, dict]]) -> None:
     """Fails unless every run reported exactly the same figures (the point of -icount)."""
-    first = runs[0]
-    for index, run in enumerate(runs[1:], start=2):
-        if run != first:
-            diffs = []
-            for variant in VARIANTS:
-                for key in first[variant]:
-                    a, b = first[variant][key], run[variant][key]
-                    if a != b:
-                        diffs.append(f"{variant}.{key}: run 1 {a}, run {index} {b}")
-            raise BenchError("runs differ under -icount (non-deterministic): " + "; ".join(diffs))
+    bench.check_deterministic(runs)
 
 
 def summarize(runs: list[dict[str, dict]], qemu_version: str) -> dict:
@@ -135,26 +123,18 @@ def format_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def qemu_version() -> str:
-    """First line of `qemu-system-ppc --version`."""
-    out = subprocess.run(
-        [kestrel_qemu.QEMU, "--version"], check=True, capture_output=True, text=True
-    ).stdout
-    return out.splitlines()[0].strip() if out else "unknown"
-
-
 def run_once(index: int, timeout: int) -> dict[str, dict]:
     """Boots ipcbench once under -icount and parses its console log."""
-    log = kestrel_qemu.logs_dir() / f"ipcbench-run{index}.log"
+    log = qemu.logs_dir() / f"ipcbench-run{index}.log"
     print(f"ipc.py: run {index}: booting ipcbench under -icount (log: {log})", file=sys.stderr)
     try:
-        root = kestrel_qemu.Module("ipcbench", kestrel_qemu.resolve_elf("ipcbench"))
-        node = kestrel_qemu.kestrel_node(
-            kestrel_qemu.BootImage(root=root), log.with_suffix(".bootmod"), icount=True
+        root = qemu.Module("ipcbench", qemu.resolve_elf("ipcbench"))
+        node = qemu.kestrel_node(
+            qemu.BootImage(root=root), log.with_suffix(".bootmod"), icount=True
         )
-    except kestrel_qemu.LaunchError as err:
+    except qemu.LaunchError as err:
         raise BenchError(f"run {index}: {err}") from err
-    status, console = kestrel_qemu.run_captured(node, timeout=timeout, log=log)
+    status, console = qemu.run_captured(node, timeout=timeout, log=log)
     if status != 0:
         tail = "\n".join(console.splitlines()[-20:])
         what = "timed out" if status == 124 else f"exited with status {status}"

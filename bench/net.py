@@ -41,7 +41,9 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ipc import BenchError, kestrel_qemu, qemu_version
+from ipc import BenchError, qemu_version
+from framework import bench, constants, linux, qemu
+from framework import console as con
 from table1 import INSTRUCTIONS_PER_TICK, git_commit, job_only, md_table, private_target, pyplot, script_output
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,7 +69,7 @@ THRESHOLDS = (
     ("pv_latency", "virtio", "latency", "<=", 4.0),
 )
 TOP = 5
-GUEST_MB = kestrel_qemu.VMM_DEFAULT_MEM_MB
+GUEST_MB = constants.VMM_DEFAULT_MEM_MB
 
 HEADER_RE = re.compile(r"^net: path (?P<path>\S+) role (?P<role>\S+) index (?P<index>\d+) "
                        r"iface (?P<iface>\S+) driver (?P<driver>\S+) address (?P<address>\S+) "
@@ -213,12 +215,12 @@ def exit_classes(traces: dict[int, dict], roles: dict[int, str], baseline: dict[
 
 def parse_baseline_run(console: str) -> dict[int, dict]:
     """The boot-only two-VM run: each VM's trace table (both must have run the boot script)."""
-    panic = kestrel_qemu.panic_line(console)
+    panic = con.panic_line(console)
     if panic:
         raise BenchError(f"panic: {panic}")
     try:
-        tables = kestrel_qemu.parse_trace_tables(console)
-    except kestrel_qemu.ConsoleError as err:
+        tables = con.parse_trace_tables(console)
+    except con.ConsoleError as err:
         raise BenchError(str(err)) from err
     for vm in (0, 1):
         script_output(console, BASELINE, vm)
@@ -231,7 +233,7 @@ def parse_vm_run(console: str) -> dict:
     """A two-VM run: the client's figures, each VM's role and its top exit classes. Raises
     Unavailable when the guests say the path cannot be measured, BenchError when the output
     is broken."""
-    panic = kestrel_qemu.panic_line(console)
+    panic = con.panic_line(console)
     if panic:
         raise BenchError(f"panic: {panic}")
     outputs, roles = {}, {}
@@ -249,8 +251,8 @@ def parse_vm_run(console: str) -> dict:
     server_status = {m["test"]: int(m["status"]) for vm in roles if roles[vm] == "server"
                      for m in map(STATUS_RE.match, outputs[vm]) if m}
     try:
-        tables = kestrel_qemu.parse_trace_tables(console)
-    except kestrel_qemu.ConsoleError as err:
+        tables = con.parse_trace_tables(console)
+    except con.ConsoleError as err:
         raise BenchError(str(err)) from err
     client["server_status"] = server_status
     client["roles"] = roles
@@ -259,7 +261,7 @@ def parse_vm_run(console: str) -> dict:
 
 
 def parse_native_run(console: str) -> dict:
-    panic = kestrel_qemu.panic_line(console)
+    panic = con.panic_line(console)
     if panic:
         raise BenchError(f"panic: {panic}")
     lines = script_output(console, SCRIPT)
@@ -444,34 +446,34 @@ def plot(s: dict, out: Path) -> str | None:
 def cmdline(path: str, params: dict) -> str:
     """The guest command line of a path (BASELINE: the boot-only run)."""
     if path == BASELINE:
-        return kestrel_qemu.join_cmdline(kestrel_qemu.LINUX_CMDLINE, params["append"],
+        return qemu.join_cmdline(linux.LINUX_CMDLINE, params["append"],
                                          f"kestrel.script={BASELINE}")
     words = [*PATHS[path], f"net.upper={params['upper']}", f"net.nrepeat={params['nrepeat']}",
              f"net.iperf_time={params['iperf_time']}"]
-    return kestrel_qemu.join_cmdline(kestrel_qemu.LINUX_CMDLINE, params["append"], *words,
+    return qemu.join_cmdline(linux.LINUX_CMDLINE, params["append"], *words,
                                      f"kestrel.script={SCRIPT}")
 
 
-def node(path: str, params: dict, log: Path, private: Path) -> kestrel_qemu.Node:
+def node(path: str, params: dict, log: Path, private: Path) -> qemu.Node:
     vmlinux, initrd = LINUX_OUT / "vmlinux", LINUX_OUT / "initramfs.cpio.gz"
     if path == "native":
-        return kestrel_qemu.Node(kernel=vmlinux, initrd=initrd, append=cmdline(path, params),
+        return qemu.Node(kernel=vmlinux, initrd=initrd, append=cmdline(path, params),
                                  mem_mb=GUEST_MB, icount=True)
     out = private / "powerpc-440-none" / "release"
-    image = kestrel_qemu.vmm_image(vmlinux, initrd=initrd, cmdline=cmdline(path, params),
+    image = qemu.vmm_image(vmlinux, initrd=initrd, cmdline=cmdline(path, params),
                                    vmm=out / "kestrel-vmm", root=out / "kestrel-root")
-    return kestrel_qemu.kestrel_node(image, log.with_suffix(".bootmod"), kernel=out / "kestrel-kernel",
-                                     append=kestrel_qemu.vmm_cmdline(2, None),
-                                     mem_mb=kestrel_qemu.KESTREL_RAM_MB, icount=True)
+    return qemu.kestrel_node(image, log.with_suffix(".bootmod"), kernel=out / "kestrel-kernel",
+                                     append=qemu.vmm_cmdline(2, None),
+                                     mem_mb=constants.KESTREL_RAM_MB, icount=True)
 
 
 def run_path(path: str, index: int, params: dict, timeout: int, private: Path) -> dict:
     """One run of a path (or of BASELINE, two VMs that only boot): {"ok": parsed} or
     {"reason": why not}; a broken native run raises."""
-    log = kestrel_qemu.logs_dir() / f"net-{path}-run{index}.log"
+    log = qemu.logs_dir() / f"net-{path}-run{index}.log"
     print(f"net.py: {path} run {index} (log: {log})", file=sys.stderr, flush=True)
     try:
-        status, console = kestrel_qemu.run_captured(node(path, params, log, private), timeout=timeout,
+        status, console = qemu.run_captured(node(path, params, log, private), timeout=timeout,
                                                      log=log)
         if status != 0:
             what = "timed out" if status == 124 else f"exited with status {status}"
@@ -481,7 +483,7 @@ def run_path(path: str, index: int, params: dict, timeout: int, private: Path) -
         return {"ok": parse(console)}
     except Unavailable as err:
         return {"reason": str(err)}
-    except (BenchError, kestrel_qemu.LaunchError) as err:
+    except (BenchError, qemu.LaunchError) as err:
         if path == "native":
             raise BenchError(f"native run {index}: {err}") from err
         return {"reason": f"run failed: {err}"}
@@ -489,11 +491,10 @@ def run_path(path: str, index: int, params: dict, timeout: int, private: Path) -
 
 def check_deterministic(runs: list[dict[str, dict]]) -> None:
     """Fails unless every run of every path gave the same result (the point of -icount)."""
-    for index, run in enumerate(runs[1:], start=2):
-        for path in run:
-            if run[path] != runs[0][path]:
-                raise BenchError(f"{path}: run 1 and run {index} differ under -icount (logs: "
-                                 f"{kestrel_qemu.logs_dir()}/net-{path}-run*.log)")
+    try:
+        bench.check_deterministic(runs)
+    except BenchError as err:
+        raise BenchError(f"{err} (logs: {qemu.logs_dir()}/net-PATH-run*.log)") from err
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -531,8 +532,8 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run([str(ROOT / "scripts" / "build-target.sh"), "-p", "kestrel-kernel", "-p", "kestrel-root",
                             "-p", "kestrel-vmm"], check=True)
         subprocess.run([str(ROOT / "guests" / "linux" / "build.sh")], check=True)
-        private = (private_target(kestrel_qemu.target_dir(), "bench-net") if any(p != "native" for p in paths)
-                   else kestrel_qemu.target_dir())
+        private = (private_target(qemu.target_dir(), "bench-net") if any(p != "native" for p in paths)
+                   else qemu.target_dir())
         runs = []
         for index in range(1, args.runs + 1):
             with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:

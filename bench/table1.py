@@ -4,7 +4,7 @@ and paravirtual), with each phase's cost, its exits and an accounting check.
 
 Boots the unmodified Linux guest (guests/linux) under `-icount shift=0,sleep=off`, where the
 400 MHz time base advances 0.4 ticks per guest instruction (1 tick = 2.5 instructions), in three
-modes, all through scripts/kestrel_qemu.py with the same guest command line:
+modes, all through scripts/qemu.py with the same guest command line:
 
 - `native`: QEMU boots vmlinux directly (as guests/linux/run-native.sh does);
 - `vm`: in a Kestrel VM with full virtualization (`vmm.pv=off` on the Kestrel command line: no
@@ -40,14 +40,15 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ipc import BenchError, kestrel_qemu, qemu_version
+from ipc import BenchError, qemu_version
+from framework import bench, constants, linux, qemu
+from framework import console as con
+from framework.bench import DEBIAN_PYTHON, git_commit, md_table, pyplot  # noqa: F401  (net.py imports them from here)
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTRUCTIONS_PER_TICK = 2.5
@@ -61,7 +62,7 @@ TARGETS = {"job": {"vm": 3.0, "vm_pv": 1.5}, "phase": {"vm": 4.0, "vm_pv": 2.0},
 # The accounting check: the benchmark fails above this (a fraction of the VM's total).
 ACCOUNTING_LIMIT = 0.05
 # The pseudo trace point for time in guest mode (count: guest entries); not an exit.
-GUEST_RUN = kestrel_qemu.GUEST_RUN
+GUEST_RUN = con.GUEST_RUN
 # The paper (Stoess et al., ROSS '11): the same work took 126 s in a VM and 3 s natively.
 PAPER = {"vm_seconds": 126, "native_seconds": 3, "ratio": 42.0}
 TOP = 5
@@ -91,16 +92,16 @@ SNAPSHOT_RE = re.compile(r"^vmm:\s+(?:vm(?P<vm>\d+)\s+)?trace mark (?P<name>\S+)
 END_MARK = "end"
 DONE = "KESTREL-SCRIPT-DONE"
 
-# Console parsing shared with every other QEMU run lives in scripts/kestrel_qemu.py.
-split_prefix = kestrel_qemu.split_prefix
-guest_lines = kestrel_qemu.guest_lines
+# Console parsing shared with every other QEMU run lives in scripts/qemu.py.
+split_prefix = con.split_prefix
+guest_lines = con.guest_lines
 
 
 def parse_trace_tables(console: str) -> dict[int, dict[str, dict[str, int]]]:
-    """Every trace table in a VM run's console (kestrel_qemu.parse_trace_tables)."""
+    """Every trace table in a VM run's console (con.parse_trace_tables)."""
     try:
-        return kestrel_qemu.parse_trace_tables(console)
-    except kestrel_qemu.ConsoleError as err:
+        return con.parse_trace_tables(console)
+    except con.ConsoleError as err:
         raise BenchError(str(err)) from err
 
 
@@ -108,8 +109,8 @@ def trace_table(console: str, vm: int = 0) -> dict[str, dict[str, int]]:
     """VM `vm`'s trace table (the power-off one; trace-mark snapshots are left out); fails when
     there is none or it is empty."""
     try:
-        return kestrel_qemu.trace_table(split_snapshots(console)[1], vm)
-    except kestrel_qemu.ConsoleError as err:
+        return con.trace_table(split_snapshots(console)[1], vm)
+    except con.ConsoleError as err:
         raise BenchError(str(err)) from err
 
 
@@ -132,7 +133,7 @@ def split_snapshots(console: str) -> tuple[dict[int, list[dict]], str]:
         if j >= len(raw) or "trace points" not in split_prefix(raw[j])[1]:
             raise BenchError(f"trace mark {m['name']}: no trace table after its heading")
         j += 1
-        while j < len(raw) and kestrel_qemu.TRACE_ROW_RE.match(split_prefix(raw[j])[1]):
+        while j < len(raw) and con.TRACE_ROW_RE.match(split_prefix(raw[j])[1]):
             j += 1
         tables = parse_trace_tables("\n".join(raw[i + 1:j]))
         snaps.setdefault(vm, []).append({"name": m["name"], "tb": int(m["tb"]),
@@ -201,7 +202,7 @@ def instructions(ticks: int | float) -> int:
 
 # An exit class's total cost in ticks: the table's exact total (docs/adr/0023-exit-accounting.md),
 # or count * avg in the older format (avg as printed: whole ticks, rounded down).
-row_total = kestrel_qemu.row_total
+row_total = con.row_total
 
 
 def job_only(job: dict[str, dict[str, int]], boot: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
@@ -397,14 +398,7 @@ def figures(run: dict) -> dict:
 
 def check_deterministic(runs: list[dict]) -> None:
     """Fails unless every run gave the same figures, naming the ones that differ."""
-    first = figures(runs[0])
-    for index, run in enumerate(runs[1:], start=2):
-        other = figures(run)
-        diffs = [f"{k}: run 1 {first.get(k)}, run {index} {other.get(k)}"
-                 for k in sorted(set(first) | set(other)) if first.get(k) != other.get(k)]
-        if diffs:
-            shown = "; ".join(diffs[:12]) + (f"; ... ({len(diffs)} in all)" if len(diffs) > 12 else "")
-            raise BenchError("runs differ under -icount (non-deterministic): " + shown)
+    bench.check_deterministic(runs, figures)
 
 
 def fmt_int(n: int | float | None) -> str:
@@ -423,21 +417,13 @@ def met(r: float, target: float) -> str:
     return "yes" if r <= target else "no"
 
 
-def md_table(header: tuple, rows: list[tuple], align: str) -> list[str]:
-    """A markdown table; align has one 'l' or 'r' per column."""
-    out = ["| " + " | ".join(header) + " |",
-           "| " + " | ".join("---:" if a == "r" else "---" for a in align) + " |"]
-    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return out
-
-
 def report(s: dict) -> str:
     """The markdown report (bench/results/table1.md); also printed."""
     t = s["targets"]
     lines = ["# Table 1 analogue: a build-like Linux job, natively and in a Kestrel VM", "",
              f"Commit {s['commit']}, {s['qemu']}, {s['runs']} identical run(s) per mode. "
              "Instructions under `-icount shift=0` (1 time base tick = 2.5 guest instructions). "
-             f"Guest command line in every mode: `{s.get('guest_command_line', 'console=ttyS0 panic=1')}`; "
+             f"Guest command line in every mode: `{s.get('guest_command_line', linux.LINUX_CMDLINE)}`; "
              "native QEMU with `-m 64`, the VM's RAM. Full virtualization: `vmm.pv=off` on the Kestrel "
              "command line; paravirtual: the VMM's default.", "",
              "## Guest work, natively and in a VM", ""]
@@ -504,32 +490,6 @@ def report(s: dict) -> str:
     return "\n".join(lines)
 
 
-# The interpreter Debian's python3-matplotlib is installed for (scripts/setup.sh).
-DEBIAN_PYTHON = Path("/usr/bin/python3")
-
-
-def pyplot(s: dict, out: Path, script: str):
-    """matplotlib's pyplot for drawing `s`'s plot next to `out`: (pyplot, None), or (None, why
-    no plot was drawn here, None when Debian's interpreter drew it instead by running
-    `script --plot-only`). Shared by every benchmark that plots (table1, net)."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as err:
-        # Debian's python3-matplotlib (scripts/setup.sh) belongs to Debian's interpreter; a
-        # python3 earlier on PATH (pyenv, a venv) lacks it: let Debian's draw the plot.
-        if Path(sys.executable).resolve() != DEBIAN_PYTHON.resolve() and DEBIAN_PYTHON.exists():
-            with tempfile.NamedTemporaryFile("w", suffix=".json") as tmp:
-                json.dump(s, tmp)
-                tmp.flush()
-                done = subprocess.run([str(DEBIAN_PYTHON), script, "--plot-only", tmp.name,
-                                       "--output", str(out.with_suffix(".json"))], capture_output=True, text=True)
-            return None, (None if done.returncode == 0 else f"{DEBIAN_PYTHON} could not draw it: {done.stderr.strip()}")
-        return None, f"matplotlib not available ({err}): run scripts/setup.sh"
-    return plt, None
-
-
 def plot(s: dict, out: Path) -> str | None:
     """table1.png: VM/native per phase and for the whole job, both VM modes, with the targets.
     Returns why no plot was drawn, or None."""
@@ -562,63 +522,45 @@ def plot(s: dict, out: Path) -> str | None:
     return None
 
 
-def git_commit() -> str:
-    """HEAD's hash, with `-dirty` when tracked files differ from it."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout.strip()
-    head = git("rev-parse", "HEAD") or "unknown"
-    return head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
-
-
 def private_target(target_dir: Path, name: str = "bench-table1") -> Path:
-    """A folder of our own (target_dir/name) holding copies of the kernel and the VMM, for every
-    run of one invocation, so that a rebuild of the ELF files meanwhile cannot change what a
-    later run boots."""
-    priv = target_dir / name
-    out = priv / "powerpc-440-none" / "release"
-    out.mkdir(parents=True, exist_ok=True)
-    for elf in ("kestrel-kernel", "kestrel-root", "kestrel-vmm"):
-        dst = out / elf
-        if dst.is_symlink() or dst.exists():
-            dst.unlink()  # never write through a link left by someone else
-        shutil.copy2(target_dir / "powerpc-440-none" / "release" / elf, dst)
-    return priv
+    """The ELF files this invocation boots, copied (framework.bench.private_target)."""
+    return bench.private_target(target_dir, name)
 
 
 # Extra guest kernel arguments for every mode (--append); the same command line natively and
 # in the VMs, so that all run the same kernel the same way.
 GUEST_APPEND = ""
 # The native run gets the VM's RAM (kestrel-vmm's LINUX_RAM), so both kernels size themselves alike.
-GUEST_MB = kestrel_qemu.VMM_DEFAULT_MEM_MB
+GUEST_MB = constants.VMM_DEFAULT_MEM_MB
 LINUX_OUT = ROOT / "guests" / "linux" / "out"
 
 
-def node(mode: str, script: str, log: Path, private: Path) -> kestrel_qemu.Node:
+def node(mode: str, script: str, log: Path, private: Path) -> qemu.Node:
     """The QEMU machine for one run: the guest natively (as guests/linux/run-native.sh boots
     it) or in a VM (as scripts/vm-linux.sh does, plus VMM_OPTIONS[mode]), under -icount."""
     vmlinux, initrd = LINUX_OUT / "vmlinux", LINUX_OUT / "initramfs.cpio.gz"
-    base = kestrel_qemu.LINUX_CMDLINE
+    base = linux.LINUX_CMDLINE
     if mode == "native":
-        cmdline = kestrel_qemu.join_cmdline(base, f"kestrel.script={script}", GUEST_APPEND)
-        return kestrel_qemu.Node(kernel=vmlinux, initrd=initrd, append=cmdline, mem_mb=GUEST_MB,
+        cmdline = qemu.join_cmdline(base, f"kestrel.script={script}", GUEST_APPEND)
+        return qemu.Node(kernel=vmlinux, initrd=initrd, append=cmdline, mem_mb=GUEST_MB,
                                  icount=True)
     out = private / "powerpc-440-none" / "release"
-    cmdline = kestrel_qemu.join_cmdline(base, GUEST_APPEND, f"kestrel.script={script}")
-    image = kestrel_qemu.vmm_image(vmlinux, initrd=initrd, cmdline=cmdline, vmm=out / "kestrel-vmm",
+    cmdline = qemu.join_cmdline(base, GUEST_APPEND, f"kestrel.script={script}")
+    image = qemu.vmm_image(vmlinux, initrd=initrd, cmdline=cmdline, vmm=out / "kestrel-vmm",
                                    root=out / "kestrel-root")
-    return kestrel_qemu.kestrel_node(image, log.with_suffix(".bootmod"), kernel=out / "kestrel-kernel",
-                                     append=[*kestrel_qemu.vmm_cmdline(1, None), *VMM_OPTIONS[mode]],
-                                     mem_mb=kestrel_qemu.KESTREL_RAM_MB, icount=True)
+    return qemu.kestrel_node(image, log.with_suffix(".bootmod"), kernel=out / "kestrel-kernel",
+                                     append=[*qemu.vmm_cmdline(1, None), *VMM_OPTIONS[mode]],
+                                     mem_mb=constants.KESTREL_RAM_MB, icount=True)
 
 
 def run(mode: str, script: str, index: int, timeout: int, private: Path) -> str:
     """Boots Linux once with /scripts/SCRIPT under -icount; returns the console output.
     `private` is the folder from private_target() for the VM runs."""
-    log = kestrel_qemu.logs_dir() / f"table1-{mode}-{script}-run{index}.log"
+    log = qemu.logs_dir() / f"table1-{mode}-{script}-run{index}.log"
     print(f"table1.py: {mode} {script} run {index} (log: {log})", file=sys.stderr)
     try:
-        status, console = kestrel_qemu.run_captured(node(mode, script, log, private), timeout=timeout, log=log)
-    except kestrel_qemu.LaunchError as err:
+        status, console = qemu.run_captured(node(mode, script, log, private), timeout=timeout, log=log)
+    except qemu.LaunchError as err:
         raise BenchError(f"{mode} {script} run {index}: {err}") from err
     if status != 0:
         what = "timed out" if status == 124 else f"exited with status {status}"
@@ -669,11 +611,11 @@ def main(argv: list[str] | None = None) -> int:
         # Always (cached, seconds): vm-linux.sh runs it anyway, and the native runs, which
         # start alongside, need vmlinux and the initramfs before it would.
         subprocess.run([str(ROOT / "guests" / "linux" / "build.sh")], check=True)
-        private = private_target(kestrel_qemu.target_dir())
+        private = private_target(qemu.target_dir())
         runs = [measure(i, args.timeout, private) for i in range(1, args.runs + 1)]
         check_deterministic(runs)
         summary = summarize(runs, qemu_version(), git_commit())
-        summary["guest_command_line"] = ("console=ttyS0 panic=1 " + args.append).strip() + " kestrel.script=<boot|job>"
+        summary["guest_command_line"] = linux.cmdline(args.append, script="<boot|job>")
     except (subprocess.CalledProcessError, BenchError) as err:
         print(f"table1.py: FAILED: {err}", file=sys.stderr)
         return 1

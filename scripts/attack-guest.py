@@ -1,207 +1,24 @@
 #!/usr/bin/env python3
-"""The hostile-guest attack (issue 9): kestrel-vmm runs guests/hostile twice (vmm.vms=2). VM 0
-runs seeded pseudo-random instruction blocks with its own vectors until it has run
---instructions guest instructions; VM 1 checksums its own RAM in rounds, forever.
+"""The hostile-guest attack at any length (`just soak`; `just test` runs it briefly as
+tests/security/test_hostile.py): tests/framework/hostile.py says what passes and fails.
 
     scripts/attack-guest.py [--seed N] [--instructions N] [--progress BLOCKS] [--timeout SECS]
                             [--hang SECS] [--starve SECS] [--log FILE]
 
 Builds nothing (scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-vmm
--p kestrel-hostile). The seed and the budget are patched into a copy of the guest ELF (its
-HOSTILE_ARGS block, found by its magic), so the same seed reproduces the same blocks. Prints the
-seed first and the counts last. Exits 0 only if VM 0 printed its `hostile: done` summary with no
-finding and the neighbour finished a round after that; exits 1 on: a kernel panic or register
-dump, a kernel line stopping or halting a thread, the VMM stopping VM 1 or VM 0 before it was done (or
-crashing), QEMU exiting or aborting, no progress line from VM 0 for --hang seconds (a hang or
-livelock), the neighbour's checksum changing or no neighbour round for --starve seconds
-(starvation), a `hostile: FINDING` line, or --timeout. The console log is
-target/logs/attack-guest.log unless --log says otherwise.
+-p kestrel-hostile). Prints the seed first and the counts last; exits 0 on a pass, 1 on a
+failure, 2 on bad arguments. The console log is target/logs/attack-guest.log unless --log says
+otherwise.
 """
 from __future__ import annotations
 
 import argparse
-import os
 import random
-import re
-import select
-import struct
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import kestrel_qemu as kq  # noqa: E402
-
-MAGIC = b"KESTREL-HOSTILE\0"
-PROGRESS_RE = re.compile(r"^\[vm0\] hostile: progress blocks (\d+) instructions (\d+) ")
-DONE_RE = re.compile(r"^\[vm0\] hostile: done seed (\d+) findings (\d+)$")
-COUNTS_RE = re.compile(r"^\[vm0\] hostile: counts blocks (\d+) instructions (\d+) generated (\d+) "
-                       r"exceptions (\d+) ends (\d+)$")
-DETAIL_RE = re.compile(r"^\[vm0\] hostile: (vectors|ops) (.*)$")
-ROUND_RE = re.compile(r"^\[vm1\] neighbour: round (\d+) checksum (0x[0-9a-f]+) unchanged$")
-
-
-def patch_args(elf: bytes, seed: int, instructions: int, progress: int) -> bytes:
-    """The guest ELF with its HOSTILE_ARGS (magic, then big-endian u64 seed, instruction
-    budget, progress interval) set; fails unless the magic occurs exactly once."""
-    at = elf.find(MAGIC)
-    if at < 0 or elf.find(MAGIC, at + 1) >= 0:
-        raise kq.LaunchError("the guest ELF has no (or more than one) HOSTILE_ARGS block; "
-                             "is it kestrel-hostile?")
-    data = bytearray(elf)
-    struct.pack_into(">QQQ", data, at + len(MAGIC), seed, instructions, progress)
-    return bytes(data)
-
-
-class Watch:
-    """Reads the console line by line and decides pass or fail."""
-
-    def __init__(self, hang: float, starve: float):
-        self.hang, self.starve = hang, starve
-        now = time.monotonic()
-        self.last_progress = now
-        self.last_round = now
-        self.rounds = 0
-        self.rounds_at_done: int | None = None
-        self.done: re.Match | None = None
-        self.findings: list[str] = []
-        self.failure: str | None = None
-        self.vm0_stopped = False
-        self.progress = (0, 0)
-        self.counts: re.Match | None = None
-        self.details: list[str] = []
-
-    def line(self, raw: str) -> None:
-        line = raw.rstrip("\r")
-        now = time.monotonic()
-        if line.startswith(("KERNEL PANIC", "  ip 0x", "  esr 0x")):
-            self.fail(f"kernel panic or register dump: {line}")
-        elif line.startswith(("qemu: fatal", "qemu-system-ppc: ")) and "terminating on signal" not in line:
-            self.fail(f"QEMU: {line}")
-        elif re.match(r"^kestrel: thread .* (stopped|halted)", line):
-            self.fail(f"the kernel stopped a thread: {line}")
-        elif line.startswith("[vm1] neighbour: FAIL") or line.startswith("[vm0] hostile: FAIL"):
-            self.fail(line)
-        elif line.startswith("[vm0] hostile: FINDING"):
-            self.findings.append(line)
-        elif m := PROGRESS_RE.match(line):
-            self.last_progress = now
-            self.progress = (int(m.group(1)), int(m.group(2)))
-        elif m := ROUND_RE.match(line):
-            self.last_round = now
-            self.rounds = int(m.group(1))
-        elif m := COUNTS_RE.match(line):
-            self.counts = m
-        elif m := DETAIL_RE.match(line):
-            self.details.append(f"{m.group(1)} {m.group(2)}")
-        elif m := DONE_RE.match(line):
-            self.done = m
-            self.rounds_at_done = self.rounds
-            self.last_progress = now
-        elif line.startswith("vmm: vm1: ") and ("stopping it" in line or "vCPU" in line):
-            self.fail(f"the neighbour VM stopped: {line}")
-        elif line.startswith("vmm: vm0: ") and ("stopping it" in line or "vCPU" in line):
-            if self.done is None:
-                self.fail(f"the hostile VM stopped before it was done: {line}")
-            self.vm0_stopped = True
-        elif line.startswith("vmm: every VM has stopped") or line.startswith("vmm: IPC failed"):
-            self.fail(f"VMM: {line}")
-
-    def fail(self, why: str) -> None:
-        if self.failure is None:
-            self.failure = why
-
-    def finished(self) -> bool:
-        """VM 0 done and stopped, and the neighbour made a round since."""
-        return (self.done is not None and self.vm0_stopped and self.rounds_at_done is not None
-                and self.rounds > self.rounds_at_done)
-
-    def tick(self) -> None:
-        now = time.monotonic()
-        if self.done is None and now - self.last_progress > self.hang:
-            blocks, insns = self.progress
-            self.fail(f"hang: no progress line from the hostile VM for {self.hang:.0f}s "
-                      f"(last: {blocks} blocks, {insns} instructions)")
-        if now - self.last_round > self.starve:
-            self.fail(f"starvation: no neighbour round for {self.starve:.0f}s "
-                      f"(last round {self.rounds})")
-
-
-def run(args: argparse.Namespace) -> int:
-    guest = kq.out_dir() / "kestrel-hostile"
-    if not guest.is_file():
-        raise kq.LaunchError(f"no guest at {guest} (build it: scripts/build-target.sh -p "
-                             "kestrel-kernel -p kestrel-root -p kestrel-vmm -p kestrel-hostile)")
-    log = args.log or kq.default_log("attack-guest")
-    log.parent.mkdir(parents=True, exist_ok=True)
-    patched = log.with_suffix(".elf")
-    patched.write_bytes(patch_args(guest.read_bytes(), args.seed, args.instructions, args.progress))
-    image = kq.vmm_image(patched)
-    node = kq.kestrel_node(image, log.with_suffix(".bootmod"), append=kq.vmm_cmdline(2, None),
-                           mem_mb=128)
-    print(f"attack-guest: seed {args.seed}, {args.instructions} guest instructions "
-          f"(reproduce: scripts/attack-guest.py --seed {args.seed} --instructions "
-          f"{args.instructions})", flush=True)
-    watch = Watch(args.hang, args.starve)
-    start = time.monotonic()
-    proc = subprocess.Popen(node.command(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
-    status = None
-    buf = b""
-    with log.open("wb") as sink:
-        try:
-            while True:
-                ready, _, _ = select.select([proc.stdout], [], [], 1.0)
-                if ready:
-                    chunk = os.read(proc.stdout.fileno(), 65536)
-                    if not chunk:
-                        status = proc.wait()
-                        break
-                    sink.write(chunk)
-                    buf += chunk
-                    *lines, buf = buf.split(b"\n")
-                    for raw in lines:
-                        watch.line(raw.decode(errors="replace"))
-                watch.tick()
-                if time.monotonic() - start > args.timeout:
-                    watch.fail(f"timeout after {args.timeout}s")
-                if watch.failure or watch.finished():
-                    break
-        finally:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-            proc.stdout.close()
-    if status is not None and watch.failure is None and not watch.finished():
-        watch.fail(f"QEMU exited with status {status} before the run was done")
-    elapsed = time.monotonic() - start
-    if watch.findings and watch.failure is None:
-        watch.fail(f"{len(watch.findings)} finding(s): {watch.findings[0]}")
-    c, d = watch.counts, watch.done
-    counts = ""
-    if c is not None:
-        counts = (f"blocks {c.group(1)} instructions {c.group(2)} (generated {c.group(3)}) "
-                  f"exceptions {c.group(4)} ends {c.group(5)}; ")
-    elif watch.progress != (0, 0):
-        counts = f"reached blocks {watch.progress[0]} instructions {watch.progress[1]}; "
-    if d is not None:
-        counts += f"findings {d.group(2)}; "
-    counts += f"neighbour rounds {watch.rounds} unchanged"
-    if watch.failure is None:
-        print(f"attack-guest: PASS seed {args.seed}: {counts}; {elapsed:.1f}s (log: {log})")
-        for detail in watch.details:
-            print(f"attack-guest:   {detail}")
-        return 0
-    for f in watch.findings:
-        print(f"attack-guest:   {f}", file=sys.stderr)
-    print(f"attack-guest: FAIL seed {args.seed}: {watch.failure}; {counts}; {elapsed:.1f}s "
-          f"(log: {log})")
-    return 1
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from framework import hostile, qemu  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,10 +44,21 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     try:
-        return run(args)
-    except kq.LaunchError as err:
+        watch, counts = hostile.attack(args.seed, args.instructions, progress=args.progress,
+                                       timeout=args.timeout, hang=args.hang, starve=args.starve,
+                                       log=args.log, say=lambda m: print(m, flush=True))
+    except qemu.LaunchError as err:
         print(f"attack-guest: error: {err}", file=sys.stderr)
         return 2
+    if watch.failure is None:
+        print(f"attack-guest: PASS seed {args.seed}: {counts}")
+        for detail in watch.details:
+            print(f"attack-guest:   {detail}")
+        return 0
+    for f in watch.findings:
+        print(f"attack-guest:   {f}", file=sys.stderr)
+    print(f"attack-guest: FAIL seed {args.seed}: {watch.failure}; {counts}")
+    return 1
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
 #
 # Debian packages: Rust 1.96 with the library source (the kernel builds core/alloc itself),
 # rustfmt and clippy, QEMU's PowerPC system emulator, the powerpc cross binutils/gcc (the linker),
-# dtc and python3, g++ for `just fuzz` (libFuzzer);
+# dtc, python3 and pytest (the system tests), g++ for `just fuzz` (libFuzzer);
 # for the Linux guest (guests/linux) the kernel source, its build tools and the powerpc cross
 # glibc, plus deb-src entries for `apt-get source` (busybox, iperf, netpipe) when apt has none;
 # qemu-user-static and python3-matplotlib for the guest network tools and `just bench net`.
@@ -21,7 +21,8 @@ packages=(
     qemu-system-ppc
     binutils-powerpc-linux-gnu gcc-powerpc-linux-gnu
     device-tree-compiler
-    python3
+    # The system tests and the test runner (tests/, `just test`) are pytest tests.
+    python3 python3-pytest
     # `just fuzz` (scripts/fuzz.sh): libfuzzer-sys compiles libFuzzer's C++ sources.
     g++
     # The Linux guest (guests/linux/build.sh): kernel source, its host tools, the static cross

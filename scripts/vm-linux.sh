@@ -20,8 +20,9 @@
 # 44x/bamboo_defconfig vmlinux; a zImage or uImage does not boot); without --initrd, your kernel
 # gets none. --mem MB is each VM's RAM (default 64; `vmm.mem=MB`); it must hold the initrd
 # (loaded at 25 MiB) and fit in Kestrel's 256 MiB beside the VMM: the launcher says what fits.
-# The guest command line is "console=ttyS0 panic=1", plus $KESTREL_GUEST_APPEND, plus --append,
-# plus kestrel.script=NAME (as guests/linux/run-native.sh does); --cmdline replaces all of it.
+# The guest command line is the Linux guest's (LINUX_CMDLINE in tests/framework/constants.py),
+# plus $KESTREL_GUEST_APPEND, plus --append, plus kestrel.script=NAME (as guests/linux/run-native.sh
+# does); --cmdline replaces all of it.
 # --script NAME runs /scripts/NAME of the project's initramfs and powers off (e.g. smoke);
 # without it the guest starts an interactive shell (keyboard input goes to the VM; Ctrl-A x
 # quits QEMU). --timeout: wall-clock limit (default 600 s with --script, none for a shell).
@@ -84,11 +85,15 @@ if [[ -z $kernel ]]; then
     kernel=$out/vmlinux
     initrd=${initrd:-$out/initramfs.cpio.gz}
 fi
-if [[ -z $cmdline ]]; then
-    cmdline="console=ttyS0 panic=1${KESTREL_GUEST_APPEND:+ $KESTREL_GUEST_APPEND}${append:+ $append}${script:+ kestrel.script=$script}"
-fi
-args=(vm --guest "$kernel" --cmdline "$cmdline" --vms "$vms" --mem 256
+args=(vm --guest "$kernel" --vms "$vms" --mem 256
     --log "${log:-$KESTREL_TARGET_DIR/logs/vm-linux-${script:-shell}.log}")
+if [[ -n $cmdline ]]; then
+    args+=(--cmdline "$cmdline")
+else
+    # The launcher writes the Linux guest's command line and leaves out empty parts.
+    args+=(--linux-append "${KESTREL_GUEST_APPEND:-}" --linux-append "$append"
+        --linux-append "${script:+kestrel.script=$script}")
+fi
 [[ -z $initrd ]] || args+=(--initrd "$initrd")
 [[ -z $mem ]] || args+=(--vm-mem "$mem")
 [[ -z $kargs ]] || args+=(--append "$kargs")

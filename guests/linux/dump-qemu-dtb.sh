@@ -41,7 +41,7 @@ trap 'rm -rf "$tmp"' EXIT
 printf 'pmemsave 0x1800000 0x10000 "%s"\nquit\n' "$tmp/fdt.bin" |
     python3 "$LINUX_GUEST_DIR/../../scripts/kestrel_qemu.py" native --console monitor --quiet \
         --timeout 30 --log "$tmp/monitor.log" --mem "$mem" --kernel "$kernel" --initrd "$initrd" \
-        --append "console=ttyS0 panic=1${append:+ $append}" >/dev/null
+        --linux-append "$append" >/dev/null
 [[ -s $tmp/fdt.bin ]] || die "QEMU saved no memory at 0x1800000"
 [[ -z $dtb ]] || cp "$tmp/fdt.bin" "$dtb"
 dtc -q -I dtb -O dts "$tmp/fdt.bin"

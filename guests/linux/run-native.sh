@@ -10,7 +10,8 @@
 # itself; stdin is not read. --timeout kills QEMU after SECS of wall time (default: none for a
 # shell, 300 for a script). --icount adds `-icount shift=0,sleep=off` (guest time counts
 # instructions: time base ticks * 2.5 = instructions). --append adds kernel arguments after
-# "console=ttyS0 panic=1". The console is teed to the log (default:
+# the Linux guest's command line (LINUX_CMDLINE in tests/framework/constants.py) and
+# kestrel.script=NAME. The console is teed to the log (default:
 # target/logs/linux-native-{shell,NAME}.log).
 #
 # Exit status: with --script, 0 only when QEMU exited 0 and the log shows the script's
@@ -77,9 +78,6 @@ kernel=$LINUX_GUEST_OUT/vmlinux
 initrd=$LINUX_GUEST_OUT/initramfs.cpio.gz
 [[ -f $kernel && -f $initrd ]] || die "no $kernel or $initrd: run guests/linux/build.sh"
 
-cmdline="console=ttyS0 panic=1"
-[[ -z $script ]] || cmdline+=" kestrel.script=$script"
-[[ -z $append ]] || cmdline+=" $append"
 
 if [[ -z $log ]]; then
     repo=$(cd "$LINUX_GUEST_DIR/../.." && pwd)
@@ -87,7 +85,8 @@ if [[ -z $log ]]; then
 fi
 
 # The command line itself comes from scripts/kestrel_qemu.py (the one QEMU launcher).
-args=(native --kernel "$kernel" --initrd "$initrd" --append "$cmdline" --mem "$mem" --log "$log"
+args=(native --kernel "$kernel" --initrd "$initrd" --linux-append "${script:+kestrel.script=$script}"
+    --linux-append "$append" --mem "$mem" --log "$log"
     --timeout "${timeout_secs:-0}")
 if $icount; then
     args+=(--icount)

@@ -1,5 +1,5 @@
 //! Isolation test guest (supervisor-mode bare metal, PPC440), run as two VMs of
-//! `kestrel-vmm` (`vmm.vms=2`, `scripts/vm-isolation.sh`). One binary; the role comes
+//! `kestrel-vmm` (`vmm.vms=2`, `tests/functional/test_vm_isolation.py`). One binary; the role comes
 //! from r3, which the VMM sets to the VM's index:
 //!
 //! - VM 0, the writer: overwrites all of its 32 MiB of guest RAM outside its own image

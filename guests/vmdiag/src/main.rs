@@ -1,5 +1,5 @@
 //! The diagnostics-and-time test guest (supervisor-mode bare metal, PPC440), run as two VMs
-//! of `kestrel-vmm` (`vmm.vms=2`) by `scripts/vm-diagnostics.py`; VM-only (natively there is
+//! of `kestrel-vmm` (`vmm.vms=2`) by `tests/functional/test_vm_diagnostics.py`; VM-only (natively there is
 //! no VMM whose log it tests). One binary; the role comes from r3, the VM index:
 //!
 //! - VM 0: installs a program-exception handler that skips the instruction and counts, then

@@ -1,5 +1,5 @@
 //! `kestrel-checksum`: a native program with checkable work, to run beside VMs
-//! (`scripts/vm-with-native.py`). It asks the root task for a 64 KiB buffer and a worker
+//! (`tests/functional/test_vm_with_native.py`). It asks the root task for a 64 KiB buffer and a worker
 //! thread; the worker fills the buffer from a xorshift32 stream (seed [`SEED`], words
 //! big-endian) once per round, prints the buffer's CRC-32 (IEEE, as zlib's `crc32`), and
 //! sleeps a little so the VMs run too; at the end it prints the fold of all rounds

@@ -1,5 +1,5 @@
 //! `kestrel-fabric-ranks`: MPI-style ranks on the fabric service (the native-only half of
-//! `scripts/fabric-echo-test.py`). Start it under two (or more) module names; each copy
+//! `tests/functional/test_fabric_echo.py`). Start it under two (or more) module names; each copy
 //! attaches one endpoint (its rank) and
 //!
 //! 1. waits in a barrier until `ranks.n=N` ranks (default 2) have attached and arrived;

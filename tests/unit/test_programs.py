@@ -1,14 +1,9 @@
-"""Host tests of scripts/fabric-echo-test.py: the expected rank lines it recomputes."""
+"""Host tests of framework/programs.py: the native programs' output as the tests recompute it."""
 
-import importlib.util
-import os
 import unittest
 import zlib
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-spec = importlib.util.spec_from_file_location("fabric_echo_test", os.path.join(HERE, "fabric-echo-test.py"))
-fe = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(fe)
+from framework import programs as fe
 
 
 class ExpectedLines(unittest.TestCase):
@@ -30,6 +25,16 @@ class ExpectedLines(unittest.TestCase):
         lines = fe.expected_rank_lines(3, 10)
         crc = sum(zlib.crc32(fe.xorshift_bytes(s, 10)) for s in (1, 2, 3))
         self.assertIn(f"[6, 14, {crc:#x}]", lines[2])
+
+
+class Checksum(unittest.TestCase):
+    def test_one_round_folds_to_its_crc(self):
+        crcs, total = fe.expected_checksums(1)
+        self.assertEqual(total, crcs[0])
+
+    def test_fold_rotates(self):
+        crcs, total = fe.expected_checksums(2)
+        self.assertEqual(total, (((crcs[0] << 1) | (crcs[0] >> 31)) & 0xFFFFFFFF) ^ crcs[1])
 
 
 if __name__ == "__main__":

@@ -1,13 +1,8 @@
-#!/usr/bin/env python3
-"""Unit tests of scripts/vm_diagnostics.py's checks: a console of a good run passes, and the
-console the bugs of issue 9 (findings 3 to 5) produced fails each check. Run by `just test`
-(`python3 -m unittest discover -s scripts -p 'test_*.py'`)."""
-import sys
+"""Unit tests of framework/vmdiag.py's checks: a console of a good run passes, and the console the
+bugs of issue 9 (findings 3 to 5) produced fails each check."""
 import unittest
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import vm_diagnostics as vd  # noqa: E402
+from framework import vmdiag as vd
 
 # A run of guests/vmdiag after the fixes (target/logs/vm-diagnostics.log, CRs and empty lines
 # dropped).

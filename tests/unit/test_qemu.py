@@ -1,20 +1,17 @@
-"""Unit tests for scripts/kestrel_qemu.py, the one QEMU launcher: command lines, boot images,
-input checks, running with a timeout and a log, console parsing.
-
-    python3 -m unittest discover -s scripts -p 'test_*.py'     (part of `just test`)
-"""
+"""Unit tests of the one QEMU launcher (tests/framework/qemu.py) and the console parsers
+(framework/console.py): command lines, boot images, input checks, running with a timeout and a
+log, console parsing."""
 import contextlib
 import io
 import os
 import random
 import struct
-import sys
 import tempfile
 import unittest
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import kestrel_qemu as kq  # noqa: E402
+from framework import console, linux
+from framework import qemu as kq
 
 BATCH = ["-serial", "stdio", "-serial", "null", "-monitor", "none"]
 MACHINE = ["-M", "bamboo", "-m", "{mem}", "-display", "none", "-nic", "none", "-no-reboot"]
@@ -32,7 +29,8 @@ def elf_header(cls=1, data=2, machine_no=20):
 
 
 def unpack(archive):
-    """scripts/mkbootmod.py's format read back independently (ukernel/abi/src/bootmod.rs)."""
+    """The boot-module format read back independently of framework/bootmod.py (kestrel-abi's
+    bootmod.rs)."""
     assert archive[:8] == b"KSTRLMOD"
     (count,) = struct.unpack(">I", archive[8:12])
     mods = []
@@ -278,6 +276,20 @@ class CliTest(TempDir):
         self.assertEqual([n for n, _ in unpack(archive.read_bytes())],
                          ["kestrel-root", "kestrel-vmm", "guest", "initrd", "bootargs"])
 
+    def test_linux_append_writes_the_linux_command_line(self):
+        guest, rd = self.file("vmlinux", elf_header()), self.file("rd", bytes(1000))
+        status, _, _ = self.cli("vm", "--guest", str(guest), "--initrd", str(rd), "--linux-append", "",
+                                "--linux-append", "x=1", "--linux-append", "kestrel.script=smoke", "--print")
+        self.assertEqual(status, 0)
+        archive = self.tmp / "target" / "logs" / "vm-vmlinux.bootmod"
+        self.assertEqual(dict(unpack(archive.read_bytes()))["bootargs"],
+                         f"{linux.LINUX_CMDLINE} x=1 kestrel.script=smoke".encode())
+        status, out, _ = self.cli("native", "--kernel", str(guest), "--linux-append", "a", "--print")
+        self.assertIn(f"-append '{linux.LINUX_CMDLINE} a'", out)
+        status, _, err = self.cli("vm", "--guest", str(guest), "--cmdline", "x", "--linux-append", "y", "--print")
+        self.assertEqual(status, 2)
+        self.assertIn("not both", err)
+
     def test_missing_root(self):
         status, _, err = self.cli("kestrel", "nosuchtask", "--print")
         self.assertEqual(status, 2)
@@ -301,7 +313,7 @@ class RunTest(TempDir):
         self.assertEqual(status, 3)
         text = log.read_text()
         self.assertIn("oops", text)
-        self.assertEqual(kq.closing(text, "ktest"), (3, 0))
+        self.assertEqual(console.closing(text, "ktest"), (3, 0))
 
     def test_timeout_is_124(self):
         qemu = self.fake_qemu("exec sleep 30")
@@ -322,27 +334,27 @@ vmm: every VM has stopped; shutting down\r
 class ConsoleTest(unittest.TestCase):
     def test_lines_markers_panic(self):
         text = "a\r\nKERNEL PANIC at x\r\nb\n"
-        self.assertEqual(kq.lines(text), ["a", "KERNEL PANIC at x", "b"])
-        self.assertTrue(kq.has_line(text, "b"))
-        self.assertFalse(kq.has_line(text, "KERNEL PANIC"))
-        self.assertEqual(kq.panic_line(text), "KERNEL PANIC at x")
-        self.assertIsNone(kq.panic_line("Kernel panicked? no\n"))
-        self.assertEqual(kq.panic_line("Kernel panic - not syncing: x\n"), "Kernel panic - not syncing: x")
+        self.assertEqual(console.lines(text), ["a", "KERNEL PANIC at x", "b"])
+        self.assertTrue(console.has_line(text, "b"))
+        self.assertFalse(console.has_line(text, "KERNEL PANIC"))
+        self.assertEqual(console.panic_line(text), "KERNEL PANIC at x")
+        self.assertIsNone(console.panic_line("Kernel panicked? no\n"))
+        self.assertEqual(console.panic_line("Kernel panic - not syncing: x\n"), "Kernel panic - not syncing: x")
 
     def test_closing_takes_the_last_line_of_that_suite(self):
         text = "selftest: 1 passed, 2 failed\nktest: 5 passed, 1 failed\nktest: 6 passed, 0 failed\r\n"
-        self.assertEqual(kq.closing(text, "ktest"), (6, 0))
-        self.assertEqual(kq.closing(text, "selftest"), (1, 2))
-        self.assertIsNone(kq.closing(text, "other"))
+        self.assertEqual(console.closing(text, "ktest"), (6, 0))
+        self.assertEqual(console.closing(text, "selftest"), (1, 2))
+        self.assertIsNone(console.closing(text, "other"))
 
     def test_guest_lines_by_prefix(self):
         text = "[vm0] a\r\n[vm1] b\nvmm: c\n[vm0] d\n"
-        self.assertEqual(kq.guest_lines(text, 0), ["a", "d"])
-        self.assertEqual(kq.guest_lines(text, 1), ["b"])
-        self.assertEqual(kq.guest_lines("x\r\ny\n"), ["x", "y"])
+        self.assertEqual(console.guest_lines(text, 0), ["a", "d"])
+        self.assertEqual(console.guest_lines(text, 1), ["b"])
+        self.assertEqual(console.guest_lines("x\r\ny\n"), ["x", "y"])
 
     def test_trace_table(self):
-        t = kq.trace_table(TRACE)
+        t = console.trace_table(TRACE)
         self.assertEqual(t["ITLB_MISS"], {"count": 244367, "min": 24, "max": 1048, "avg": 711})
         self.assertEqual(set(t), {"SYSCALL_IPC", "ITLB_MISS"})
 
@@ -351,24 +363,24 @@ class ConsoleTest(unittest.TestCase):
                 "vmm:   EMUL_MFMSR           3000  total        86401 avg    28\r\n"
                 "vmm:   SYSCALL_IPC             2  total         1001 avg   500\r\n"
                 "vmm:   GUEST_RUN            3003  total      1000000 avg   333\r\n")
-        t = kq.trace_table(text)
+        t = console.trace_table(text)
         self.assertEqual(t["EMUL_MFMSR"], {"count": 3000, "total": 86401, "min": None, "max": None, "avg": 28})
-        self.assertEqual(kq.exit_totals(t), (3002, 87402))
-        self.assertEqual(kq.row_total(t["GUEST_RUN"]), 1000000)
+        self.assertEqual(console.exit_totals(t), (3002, 87402))
+        self.assertEqual(console.row_total(t["GUEST_RUN"]), 1000000)
         # The older format has no exact total: count * avg.
-        self.assertEqual(kq.exit_totals(kq.trace_table(TRACE)), (244379, 12 * 4 + 244367 * 711))
+        self.assertEqual(console.exit_totals(console.trace_table(TRACE)), (244379, 12 * 4 + 244367 * 711))
 
     def test_trace_tables_of_several_vms(self):
         two = "vmm: vm1: guest requested a reset\n" + TRACE.split("\n", 1)[1] + "[vm0] vmm: trace points\n[vm0] vmm:   DTLB_MISS 3 min 1 max 2 avg 1\n"
-        tables = kq.parse_trace_tables(two)
+        tables = console.parse_trace_tables(two)
         self.assertEqual(sorted(tables), [0, 1])
         self.assertEqual(tables[0]["DTLB_MISS"]["count"], 3)
-        with self.assertRaisesRegex(kq.ConsoleError, "no trace table for vm2"):
-            kq.trace_table(two, 2)
-        with self.assertRaisesRegex(kq.ConsoleError, "two trace tables for vm0"):
-            kq.parse_trace_tables(TRACE + TRACE)
-        with self.assertRaisesRegex(kq.ConsoleError, "outside a table"):
-            kq.parse_trace_tables("vmm:   ITLB_MISS 1 min 1 max 1 avg 1\n")
+        with self.assertRaisesRegex(console.ConsoleError, "no trace table for vm2"):
+            console.trace_table(two, 2)
+        with self.assertRaisesRegex(console.ConsoleError, "two trace tables for vm0"):
+            console.parse_trace_tables(TRACE + TRACE)
+        with self.assertRaisesRegex(console.ConsoleError, "outside a table"):
+            console.parse_trace_tables("vmm:   ITLB_MISS 1 min 1 max 1 avg 1\n")
 
 
 if __name__ == "__main__":

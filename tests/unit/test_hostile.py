@@ -1,13 +1,9 @@
-"""Tests of scripts/attack-guest.py: the ELF patch and the console watcher's verdicts."""
-import importlib.util
+"""Tests of framework/hostile.py (the hostile-guest attack): the ELF patch and the console
+watcher's verdicts."""
 import struct
 import unittest
-from pathlib import Path
 
-_spec = importlib.util.spec_from_file_location(
-    "attack_guest", Path(__file__).resolve().parent / "attack-guest.py")
-ag = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ag)
+from framework import hostile as ag
 
 DONE = "[vm0] hostile: done seed 7 findings 0"
 

@@ -1,8 +1,6 @@
-#!/usr/bin/env python3
-"""The VMM's diagnostics and the guests' time: regression test for issue 9, findings 3 to 5.
-
-Boots guests/vmdiag as two VMs under Kestrel's VMM (`vmm.vms=2`, `-icount` so exit costs are
-instruction counts, not host noise) and checks the console:
+"""The VMM's diagnostics and the guests' time: the checks of the regression test for issue 9,
+findings 3 to 5 (tests/functional/test_vm_diagnostics.py boots guests/vmdiag as two VMs under Kestrel's VMM (`vmm.vms=2`, `-icount` so exit costs
+are instruction counts, not host noise) and checks its console with `check`:
 
 - finding 3, one rate limit for per-guest diagnostics: VM 0 made 400 unknown-SPR accesses and
   took 400 program exceptions; the VMM logged at most LINES_IN_FULL of them in full, said that
@@ -18,28 +16,21 @@ instruction counts, not host noise) and checks the console:
   about the stopped vCPU names the thread `vm1.vcpu0`;
 - no FAIL line, no kernel panic, and QEMU exits 0 after `vmm: every VM has stopped`.
 
-Builds nothing (scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-vmm
--p kestrel-vmdiag). The checks are pure functions of the console text (`check`), unit-tested
-in scripts/test_vm_diagnostics.py against a good log and the log the bugs produced.
-
-    scripts/vm_diagnostics.py [--timeout SECS]
+The checks are pure functions of the console text, unit-tested in tests/unit/test_vmdiag.py
+against a good log and the log the bugs produced.
 """
 from __future__ import annotations
 
-import argparse
 import re
-import sys
-import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import kestrel_qemu  # noqa: E402
+from . import console as con
+from .constants import VMDIAG_SPR_ROUNDS, VMDIAG_TB_ROUNDS, VMM_LOG_LINES_IN_FULL
 
-# vm/task/src/machine.rs LOG_LINES_IN_FULL; guests/vmdiag SPR_ROUNDS (two accesses each) and
-# TB_ROUNDS (three mtspr each).
-LINES_IN_FULL = 8
-SPR_ACCESSES = 400
-TB_WRITES = 3 * 4000
+# kestrel-vmm's LOG_LINES_IN_FULL; guests/vmdiag's SPR_ROUNDS (two accesses each) and TB_ROUNDS
+# (three mtspr each).
+LINES_IN_FULL = VMM_LOG_LINES_IN_FULL
+SPR_ACCESSES = 2 * VMDIAG_SPR_ROUNDS
+TB_WRITES = 3 * VMDIAG_TB_ROUNDS
 # Far above any real exit under -icount (a few hundred ticks), far below the poisoned value.
 MAX_COST = 1_000_000
 # An in-kernel time-base write costs tens of ticks; one poisoned exit among TB_WRITES would
@@ -62,7 +53,7 @@ def index_of(lines: list[str], pred) -> int | None:
 
 def check_rate_limit(lines: list[str]) -> list[str]:
     bad = []
-    vm0 = kestrel_qemu.guest_lines("\n".join(lines), 0)
+    vm0 = con.guest_lines("\n".join(lines), 0)
     want = f"vmdiag: vm0 took {SPR_ACCESSES} program exceptions for {SPR_ACCESSES} unknown-SPR accesses"
     if want not in vm0:
         bad.append(f"VM 0 did not say {want!r}")
@@ -88,14 +79,14 @@ def check_rate_limit(lines: list[str]) -> list[str]:
 
 def check_time(console: str) -> list[str]:
     bad = []
-    vm0, vm1 = kestrel_qemu.guest_lines(console, 0), kestrel_qemu.guest_lines(console, 1)
+    vm0, vm1 = con.guest_lines(console, 0), con.guest_lines(console, 1)
     if f"vmdiag: vm0 wrote its time base {TB_WRITES // 3} times and read back what it wrote" not in vm0:
         bad.append("VM 0 did not read back the time base it wrote")
     if not any(re.match(r"^vmdiag: vm1 time base never went back, largest step \d+ ticks$", l) for l in vm1):
         bad.append("VM 1 did not report a steady time base while VM 0 wrote its own")
     try:
-        table = kestrel_qemu.trace_table(console, 0)
-    except kestrel_qemu.ConsoleError as e:
+        table = con.trace_table(console, 0)
+    except con.ConsoleError as e:
         return bad + [str(e)]
     mtspr = table.get("EMUL_MTSPR")
     if mtspr is None or mtspr["count"] < TB_WRITES:
@@ -109,7 +100,7 @@ def check_time(console: str) -> list[str]:
         if name not in ("GUEST_RUN", "GUEST_IDLE") and worst > MAX_COST:
             bad.append(f"trace point {name} costs {worst} ticks (at most {MAX_COST} expected)")
     # The reads must overlap the writes, or the check says nothing.
-    lines = kestrel_qemu.lines(console)
+    lines = con.lines(console)
     w0 = index_of(lines, lambda l: l.startswith("[vm0] vmdiag: vm0 writing its time base"))
     w1 = index_of(lines, lambda l: l.startswith("[vm0] vmdiag: vm0 wrote its time base"))
     r0 = index_of(lines, lambda l: l.startswith("[vm1] vmdiag: vm1 reading its time base"))
@@ -132,9 +123,9 @@ def check_messages(lines: list[str]) -> list[str]:
 
 def check(console: str, status: int = 0) -> list[str]:
     """Everything wrong with a run's console (empty: pass)."""
-    lines = kestrel_qemu.lines(console)
+    lines = con.lines(console)
     bad = [line for line in lines if "vmdiag: FAIL" in line]
-    panic = kestrel_qemu.panic_line(console)
+    panic = con.panic_line(console)
     if panic:
         bad.append(panic)
     bad += check_rate_limit(lines) + check_time(console) + check_messages(lines)
@@ -145,37 +136,3 @@ def check(console: str, status: int = 0) -> list[str]:
     elif "vmm: every VM has stopped; shutting down" not in lines:
         bad.append("no line 'vmm: every VM has stopped; shutting down'")
     return bad
-
-
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--timeout", type=int, default=120, help="wall-clock limit for QEMU (s)")
-    args = p.parse_args()
-    log = kestrel_qemu.logs_dir() / "vm-diagnostics.log"
-    try:
-        guest = kestrel_qemu.resolve_elf("kestrel-vmdiag")
-        image = kestrel_qemu.vmm_image(guest)
-        node = kestrel_qemu.kestrel_node(image, log.with_suffix(".bootmod"),
-                                         append=kestrel_qemu.vmm_cmdline(2, None), icount=True)
-    except kestrel_qemu.LaunchError as e:
-        print(f"vm-diagnostics: FAIL {e}")
-        return 1
-    start = time.monotonic()
-    status, console = kestrel_qemu.run_captured(node, timeout=args.timeout, log=log)
-    elapsed = time.monotonic() - start
-    bad = check(console, status)
-    if bad:
-        for b in bad:
-            print(f"vm-diagnostics:   {b}", file=sys.stderr)
-        print(f"vm-diagnostics: FAIL {len(bad)} problem(s) ({elapsed:.1f}s, log: {log})")
-        return 1
-    table = kestrel_qemu.trace_table(console, 0)
-    print(f"vm-diagnostics: PASS {SPR_ACCESSES} unknown-SPR accesses logged as "
-          f"{LINES_IN_FULL} lines and a summary; {TB_WRITES} time-base writes, EMUL_MTSPR avg "
-          f"{table['EMUL_MTSPR']['avg']} ticks; fetch from UART0's page and vCPU vm1.vcpu0 named; "
-          f"QEMU exited 0 in {elapsed:.1f}s (log: {log})")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
