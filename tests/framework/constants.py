@@ -86,7 +86,7 @@ MIRRORS = [
            pattern=r"HOSTILE_ARGS\s*:\s*Args\s*=\s*Args\s*\{\s*magic\s*:\s*(?P<value>[^,]+),"),
     Mirror("CHECKSUM_SEED", "kestrel-checksum", "SEED", CHECKSUM_SEED),
     Mirror("CHECKSUM_WORDS", "kestrel-checksum", "BUF_LEN", CHECKSUM_WORDS * 4),
-    Mirror("ECHO_QUIT", "kestrel-fabric-client", "QUIT", ECHO_QUIT),
+    Mirror("ECHO_QUIT", "kestrel-net", "QUIT", ECHO_QUIT),
     Mirror("VMDIAG_SPR_ROUNDS", "kestrel-vmdiag", "SPR_ROUNDS", VMDIAG_SPR_ROUNDS),
     Mirror("VMDIAG_TB_ROUNDS", "kestrel-vmdiag", "TB_ROUNDS", VMDIAG_TB_ROUNDS),
     Mirror("DMA_BASE", "kestrel-bgp", "BASE", DMA_BASE, file="dma.rs"),

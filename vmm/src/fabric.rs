@@ -3,7 +3,7 @@
 //! models (`kestrel_devices`) reach the fabric through a [`VmEndpoint`]. Everything here is
 //! generic over the fabric's calls ([`FabricApi`]: the in-process engine or the fabric
 //! service's client) and over guest RAM ([`GuestRam`]: the VM's `SegmentRam` on the target),
-//! so it is host-tested against the real engine (`vmm/tests/fabric.rs`).
+//! so it is host-tested against the real engine (`vmm/tests/fabric_models.rs`).
 //!
 //! - [`VmMemory`] is the in-process engine's `Memory`: endpoint k's window is VM k's RAM,
 //!   read and written through the same checked [`GuestRam`] the device models use (the

@@ -6,9 +6,9 @@
 //!   wire codec) over IPC, one per call.
 //!
 //! The libraries native programs link over this transport live in `native/`: the SPI-like
-//! layer (`kestrel-spi`), the MPI-like layer (`kestrel-mpi`) and the network peer
-//! (`kestrel-net`); they are generic over `kestrel_fabric::FabricApi` and host-tested against
-//! the real engine.
+//! layer (`kestrel-spi`) and the MPI-like layer (`kestrel-mpi`) are generic over
+//! `kestrel_fabric::FabricApi` and host-tested against the real engine; the network peer
+//! (`kestrel-net`) only builds and parses frames, whatever carries them.
 #![no_std]
 #![forbid(unsafe_op_in_unsafe_fn)]
 

@@ -414,7 +414,8 @@ mod tests {
         assert_eq!(Request::decode(OK, &[]), None);
     }
 
-    /// The words on the wire, as the hand-written codec sent them before the table.
+    /// The words on the wire, pinned: the format is part of the ABI between the service and
+    /// every client, whatever generates the codec.
     #[test]
     fn wire_words_are_pinned() {
         let w = Request::DcrWrite {
