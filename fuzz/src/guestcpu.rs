@@ -274,8 +274,10 @@ fn step(st: &mut State, input: &mut Input) {
             if deadline != 0 && now >= deadline {
                 assert_ne!(s.tsr & kestrel_ppc440::tsr::DIS, 0, "expired: TSR[DIS]");
                 assert!(
-                    st.t.dec_deadline == 0 || st.t.dec_deadline > now,
-                    "a reloaded deadline is in the future"
+                    st.t.dec_deadline == 0
+                        || st.t.dec_deadline > now
+                        || st.t.dec_deadline == u64::MAX,
+                    "a reloaded deadline is in the future (or the time base's end)"
                 );
             } else {
                 assert_eq!(st.t.dec_deadline, deadline);
@@ -523,6 +525,7 @@ fn mtspr(st: &mut State, n: u32, val: u32) {
         (Some(Rule::Dec), SprEffect::DecDeadline(d)) => {
             assert_eq!(new, Some(val));
             assert_eq!(d == 0, val == 0, "DEC 0 stops the decrementer");
+            assert!(d == 0 || d > now || d == u64::MAX, "a deadline in the past");
             st.t.dec_deadline = d;
         }
         (Some(Rule::Dbcr0), SprEffect::Dbcr0(real)) => {
