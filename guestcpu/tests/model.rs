@@ -200,7 +200,11 @@ fn model_mtspr(s: &mut VcpuState, n: u32, v: u32, now: u64) -> Result<SprEffect,
             *f = v;
             // A deadline past the time base's end (a guest-written time base) is its end.
             let d = u128::from(now) + u128::from(v);
-            SprEffect::DecDeadline(if v == 0 { 0 } else { u64::try_from(d).unwrap_or(u64::MAX) })
+            SprEffect::DecDeadline(if v == 0 {
+                0
+            } else {
+                u64::try_from(d).unwrap_or(u64::MAX)
+            })
         }
         Kind::Dbcr0 => {
             *f = v;
@@ -570,7 +574,10 @@ fn the_decrementer_and_timers_near_the_end_of_the_time_base() {
         spr::mtspr(&mut s, 22, 0x1000, end - 0x1000),
         Ok(SprEffect::DecDeadline(end))
     );
-    assert_eq!(spr::mtspr(&mut s, 22, 0, end), Ok(SprEffect::DecDeadline(0)));
+    assert_eq!(
+        spr::mtspr(&mut s, 22, 0, end),
+        Ok(SprEffect::DecDeadline(0))
+    );
     assert_eq!(timer::dec_deadline(end - 0x1001, 0x1000), end - 1);
     // Auto-reload past the end, FIT and watchdog edges at the end.
     s.tcr = TCR_ARE | TCR_DIE | TCR_FIE | TCR_WIE;
@@ -580,8 +587,17 @@ fn the_decrementer_and_timers_near_the_end_of_the_time_base() {
         timer_tb: end - (1 << 30),
     };
     timer::update(&mut s, &mut t, end);
-    assert_eq!(t, Timers { dec_deadline: end, timer_tb: end });
-    assert_eq!(s.tsr & (TSR_DIS | TSR_FIS | TSR_ENW), TSR_DIS | TSR_FIS | TSR_ENW);
+    assert_eq!(
+        t,
+        Timers {
+            dec_deadline: end,
+            timer_tb: end
+        }
+    );
+    assert_eq!(
+        s.tsr & (TSR_DIS | TSR_FIS | TSR_ENW),
+        TSR_DIS | TSR_FIS | TSR_ENW
+    );
     timer::update(&mut s, &mut t, end);
     assert_eq!(t.dec_deadline, end, "at the end it stays due");
 }
