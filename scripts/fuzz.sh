@@ -20,7 +20,7 @@ set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-targets=(decode vtlb uart uic bic collective torus virtio_net vmm elf archive fdt codec fabric service)
+targets=(decode vtlb guestcpu uart uic bic collective torus virtio_net vmm elf archive fdt codec fabric service)
 target=all
 seconds=20
 build_only=false

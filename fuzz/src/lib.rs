@@ -23,6 +23,7 @@ pub mod decode;
 pub mod elf;
 pub mod fabric;
 pub mod fdt;
+pub mod guestcpu;
 pub mod input;
 pub mod seeds;
 pub mod service;
@@ -52,6 +53,11 @@ pub const TARGETS: &[Target] = &[
         name: "vtlb",
         about: "guest tlbwe/tlbre/tlbsx, fills, PID/mode switches, revocations vs a model",
         run: vtlb::run,
+    },
+    Target {
+        name: "guestcpu",
+        about: "privileged instructions, SPRs, MSR, interrupts, timers, TLB ops, split plans vs invariants and a reference TLB",
+        run: guestcpu::run,
     },
     Target {
         name: "uart",

@@ -31,6 +31,7 @@ pub fn seeds(name: &str) -> Vec<(String, Vec<u8>)> {
                 .chain([vtlb::split_seed()])
                 .collect(),
         ),
+        "guestcpu" => named(crate::guestcpu::seeds()),
         "uart" => named(uart_seeds()),
         "uic" => named(uic_seeds()),
         "bic" => named(bic_seeds()),

@@ -18,6 +18,7 @@ use crate::ppc440::spr::{
     PIR, PVR, SPRG0, SPRG3, SPRG4, SPRG7, SRR0, SRR1, TBL_R, TBL_W, TBU_R, TBU_W, TCR, TSR, USPRG0,
 };
 use crate::ppc440::{dbcr0, ivor};
+use crate::timer;
 use core::mem::offset_of;
 use kestrel_abi::VcpuState;
 
@@ -274,7 +275,7 @@ pub fn mtspr(s: &mut VcpuState, n: u32, val: u32, now: u64) -> Result<SprEffect,
         }
         Rule::Dec => {
             *f = val;
-            SprEffect::DecDeadline(if val == 0 { 0 } else { now + val as u64 })
+            SprEffect::DecDeadline(timer::dec_deadline(now, val))
         }
         Rule::Dbcr0 => {
             *f = val;

@@ -18,6 +18,18 @@ pub struct Timers {
     pub timer_tb: u64,
 }
 
+/// The deadline of a decrementer loaded with `dec` at guest time `now` (0: stopped). A
+/// guest can put its time base anywhere (`mtspr TBU`), so the sum may not fit: the deadline
+/// then saturates at the time base's last value rather than wrapping into the past.
+#[inline(always)]
+pub const fn dec_deadline(now: u64, dec: u32) -> u64 {
+    if dec == 0 {
+        0
+    } else {
+        now.saturating_add(dec as u64)
+    }
+}
+
 /// Advances the timers to `now`: sets TSR[DIS] when the decrementer reached zero (reloading
 /// it from DECAR with TCR[ARE], else stopping it at 0), and the FIT and watchdog status
 /// bits on the edges that passed.
@@ -32,7 +44,12 @@ pub fn update(s: &mut VcpuState, t: &mut Timers, now: u64) {
     if s.tcr & tcr::ARE != 0 && s.decar != 0 {
         let period = s.decar as u64;
         let missed = (now - deadline) / period + 1;
-        t.dec_deadline = deadline + missed * period;
+        // Past the time base's end (a guest-written time base), the next deadline saturates
+        // there, as [`dec_deadline`] does.
+        t.dec_deadline = missed
+            .checked_mul(period)
+            .and_then(|d| deadline.checked_add(d))
+            .unwrap_or(u64::MAX);
     } else {
         // A decrementer without auto-reload stops at 0.
         t.dec_deadline = 0;
@@ -40,10 +57,12 @@ pub fn update(s: &mut VcpuState, t: &mut Timers, now: u64) {
     }
 }
 
-/// Rising edges of time-base bit `bit` (counted from the least significant) up to `tb`.
+/// Rising edges of time-base bit `bit` (counted from the least significant, at least 1) up
+/// to `tb`: ⌊(tb + 2^bit) / 2^(bit+1)⌋, computed without overflowing near the time base's
+/// end (a guest can write its time base).
 #[inline(always)]
 fn rises(tb: u64, bit: u32) -> u64 {
-    (tb + (1 << bit)) >> (bit + 1)
+    ((tb >> bit) + 1) >> 1
 }
 
 /// The fixed-interval timer and the watchdog (PPC440 UM §8.5-8.6): events on rising edges

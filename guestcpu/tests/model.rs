@@ -198,7 +198,13 @@ fn model_mtspr(s: &mut VcpuState, n: u32, v: u32, now: u64) -> Result<SprEffect,
         }
         Kind::Dec => {
             *f = v;
-            SprEffect::DecDeadline(if v == 0 { 0 } else { now + u64::from(v) })
+            // A deadline past the time base's end (a guest-written time base) is its end.
+            let d = u128::from(now) + u128::from(v);
+            SprEffect::DecDeadline(if v == 0 {
+                0
+            } else {
+                u64::try_from(d).unwrap_or(u64::MAX)
+            })
         }
         Kind::Dbcr0 => {
             *f = v;
@@ -547,11 +553,60 @@ fn model_rises(tb: u64, bit: u32) -> u64 {
     }
 }
 
+/// A time on the guest's time base: 0 (never/stopped), early, or near its end (a guest can
+/// write its time base, `mtspr TBU`).
+fn near_start_or_end() -> impl Strategy<Value = u64> {
+    prop_oneof![Just(0u64), 1u64..1 << 40, (u64::MAX - (1 << 40))..=u64::MAX]
+}
+
+/// Regression (fuzz target `guestcpu`): `mtspr DEC` with the time base near its end
+/// overflowed computing the deadline (a panic with overflow checks, else a deadline in the
+/// past); the timers' reload and edge counts overflowed the same way.
+#[test]
+fn the_decrementer_and_timers_near_the_end_of_the_time_base() {
+    let mut s = VcpuState::default();
+    let end = u64::MAX;
+    assert_eq!(
+        spr::mtspr(&mut s, 22, 0x1000, end - 0x10),
+        Ok(SprEffect::DecDeadline(end))
+    );
+    assert_eq!(
+        spr::mtspr(&mut s, 22, 0x1000, end - 0x1000),
+        Ok(SprEffect::DecDeadline(end))
+    );
+    assert_eq!(
+        spr::mtspr(&mut s, 22, 0, end),
+        Ok(SprEffect::DecDeadline(0))
+    );
+    assert_eq!(timer::dec_deadline(end - 0x1001, 0x1000), end - 1);
+    // Auto-reload past the end, FIT and watchdog edges at the end.
+    s.tcr = TCR_ARE | TCR_DIE | TCR_FIE | TCR_WIE;
+    s.decar = u32::MAX;
+    let mut t = Timers {
+        dec_deadline: end - 10,
+        timer_tb: end - (1 << 30),
+    };
+    timer::update(&mut s, &mut t, end);
+    assert_eq!(
+        t,
+        Timers {
+            dec_deadline: end,
+            timer_tb: end
+        }
+    );
+    assert_eq!(
+        s.tsr & (TSR_DIS | TSR_FIS | TSR_ENW),
+        TSR_DIS | TSR_FIS | TSR_ENW
+    );
+    timer::update(&mut s, &mut t, end);
+    assert_eq!(t.dec_deadline, end, "at the end it stays due");
+}
+
 proptest! {
     #[test]
-    fn timers_match_the_model(mut s in any_state(), deadline in prop_oneof![Just(0u64), 1u64..1 << 40],
-                              last in prop_oneof![Just(0u64), 1u64..1 << 40], step in 0u64..1 << 32) {
-        let now = last + step;
+    fn timers_match_the_model(mut s in any_state(), deadline in near_start_or_end(),
+                              last in near_start_or_end(), step in 0u64..1 << 32) {
+        let now = last.saturating_add(step);
         s.tsr &= !(TSR_ENW | TSR_WIS | b(2) | b(3));
         let mut t = Timers { dec_deadline: deadline, timer_tb: last };
         let mut got = s;
@@ -584,11 +639,10 @@ proptest! {
         if deadline != 0 && now >= deadline {
             want.tsr |= TSR_DIS;
             if s.tcr & TCR_ARE != 0 && s.decar != 0 {
-                // The next deadline of the period after now.
-                let d = t.dec_deadline;
-                let p = u64::from(s.decar);
-                prop_assert!(d > now && d - p <= now && (d - deadline).is_multiple_of(p));
-                wd = d;
+                // The next deadline of the period after now, or the time base's end.
+                let p = u128::from(s.decar);
+                let d = u128::from(deadline) + (u128::from(now - deadline) / p + 1) * p;
+                wd = u64::try_from(d).unwrap_or(u64::MAX);
             } else {
                 wd = 0;
                 want.dec = 0;

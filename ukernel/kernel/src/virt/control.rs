@@ -67,7 +67,7 @@ pub fn sys_vcpu_control(k: &mut Kernel, cur: usize, r: &[u32; 5]) -> Result<(), 
             for ivor in v.s.ivor.iter_mut() {
                 *ivor &= ppc440::ivor::OFFSET.mask();
             }
-            v.timers.dec_deadline = if s.dec == 0 { 0 } else { now + s.dec as u64 };
+            v.timers.dec_deadline = kestrel_guestcpu::timer::dec_deadline(now, s.dec);
             mmu::vcpu_state_written(k, vi);
         }
         vcpuctl::SET_TRANSFER_MASK => {
