@@ -417,8 +417,11 @@ impl<const N: usize> Reassembly<N> {
             s.used = false;
             return;
         }
-        let n = PKT_PAYLOAD.min(s.total - off).min(pkt.payload.len());
+        // A short packet (a sender may pick any Chunks) leaves zeros, never the bytes of an
+        // earlier message that used this slot.
+        let n = PKT_PAYLOAD.min(pkt.payload.len());
         s.buf[off..off + n].copy_from_slice(&pkt.payload[..n]);
+        s.buf[off + n..off + PKT_PAYLOAD].fill(0);
         s.have |= 1 << (off / PKT_PAYLOAD);
         let npkts = s.total.div_ceil(PKT_PAYLOAD);
         if s.have & 1 == 0 {
