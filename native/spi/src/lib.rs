@@ -410,6 +410,11 @@ impl<const N: usize> Reassembly<N> {
                 s.used = false;
                 return;
             }
+            // Packets past this message's end are what is left of an older message with
+            // this id (its conn_id wrapped after packets were lost): start over.
+            if s.have >> total.div_ceil(PKT_PAYLOAD) != 0 {
+                s.have = 0;
+            }
             s.total = total;
         }
         if off >= s.total {

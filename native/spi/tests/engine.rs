@@ -380,3 +380,23 @@ fn short_packets_never_reveal_an_earlier_message() {
     assert_eq!(&m[..16], &head);
     assert_eq!(&m[240..256], &[0x55; 16]);
 }
+
+#[test]
+fn a_message_lost_in_part_does_not_spoil_a_later_one_with_its_conn_id() {
+    let (mut f, mut gs) = groups(2, layout::MIN_WINDOW);
+    let mut r = Reassembly::<4>::new();
+    // The fourth message (conn_id 4) overflows the ring after its first packets.
+    for i in 0..4 {
+        assert!(gs[0].send(&mut f, node(1), &msg(MAX_MSG, i)).unwrap());
+    }
+    assert!(f.stats(EpId(1)).drops > 0);
+    assert_eq!(reassemble(&mut r, &packets(&mut f, &mut gs[1])).len(), 3);
+    // conn_id wraps at 256: every later message, conn_id 4 again among them, arrives.
+    for i in 0..300usize {
+        let m = msg(300 + i % 7, i as u8);
+        assert!(gs[0].send(&mut f, node(1), &m).unwrap());
+        let got = reassemble(&mut r, &packets(&mut f, &mut gs[1]));
+        assert_eq!(got.len(), 1, "message {i} (conn_id {})", (i + 5) % 256);
+        assert_eq!(got[0].1, m);
+    }
+}
