@@ -92,16 +92,17 @@ fn dcr(f: &mut F, ep: EpId, o: u32) -> u32 {
     f.dcr_read(ep, dma::DCR_BASE + o).unwrap()
 }
 
-#[test]
-fn layout_regions_do_not_overlap() {
+// The window's regions do not overlap, and the longest message fits the send buffer in
+// whole packets (checked at compile time).
+const _: () = {
     use layout::*;
     assert!(INJ + INJ_ENTRIES * dma::DESC_BYTES <= TX);
     assert!(TX + TX_BYTES <= RX);
     assert!(RX + RX_BYTES <= USER);
     assert!(USER < MIN_WINDOW);
     assert!(MAX_MSG <= TX_BYTES as usize);
-    assert_eq!(MAX_MSG % PKT_PAYLOAD, 0);
-}
+    assert!(MAX_MSG.is_multiple_of(PKT_PAYLOAD));
+};
 
 #[test]
 fn setup_programs_fifos_counter_and_map_in_the_window() {
@@ -137,10 +138,7 @@ fn setup_programs_fifos_counter_and_map_in_the_window() {
     assert_ne!(enabled & 0x8000_0000 >> (INJ_COUNTER % 32), 0);
     // The injection FIFO is enabled and activated.
     let fifo_bit = 0x8000_0000u32 >> INJ_FIFO;
-    assert_ne!(
-        f.dma_read(ep, dma::INJ_ACTIVATED).unwrap() & fifo_bit,
-        0
-    );
+    assert_ne!(f.dma_read(ep, dma::INJ_ACTIVATED).unwrap() & fifo_bit, 0);
     assert_ne!(
         dcr(&mut f, ep, dma::DCR_INJ_FIFO_ENABLE + dma::VM_GROUP) & fifo_bit,
         0
@@ -258,14 +256,18 @@ fn direct_put_lands_at_its_offset_and_counts_down_to_zero() {
     ] {
         f.dma_write(ep, rcv_ctr(c, reg), v).unwrap();
     }
-    f.dma_write(ep, dma::RCV_CTR_ENABLE, 0x8000_0000 >> c).unwrap();
+    f.dma_write(ep, dma::RCV_CTR_ENABLE, 0x8000_0000 >> c)
+        .unwrap();
     let data = msg(1000, 0x5A);
     let word3 = (dma::VM_GROUP * dma::COUNTERS + c) << dma::SW_RCV_CTR_SHIFT;
     let ok = gs[0].inject(&mut f, node(1), layout::TX, &data, 0x100, word3, true);
     assert!(ok.unwrap());
     let mut win = vec![0u8; 0x2000];
     f.mem_read(ep, layout::USER, &mut win).unwrap();
-    assert!(win[..0x100].iter().all(|&b| b == 0), "nothing before the offset");
+    assert!(
+        win[..0x100].iter().all(|&b| b == 0),
+        "nothing before the offset"
+    );
     assert_eq!(&win[0x100..0x100 + 1000], &data[..]);
     assert!(win[0x100 + 1000..].iter().all(|&b| b == 0), "nothing after");
     assert_eq!(f.dma_read(ep, rcv_ctr(c, dma::CTR_COUNT)).unwrap(), 0);
@@ -307,7 +309,10 @@ fn a_full_reception_fifo_drops_and_the_layer_recovers() {
     // 128 full slots in the ring: the fourth largest message no longer fits.
     let sent: Vec<Vec<u8>> = (0..5).map(|i| msg(MAX_MSG, i)).collect();
     for m in &sent {
-        assert!(gs[0].send(&mut f, node(1), m).unwrap(), "the sender never fails");
+        assert!(
+            gs[0].send(&mut f, node(1), m).unwrap(),
+            "the sender never fails"
+        );
     }
     assert!(f.stats(EpId(1)).drops > 0);
     let mut r = Reassembly::<4>::new();
@@ -345,7 +350,8 @@ fn offsets_outside_the_window_are_errors() {
     // A reception TAIL outside the ring (the program trampled its registers) reads as
     // nothing to receive.
     let (mut f, mut gs) = groups(1, layout::MIN_WINDOW);
-    f.dma_write(EpId(0), rcv_fifo(RCV_FIFO, dma::FIFO_TAIL), 7).unwrap();
+    f.dma_write(EpId(0), rcv_fifo(RCV_FIFO, dma::FIFO_TAIL), 7)
+        .unwrap();
     assert!(packets(&mut f, &mut gs[0]).is_empty());
 }
 
