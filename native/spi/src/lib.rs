@@ -337,8 +337,9 @@ struct Partial {
 pub struct Reassembly<const N: usize> {
     slots: [Partial; N],
     next_victim: usize,
-    /// Partial messages given up, and packets that fit no message.
+    /// Partial messages given up (replaced by a new one while every slot was busy).
     pub dropped: u32,
+    /// Packets that fit no message (off the 240-byte grid, past the end, a bad length).
     pub bad: u32,
 }
 
