@@ -337,8 +337,9 @@ struct Partial {
 pub struct Reassembly<const N: usize> {
     slots: [Partial; N],
     next_victim: usize,
-    /// Partial messages given up, and packets that fit no message.
+    /// Partial messages given up (replaced by a new one while every slot was busy).
     pub dropped: u32,
+    /// Packets that fit no message (off the 240-byte grid, past the end, a bad length).
     pub bad: u32,
 }
 
@@ -410,6 +411,11 @@ impl<const N: usize> Reassembly<N> {
                 s.used = false;
                 return;
             }
+            // Packets past this message's end are what is left of an older message with
+            // this id (its conn_id wrapped after packets were lost): start over.
+            if s.have >> total.div_ceil(PKT_PAYLOAD) != 0 {
+                s.have = 0;
+            }
             s.total = total;
         }
         if off >= s.total {
@@ -417,8 +423,11 @@ impl<const N: usize> Reassembly<N> {
             s.used = false;
             return;
         }
-        let n = PKT_PAYLOAD.min(s.total - off).min(pkt.payload.len());
+        // A short packet (a sender may pick any Chunks) leaves zeros, never the bytes of an
+        // earlier message that used this slot.
+        let n = PKT_PAYLOAD.min(pkt.payload.len());
         s.buf[off..off + n].copy_from_slice(&pkt.payload[..n]);
+        s.buf[off + n..off + PKT_PAYLOAD].fill(0);
         s.have |= 1 << (off / PKT_PAYLOAD);
         let npkts = s.total.div_ceil(PKT_PAYLOAD);
         if s.have & 1 == 0 {
