@@ -201,6 +201,9 @@ pub enum DiagKind {
     FrameDropped = 10,
     /// An access to a register that does not exist (`addr` = offset or DCR).
     BadRegister = 11,
+    /// A frame whose source MAC is not the sender's was dropped (`addr` = the low 24 bits
+    /// of the MAC it claimed).
+    FrameSource = 12,
 }
 
 impl DiagKind {
@@ -218,6 +221,7 @@ impl DiagKind {
             9 => DiagKind::TreeNoTarget,
             10 => DiagKind::FrameDropped,
             11 => DiagKind::BadRegister,
+            12 => DiagKind::FrameSource,
             _ => return None,
         })
     }
@@ -249,6 +253,9 @@ impl fmt::Display for Diagnostic {
             DiagKind::TreeNoTarget => write!(f, "collective header {v:#010x} has no target"),
             DiagKind::FrameDropped => write!(f, "frame to MAC ..{a:06x} dropped"),
             DiagKind::BadRegister => write!(f, "no register at {a:#x}"),
+            DiagKind::FrameSource => {
+                write!(f, "frame from source MAC ..{a:06x}, not the sender's: dropped")
+            }
         }
     }
 }
