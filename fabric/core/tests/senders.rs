@@ -64,3 +64,58 @@ fn a_frame_with_another_source_mac_is_dropped_and_counted() {
         .unwrap();
     assert_eq!(r.f.frames_queued(B), 1);
 }
+
+/// Walks `ep`'s reception FIFO 0 from HEAD to TAIL, returns every slot's word 3, and
+/// consumes them (HEAD = TAIL).
+fn take_word3s(r: &mut Rig, ep: EpId) -> Vec<u32> {
+    let start = r.r(ep, d::rcv_fifo(0, FIFO_START));
+    let end = r.r(ep, d::rcv_fifo(0, FIFO_END));
+    let tail = r.r(ep, d::rcv_fifo(0, FIFO_TAIL));
+    let mut head = r.r(ep, d::rcv_fifo(0, FIFO_HEAD));
+    let base = r.base(ep);
+    let mut out = Vec::new();
+    while head != tail {
+        let at = ((u64::from(head) << 4) - base) as usize;
+        let m = r.mem(ep);
+        let hw0 = u32::from_be_bytes(m[at..at + 4].try_into().unwrap());
+        out.push(u32::from_be_bytes(m[at + 12..at + 16].try_into().unwrap()));
+        let quads = ((hw0 >> HW_CHUNKS_SHIFT) & HW_CHUNKS_MASK) * 2 + 2;
+        head = start + (head - start + quads) % (end - start);
+    }
+    r.w(ep, d::rcv_fifo(0, FIFO_HEAD), tail);
+    out
+}
+
+proptest::proptest! {
+    /// Whatever a descriptor's headers say (any hardware header bits, any software words,
+    /// any length), every memory-FIFO packet a receiver finds carries its true sender's
+    /// source key; the sender's connection byte passes unchanged.
+    #[test]
+    fn the_receiver_always_sees_the_true_sender(
+        sends in proptest::collection::vec(
+            (0..3u8, 0..3u8, proptest::prelude::any::<u32>(), proptest::prelude::any::<u32>(),
+             proptest::prelude::any::<[u32; 2]>(), 0..1000u32),
+            1..24,
+        )
+    ) {
+        let mut r = Rig::new(3);
+        for k in 0..3 {
+            r.setup_inj(EpId(k), 0);
+            r.setup_rcv(EpId(k), 0);
+        }
+        for (from, to, hw0, hw1, sw, len) in sends {
+            let (from, to) = (EpId(from), EpId(to));
+            // Memory FIFO to `to`; every other hardware header bit as given.
+            let hw0 = (hw0 & !(HW_DM | HW_X_MASK)) | u32::from(to.0);
+            let hw1 = hw1 & !(0xFF << HW_Y_SHIFT | 0xFF << HW_Z_SHIFT);
+            r.fill(from, DATA_AT, &pattern(len as usize, 5));
+            r.post(from, 0, [0, ctr_id(0), DATA_AT as u32, len, hw0, hw1, sw[0], sw[1]]);
+            let got = take_word3s(&mut r, to);
+            proptest::prop_assert!(!got.is_empty(), "a packet arrived");
+            for w3 in got {
+                proptest::prop_assert_eq!(w3 & 0x00FF_FFFF, u32::from(from.0) << 16);
+                proptest::prop_assert_eq!(w3 >> 24, sw[1] >> 24);
+            }
+        }
+    }
+}
