@@ -254,7 +254,10 @@ impl fmt::Display for Diagnostic {
             DiagKind::FrameDropped => write!(f, "frame to MAC ..{a:06x} dropped"),
             DiagKind::BadRegister => write!(f, "no register at {a:#x}"),
             DiagKind::FrameSource => {
-                write!(f, "frame from source MAC ..{a:06x}, not the sender's: dropped")
+                write!(
+                    f,
+                    "frame from source MAC ..{a:06x}, not the sender's: dropped"
+                )
             }
         }
     }

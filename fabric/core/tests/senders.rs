@@ -5,8 +5,8 @@
 mod common;
 use common::*;
 use kestrel_bgp::dma::{self as d, *};
-use kestrel_fabric::FabricApi;
 use kestrel_fabric::EpId;
+use kestrel_fabric::FabricApi;
 
 const B: EpId = EpId(1);
 const C: EpId = EpId(2);
@@ -30,7 +30,11 @@ fn a_memory_fifo_packet_carries_the_true_sender() {
     let w3 = word3_at_receiver(&r, B);
     let c = r.f.coords(C);
     let key = u32::from(c.x) << 16 | u32::from(c.y) << 8 | u32::from(c.z);
-    assert_eq!(w3 & 0x00FF_FFFF, key, "source key is the injecting endpoint's");
+    assert_eq!(
+        w3 & 0x00FF_FFFF,
+        key,
+        "source key is the injecting endpoint's"
+    );
     assert_eq!(w3 >> 24, 0x5A, "the sender's connection byte is kept");
 }
 
