@@ -11,11 +11,12 @@
 //! The engine is what BG/P's hardware does (bgp-interconnect.md 2.2, 2.3; docs/adr/0018):
 //! - [`dma`]: the DMA group's registers and DCRs; a TAIL (or activate, or FIFO enable)
 //!   write runs the injection synchronously: descriptors, packets of up to 240 bytes,
-//!   routing by X,Y,Z through the [`Link`], memory-FIFO slots, direct put, counters,
-//!   hit-zero, range checks;
+//!   routing by X,Y,Z through the [`Link`], memory-FIFO slots (the sender's source key
+//!   stamped by the engine), direct put, counters, hit-zero, range checks;
 //! - [`coll`]: class routes, the combining ALU, broadcast, point to point, reception FIFOs
 //!   of 8 packets per VC, status words, exception flags;
-//! - [`frame`]: Ethernet frames routed by destination MAC (bgnet's rule);
+//! - [`frame`]: Ethernet frames routed by destination MAC (bgnet's rule), sent only from
+//!   the sender's own MAC;
 //! - interrupts: [`FabricApi::irq_lines`] (BIC line levels) and
 //!   [`FabricApi::take_changed`];
 //! - [`api`]: [`FabricApi`], the fabric's calls, written once: [`Fabric`] implements them
