@@ -430,6 +430,26 @@ fn virtio_frames_from_vm_to_vm_through_the_engine() {
     assert!(b.update().is_empty());
 }
 
+/// The MAC the VMM gives a VM's virtio NIC (config space, `struct virtio_net_config`) is
+/// its endpoint's fabric MAC, the only source MAC the fabric passes from it (issue 18).
+#[test]
+fn the_virtio_mac_is_the_endpoints_fabric_mac() {
+    let f = fabric();
+    let _a = Vm::attach(&f);
+    let b = Vm::attach(&f);
+    let mut mac = [0u8; 6];
+    for (i, m) in mac.iter_mut().enumerate() {
+        let mut x = [0u8; 1];
+        b.m.buses
+            .mmio
+            .read(board::VIRTIO_NET_GPA + 0x100 + i as u64, &mut x)
+            .unwrap();
+        *m = x[0];
+    }
+    assert_eq!(mac, f.borrow().frame_mac(b.ep()));
+    assert_eq!(mac, [6, 0, 0, 1, 0, 0]);
+}
+
 /// A fault of class `class` for instruction `insn` at guest-physical `gpa`.
 fn fault(class: VirtFault, insn: u32, gpa: u64) -> VirtFaultMsg {
     VirtFaultMsg {

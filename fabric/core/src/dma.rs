@@ -21,6 +21,9 @@
 //!   32-byte chunks (the header's Chunks field says how many; Put_Offset is the byte offset
 //!   of the packet within its message, Kittyhawk's reading). TAIL advances; the FIFO's
 //!   threshold bit latches when it then holds more quads than its type's threshold.
+//!   Software word 3's low 24 bits (bgnet's `src_key`, [`SRC_KEY_MASK`]) are stamped with
+//!   the injecting endpoint's coordinates, whatever the descriptor said: a receiver always
+//!   learns the true sender (the top byte, bgnet's `conn_id`, is the sender's).
 //! - Direct-put packets are written at the destination reception counter's
 //!   `BASE + Put_Offset`, which must lie in `BASE ..= LIMIT` (LIMIT is the last valid
 //!   quad), and count that counter down. A disabled reception counter refuses packets.
@@ -491,15 +494,35 @@ impl Descriptor {
     }
 }
 
-/// The 16-byte packet header of a packet with `n` payload bytes at `put` in its message.
-fn packet_header(d: &Descriptor, n: u32, put: u32) -> [u8; PKT_HDR_BYTES as usize] {
+/// Bits of a memory-FIFO packet's software word 3 that name its sender: bgnet's torus
+/// framing's `src_key` (`X << 16 | Y << 8 | Z`, below the sender's `conn_id:8`), which
+/// Linux's torus driver, the SPI layer's reassembly and the MPI layer's `from` read. The
+/// engine stamps them from the injecting endpoint's coordinates, whatever the descriptor
+/// said (issue 18: a tenant cannot send as another).
+pub const SRC_KEY_MASK: u32 = 0x00FF_FFFF;
+
+/// The source key of torus coordinates (what [`SRC_KEY_MASK`] holds).
+pub const fn src_key(c: crate::Coords) -> u32 {
+    (c.x as u32) << 16 | (c.y as u32) << 8 | c.z as u32
+}
+
+/// The 16-byte packet header of a packet with `n` payload bytes at `put` in its message,
+/// from the sender with source key `src`. A memory-FIFO packet's word 3 carries `src` in
+/// its [`SRC_KEY_MASK`] bits; a direct put's word 3 (the receiver's counter) is the
+/// descriptor's.
+fn packet_header(d: &Descriptor, n: u32, put: u32, src: u32) -> [u8; PKT_HDR_BYTES as usize] {
     let chunks = (PKT_HDR_BYTES + n).div_ceil(CHUNK_BYTES).max(1) - 1;
     let hw0 = (d.hw[0] & !(HW_CHUNKS_MASK << HW_CHUNKS_SHIFT)) | (chunks << HW_CHUNKS_SHIFT);
+    let word3 = if d.hw[0] & HW_DM != 0 || d.flags & DESC_LOCAL_MEMCOPY != 0 {
+        d.sw[1]
+    } else {
+        (d.sw[1] & !SRC_KEY_MASK) | (src & SRC_KEY_MASK)
+    };
     let mut h = [0u8; PKT_HDR_BYTES as usize];
     h[0..4].copy_from_slice(&hw0.to_be_bytes());
     h[4..8].copy_from_slice(&d.hw[1].to_be_bytes());
     h[8..12].copy_from_slice(&put.to_be_bytes());
-    h[12..16].copy_from_slice(&d.sw[1].to_be_bytes());
+    h[12..16].copy_from_slice(&word3.to_be_bytes());
     h
 }
 
@@ -640,6 +663,8 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         } else {
             (((d.hw[0] >> HW_CHUNKS_SHIFT) & HW_CHUNKS_MASK) + 1) * CHUNK_BYTES - PKT_HDR_BYTES
         };
+        // The sender's identity as every receiver sees it: its own coordinates.
+        let me = src_key(crate::FabricApi::coords(self, ep));
         let mut off = i.sent;
         loop {
             let n = (d.len - off).min(max);
@@ -663,10 +688,10 @@ impl<M: Memory, L: Link> Fabric<M, L> {
                     let ctr = (d.sw[1] >> SW_RCV_CTR_SHIFT) & DESC_CTR_ID_MASK;
                     self.deliver_put(ep, to, ctr, put, payload);
                 }
-                Hop::Local(to) => self.deliver_fifo(ep, to, &packet_header(d, n, put), payload),
+                Hop::Local(to) => self.deliver_fifo(ep, to, &packet_header(d, n, put, me), payload),
                 Hop::Remote(dir) => {
                     let mut pkt = [0u8; (PKT_HDR_BYTES + PKT_MAX_PAYLOAD) as usize];
-                    pkt[..16].copy_from_slice(&packet_header(d, n, put));
+                    pkt[..16].copy_from_slice(&packet_header(d, n, put, me));
                     pkt[16..16 + n as usize].copy_from_slice(payload);
                     if self.link.send(dir, &pkt[..16 + n as usize]).is_err() {
                         self.note_drop(ep, DiagKind::NoRoute, 0, u32::from(dir));

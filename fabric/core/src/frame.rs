@@ -3,6 +3,11 @@
 //! broadcast and multicast (mac[0] bit 0) go to every other endpoint; anything else is
 //! dropped and counted. Each endpoint has a queue of at most FRAME_QUEUE_FRAMES frames;
 //! a full queue drops (and counts) the frame. An endpoint's MAC is 06:00:00:X:Y:Z.
+//!
+//! A frame whose source MAC (bytes 6..12) is not the sender's own
+//! ([`FabricApi::frame_mac`](crate::FabricApi::frame_mac)) is dropped before it goes
+//! anywhere: counted as the sender's error, with a [`DiagKind::FrameSource`] diagnostic
+//! (issue 18: a tenant cannot send as another).
 
 use crate::{Coords, DiagKind, EpId, Fabric, FabricError, Hop, Link, Memory, MAX_ENDPOINTS};
 use kestrel_bgp::torus::{FRAME_MAX_BYTES, FRAME_MIN_BYTES, FRAME_QUEUE_FRAMES, MAC_TORUS_KIND};
@@ -21,6 +26,12 @@ impl<M: Memory, L: Link> Fabric<M, L> {
             return Err(FabricError::BadFrame);
         }
         e.stats.frames_sent += 1;
+        let mine = crate::FabricApi::frame_mac(self, ep);
+        if frame[6..12] != mine {
+            self.note_error(ep, DiagKind::FrameSource, mac_low(&frame[6..12]), 0);
+            self.settle();
+            return Ok(());
+        }
         let dst = &frame[..6];
         if dst[0] & 1 != 0 {
             for k in 0..MAX_ENDPOINTS {

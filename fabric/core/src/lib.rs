@@ -11,11 +11,12 @@
 //! The engine is what BG/P's hardware does (bgp-interconnect.md 2.2, 2.3; docs/adr/0018):
 //! - [`dma`]: the DMA group's registers and DCRs; a TAIL (or activate, or FIFO enable)
 //!   write runs the injection synchronously: descriptors, packets of up to 240 bytes,
-//!   routing by X,Y,Z through the [`Link`], memory-FIFO slots, direct put, counters,
-//!   hit-zero, range checks;
+//!   routing by X,Y,Z through the [`Link`], memory-FIFO slots (the sender's source key
+//!   stamped by the engine), direct put, counters, hit-zero, range checks;
 //! - [`coll`]: class routes, the combining ALU, broadcast, point to point, reception FIFOs
 //!   of 8 packets per VC, status words, exception flags;
-//! - [`frame`]: Ethernet frames routed by destination MAC (bgnet's rule);
+//! - [`frame`]: Ethernet frames routed by destination MAC (bgnet's rule), sent only from
+//!   the sender's own MAC;
 //! - interrupts: [`FabricApi::irq_lines`] (BIC line levels) and
 //!   [`FabricApi::take_changed`];
 //! - [`api`]: [`FabricApi`], the fabric's calls, written once: [`Fabric`] implements them
@@ -201,6 +202,9 @@ pub enum DiagKind {
     FrameDropped = 10,
     /// An access to a register that does not exist (`addr` = offset or DCR).
     BadRegister = 11,
+    /// A frame whose source MAC is not the sender's was dropped (`addr` = the low 24 bits
+    /// of the MAC it claimed).
+    FrameSource = 12,
 }
 
 impl DiagKind {
@@ -218,6 +222,7 @@ impl DiagKind {
             9 => DiagKind::TreeNoTarget,
             10 => DiagKind::FrameDropped,
             11 => DiagKind::BadRegister,
+            12 => DiagKind::FrameSource,
             _ => return None,
         })
     }
@@ -249,6 +254,12 @@ impl fmt::Display for Diagnostic {
             DiagKind::TreeNoTarget => write!(f, "collective header {v:#010x} has no target"),
             DiagKind::FrameDropped => write!(f, "frame to MAC ..{a:06x} dropped"),
             DiagKind::BadRegister => write!(f, "no register at {a:#x}"),
+            DiagKind::FrameSource => {
+                write!(
+                    f,
+                    "frame from source MAC ..{a:06x}, not the sender's: dropped"
+                )
+            }
         }
     }
 }

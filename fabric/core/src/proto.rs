@@ -483,7 +483,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn diagnostic_round_trip(k in 1..=11u32, addr in any::<u64>(), value in any::<u32>()) {
+        fn diagnostic_round_trip(k in 1..=12u32, addr in any::<u64>(), value in any::<u32>()) {
             let d = Diagnostic { kind: DiagKind::from_code(k).unwrap(), addr, value };
             prop_assert_eq!(diagnostic_from_words(diagnostic_words(&d)), Some(d));
         }

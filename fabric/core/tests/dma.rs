@@ -19,7 +19,7 @@ fn memory_fifo_message_lands_as_slots() {
     let msg = pattern(500, 7);
     r.fill(A, DATA_AT, &msg);
     r.w(A, d::inj_ctr(0, CTR_INCREMENT), 500);
-    r.post(A, 0, fifo_desc(1, DATA_AT as u32, 500, 0x1234));
+    r.post(A, 0, fifo_desc(1, DATA_AT as u32, 500, 0x7700_1234));
 
     // HEAD caught up with TAIL; the counter hit zero.
     assert_eq!(
@@ -48,7 +48,8 @@ fn memory_fifo_message_lands_as_slots() {
         assert_eq!(hw0 & HW_X_MASK, 1);
         let put = u32::from_be_bytes(h[8..12].try_into().unwrap());
         assert_eq!(put, 240 * i as u32);
-        assert_eq!(&h[12..16], &0x1234u32.to_be_bytes());
+        // Word 3: the sender's conn byte; the source key stamped (A is X = 0).
+        assert_eq!(&h[12..16], &0x7700_0000u32.to_be_bytes());
         assert_eq!(
             &m[at + slot + 16..at + slot + 16 + n],
             &msg[240 * i..240 * i + n]
@@ -343,11 +344,11 @@ fn zero_length_memory_fifo_message_sends_a_header() {
     let mut r = Rig::new(2);
     r.setup_inj(A, 0);
     r.setup_rcv(B, 0);
-    r.post(A, 0, fifo_desc(1, DATA_AT as u32, 0, 0xABCD));
+    r.post(A, 0, fifo_desc(1, DATA_AT as u32, 0, 0x4200_ABCD));
     let s = r.r(B, d::rcv_fifo(0, FIFO_START));
     assert_eq!(r.r(B, d::rcv_fifo(0, FIFO_TAIL)), s + 2);
     let at = RCV_FIFO_AT as usize;
-    assert_eq!(&r.mem(B)[at + 12..at + 16], &0xABCDu32.to_be_bytes());
+    assert_eq!(&r.mem(B)[at + 12..at + 16], &0x4200_0000u32.to_be_bytes());
 }
 
 #[test]

@@ -71,6 +71,12 @@ pub struct Comm {
     inbox: [Held; INBOX],
     /// Messages dropped because the inbox was full.
     pub dropped: u32,
+    /// Collective packets on the layer's VC taken and ignored while waiting for a
+    /// reduction's result (another class, point to point, a broadcast, another operation).
+    pub ignored: u32,
+    /// The operation of the reduction started last (its result is what `reduce_poll`
+    /// waits for).
+    reducing: Option<Op>,
     out: [u8; MAX_MSG],
 }
 
@@ -98,6 +104,8 @@ impl Comm {
                 }
             }; INBOX],
             dropped: 0,
+            ignored: 0,
+            reducing: None,
             out: [0; MAX_MSG],
         }
     }
@@ -217,10 +225,27 @@ impl Comm {
         for (i, v) in values.iter().take(MAX_VALUES).enumerate() {
             payload[8 * i..8 * i + 8].copy_from_slice(&v.to_be_bytes());
         }
-        p.tree_inject(self.dma.ep, VC, tree::reduce(CLASS, op.alu(), 8), &payload)
+        p.tree_inject(self.dma.ep, VC, tree::reduce(CLASS, op.alu(), 8), &payload)?;
+        self.reducing = Some(op);
+        Ok(())
     }
 
-    /// The result of the reduction started last, into `out`, once it is there.
+    /// Whether `h` is the header of the result of a reduction with `op` on [`CLASS`]
+    /// over 64-bit operands, as the engine delivers it (the first contributor's header:
+    /// that class, not point to point, that ALU opcode and operand size). A broadcast
+    /// (opcode none) on the class is not: whoever sources the class can send one at any
+    /// time, while a reduction result exists only once every source has contributed.
+    fn is_result(h: u32, op: Op) -> bool {
+        let fields = coll::HDR_CLASS_MASK << coll::HDR_CLASS_SHIFT
+            | coll::HDR_P2P
+            | coll::HDR_OP_MASK << coll::HDR_OP_SHIFT
+            | coll::HDR_OPSIZE_MASK << coll::HDR_OPSIZE_SHIFT;
+        h & fields == tree::reduce(CLASS, op.alu(), 8) & fields
+    }
+
+    /// The result of the reduction started last, into `out`, once it is there. Only a
+    /// reduction result of that operation counts (see `is_result`); anything else on the
+    /// VC is counted in `ignored` and dropped.
     pub fn reduce_poll<P: FabricApi>(
         &mut self,
         p: &mut P,
@@ -231,10 +256,15 @@ impl Comm {
             let Some(h) = p.tree_receive(self.dma.ep, VC, &mut payload)? else {
                 return Ok(false);
             };
-            let class = (h >> coll::HDR_CLASS_SHIFT) & coll::HDR_CLASS_MASK;
-            if class != CLASS || h & coll::HDR_P2P != 0 {
+            let Some(op) = self.reducing else {
+                self.ignored += 1;
+                continue;
+            };
+            if !Self::is_result(h, op) {
+                self.ignored += 1;
                 continue;
             }
+            self.reducing = None;
             for (i, o) in out.iter_mut().take(MAX_VALUES).enumerate() {
                 let mut b = [0u8; 8];
                 b.copy_from_slice(&payload[8 * i..8 * i + 8]);

@@ -88,7 +88,8 @@ impl Coords {
 pub struct Packet<'a> {
     pub hw0: u32,
     pub put_offset: u32,
-    /// Software header word 3 (memory FIFO: bgnet's `conn_id:8 | src_key:24`).
+    /// Software header word 3 (memory FIFO: bgnet's `conn_id:8 | src_key:24`; the fabric
+    /// stamps `src_key` with the true sender's coordinates, so it names who sent it).
     pub word3: u32,
     pub payload: &'a [u8],
 }
