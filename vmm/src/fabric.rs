@@ -472,6 +472,37 @@ pub fn is_collective_store(board: &Board, f: &VirtFaultMsg) -> bool {
     in_vc && matches!(decode(f.insn), Insn::LoadStore(ls) if ls.kind() == AccessKind::Store)
 }
 
+/// What a VM held by the collective's back-pressure waits for ([`stall_after`],
+/// [`still_stalled`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stall(());
+
+/// The collective's back-pressure after fault `f` of the VM whose endpoint is `sender`:
+/// `Some` when the VMM must hold its reply. `vms` is every VM of the node as
+/// `(can_drain, endpoint)` (the sender may be among them: it is skipped): a VM can drain
+/// when it is running or idle (not stopped, and not stalled itself, so two VMs never wait
+/// for each other).
+pub fn stall_after<'a, F: FabricApi + 'a>(
+    board: &Board,
+    f: &VirtFaultMsg,
+    sender: &VmEndpoint<F>,
+    vms: impl IntoIterator<Item = (bool, &'a VmEndpoint<F>)>,
+) -> Option<Stall> {
+    let stall = Stall(());
+    (is_collective_store(board, f) && still_stalled(stall, sender, vms)).then_some(stall)
+}
+
+/// Whether the VM whose endpoint is `sender`, held for `stall`, must still wait (`vms` as
+/// for [`stall_after`]).
+pub fn still_stalled<'a, F: FabricApi + 'a>(
+    _stall: Stall,
+    sender: &VmEndpoint<F>,
+    vms: impl IntoIterator<Item = (bool, &'a VmEndpoint<F>)>,
+) -> bool {
+    vms.into_iter()
+        .any(|(drains, e)| e.ep != sender.ep && drains && e.tree_rcv_full())
+}
+
 /// The collective's back-pressure: whether VM `vi` must wait after a collective store,
 /// given each VM's `(can_drain, shadow_full)`. A VM other than `vi` that can drain its
 /// shadow FIFOs (running or idle; not stopped, and not stalled itself: two VMs never wait

@@ -17,8 +17,8 @@ use kestrel_fabric::{EpId, Fabric, FabricApi};
 use kestrel_ppc440::decode::{encode, AddrMode, Gpr, Insn, LoadStore, LsOp};
 use kestrel_vmm_core::board::{self, BGP_VM};
 use kestrel_vmm_core::fabric::{
-    attach_ram, is_collective_store, peer_shadow_full, touches_bgp, BgpDevices, Node, Ram,
-    VmEndpoint, VmMemory, SHADOW_PACKETS,
+    attach_ram, is_collective_store, peer_shadow_full, stall_after, still_stalled, touches_bgp,
+    BgpDevices, Node, Ram, Stall, VmEndpoint, VmMemory, SHADOW_PACKETS,
 };
 use kestrel_vmm_core::segment::{GuestMemory, GuestPhysAddr, HostAddr, Segment, SegmentRam};
 use std::cell::RefCell;
@@ -567,6 +567,112 @@ fn back_pressure_holds_a_sender_while_a_draining_peer_has_a_full_shadow() {
     b.coll_receive(0);
     assert!(!full([&a, &b]));
     assert_eq!(f.borrow().stats(b.ep()).drops, 0);
+}
+
+/// The VMM's back-pressure decision after a store of VM `s` to collective register `reg`
+/// of `vc` (`stall_after`, every VM able to drain).
+fn held_after(vms: [&Vm; 3], s: usize, vc: u64, reg: u32) -> Option<Stall> {
+    let gpa = [coll::VC0_BASE, coll::VC1_BASE][vc as usize] + u64::from(reg);
+    let f = fault(VirtFault::Mmio, d_form(LsOp::Stw), gpa);
+    stall_after(
+        &BGP_VM,
+        &f,
+        &vms[s].bgp.endpoint,
+        vms.map(|v| (true, &v.bgp.endpoint)),
+    )
+}
+
+/// kestrel_coll.ko's send of one packet by VM `s` (HI, then 64 word stores to DI), fault
+/// by fault as the VMM serves them: the store, the sender's update, the update of every
+/// VM whose endpoint changed, then the back-pressure decision. Returns the stores (0 the
+/// header, 1..=64 the payload words) after which the VMM would hold the sender.
+fn held_stores(f: &Node<Engine>, vms: [&mut Vm; 3], s: usize, vc: u64, header: u32) -> Vec<usize> {
+    let [a, b, c] = vms;
+    let mut vms = [a, b, c];
+    let payload: Vec<u8> = (0..PAYLOAD).map(|i| (i * 5) as u8).collect();
+    let stores = std::iter::once((coll::HI, header.to_be_bytes())).chain(
+        payload
+            .chunks(4)
+            .enumerate()
+            .map(|(i, w)| (coll::DI + 4 * (i as u32 % 4), w.try_into().expect("a word"))),
+    );
+    let mut held = Vec::new();
+    for (k, (reg, w)) in stores.enumerate() {
+        vms[s].coll_write(vc, reg, &w);
+        vms[s].update();
+        let changed = f.borrow_mut().take_changed().unwrap();
+        for (j, vm) in vms.iter_mut().enumerate() {
+            if j != s && changed & vm.bgp.endpoint.bit() != 0 {
+                vm.update();
+            }
+        }
+        let [a, b, c] = &vms;
+        if held_after([a, b, c], s, vc, reg).is_some() {
+            held.push(k);
+        }
+    }
+    held
+}
+
+#[test]
+fn back_pressure_holds_a_sender_only_for_a_full_receiver_of_its_packet() {
+    // Issue 18, finding 5: three VMs; VM 2 never reads its collective, its shadow FIFO
+    // fills (from VM 1's packets).
+    let f = fabric();
+    let mut v0 = Vm::attach(&f);
+    let mut v1 = Vm::attach(&f);
+    let mut v2 = Vm::attach(&f);
+    burst(&f, &mut v1, &mut v2, SHADOW_PACKETS, 0);
+    assert!(v2.bgp.collective_rcv_full());
+    // VM 0 and VM 1 also have class 1 (granted by the host side); VM 2 has class 0 only.
+    for vm in [&v0, &v1] {
+        let classes = 1 << 0 | 1 << 1;
+        f.borrow_mut()
+            .set_routes(vm.ep(), classes, classes)
+            .expect("routes");
+    }
+    let p2p =
+        |to: EpId| coll::HDR_P2P | coll::HDR_IRQ | (u32::from(to.0) << coll::HDR_P2P_ADDR_SHIFT);
+    let bcast = |class: u32| (class << coll::HDR_CLASS_SHIFT) | coll::HDR_IRQ;
+    // VM 0 to VM 1, point to point: no store of VM 0 is held.
+    let to_v1 = p2p(v1.ep());
+    let held = held_stores(&f, [&mut v0, &mut v1, &mut v2], 0, 0, to_v1);
+    assert_eq!(held, [0usize; 0], "VM 0 to VM 1 held while VM 2 is full");
+    assert_eq!(v1.coll_receive(0).0, to_v1);
+    // A broadcast on class 1, which VM 2 is not a member of: not held either.
+    let held = held_stores(&f, [&mut v0, &mut v1, &mut v2], 0, 0, bcast(1));
+    assert_eq!(
+        held, [0usize; 0],
+        "class-1 broadcast held while VM 2 is full"
+    );
+    assert_eq!(v1.coll_receive(0).0, bcast(1));
+    // VM 0 to the full VM 2: held only after the store that completes the packet.
+    let to_v2 = p2p(v2.ep());
+    let held = held_stores(&f, [&mut v0, &mut v1, &mut v2], 0, 0, to_v2);
+    assert_eq!(held, [64], "VM 0 to the full VM 2");
+    // The same for a class-0 broadcast, which VM 2 receives.
+    let held = held_stores(&f, [&mut v0, &mut v1, &mut v2], 0, 0, bcast(0));
+    assert_eq!(held, [64], "class-0 broadcast with VM 2 full");
+    // VM 0 held for its packet to VM 2 stays held until VM 2 has room (its engine FIFO
+    // refills the shadow as it reads), or while VM 2 cannot drain.
+    let stall = held_after([&v0, &v1, &v2], 0, 0, coll::DI + 12);
+    let stall = stall.expect("held");
+    let waits = |vms: [&Vm; 3], drains: bool| {
+        still_stalled(
+            stall,
+            &vms[0].bgp.endpoint,
+            vms.map(|v| (drains || v.ep() != vms[2].ep(), &v.bgp.endpoint)),
+        )
+    };
+    assert!(waits([&v0, &v1, &v2], true));
+    assert!(!waits([&v0, &v1, &v2], false), "VM 2 cannot drain");
+    for _ in 0..3 {
+        v2.coll_receive(0);
+        v2.update();
+    }
+    assert!(!v2.bgp.collective_rcv_full());
+    assert!(!waits([&v0, &v1, &v2], true));
+    assert_eq!(f.borrow().stats(v2.ep()).drops, 0);
 }
 
 #[test]
