@@ -17,8 +17,8 @@ use kestrel_fabric::{EpId, Fabric, FabricApi};
 use kestrel_ppc440::decode::{encode, AddrMode, Gpr, Insn, LoadStore, LsOp};
 use kestrel_vmm_core::board::{self, BGP_VM};
 use kestrel_vmm_core::fabric::{
-    attach_ram, is_collective_store, peer_shadow_full, stall_after, still_stalled, touches_bgp,
-    BgpDevices, Node, Ram, Stall, VmEndpoint, VmMemory, SHADOW_PACKETS,
+    attach_ram, is_collective_store, stall_after, still_stalled, touches_bgp, BgpDevices, Node,
+    Ram, Stall, VmEndpoint, VmMemory, SHADOW_PACKETS,
 };
 use kestrel_vmm_core::segment::{GuestMemory, GuestPhysAddr, HostAddr, Segment, SegmentRam};
 use std::cell::RefCell;
@@ -509,7 +509,7 @@ fn a_full_shadow_leaves_packets_in_the_engine_then_drops_and_logs() {
 }
 
 #[test]
-fn back_pressure_holds_a_sender_while_a_draining_peer_has_a_full_shadow() {
+fn back_pressure_holds_a_sender_while_a_draining_receiver_has_a_full_shadow() {
     // Which faults may complete a packet: stores to a VC window, not loads, not the UART.
     let di = coll::VC0_BASE;
     assert!(is_collective_store(
@@ -544,28 +544,51 @@ fn back_pressure_holds_a_sender_while_a_draining_peer_has_a_full_shadow() {
         d_form(LsOp::Stb),
         0xEF60_0300
     )));
-    // The rule: another VM that can drain (running or idle) has a full shadow.
-    assert!(peer_shadow_full(0, [(true, false), (true, true)]));
-    assert!(
-        !peer_shadow_full(0, [(true, true), (true, false)]),
-        "its own"
-    );
-    assert!(
-        !peer_shadow_full(0, [(true, false), (false, true)]),
-        "a stalled peer"
-    );
-    // Over the engine: B's shadow fills, so A's next store is held; B reads, A goes on.
+    // Over the engine: the store that completes the packet that fills B's shadow is held
+    // (`stall_after` takes the packet the model injected); B reads, A goes on. A peer
+    // that cannot drain (stalled or stopped) holds nobody.
     let f = fabric();
     let mut a = Vm::attach(&f);
     let mut b = Vm::attach(&f);
-    let full =
-        |vms: [&Vm; 2]| peer_shadow_full(0, vms.map(|v| (true, v.bgp.collective_rcv_full())));
+    let store = fault(
+        VirtFault::Mmio,
+        d_form(LsOp::Stw),
+        coll::VC0_BASE + u64::from(coll::DI) + 12,
+    );
+    let vms = |a: &Vm, b: &Vm, b_drains: bool| {
+        let (ea, eb) = (a.bgp.endpoint.clone(), b.bgp.endpoint.clone());
+        [(true, ea), (b_drains, eb)]
+    };
+    let held = |a: &Vm, b: &Vm| {
+        let v = vms(a, b, true);
+        stall_after(
+            &BGP_VM,
+            &store,
+            &a.bgp.endpoint,
+            v.iter().map(|(d, e)| (*d, e)),
+        )
+    };
     burst(&f, &mut a, &mut b, SHADOW_PACKETS - 1, 0);
-    assert!(!full([&a, &b]));
+    assert_eq!(held(&a, &b), None);
     burst(&f, &mut a, &mut b, 1, SHADOW_PACKETS);
-    assert!(full([&a, &b]));
+    let stall = held(&a, &b).expect("held after the 128th packet");
+    assert_eq!(held(&a, &b), None, "nothing sent since");
+    let waits = |a: &Vm, b: &Vm, b_drains: bool| {
+        let v = vms(a, b, b_drains);
+        still_stalled(stall, &a.bgp.endpoint, v.iter().map(|(d, e)| (*d, e)))
+    };
+    assert!(waits(&a, &b, true));
+    assert!(!waits(&a, &b, false), "a peer that cannot drain");
+    // A load of the window completes nothing, and is never held.
+    let load = fault(VirtFault::Mmio, d_form(LsOp::Lwz), coll::VC0_BASE);
+    burst(&f, &mut a, &mut b, 1, SHADOW_PACKETS + 1);
+    let v = vms(&a, &b, true);
+    let e = v.iter().map(|(d, e)| (*d, e));
+    assert_eq!(stall_after(&BGP_VM, &load, &a.bgp.endpoint, e), None);
     b.coll_receive(0);
-    assert!(!full([&a, &b]));
+    b.coll_receive(0);
+    b.update();
+    assert!(!waits(&a, &b, true));
     assert_eq!(f.borrow().stats(b.ep()).drops, 0);
 }
 
@@ -655,6 +678,9 @@ fn back_pressure_holds_a_sender_only_for_a_full_receiver_of_its_packet() {
     assert_eq!(held, [64], "class-0 broadcast with VM 2 full");
     // VM 0 held for its packet to VM 2 stays held until VM 2 has room (its engine FIFO
     // refills the shadow as it reads), or while VM 2 cannot drain.
+    v0.coll_send(0, to_v2, &[7; PAYLOAD]);
+    v0.update();
+    v2.update();
     let stall = held_after([&v0, &v1, &v2], 0, 0, coll::DI + 12);
     let stall = stall.expect("held");
     let waits = |vms: [&Vm; 3], drains: bool| {
@@ -666,10 +692,14 @@ fn back_pressure_holds_a_sender_only_for_a_full_receiver_of_its_packet() {
     };
     assert!(waits([&v0, &v1, &v2], true));
     assert!(!waits([&v0, &v1, &v2], false), "VM 2 cannot drain");
+    // VM 2's engine FIFO holds VM 0's three packets: the fourth read makes room.
     for _ in 0..3 {
         v2.coll_receive(0);
         v2.update();
+        assert!(waits([&v0, &v1, &v2], true));
     }
+    v2.coll_receive(0);
+    v2.update();
     assert!(!v2.bgp.collective_rcv_full());
     assert!(!waits([&v0, &v1, &v2], true));
     assert_eq!(f.borrow().stats(v2.ep()).drops, 0);

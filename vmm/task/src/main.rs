@@ -87,9 +87,10 @@ enum Run {
         until: u64,
     },
     /// Stalled by the collective network's back-pressure (its store completed a packet
-    /// while another VM's reception FIFO is full): the reply is held back until no other
-    /// VM's FIFO is full, or time base `until` at the latest (a VM that never reads must
-    /// not stop the others for longer; the fabric then drops, as ISSUE10's contract says).
+    /// that a VM with a full reception FIFO receives, `stall`): the reply is held back
+    /// until no receiver of that packet is full, or time base `until` at the latest (a VM
+    /// that never reads must not stop its senders for longer; the fabric then drops, as
+    /// ISSUE10's contract says). VMs that do not send to the full one are never held.
     Stalled {
         until: u64,
         stall: kestrel_vmm_core::fabric::Stall,
