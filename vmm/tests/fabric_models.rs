@@ -609,9 +609,13 @@ fn held_after(vms: [&Vm; 3], s: usize, vc: u64, reg: u32) -> Option<Stall> {
 /// by fault as the VMM serves them: the store, the sender's update, the update of every
 /// VM whose endpoint changed, then the back-pressure decision. Returns the stores (0 the
 /// header, 1..=64 the payload words) after which the VMM would hold the sender.
-fn held_stores(f: &Node<Engine>, vms: [&mut Vm; 3], s: usize, vc: u64, header: u32) -> Vec<usize> {
-    let [a, b, c] = vms;
-    let mut vms = [a, b, c];
+fn held_stores(
+    f: &Node<Engine>,
+    mut vms: [&mut Vm; 3],
+    s: usize,
+    vc: u64,
+    header: u32,
+) -> Vec<usize> {
     let payload: Vec<u8> = (0..PAYLOAD).map(|i| (i * 5) as u8).collect();
     let stores = std::iter::once((coll::HI, header.to_be_bytes())).chain(
         payload
