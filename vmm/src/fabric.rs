@@ -22,9 +22,10 @@
 //!   word and the VC receive lines (0xB6/0xB7) describe the shadow's packets (counts
 //!   saturate at the status fields' maxima). The engine's reception watermark flags no
 //!   longer see those packets (Linux's kestrel_coll does not use them by default).
-//! - **Back-pressure**: a VM whose store to a VC window may complete a packet
-//!   ([`is_collective_store`]) waits while another VM that can drain has a full shadow
-//!   ([`peer_shadow_full`]); the VMM's loop holds its reply (for a bounded time).
+//! - **Back-pressure, per receiver**: a VM whose store to a VC window completed a packet
+//!   waits while a VM that receives that packet and can drain has a full shadow on its VC
+//!   ([`stall_after`], [`still_stalled`]); the VMM's loop holds its reply (for a bounded
+//!   time). A full VM slows only the VMs that send to it, and only once a packet.
 //! - [`BgpDevices`]: a VM's BIC, collective, torus DMA and virtio NIC in front of its
 //!   endpoint (attached through the board description, `Board::attach_vm`), and
 //!   [`BgpDevices::update`], what the VMM does after a fault that touched them: drain,
@@ -35,7 +36,7 @@ use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::rc::Rc;
 use alloc::vec::Vec;
-use core::cell::RefCell;
+use core::cell::{Cell, RefCell};
 use core::fmt;
 use kestrel_abi::{VirtFault, VirtFaultMsg};
 use kestrel_bgp::{bic, coll};
@@ -127,6 +128,8 @@ pub struct VmEndpoint<F> {
     /// The bus address of the VM's guest-physical 0 (its window's base).
     bus_base: u64,
     shadow: Rc<RefCell<Shadow>>,
+    /// The packet the collective model injected last and the VMM has not looked at.
+    sent: Rc<Cell<Option<Stall>>>,
 }
 
 impl<F> Clone for VmEndpoint<F> {
@@ -136,6 +139,7 @@ impl<F> Clone for VmEndpoint<F> {
             ep: self.ep,
             bus_base: self.bus_base,
             shadow: self.shadow.clone(),
+            sent: self.sent.clone(),
         }
     }
 }
@@ -152,6 +156,7 @@ impl<F: FabricApi> VmEndpoint<F> {
             ep,
             bus_base,
             shadow: Rc::new(RefCell::new([VecDeque::new(), VecDeque::new()])),
+            sent: Rc::new(Cell::new(None)),
         })
     }
 
@@ -210,6 +215,27 @@ impl<F: FabricApi> VmEndpoint<F> {
             .any(|q| q.len() >= SHADOW_PACKETS)
     }
 
+    /// Whether the shadow reception FIFO of `vc` is full.
+    pub fn shadow_full(&self, vc: usize) -> bool {
+        self.shadow
+            .borrow()
+            .get(vc)
+            .is_some_and(|q| q.len() >= SHADOW_PACKETS)
+    }
+
+    /// The packet the collective model injected since the last call (the store that
+    /// completed it is the fault being served), as its VC and header.
+    pub fn take_sent(&self) -> Option<(usize, u32)> {
+        self.sent.take().map(|s| (s.vc, s.header))
+    }
+
+    /// Whether this endpoint receives packet (`vc`, `header`) injected by `from`, by the
+    /// engine's routing rule (`kestrel_fabric::coll::reaches`) over this endpoint's class
+    /// routes and VCFG as the fabric reports them.
+    pub fn receives(&self, from: EpId, vc: usize, header: u32) -> bool {
+        kestrel_fabric::coll::reaches(header, vc, from, self.ep, |o| self.dcr(coll::DCR_BASE + o))
+    }
+
     /// The BIC lines the fabric asserts for this endpoint, with the VC receive lines of
     /// the shadow FIFOs.
     pub fn irq_lines(&self) -> [u32; IRQ_WORDS] {
@@ -266,7 +292,10 @@ impl<F: FabricApi> TreeBackend for VmEndpoint<F> {
             .borrow_mut()
             .tree_inject(self.ep, vc, header, payload);
         match r.map_err(Into::into) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.sent.set(Some(Stall { vc, header }));
+                Ok(())
+            }
             Err(FabricError::InjectionFull) => Err(TreeError::Full),
             Err(_) => Err(TreeError::Refused),
         }
@@ -472,12 +501,51 @@ pub fn is_collective_store(board: &Board, f: &VirtFaultMsg) -> bool {
     in_vc && matches!(decode(f.insn), Insn::LoadStore(ls) if ls.kind() == AccessKind::Store)
 }
 
-/// The collective's back-pressure: whether VM `vi` must wait after a collective store,
-/// given each VM's `(can_drain, shadow_full)`. A VM other than `vi` that can drain its
-/// shadow FIFOs (running or idle; not stopped, and not stalled itself: two VMs never wait
-/// for each other) has a full one.
-pub fn peer_shadow_full(vi: usize, vms: impl IntoIterator<Item = (bool, bool)>) -> bool {
-    vms.into_iter()
-        .enumerate()
-        .any(|(j, (drains, full))| j != vi && drains && full)
+/// What a VM held by the collective's back-pressure waits for: room at the receivers of
+/// the packet its store completed (its VC and header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stall {
+    vc: usize,
+    header: u32,
+}
+
+/// The collective's back-pressure, per receiver, after fault `f` of the VM whose
+/// endpoint is `sender`: `Some` when the VMM must hold its reply. Only a store to a VC
+/// window that completed a packet ([`VmEndpoint::take_sent`]: the collective model injects
+/// on the 64th payload store, never on the header or an earlier one) can be held, and
+/// only while a VM that receives that packet (its class routes, the point-to-point
+/// address, RCVALL: [`VmEndpoint::receives`]) has a full shadow FIFO on its VC. `vms` is
+/// every VM of the node as `(can_drain, endpoint)` (the sender may be among them: it is
+/// skipped): a VM can drain when it is running or idle (not stopped, and not stalled
+/// itself, so two VMs never wait for each other).
+pub fn stall_after<'a, F: FabricApi + 'a>(
+    board: &Board,
+    f: &VirtFaultMsg,
+    sender: &VmEndpoint<F>,
+    vms: impl IntoIterator<Item = (bool, &'a VmEndpoint<F>)>,
+) -> Option<Stall> {
+    // Taken whatever the fault, so no packet stays recorded for a later one.
+    let (vc, header) = sender.take_sent()?;
+    if !is_collective_store(board, f) {
+        return None;
+    }
+    let stall = Stall { vc, header };
+    still_stalled(stall, sender, vms).then_some(stall)
+}
+
+/// Whether the VM whose endpoint is `sender`, held for `stall`, must still wait: a VM
+/// other than the sender that can drain and receives the packet has a full shadow FIFO
+/// on its VC (`vms` as for [`stall_after`]). The engine's DCRs are read only for a VM
+/// whose shadow is full.
+pub fn still_stalled<'a, F: FabricApi + 'a>(
+    stall: Stall,
+    sender: &VmEndpoint<F>,
+    vms: impl IntoIterator<Item = (bool, &'a VmEndpoint<F>)>,
+) -> bool {
+    vms.into_iter().any(|(drains, e)| {
+        e.ep != sender.ep
+            && drains
+            && e.shadow_full(stall.vc)
+            && e.receives(sender.ep, stall.vc, stall.header)
+    })
 }

@@ -17,8 +17,8 @@ use kestrel_fabric::{EpId, Fabric, FabricApi};
 use kestrel_ppc440::decode::{encode, AddrMode, Gpr, Insn, LoadStore, LsOp};
 use kestrel_vmm_core::board::{self, BGP_VM};
 use kestrel_vmm_core::fabric::{
-    attach_ram, is_collective_store, peer_shadow_full, touches_bgp, BgpDevices, Node, Ram,
-    VmEndpoint, VmMemory, SHADOW_PACKETS,
+    attach_ram, is_collective_store, stall_after, still_stalled, touches_bgp, BgpDevices, Node,
+    Ram, Stall, VmEndpoint, VmMemory, SHADOW_PACKETS,
 };
 use kestrel_vmm_core::segment::{GuestMemory, GuestPhysAddr, HostAddr, Segment, SegmentRam};
 use std::cell::RefCell;
@@ -529,7 +529,7 @@ fn a_full_shadow_leaves_packets_in_the_engine_then_drops_and_logs() {
 }
 
 #[test]
-fn back_pressure_holds_a_sender_while_a_draining_peer_has_a_full_shadow() {
+fn back_pressure_holds_a_sender_while_a_draining_receiver_has_a_full_shadow() {
     // Which faults may complete a packet: stores to a VC window, not loads, not the UART.
     let di = coll::VC0_BASE;
     assert!(is_collective_store(
@@ -564,29 +564,169 @@ fn back_pressure_holds_a_sender_while_a_draining_peer_has_a_full_shadow() {
         d_form(LsOp::Stb),
         0xEF60_0300
     )));
-    // The rule: another VM that can drain (running or idle) has a full shadow.
-    assert!(peer_shadow_full(0, [(true, false), (true, true)]));
-    assert!(
-        !peer_shadow_full(0, [(true, true), (true, false)]),
-        "its own"
-    );
-    assert!(
-        !peer_shadow_full(0, [(true, false), (false, true)]),
-        "a stalled peer"
-    );
-    // Over the engine: B's shadow fills, so A's next store is held; B reads, A goes on.
+    // Over the engine: the store that completes the packet that fills B's shadow is held
+    // (`stall_after` takes the packet the model injected); B reads, A goes on. A peer
+    // that cannot drain (stalled or stopped) holds nobody.
     let f = fabric();
     let mut a = Vm::attach(&f);
     let mut b = Vm::attach(&f);
-    let full =
-        |vms: [&Vm; 2]| peer_shadow_full(0, vms.map(|v| (true, v.bgp.collective_rcv_full())));
+    let store = fault(
+        VirtFault::Mmio,
+        d_form(LsOp::Stw),
+        coll::VC0_BASE + u64::from(coll::DI) + 12,
+    );
+    let vms = |a: &Vm, b: &Vm, b_drains: bool| {
+        let (ea, eb) = (a.bgp.endpoint.clone(), b.bgp.endpoint.clone());
+        [(true, ea), (b_drains, eb)]
+    };
+    let held = |a: &Vm, b: &Vm| {
+        let v = vms(a, b, true);
+        stall_after(
+            &BGP_VM,
+            &store,
+            &a.bgp.endpoint,
+            v.iter().map(|(d, e)| (*d, e)),
+        )
+    };
     burst(&f, &mut a, &mut b, SHADOW_PACKETS - 1, 0);
-    assert!(!full([&a, &b]));
+    assert_eq!(held(&a, &b), None);
     burst(&f, &mut a, &mut b, 1, SHADOW_PACKETS);
-    assert!(full([&a, &b]));
+    let stall = held(&a, &b).expect("held after the 128th packet");
+    assert_eq!(held(&a, &b), None, "nothing sent since");
+    let waits = |a: &Vm, b: &Vm, b_drains: bool| {
+        let v = vms(a, b, b_drains);
+        still_stalled(stall, &a.bgp.endpoint, v.iter().map(|(d, e)| (*d, e)))
+    };
+    assert!(waits(&a, &b, true));
+    assert!(!waits(&a, &b, false), "a peer that cannot drain");
+    // A load of the window completes nothing, and is never held.
+    let load = fault(VirtFault::Mmio, d_form(LsOp::Lwz), coll::VC0_BASE);
+    burst(&f, &mut a, &mut b, 1, SHADOW_PACKETS + 1);
+    let v = vms(&a, &b, true);
+    let e = v.iter().map(|(d, e)| (*d, e));
+    assert_eq!(stall_after(&BGP_VM, &load, &a.bgp.endpoint, e), None);
     b.coll_receive(0);
-    assert!(!full([&a, &b]));
+    b.coll_receive(0);
+    b.update();
+    assert!(!waits(&a, &b, true));
     assert_eq!(f.borrow().stats(b.ep()).drops, 0);
+}
+
+/// The VMM's back-pressure decision after a store of VM `s` to collective register `reg`
+/// of `vc` (`stall_after`, every VM able to drain).
+fn held_after(vms: [&Vm; 3], s: usize, vc: u64, reg: u32) -> Option<Stall> {
+    let gpa = [coll::VC0_BASE, coll::VC1_BASE][vc as usize] + u64::from(reg);
+    let f = fault(VirtFault::Mmio, d_form(LsOp::Stw), gpa);
+    stall_after(
+        &BGP_VM,
+        &f,
+        &vms[s].bgp.endpoint,
+        vms.map(|v| (true, &v.bgp.endpoint)),
+    )
+}
+
+/// kestrel_coll.ko's send of one packet by VM `s` (HI, then 64 word stores to DI), fault
+/// by fault as the VMM serves them: the store, the sender's update, the update of every
+/// VM whose endpoint changed, then the back-pressure decision. Returns the stores (0 the
+/// header, 1..=64 the payload words) after which the VMM would hold the sender.
+fn held_stores(
+    f: &Node<Engine>,
+    mut vms: [&mut Vm; 3],
+    s: usize,
+    vc: u64,
+    header: u32,
+) -> Vec<usize> {
+    let payload: Vec<u8> = (0..PAYLOAD).map(|i| (i * 5) as u8).collect();
+    let stores = std::iter::once((coll::HI, header.to_be_bytes())).chain(
+        payload
+            .chunks(4)
+            .enumerate()
+            .map(|(i, w)| (coll::DI + 4 * (i as u32 % 4), w.try_into().expect("a word"))),
+    );
+    let mut held = Vec::new();
+    for (k, (reg, w)) in stores.enumerate() {
+        vms[s].coll_write(vc, reg, &w);
+        vms[s].update();
+        let changed = f.borrow_mut().take_changed().unwrap();
+        for (j, vm) in vms.iter_mut().enumerate() {
+            if j != s && changed & vm.bgp.endpoint.bit() != 0 {
+                vm.update();
+            }
+        }
+        let [a, b, c] = &vms;
+        if held_after([a, b, c], s, vc, reg).is_some() {
+            held.push(k);
+        }
+    }
+    held
+}
+
+#[test]
+fn back_pressure_holds_a_sender_only_for_a_full_receiver_of_its_packet() {
+    // Issue 18, finding 5: three VMs; VM 2 never reads its collective, its shadow FIFO
+    // fills (from VM 1's packets).
+    let f = fabric();
+    let mut v0 = Vm::attach(&f);
+    let mut v1 = Vm::attach(&f);
+    let mut v2 = Vm::attach(&f);
+    burst(&f, &mut v1, &mut v2, SHADOW_PACKETS, 0);
+    assert!(v2.bgp.collective_rcv_full());
+    // VM 0 and VM 1 also have class 1 (granted by the host side); VM 2 has class 0 only.
+    for vm in [&v0, &v1] {
+        let classes = 1 << 0 | 1 << 1;
+        f.borrow_mut()
+            .set_routes(vm.ep(), classes, classes)
+            .expect("routes");
+    }
+    let p2p =
+        |to: EpId| coll::HDR_P2P | coll::HDR_IRQ | (u32::from(to.0) << coll::HDR_P2P_ADDR_SHIFT);
+    let bcast = |class: u32| (class << coll::HDR_CLASS_SHIFT) | coll::HDR_IRQ;
+    // VM 0 to VM 1, point to point: no store of VM 0 is held.
+    let to_v1 = p2p(v1.ep());
+    let held = held_stores(&f, [&mut v0, &mut v1, &mut v2], 0, 0, to_v1);
+    assert_eq!(held, [0usize; 0], "VM 0 to VM 1 held while VM 2 is full");
+    assert_eq!(v1.coll_receive(0).0, to_v1);
+    // A broadcast on class 1, which VM 2 is not a member of: not held either.
+    let held = held_stores(&f, [&mut v0, &mut v1, &mut v2], 0, 0, bcast(1));
+    assert_eq!(
+        held, [0usize; 0],
+        "class-1 broadcast held while VM 2 is full"
+    );
+    assert_eq!(v1.coll_receive(0).0, bcast(1));
+    // VM 0 to the full VM 2: held only after the store that completes the packet.
+    let to_v2 = p2p(v2.ep());
+    let held = held_stores(&f, [&mut v0, &mut v1, &mut v2], 0, 0, to_v2);
+    assert_eq!(held, [64], "VM 0 to the full VM 2");
+    // The same for a class-0 broadcast, which VM 2 receives.
+    let held = held_stores(&f, [&mut v0, &mut v1, &mut v2], 0, 0, bcast(0));
+    assert_eq!(held, [64], "class-0 broadcast with VM 2 full");
+    // VM 0 held for its packet to VM 2 stays held until VM 2 has room (its engine FIFO
+    // refills the shadow as it reads), or while VM 2 cannot drain.
+    v0.coll_send(0, to_v2, &[7; PAYLOAD]);
+    v0.update();
+    v2.update();
+    let stall = held_after([&v0, &v1, &v2], 0, 0, coll::DI + 12);
+    let stall = stall.expect("held");
+    let waits = |vms: [&Vm; 3], drains: bool| {
+        still_stalled(
+            stall,
+            &vms[0].bgp.endpoint,
+            vms.map(|v| (drains || v.ep() != vms[2].ep(), &v.bgp.endpoint)),
+        )
+    };
+    assert!(waits([&v0, &v1, &v2], true));
+    assert!(!waits([&v0, &v1, &v2], false), "VM 2 cannot drain");
+    // VM 2's engine FIFO holds VM 0's three packets: the fourth read makes room.
+    for _ in 0..3 {
+        v2.coll_receive(0);
+        v2.update();
+        assert!(waits([&v0, &v1, &v2], true));
+    }
+    v2.coll_receive(0);
+    v2.update();
+    assert!(!v2.bgp.collective_rcv_full());
+    assert!(!waits([&v0, &v1, &v2], true));
+    assert_eq!(f.borrow().stats(v2.ep()).drops, 0);
 }
 
 #[test]

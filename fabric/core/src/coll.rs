@@ -94,10 +94,6 @@ impl CollEp {
         self.dcr[per_vc(vc, DCR_VCFG0, DCR_VCFG1) as usize]
     }
 
-    fn rcvall(&self, vc: usize) -> bool {
-        self.vcfg(vc) & VCFG_RCVALL != 0
-    }
-
     /// PRXF with the watermark conditions of now.
     fn prxf(&self) -> u32 {
         let mut f = self.dcr[DCR_PRXF as usize];
@@ -252,6 +248,34 @@ pub fn alu(op: u32, width: usize, acc: &mut [u8; PAYLOAD], b: &[u8; PAYLOAD]) {
     }
 }
 
+/// Whether endpoint `to` receives a packet with `header` that endpoint `from` injects on
+/// `vc`, given `to`'s collective DCRs (`dcr(offset from DCR_BASE)`; the class's route
+/// descriptor and the VC's VCFG are read): the engine's own routing rule. `to` must target
+/// the header's class; a point-to-point packet then reaches the endpoint whose node address
+/// it names and every other endpoint with RCVALL on `vc`; a broadcast (the sender
+/// included) and a reduction's result reach every endpoint targeting the class. Whether
+/// `from` may source the class is not asked (a refused header reaches nobody, but this
+/// answers for the header as routed).
+pub fn reaches(
+    header: u32,
+    vc: usize,
+    from: EpId,
+    to: EpId,
+    mut dcr: impl FnMut(u32) -> u32,
+) -> bool {
+    let class = hdr_class(header);
+    let (rdr, shift) = rdr_of_class(class);
+    if (dcr(rdr - DCR_BASE) << shift) & RDR_LO_TGTL == 0 {
+        return false;
+    }
+    if header & HDR_P2P == 0 {
+        return true;
+    }
+    let addr = (header >> HDR_P2P_ADDR_SHIFT) & HDR_P2P_ADDR_MASK;
+    addr == u32::from(to.0)
+        || (to != from && dcr(per_vc(vc, DCR_VCFG0, DCR_VCFG1)) & VCFG_RCVALL != 0)
+}
+
 fn check_vc(vc: usize) -> Result<(), FabricError> {
     if vc < NVC {
         Ok(())
@@ -301,16 +325,11 @@ impl<M: Memory, L: Link> Fabric<M, L> {
             }
         } else {
             e.stats.tree_packets_sent += 1;
-            let addr = (header >> HDR_P2P_ADDR_SHIFT) & HDR_P2P_ADDR_MASK;
             let mut n = 0;
             for k in 0..MAX_ENDPOINTS {
                 let to = EpId(k as u8);
                 let Some(t) = self.slot(to) else { continue };
-                if !t.coll.targets(class) {
-                    continue;
-                }
-                let take = !p2p || addr == u32::from(to.0) || (to != ep && t.coll.rcvall(vc));
-                if take {
+                if reaches(header, vc, ep, to, |o| t.coll.dcr[(o % DCR_COUNT) as usize]) {
                     self.tree_deliver(to, vc, header, payload);
                     n += 1;
                 }

@@ -121,6 +121,70 @@ fn point_to_point_by_node_address_and_rcvall() {
 }
 
 #[test]
+fn reaches_answers_as_the_engine_delivers() {
+    use kestrel_fabric::coll::reaches;
+    // The pure rule over a DCR file: C targets class 0 only, with RCVALL on VC1.
+    let (rdr0, _) = rdr_of_class(0);
+    let c_dcrs = |o: u32| match o {
+        o if o == rdr0 - DCR_BASE => RDR_LO_SRCL | RDR_LO_TGTL,
+        DCR_VCFG1 => VCFG_RCVALL,
+        _ => 0,
+    };
+    assert!(reaches(hdr(0, OP_NONE, 0), 0, A, C, c_dcrs));
+    assert!(!reaches(hdr(1, OP_NONE, 0), 0, A, C, c_dcrs), "class 1");
+    assert!(reaches(p2p(0, 2), 0, A, C, c_dcrs), "addressed");
+    assert!(!reaches(p2p(0, 1), 0, A, C, c_dcrs), "to B on VC0");
+    assert!(reaches(p2p(0, 1), 1, A, C, c_dcrs), "RCVALL on VC1");
+    assert!(!reaches(p2p(0, 1), 1, C, C, c_dcrs), "its own RCVALL");
+    assert!(!reaches(p2p(1, 2), 0, A, C, c_dcrs), "p2p on class 1");
+    assert!(
+        reaches(hdr(0, OP_ADD, 1), 0, A, C, c_dcrs),
+        "a reduction's result"
+    );
+    // Against the engine: routes and RCVALL of every kind; for every header and VC, who
+    // receives is who `reaches` names (read through the DCRs as a client sees them).
+    let mut r = Rig::new(4);
+    let (rdr2, _) = rdr_of_class(2);
+    // B: class 0 sourced only (no target); C: RCVALL on VC0; D: classes 0 and 2 targeted.
+    r.f.dcr_write(B, rdr0, RDR_LO_SRCL).unwrap();
+    r.f.dcr_write(C, DCR_BASE + DCR_VCFG0, VCFG_RCVALL).unwrap();
+    r.f.dcr_write(EpId(3), rdr2, RDR_LO_TGTL | RDR_LO_TGTL >> RDR_HI_SHIFT)
+        .unwrap();
+    let headers = [
+        hdr(0, OP_NONE, 0),
+        hdr(1, OP_NONE, 0),
+        hdr(2, OP_NONE, 0),
+        hdr(3, OP_NONE, 0),
+        p2p(0, 0),
+        p2p(0, 1),
+        p2p(0, 2),
+        p2p(0, 3),
+        p2p(0, 9),
+        p2p(2, 3),
+        p2p(3, 3),
+    ];
+    for from in [A, C] {
+        for vc in 0..2 {
+            for h in headers {
+                let expect: Vec<EpId> = (0..4)
+                    .map(EpId)
+                    .filter(|&to| {
+                        let mut f = |o| r.f.dcr_read(to, DCR_BASE + o).unwrap();
+                        reaches(h, vc, from, to, &mut f)
+                    })
+                    .collect();
+                r.f.tree_inject(from, vc, h, &payload(1)).unwrap();
+                let got: Vec<EpId> = (0..4)
+                    .map(EpId)
+                    .filter(|&to| recv(&mut r, to, vc).is_some())
+                    .collect();
+                assert_eq!(got, expect, "{from:?} VC{vc} header {h:#010x}");
+            }
+        }
+    }
+}
+
+#[test]
 fn class_routes_choose_sources_and_targets() {
     let mut r = Rig::new(3);
     // Class 1 is the odd half of RDR0. B neither sources nor targets it.

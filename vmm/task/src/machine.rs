@@ -391,15 +391,9 @@ impl<F: VmFabric> Machine<F> {
         Outcome::Reply(self.with_lines(r))
     }
 
-    /// Whether fault `f` is a store to one of the collective's VC windows (it may complete
-    /// a packet: the VMM applies back-pressure after it).
-    pub fn collective_store(&self, f: &VirtFaultMsg) -> bool {
-        self.bgp.coll.is_some() && vfabric::is_collective_store(&BOARD, f)
-    }
-
-    /// Whether this VM's collective reception FIFO of either VC is full.
-    pub fn collective_rcv_full(&self) -> bool {
-        self.bgp.collective_rcv_full()
+    /// Whether this VM has the collective network (the back-pressure concerns it).
+    pub fn has_collective(&self) -> bool {
+        self.bgp.coll.is_some()
     }
 
     /// This VM's bit in the fabric's changed word.

@@ -48,7 +48,7 @@ use kestrel_ppc440::tlb::{word0, word2, PageSize};
 use kestrel_user::ipc::{ipc, receive, Msg};
 use kestrel_user::mem::{map_reply, PageFault};
 use kestrel_user::{println, root, rt, sys};
-use kestrel_vmm_core::fabric::Node;
+use kestrel_vmm_core::fabric::{Node, VmEndpoint};
 use machine::{Machine, Outcome};
 
 /// Most VMs one VMM runs (guest RAM and kernel thread slots bound it in practice).
@@ -87,11 +87,13 @@ enum Run {
         until: u64,
     },
     /// Stalled by the collective network's back-pressure (its store completed a packet
-    /// while another VM's reception FIFO is full): the reply is held back until no other
-    /// VM's FIFO is full, or time base `until` at the latest (a VM that never reads must
-    /// not stop the others for longer; the fabric then drops, as ISSUE10's contract says).
+    /// that a VM with a full reception FIFO receives, `stall`): the reply is held back
+    /// until no receiver of that packet is full, or time base `until` at the latest (a VM
+    /// that never reads must not stop its senders for longer; the fabric then drops, as
+    /// ISSUE10's contract says). VMs that do not send to the full one are never held.
     Stalled {
         until: u64,
+        stall: kestrel_vmm_core::fabric::Stall,
     },
     Stopped,
 }
@@ -516,17 +518,19 @@ fn serve<F: VmFabric>(vms: &mut [Vm<F>], console: &mut Console, node: &Node<F>) 
             // The hardware's back-pressure: a sender does not overrun a receiver's FIFO.
             release_stalled(vms);
         }
-        if vms[vi].machine.touched_bgp
-            && matches!(outcome, Outcome::Reply(_))
-            && vms[vi].machine.collective_store(&fault)
-            && peer_fifo_full(vms, vi)
-        {
+        let stall = if vms[vi].machine.touched_bgp {
+            stall_after(vms, vi, &fault)
+        } else {
+            None
+        };
+        if let (Some(stall), Outcome::Reply(_)) = (stall, &outcome) {
             let Outcome::Reply(reply) = outcome else {
                 unreachable!("matched above")
             };
             vms[vi].machine.held = Some(reply);
             vms[vi].run = Run::Stalled {
                 until: sys::timebase() + STALL_US as u64 * tpu,
+                stall,
             };
             continue;
         }
@@ -590,22 +594,37 @@ fn fabric_changed<F: VmFabric>(vms: &mut [Vm<F>], changed: u32) {
     }
 }
 
-/// Whether a VM other than `vi` that can drain its FIFOs (not stopped, not stalled
-/// itself: two VMs must not wait for each other) has a full collective reception FIFO
-/// (`kestrel_vmm_core::fabric::peer_shadow_full`).
-fn peer_fifo_full<F: VmFabric>(vms: &[Vm<F>], vi: usize) -> bool {
-    let drains = |v: &Vm<F>| matches!(v.run, Run::Running | Run::Idle { .. });
-    kestrel_vmm_core::fabric::peer_shadow_full(
-        vi,
-        vms.iter()
-            .map(|v| (drains(v), v.machine.collective_rcv_full())),
-    )
+/// The VMs as the collective's back-pressure sees them: `(can_drain, endpoint)`, where a
+/// VM can drain its FIFOs when it is running or idle (not stopped, and not stalled
+/// itself: two VMs must not wait for each other).
+fn drainers<F: VmFabric>(vms: &[Vm<F>]) -> impl Iterator<Item = (bool, &VmEndpoint<F>)> {
+    vms.iter().map(|v| {
+        let drains = matches!(v.run, Run::Running | Run::Idle { .. });
+        (drains, v.machine.endpoint())
+    })
+}
+
+/// Whether VM `vi` must be held after its fault `f` (`kestrel_vmm_core::fabric::stall_after`).
+fn stall_after<F: VmFabric>(
+    vms: &[Vm<F>],
+    vi: usize,
+    f: &kestrel_abi::VirtFaultMsg,
+) -> Option<kestrel_vmm_core::fabric::Stall> {
+    if !vms[vi].machine.has_collective() {
+        return None;
+    }
+    let sender = vms[vi].machine.endpoint();
+    kestrel_vmm_core::fabric::stall_after(&machine::BOARD, f, sender, drainers(vms))
 }
 
 /// Answers the VMs stalled by back-pressure whose receivers have room again.
 fn release_stalled<F: VmFabric>(vms: &mut [Vm<F>]) {
     for i in 0..vms.len() {
-        if matches!(vms[i].run, Run::Stalled { .. }) && !peer_fifo_full(vms, i) {
+        let Run::Stalled { stall, .. } = vms[i].run else {
+            continue;
+        };
+        let sender = vms[i].machine.endpoint();
+        if !kestrel_vmm_core::fabric::still_stalled(stall, sender, drainers(vms)) {
             wake(vms, i);
         }
     }
@@ -631,7 +650,7 @@ fn wake_idle<F: VmFabric>(vms: &mut [Vm<F>], console: &Console, input: bool) {
     for i in 0..vms.len() {
         let until = match vms[i].run {
             Run::Idle { until } => until,
-            Run::Stalled { until } => {
+            Run::Stalled { until, .. } => {
                 if now >= until {
                     wake(vms, i);
                 }
