@@ -5,27 +5,11 @@
 
 use kestrel_fabric::{EpId, Fabric, FabricApi, VecMemory};
 use kestrel_mpi::{self as mpi, Comm, Op};
-use kestrel_spi::{
-    layout, link_header, Coords, DmaGroup, Packet, Reassembly, LINK_HDR, MAX_MSG, PKT_PAYLOAD,
-};
+use kestrel_spi::{link_header, DmaGroup, Packet, Reassembly, LINK_HDR, MAX_MSG, PKT_PAYLOAD};
 use proptest::prelude::*;
 
-const WINDOW: u64 = layout::MIN_WINDOW as u64;
-
-fn fabric(n: usize) -> (Fabric<VecMemory>, Vec<u64>) {
-    let mut f = Fabric::new(VecMemory::new());
-    let mut bus = Vec::new();
-    for _ in 0..n {
-        let (ep, base) = f.attach(WINDOW).unwrap();
-        f.memory_mut().set_window(ep, WINDOW as usize);
-        bus.push(base);
-    }
-    (f, bus)
-}
-
-fn at(x: u8) -> Coords {
-    Coords { x, y: 0, z: 0 }
-}
+mod common;
+use common::{at, fabric, WINDOW};
 
 fn message(len: usize, seed: u8) -> Vec<u8> {
     let mut m: Vec<u8> = (0..len)

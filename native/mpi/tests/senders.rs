@@ -5,24 +5,10 @@
 
 use kestrel_fabric::{EpId, Fabric, FabricApi, VecMemory};
 use kestrel_mpi::{self as mpi, Comm, Op};
-use kestrel_spi::{layout, link_header, tree, Coords, DmaGroup, LINK_HDR, PKT_PAYLOAD};
+use kestrel_spi::{layout, link_header, tree, DmaGroup, LINK_HDR, PKT_PAYLOAD};
 
-const WINDOW: u64 = layout::MIN_WINDOW as u64;
-
-fn fabric(n: usize) -> (Fabric<VecMemory>, Vec<u64>) {
-    let mut f = Fabric::new(VecMemory::new());
-    let mut bus = Vec::new();
-    for _ in 0..n {
-        let (ep, base) = f.attach(WINDOW).unwrap();
-        f.memory_mut().set_window(ep, WINDOW as usize);
-        bus.push(base);
-    }
-    (f, bus)
-}
-
-fn at(x: u8) -> Coords {
-    Coords { x, y: 0, z: 0 }
-}
+mod common;
+use common::{at, fabric};
 
 fn ranks(f: &mut Fabric<VecMemory>, bus: &[u64], n: u8) -> Vec<Box<Comm>> {
     (0..n)
