@@ -186,6 +186,12 @@ regs! { "COLL_";
     IRQ_NO_TARGET: u32 = 0xA1;
     /// BIC line: ALU overflow.
     IRQ_ALU_OVERFLOW: u32 = 0xA2;
+    /// Kestrel's class for bgnet (the device tree's `tree-route`; the default fabric
+    /// policy's partition `node`, `kestrel_abi::grants`).
+    BGNET_CLASS: u32 = 0;
+    /// Kestrel's class for the native MPI layer's reductions (the default fabric policy's
+    /// partition `native`).
+    MPI_CLASS: u32 = 14;
     /// Link-layer header bytes in front of every collective packet's frame data (bgnet).
     LINK_HDR_BYTES: u32 = 16;
 }
@@ -207,6 +213,13 @@ pub const fn rdr_of_class(class: u32) -> (u32, u32) {
             RDR_HI_SHIFT
         },
     )
+}
+
+/// The local source and target bits (SRCL, TGTL) of route descriptor register `dcr` that
+/// belong to the classes in `classes` (bit c = class c): the bits an endpoint granted those
+/// classes may set.
+pub fn local_route_bits(dcr: u32, classes: u16) -> u32 {
+    route_word(dcr, 0, classes, classes)
 }
 
 /// Route descriptor register `dcr` (an RDR) with value `v`, its two classes' local source and

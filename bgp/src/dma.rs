@@ -160,6 +160,18 @@ regs! { "DMA_";
     DCR_FATAL_STATUS: u32 = 0x93;
     /// DCR offset: the bad address of the last range-check violation (address >> 4).
     DCR_BAD_ADDRESS: u32 = 0x97;
+    /// DCR offset (Kestrel's, no BG/P counterpart): who may direct-put into reception
+    /// counter c of the group, at `DCR_PUT_FROM + c` (64 DCRs). BG/P's DMA lands a direct
+    /// put in any enabled counter; on a shared fabric the counter's owner names the sender
+    /// it expects (`coord_word` of its coordinates | [`PUT_FROM_ONE`]) or allows every
+    /// endpoint it may reach ([`PUT_FROM_ANY`]). Reset: 0, nobody (the owner's own local
+    /// memcopies always land). A refused put is dropped and counted at the receiver, with
+    /// [`ERR_PUT_REFUSED`] in the sender's fatal status.
+    DCR_PUT_FROM: u32 = 0xA0;
+    /// `DCR_PUT_FROM` value bit: the sender whose coordinate word is in bits 8-31 may put.
+    PUT_FROM_ONE: u32 = 1 << 0;
+    /// `DCR_PUT_FROM` value bit: any endpoint the owner may reach may put.
+    PUT_FROM_ANY: u32 = 1 << 1;
     /// Fatal error status bit: a DMA address outside every range-check window.
     ERR_RANGE: u32 = 1 << 31;
     /// Fatal error status bit: a descriptor the engine could not decode (bad counter id,
@@ -167,6 +179,10 @@ regs! { "DMA_";
     ERR_DESCRIPTOR: u32 = 1 << 30;
     /// Fatal error status bit: a reception FIFO was full and a packet was dropped.
     ERR_RCV_OVERFLOW: u32 = 1 << 29;
+    /// Fatal error status bit (Kestrel's): a packet went to an endpoint this one has no
+    /// grant to reach, or a direct put to a counter whose owner did not allow this sender
+    /// ([`DCR_PUT_FROM`]); the packet was dropped.
+    ERR_PUT_REFUSED: u32 = 1 << 28;
     /// Descriptor size in bytes.
     DESC_BYTES: u32 = 32;
     /// Descriptor word 0 bit 30: prefetch only.

@@ -7,7 +7,7 @@
 //! number where a constant is easier to check against the sources that way.
 //!
 //! One source of truth for Rust and C: each module declares its constants through
-//! [`regs!`], which also records them in that module's `TABLE`. [`c_header`] turns all
+//! [`regs!`], which also records them in that module's `TABLE`. [`write_c_header`] turns all
 //! tables into `guests/linux/modules/include/kestrel_bgp.h`, the header the Linux guest
 //! drivers include; the test `c_header_is_current` fails when the checked-in header differs
 //! (regenerate with `KESTREL_BLESS=1 cargo test -p kestrel-bgp`).
@@ -17,15 +17,13 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
-extern crate alloc;
 
-use alloc::string::String;
 use core::fmt::Write;
 
 /// One constant as the C header shows it.
 #[derive(Clone, Copy, Debug)]
 pub struct Def {
-    /// Name in C (`KESTREL_BGP_` is prepended by [`c_header`]).
+    /// Name in C (`KESTREL_BGP_` is prepended by [`write_c_header`]).
     pub c_name: &'static str,
     pub value: u64,
     pub doc: &'static str,
@@ -76,9 +74,9 @@ pub const TABLES: &[(&str, &[Def])] = &[
     ),
 ];
 
-/// The C header with every constant, `#define KESTREL_BGP_<NAME> <value>`.
-pub fn c_header() -> String {
-    let mut s = String::new();
+/// Writes the C header with every constant, `#define KESTREL_BGP_<NAME> <value>`, to `out`
+/// (no allocation: the kernel links this crate too).
+pub fn write_c_header(out: &mut impl Write) -> core::fmt::Result {
     for line in [
         "/* SPDX-License-Identifier: MIT OR Apache-2.0 */",
         "/*",
@@ -90,22 +88,27 @@ pub fn c_header() -> String {
         "#ifndef KESTREL_BGP_H",
         "#define KESTREL_BGP_H",
     ] {
-        s.push_str(line);
-        s.push('\n');
+        writeln!(out, "{line}")?;
     }
     for (title, table) in TABLES {
-        let _ = write!(s, "\n/* ---- {title} ---- */\n");
+        write!(out, "\n/* ---- {title} ---- */\n")?;
         for d in *table {
             let doc = d.doc.trim();
-            let first = doc.lines().next().unwrap_or("").trim().replace("*/", "* /");
-            let _ = writeln!(s, "/* {first} */");
+            let first = doc.lines().next().unwrap_or("").trim();
+            out.write_str("/* ")?;
+            for (i, part) in first.split("*/").enumerate() {
+                if i > 0 {
+                    out.write_str("* /")?;
+                }
+                out.write_str(part)?;
+            }
+            out.write_str(" */\n")?;
             if d.value > u64::from(u32::MAX) {
-                let _ = writeln!(s, "#define KESTREL_BGP_{} 0x{:x}ULL", d.c_name, d.value);
+                writeln!(out, "#define KESTREL_BGP_{} 0x{:x}ULL", d.c_name, d.value)?;
             } else {
-                let _ = writeln!(s, "#define KESTREL_BGP_{} 0x{:x}u", d.c_name, d.value);
+                writeln!(out, "#define KESTREL_BGP_{} 0x{:x}u", d.c_name, d.value)?;
             }
         }
     }
-    s.push_str("\n#endif /* KESTREL_BGP_H */\n");
-    s
+    out.write_str("\n#endif /* KESTREL_BGP_H */\n")
 }

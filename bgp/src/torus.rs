@@ -31,10 +31,10 @@ regs! { "TORUS_";
     BUS_SLOT: u64 = 0x8000_0000;
     /// Largest memory window of one endpoint (one bus slot).
     MAX_WINDOW: u64 = 0x8000_0000;
-    /// Payload bytes the fabric's DMA moves within one engine call (all endpoints
-    /// together); the rest continues on the next call (or `Fabric::poll`), so one
-    /// endpoint's huge messages cannot stall the others.
-    INJECT_BUDGET_BYTES: u64 = 16 << 20;
+    /// Payload bytes the fabric's DMA moves within one engine call; the rest continues in
+    /// its owner's next call or at the host's timer (`Fabric::poll`), so one endpoint's
+    /// huge messages stall nobody, and no endpoint's work runs in another's call.
+    INJECT_BUDGET_BYTES: u64 = 1 << 20;
     /// Descriptors the fabric's DMA starts within one engine call.
     INJECT_BUDGET_DESCRIPTORS: u32 = 4096;
     /// Frames (pv NIC) queued per endpoint before the fabric drops (and counts) more.

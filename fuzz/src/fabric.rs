@@ -166,8 +166,19 @@ fn allowed_lines() -> [u32; 15] {
 pub fn run(data: &[u8]) {
     let mut input = Input::new(data);
     let mut f = Fabric::new(Guarded::new());
-    for _ in 0..EPS {
+    for k in 0..EPS {
         f.attach(W as u64).expect("four endpoints fit");
+        // Grants from the input (everything for the first bytes' usual zero/one mix):
+        // the engine must stay inside the windows whatever the partitions and classes.
+        let g = if input.bool() {
+            kestrel_fabric::Grant::ALL
+        } else {
+            kestrel_fabric::Grant {
+                classes: input.u16(),
+                partitions: input.u16(),
+            }
+        };
+        f.grant(EpId(k as u8), g).expect("attached");
     }
     if input.bool() {
         for k in 0..3 {
@@ -248,6 +259,7 @@ pub fn run(data: &[u8]) {
                     f.detach(EpId(2));
                 } else {
                     assert_eq!(f.attach(W as u64).expect("slot 2 is free").0, EpId(2));
+                    f.grant(EpId(2), kestrel_fabric::Grant::ALL).expect("attached");
                 }
                 attached2 = !attached2;
             }

@@ -46,6 +46,7 @@ use kestrel_devices::torus::{DmaBackend, TorusDma};
 use kestrel_devices::virtio_net::{FrameBackend, VirtioNet};
 use kestrel_devices::{BicCascade, Uic};
 use kestrel_fabric::{
+    Grant,
     Coords, Diagnostic, EpId, Fabric, FabricApi, FabricError, Link, MemError, Memory, IRQ_WORDS,
 };
 use kestrel_ppc440::decode::{decode, AccessKind, Insn};
@@ -95,13 +96,16 @@ impl<R: GuestRam> Memory for VmMemory<R> {
 }
 
 /// Attaches a VM whose RAM (guest-physical 0 up, `len` bytes) is `ram` to an in-process
-/// engine: the endpoint's window is that RAM. Returns the endpoint and its bus base.
+/// engine with `grant` (what the root task's fabric policy grants the VM): the endpoint's
+/// window is that RAM. Returns the endpoint and its bus base.
 pub fn attach_ram<R: GuestRam, L: Link>(
     f: &mut Fabric<VmMemory<R>, L>,
     ram: &Ram<R>,
     len: u64,
+    grant: Grant,
 ) -> Result<(EpId, u64), FabricError> {
     let (ep, bus_base) = f.attach(len)?;
+    f.grant(ep, grant)?;
     let w = &mut f.memory_mut().windows;
     let i = usize::from(ep.0);
     if w.len() <= i {
@@ -112,7 +116,7 @@ pub fn attach_ram<R: GuestRam, L: Link>(
 }
 
 /// The collective class a VM's bgnet uses (`tree-route` in its device tree).
-pub const BGNET_CLASS: u32 = 0;
+pub use kestrel_bgp::coll::BGNET_CLASS;
 
 /// Packets of a VM's shadow collective reception FIFO, per VC.
 pub const SHADOW_PACKETS: usize = 128;

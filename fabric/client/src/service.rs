@@ -90,6 +90,10 @@ pub struct Window {
     pub shared_page: u32,
     /// Where the service's events for the endpoint go (nil: none).
     pub event: ThreadId,
+    /// Whose endpoint it is: the calling program itself
+    /// (`kestrel_abi::grants::TENANT_SELF`) or one of its VMs; the root task's grant for
+    /// that tenant applies (`kestrel_abi::grants`).
+    pub tenant: u32,
 }
 
 impl Window {
@@ -101,7 +105,13 @@ impl Window {
             len,
             shared_page,
             event: kestrel_user::sys::my_id(),
+            tenant: kestrel_abi::grants::TENANT_SELF,
         }
+    }
+
+    /// The same window for tenant `tenant` of the calling program (a VMM's VM number).
+    pub fn for_tenant(self, tenant: u32) -> Window {
+        Window { tenant, ..self }
     }
 }
 
@@ -251,6 +261,7 @@ impl FabricApi for Service {
             len,
             shared_page,
             event,
+            tenant,
         } = w;
         if len == 0 || len > layout::WINDOW_MAX || !shared_page.is_multiple_of(PAGE_SIZE) {
             return Err(Error::Refused(FabricErr::BadWindow));
@@ -282,6 +293,7 @@ impl FabricApi for Service {
         let request = Request::Attach {
             window_len: len,
             event: event.0,
+            tenant,
         };
         let w = self.call(&request.encode(), &items[..n])?;
         let r = reply::Attach::decode(w.label, w.words())?;

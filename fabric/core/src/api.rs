@@ -89,17 +89,27 @@ pub trait FabricApi {
     fn tree_status(&self, ep: EpId, vc: usize) -> u32;
 
     /// Sets `ep`'s class routes at once (bit c of `sources` / `targets` = class c: SRCL /
-    /// TGTL in its RDR; the link bits are kept). For a host that attaches an endpoint for
-    /// a guest: at reset every endpoint sources every class, so a reduction on a class
-    /// waits for every attached endpoint; a VMM that limits its VMs to the classes their
-    /// drivers use (bgnet: class 0) keeps native programs' reductions on other classes
-    /// (the MPI layer's) from waiting for VMs that never take part. This one goes through
-    /// the route descriptor DCRs.
+    /// TGTL in its RDR; the link bits are kept), through the route descriptor DCRs. A VMM
+    /// sets its VMs' routes to the class their bgnet driver uses (class 0) this way; only
+    /// classes in the endpoint's grant can be set (`Fabric::grant`).
     fn set_routes(&mut self, ep: EpId, sources: u16, targets: u16) -> Result<(), Self::Error> {
         for r in 0..coll::RDR_COUNT {
             let dcr = coll::DCR_BASE + coll::DCR_RDR0 + r;
             let v = self.dcr_read(ep, dcr)?;
             self.dcr_write(ep, dcr, coll::route_word(dcr, v, sources, targets))?;
+        }
+        Ok(())
+    }
+
+    /// Adds the classes in `classes` (bit c = class c) to those `ep` sources and targets,
+    /// keeping the others: how a layer joins the class it uses (the MPI layer class 14,
+    /// bgnet peers class 0). At attach an endpoint sources and targets nothing, and only
+    /// classes its grant holds can be set (the engine clears the rest and reports it).
+    fn join_classes(&mut self, ep: EpId, classes: u16) -> Result<(), Self::Error> {
+        for r in 0..coll::RDR_COUNT {
+            let dcr = coll::DCR_BASE + coll::DCR_RDR0 + r;
+            let v = self.dcr_read(ep, dcr)?;
+            self.dcr_write(ep, dcr, v | coll::local_route_bits(dcr, classes))?;
         }
         Ok(())
     }

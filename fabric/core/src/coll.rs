@@ -5,8 +5,13 @@
 //! A packet is a 32-bit header and 256 bytes of payload ([`FabricApi::tree_inject`](crate::FabricApi::tree_inject)).
 //! - **Class routes.** RDR0..7 hold two classes each; an endpoint *sources* a class when
 //!   its SRCL bit is set and *targets* it when TGTL is set (the links' bits have no effect
-//!   inside a node). Kestrel's reset value has every class sourced and targeted, as a
-//!   flat node's personality would.
+//!   inside a node). At reset no class is sourced or targeted. Only classes in the
+//!   endpoint's [`Grant`](crate::Grant) can be set: a route write's SRCL/TGTL bits of other
+//!   classes are cleared and counted (`DiagKind::RouteRefused`), as BG/P's route registers
+//!   were the control system's, set from the partition's personality.
+//! - **Grants.** A packet reaches only endpoints granted its class, and point to point (or
+//!   receive-all) only endpoints the sender may reach (a shared partition); the others are
+//!   skipped and counted at the sender (`DiagKind::Unreachable`).
 //! - **Point to point** (header P2P): delivered to the endpoint whose node address (= k,
 //!   NADDR reads it, writes are ignored) matches and which targets the class, and to every
 //!   other endpoint targeting the class with RCVALL set in that VC's VCFG.
@@ -63,17 +68,31 @@ const fn per_vc(vc: usize, vc0: u32, vc1: u32) -> u32 {
     }
 }
 
+/// What a collective DCR write did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RouteWrite {
+    /// A class route changed (a reduction may now complete).
+    pub routes_changed: bool,
+    /// SRCL/TGTL bits the write asked for outside the grant (cleared).
+    pub refused: u32,
+}
+
 impl CollEp {
+    /// The reset state: no class sourced or targeted, nothing received.
     pub fn reset() -> CollEp {
-        let mut dcr = [0; DCR_COUNT as usize];
-        let both = RDR_LO_SRCL | RDR_LO_TGTL;
-        for r in 0..RDR_COUNT {
-            dcr[(DCR_RDR0 + r) as usize] = both | both >> RDR_HI_SHIFT;
-        }
         CollEp {
-            dcr,
+            dcr: [0; DCR_COUNT as usize],
             rcv: [VecDeque::new(), VecDeque::new()],
             waiting: [0; NVC],
+        }
+    }
+
+    /// Clears every local source and target bit of a class outside `classes`.
+    pub fn clamp_routes(&mut self, classes: u16) {
+        for r in 0..RDR_COUNT {
+            let dcr = DCR_BASE + DCR_RDR0 + r;
+            let outside = local_route_bits(dcr, u16::MAX) & !local_route_bits(dcr, classes);
+            self.dcr[(DCR_RDR0 + r) as usize] &= !outside;
         }
     }
 
@@ -141,14 +160,25 @@ impl CollEp {
         }
     }
 
-    /// A DCR write; returns whether a class route changed (a reduction may complete).
-    pub fn dcr_write(&mut self, dcr: u32, v: u32) -> bool {
+    /// A DCR write by an endpoint granted `classes`: a route register keeps only the local
+    /// bits of granted classes (the rest is reported as refused); NADDR, PRXF and PIXF
+    /// ignore writes.
+    pub fn dcr_write(&mut self, dcr: u32, v: u32, classes: u16) -> RouteWrite {
         let o = (dcr - DCR_BASE) % DCR_COUNT;
         match o {
-            DCR_NADDR | DCR_PRXF | DCR_PIXF => false,
+            DCR_NADDR | DCR_PRXF | DCR_PIXF => RouteWrite::default(),
+            _ if o < DCR_RDR0 + RDR_COUNT => {
+                let abs = DCR_BASE + o;
+                let outside = local_route_bits(abs, u16::MAX) & !local_route_bits(abs, classes);
+                self.dcr[o as usize] = v & !outside;
+                RouteWrite {
+                    routes_changed: true,
+                    refused: v & outside,
+                }
+            }
             _ => {
                 self.dcr[o as usize] = v;
-                o < DCR_RDR0 + RDR_COUNT
+                RouteWrite::default()
             }
         }
     }
@@ -297,8 +327,9 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
         let class = hdr_class(header);
         let p2p = header & HDR_P2P != 0;
-        let bad =
-            !e.coll.sources(class) || (!p2p && op(header) != OP_NONE && !is_alu_op(op(header)));
+        let bad = !e.coll.sources(class)
+            || !e.grant.has_class(class)
+            || (!p2p && op(header) != OP_NONE && !is_alu_op(op(header)));
         let r = if bad {
             e.coll.flag(DCR_PIXF, per_vc(vc, PIX_BADHDR0, PIX_BADHDR1));
             self.note_error(ep, DiagKind::TreeHeader, 0, header);
@@ -325,16 +356,25 @@ impl<M: Memory, L: Link> Fabric<M, L> {
             }
         } else {
             e.stats.tree_packets_sent += 1;
-            let mut n = 0;
+            let (mut n, mut refused) = (0, 0);
             for k in 0..MAX_ENDPOINTS {
                 let to = EpId(k as u8);
                 let Some(t) = self.slot(to) else { continue };
-                if reaches(header, vc, ep, to, |o| t.coll.dcr[(o % DCR_COUNT) as usize]) {
+                if !t.grant.has_class(class)
+                    || !reaches(header, vc, ep, to, |o| t.coll.dcr[(o % DCR_COUNT) as usize])
+                {
+                    continue;
+                }
+                if self.may_reach(ep, to) {
                     self.tree_deliver(to, vc, header, payload);
                     n += 1;
+                } else {
+                    refused += 1;
                 }
             }
-            if n == 0 {
+            if refused != 0 {
+                self.note_drop(ep, DiagKind::Unreachable, 0, header);
+            } else if n == 0 {
                 self.note_drop(ep, DiagKind::TreeNoTarget, 0, header);
             }
             Ok(())
@@ -483,10 +523,9 @@ impl<M: Memory, L: Link> Fabric<M, L> {
             let mut n = 0;
             for k in 0..MAX_ENDPOINTS {
                 let to = EpId(k as u8);
-                if self
-                    .slot(to)
-                    .is_some_and(|e| e.coll.targets(u32::from(class)))
-                {
+                if self.slot(to).is_some_and(|e| {
+                    e.coll.targets(u32::from(class)) && e.grant.has_class(u32::from(class))
+                }) {
                     self.tree_deliver(to, usize::from(vc), header, &acc);
                     n += 1;
                 }

@@ -26,7 +26,12 @@
 //!   learns the true sender (the top byte, bgnet's `conn_id`, is the sender's).
 //! - Direct-put packets are written at the destination reception counter's
 //!   `BASE + Put_Offset`, which must lie in `BASE ..= LIMIT` (LIMIT is the last valid
-//!   quad), and count that counter down. A disabled reception counter refuses packets.
+//!   quad), and count that counter down. A disabled reception counter refuses packets, and
+//!   so does a counter whose owner did not allow the sender in its `DCR_PUT_FROM` DCR
+//!   (Kestrel's: one named sender, or any endpoint the owner reaches; nobody at reset).
+//! - A packet to an endpoint the sender may not reach (no shared partition in their
+//!   [`Grant`](crate::Grant)s) is dropped: `ERR_PUT_REFUSED` in the sender's fatal status,
+//!   counted, `DiagKind::Unreachable`.
 //! - A counter that counts down to exactly zero sets its hit-zero bit.
 //! - Local memcopy descriptors are direct puts to the injecting endpoint itself;
 //!   prefetch-only descriptors are consumed without effect; a zero-length memory-FIFO
@@ -716,8 +721,44 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         true
     }
 
+    /// Whether `from` may send to `to`; if not, sets `ERR_PUT_REFUSED` in `from`'s fatal
+    /// status and counts the drop there.
+    fn reach_or_refuse(&mut self, from: EpId, to: EpId) -> bool {
+        if self.slot(to).is_none() || self.may_reach(from, to) {
+            return true;
+        }
+        self.dma_error(
+            from,
+            ERR_PUT_REFUSED,
+            DiagKind::Unreachable,
+            0,
+            u32::from(to.0),
+        );
+        if let Some(e) = self.slot_mut(from) {
+            e.stats.drops += 1;
+        }
+        false
+    }
+
+    /// Whether `to`'s reception counter `c` takes direct puts from `from`
+    /// (`DCR_PUT_FROM + c`): its own local copies always, others when named or allowed as
+    /// any reachable endpoint.
+    fn put_allowed(&self, from: EpId, to: EpId, c: usize) -> bool {
+        if from == to {
+            return true;
+        }
+        let Some(e) = self.slot(to) else { return false };
+        let v = e.dma.dcr[DCR_PUT_FROM as usize + c];
+        let me = crate::FabricApi::coords(self, from);
+        let key = torus::coord_word(me.x, me.y, me.z);
+        v & PUT_FROM_ANY != 0 || (v & PUT_FROM_ONE != 0 && v & !0xFF == key)
+    }
+
     /// Delivers a memory-FIFO packet from `from` to `to`.
     fn deliver_fifo(&mut self, from: EpId, to: EpId, hdr: &[u8; 16], payload: &[u8]) {
+        if !self.reach_or_refuse(from, to) {
+            return;
+        }
         let Some(e) = self.slot(to) else {
             self.note_drop(from, DiagKind::NoRoute, 0, u32::from(to.0));
             return;
@@ -791,16 +832,26 @@ impl<M: Memory, L: Link> Fabric<M, L> {
 
     /// Delivers a direct-put packet from `from` into `to`'s reception counter `ctr_id`.
     fn deliver_put(&mut self, from: EpId, to: EpId, ctr_id: u32, put: u32, payload: &[u8]) {
-        let Some(e) = self.slot(to) else {
+        if !self.reach_or_refuse(from, to) {
+            return;
+        }
+        if self.slot(to).is_none() {
             self.note_drop(from, DiagKind::NoRoute, 0, u32::from(to.0));
             return;
-        };
+        }
         if ctr_id / COUNTERS != GROUP {
             self.dma_error(from, ERR_DESCRIPTOR, DiagKind::Descriptor, 0, ctr_id);
             self.note_drop(to, DiagKind::RcvConfig, 0, ctr_id);
             return;
         }
         let c = (ctr_id % COUNTERS) as usize;
+        if !self.put_allowed(from, to, c) {
+            let x = u64::from(crate::FabricApi::coords(self, from).x);
+            self.dma_error(from, ERR_PUT_REFUSED, DiagKind::PutRefused, x, ctr_id);
+            self.note_drop(to, DiagKind::PutRefused, x, ctr_id);
+            return;
+        }
+        let Some(e) = self.slot(to) else { return };
         if e.dma.in_reset() || e.dma.rcv_ctr_enabled & bit64(c) == 0 {
             self.note_drop(to, DiagKind::RcvConfig, 0, ctr_id);
             return;

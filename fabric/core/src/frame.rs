@@ -7,7 +7,9 @@
 //! A frame whose source MAC (bytes 6..12) is not the sender's own
 //! ([`FabricApi::frame_mac`](crate::FabricApi::frame_mac)) is dropped before it goes
 //! anywhere: counted as the sender's error, with a [`DiagKind::FrameSource`] diagnostic
-//! (issue 18: a tenant cannot send as another).
+//! (issue 18: a tenant cannot send as another). A frame reaches only endpoints the sender
+//! may reach (a shared partition in their [`Grant`](crate::Grant)s): a unicast frame to
+//! another is dropped and counted ([`DiagKind::Unreachable`]), a broadcast skips them.
 
 use crate::{Coords, DiagKind, EpId, Fabric, FabricError, Hop, Link, Memory, MAX_ENDPOINTS};
 use kestrel_bgp::torus::{FRAME_MAX_BYTES, FRAME_MIN_BYTES, FRAME_QUEUE_FRAMES, MAC_TORUS_KIND};
@@ -36,7 +38,7 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         if dst[0] & 1 != 0 {
             for k in 0..MAX_ENDPOINTS {
                 let to = EpId(k as u8);
-                if to != ep && self.slot(to).is_some() {
+                if to != ep && self.slot(to).is_some() && self.may_reach(ep, to) {
                     self.frame_deliver(to, frame);
                 }
             }
@@ -47,6 +49,9 @@ impl<M: Memory, L: Link> Fabric<M, L> {
                 z: dst[5],
             };
             match self.link.route(c) {
+                Hop::Local(to) if self.slot(to).is_some() && !self.may_reach(ep, to) => {
+                    self.note_drop(ep, DiagKind::Unreachable, mac_low(dst), u32::from(to.0))
+                }
                 Hop::Local(to) if self.slot(to).is_some() => self.frame_deliver(to, frame),
                 _ => self.note_drop(ep, DiagKind::FrameDropped, mac_low(dst), 0),
             }

@@ -205,9 +205,30 @@ pub enum DiagKind {
     /// A frame whose source MAC is not the sender's was dropped (`addr` = the low 24 bits
     /// of the MAC it claimed).
     FrameSource = 12,
+    /// A class route write asked for classes outside the endpoint's [`Grant`]; those bits
+    /// were cleared (`addr` = the DCR, `value` = the refused bits).
+    RouteRefused = 13,
+    /// A packet or frame to an endpoint this one has no grant to reach was dropped (`value`
+    /// = the destination's X coordinate, or the collective header).
+    Unreachable = 14,
+    /// A direct put into a reception counter whose owner did not allow the sender
+    /// (`DCR_PUT_FROM`) was dropped (`addr` = the sender's X, `value` = the counter id).
+    PutRefused = 15,
 }
 
 impl DiagKind {
+    /// Whether this is a refusal of the grants or of a sender's identity (what the host
+    /// logs, naming the tenant: [`Fabric::take_refusals`]).
+    pub const fn is_refusal(self) -> bool {
+        matches!(
+            self,
+            DiagKind::RouteRefused
+                | DiagKind::Unreachable
+                | DiagKind::PutRefused
+                | DiagKind::FrameSource
+        )
+    }
+
     /// The kind with code `c` (for [`proto`]).
     pub fn from_code(c: u32) -> Option<DiagKind> {
         Some(match c {
@@ -223,6 +244,9 @@ impl DiagKind {
             10 => DiagKind::FrameDropped,
             11 => DiagKind::BadRegister,
             12 => DiagKind::FrameSource,
+            13 => DiagKind::RouteRefused,
+            14 => DiagKind::Unreachable,
+            15 => DiagKind::PutRefused,
             _ => return None,
         })
     }
@@ -260,7 +284,56 @@ impl fmt::Display for Diagnostic {
                     "frame from source MAC ..{a:06x}, not the sender's: dropped"
                 )
             }
+            DiagKind::RouteRefused => write!(
+                f,
+                "class route bits {v:#010x} at DCR {a:#x} are outside the grant: cleared"
+            ),
+            DiagKind::Unreachable => {
+                write!(f, "no grant to reach {v:#x}: packet dropped")
+            }
+            DiagKind::PutRefused => write!(
+                f,
+                "direct put from X={a} into counter {v} not allowed by its owner: dropped"
+            ),
         }
+    }
+}
+
+/// What an endpoint's host allows it on the fabric (docs/adr/0033-fabric-grants.md): the
+/// collective classes it may source and target, and the partitions it belongs to. Two
+/// endpoints reach each other (torus packets, frames, collective point to point) only when
+/// they share a partition; a class route bit outside `classes` cannot be set; a collective
+/// packet is delivered only to endpoints granted its class. The root task's policy decides
+/// the grants and hands them to whoever hosts the engine (the fabric service, a VMM's
+/// private engine), which calls [`Fabric::grant`]. A new endpoint has [`Grant::NONE`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Grant {
+    /// Collective classes (bit c = class c).
+    pub classes: u16,
+    /// Partitions (bit p = partition p).
+    pub partitions: u16,
+}
+
+impl Grant {
+    /// Nothing: no class, no partition (a new endpoint's grant).
+    pub const NONE: Grant = Grant {
+        classes: 0,
+        partitions: 0,
+    };
+    /// Every class, every partition: a fabric with one tenant, or a test.
+    pub const ALL: Grant = Grant {
+        classes: u16::MAX,
+        partitions: u16::MAX,
+    };
+
+    /// Whether an endpoint with this grant may reach one with `other`.
+    pub const fn reaches(&self, other: &Grant) -> bool {
+        self.partitions & other.partitions != 0
+    }
+
+    /// Whether class `class` is granted.
+    pub const fn has_class(&self, class: u32) -> bool {
+        class < 16 && self.classes & (1 << class) != 0
     }
 }
 
@@ -276,6 +349,10 @@ struct Endpoint {
     diag: Option<Diagnostic>,
     /// The irq lines as last reported (for `take_changed`).
     lines: [u32; IRQ_WORDS],
+    /// What the host allows it.
+    grant: Grant,
+    /// Its last refusal not yet taken by the host, and how many since.
+    refusal: Option<(Diagnostic, u32)>,
 }
 
 /// The fabric: every endpoint's state, the memory back end and the links.
@@ -293,6 +370,10 @@ pub struct Fabric<M, L = LocalLink> {
     /// Payload bytes and descriptors the DMA may still move in this call.
     budget: u64,
     desc_budget: u32,
+    /// The endpoint [`Fabric::poll`] serves first next time.
+    next_poll: usize,
+    /// Endpoints with a refusal the host has not taken.
+    refused: u32,
 }
 
 /// Which range-check windows an access goes through.
@@ -326,6 +407,8 @@ impl<M: Memory, L: Link> Fabric<M, L> {
             pending: 0,
             budget: torus::INJECT_BUDGET_BYTES,
             desc_budget: torus::INJECT_BUDGET_DESCRIPTORS,
+            next_poll: 0,
+            refused: 0,
         }
     }
 
@@ -365,10 +448,22 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         }
     }
 
-    /// Continues injections the per-call budget cut short (every engine call does this
-    /// at its end too); returns whether work is still left, so a caller with a timer can
-    /// poll until it is done.
+    /// The host's timer (issue 18: work charged to its owner): continues the injections
+    /// that a call's budget cut short, one call's budget for all of them, every endpoint
+    /// with work left getting a turn, round robin from a different endpoint each poll.
+    /// Returns whether work is still left, so the host polls again (the fabric service and
+    /// the VMM's private engine every millisecond) until it is done. No endpoint's work
+    /// runs in another endpoint's call: a call continues only its caller's own injections.
     pub fn poll(&mut self) -> bool {
+        let pending = core::mem::take(&mut self.pending);
+        let first = self.next_poll;
+        self.next_poll = (first + 1) % MAX_ENDPOINTS;
+        for i in 0..MAX_ENDPOINTS {
+            let k = (first + i) % MAX_ENDPOINTS;
+            if pending & (1 << k) != 0 {
+                self.run_injection(EpId(k as u8), u32::MAX);
+            }
+        }
         self.settle();
         self.pending != 0
     }
@@ -378,16 +473,50 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         self.pending != 0
     }
 
-    /// Ends an engine call: continues pending injections with what is left of the call's
-    /// budget, recomputes the lines of every touched endpoint and records changes, and
-    /// refills the budget for the next call.
-    fn settle(&mut self) {
-        let pending = core::mem::take(&mut self.pending);
-        for k in 0..MAX_ENDPOINTS {
-            if pending & (1 << k) != 0 {
-                self.run_injection(EpId(k as u8), u32::MAX);
-            }
+    /// Gives `ep` the grant `g` (what its host's policy allows it): its class routes lose
+    /// every local source and target bit outside `g.classes` (a reduction waiting for it
+    /// may complete), and from now on it reaches only endpoints sharing a partition. Hosts
+    /// call this right after [`FabricApi::attach`], and again when the policy changes.
+    pub fn grant(&mut self, ep: EpId, g: Grant) -> Result<(), FabricError> {
+        let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
+        e.grant = g;
+        e.coll.clamp_routes(g.classes);
+        self.coll_settle_all();
+        self.touch(ep);
+        self.settle();
+        Ok(())
+    }
+
+    /// `ep`'s grant (`None` if it is not attached).
+    pub fn grant_of(&self, ep: EpId) -> Option<Grant> {
+        self.slot(ep).map(|e| e.grant)
+    }
+
+    /// Whether `from` may send to `to`: itself always, another attached endpoint when their
+    /// grants share a partition.
+    pub(crate) fn may_reach(&self, from: EpId, to: EpId) -> bool {
+        if from == to {
+            return self.slot(from).is_some();
         }
+        match (self.slot(from), self.slot(to)) {
+            (Some(a), Some(b)) => a.grant.reaches(&b.grant),
+            _ => false,
+        }
+    }
+
+    /// Continues `ep`'s own pending injections (in `ep`'s call, with that call's budget).
+    fn own_work(&mut self, ep: EpId) {
+        if usize::from(ep.0) < MAX_ENDPOINTS && self.pending & (1 << ep.0) != 0 {
+            self.pending &= !(1 << ep.0);
+            self.run_injection(ep, u32::MAX);
+        }
+    }
+
+    /// Ends an engine call: recomputes the lines of every touched endpoint and records
+    /// changes, and refills the DMA budget for the next call. Pending injections are not
+    /// continued here: each runs in its owner's calls ([`Fabric::own_work`]) or at
+    /// [`Fabric::poll`].
+    fn settle(&mut self) {
         self.budget = torus::INJECT_BUDGET_BYTES;
         self.desc_budget = torus::INJECT_BUDGET_DESCRIPTORS;
         let touched = core::mem::take(&mut self.touched);
@@ -410,18 +539,48 @@ impl<M: Memory, L: Link> Fabric<M, L> {
     fn note_drop(&mut self, ep: EpId, kind: DiagKind, addr: u64, value: u32) {
         if let Some(e) = self.slot_mut(ep) {
             e.stats.drops += 1;
-            e.diag = Some(Diagnostic { kind, addr, value });
         }
-        self.touch(ep);
+        self.note(ep, Diagnostic { kind, addr, value });
     }
 
     /// Records an error `ep` caused (no register bit: the caller sets those).
     fn note_error(&mut self, ep: EpId, kind: DiagKind, addr: u64, value: u32) {
         if let Some(e) = self.slot_mut(ep) {
             e.stats.errors += 1;
-            e.diag = Some(Diagnostic { kind, addr, value });
+        }
+        self.note(ep, Diagnostic { kind, addr, value });
+    }
+
+    /// Keeps `d` as `ep`'s last diagnostic, and as its last refusal if it is one.
+    fn note(&mut self, ep: EpId, d: Diagnostic) {
+        if let Some(e) = self.slot_mut(ep) {
+            e.diag = Some(d);
+            if d.kind.is_refusal() {
+                let n = e.refusal.map_or(0, |r| r.1);
+                e.refusal = Some((d, n.saturating_add(1)));
+                self.refused |= 1 << ep.0;
+            }
         }
         self.touch(ep);
+    }
+
+    /// The host's side of refusals (issue 18: "a counted drop and one rate-limited log line
+    /// naming the tenant"): for each endpoint refused something since the last call, its
+    /// last refusal and how many there were; the host, which knows whose endpoint it is,
+    /// logs them under its rate limit. Independent of [`FabricApi::take_diagnostic`],
+    /// which is the tenant's own.
+    pub fn take_refusals(&mut self, mut each: impl FnMut(EpId, Diagnostic, u32)) {
+        let r = core::mem::take(&mut self.refused);
+        for k in 0..MAX_ENDPOINTS {
+            if r & (1 << k) == 0 {
+                continue;
+            }
+            if let Some(e) = self.eps[k].as_deref_mut() {
+                if let Some((d, n)) = e.refusal.take() {
+                    each(EpId(k as u8), d, n);
+                }
+            }
+        }
     }
 
     fn bad_register(&mut self, ep: EpId, at: u64) {
@@ -486,6 +645,8 @@ impl<M: Memory, L: Link> FabricApi for Fabric<M, L> {
             stats: Stats::default(),
             diag: None,
             lines: [0; IRQ_WORDS],
+            grant: Grant::NONE,
+            refusal: None,
         }));
         // Sources of reductions changed: one may now be complete.
         self.coll_settle_all();
@@ -501,6 +662,7 @@ impl<M: Memory, L: Link> FabricApi for Fabric<M, L> {
                 self.red.forget(ep);
                 self.changed &= !(1 << ep.0);
                 self.pending &= !(1 << ep.0);
+                self.refused &= !(1 << ep.0);
                 self.coll_settle_all();
                 self.settle();
             }
@@ -528,8 +690,9 @@ impl<M: Memory, L: Link> FabricApi for Fabric<M, L> {
 
     /// Reads a register of `ep`'s DMA group page (offset 0..0x1000, word aligned).
     fn dma_read(&mut self, ep: EpId, offset: u32) -> Result<u32, FabricError> {
-        // A driver polling a counter or HEAD must see pending injections progress.
-        if self.pending != 0 {
+        // A driver polling a counter or HEAD must see its own pending injections progress.
+        if self.pending & (1u32 << (ep.0 & 31)) != 0 {
+            self.own_work(ep);
             self.settle();
         }
         let e = self.slot_mut(ep).ok_or(FabricError::NoSuchEndpoint)?;
@@ -558,6 +721,7 @@ impl<M: Memory, L: Link> FabricApi for Fabric<M, L> {
                 Err(FabricError::BadRegister)
             }
         };
+        self.own_work(ep);
         self.touch(ep);
         self.settle();
         r
@@ -598,7 +762,12 @@ impl<M: Memory, L: Link> FabricApi for Fabric<M, L> {
             e.dma.torus_dcr_write(dcr, value);
             Ok(())
         } else if coll::is_coll_dcr(dcr) {
-            if e.coll.dcr_write(dcr, value) {
+            let classes = e.grant.classes;
+            let w = e.coll.dcr_write(dcr, value, classes);
+            if w.refused != 0 {
+                self.note_error(ep, DiagKind::RouteRefused, u64::from(dcr), w.refused);
+            }
+            if w.routes_changed {
                 self.coll_settle_all();
             }
             Ok(())
@@ -606,6 +775,7 @@ impl<M: Memory, L: Link> FabricApi for Fabric<M, L> {
             self.bad_register(ep, u64::from(dcr));
             Err(FabricError::BadDcr)
         };
+        self.own_work(ep);
         self.touch(ep);
         self.settle();
         r

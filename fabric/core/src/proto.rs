@@ -90,9 +90,13 @@ kestrel_abi::ipc_protocol! {
         /// Attach a new endpoint whose DMA window is `window_len` bytes (page multiple, at most
         /// [`layout::WINDOW_MAX`]), mapped by the message's items at window offsets (hot spots)
         /// `0..window_len`, plus the shared page at hot spot [`layout::SHARED_OFFSET`]. Events
-        /// go to thread `event` (raw id; nil: none). Reply: the endpoint, its window's bus
-        /// base, its torus coordinates (`kestrel_bgp::torus::coord_word`) and node address.
-        ATTACH = 1: Attach, attach { window_len: u32, event: u32 }
+        /// go to thread `event` (raw id; nil: none). The endpoint is for tenant `tenant` of the
+        /// caller's program (a VMM's VM number, or `kestrel_abi::grants::TENANT_SELF`): the
+        /// service asks the root task what that tenant is granted
+        /// (`kestrel_abi::root::Request::FabricGrant`) and holds the program to its endpoint
+        /// quota. Reply: the endpoint, its window's bus base, its torus coordinates
+        /// (`kestrel_bgp::torus::coord_word`) and node address.
+        ATTACH = 1: Attach, attach { window_len: u32, event: u32, tenant: u32 }
             -> { ep: u32, bus_base: u64, coords: u32, node_address: u32 };
         DETACH = 2: Detach, detach { ep: u8 } -> {};
         /// Reply: coordinates, node address, MAC (hi: bytes 0-1, lo: bytes 2-5,
@@ -174,6 +178,10 @@ pub enum FabricErr {
     /// the engine refused: its error code (`kestrel_fabric::proto::error_code`) is in the
     /// low byte
     Engine(u8),
+    /// the caller's program holds as many endpoints as its quota allows
+    Quota,
+    /// the root task has no fabric grant for the caller (not a program it started)
+    NoGrant,
 }
 
 impl FabricErr {
@@ -186,6 +194,8 @@ impl FabricErr {
             Self::BadWindow => 4,
             Self::BadLength => 5,
             Self::Revoked => 6,
+            Self::Quota => 7,
+            Self::NoGrant => 8,
             Self::Engine(e) => 0x100 | e as u32,
         }
     }
@@ -197,6 +207,8 @@ impl FabricErr {
             4 => Self::BadWindow,
             5 => Self::BadLength,
             6 => Self::Revoked,
+            7 => Self::Quota,
+            8 => Self::NoGrant,
             0x100..=0x1ff => Self::Engine(c as u8),
             _ => return None,
         })
@@ -212,6 +224,8 @@ impl FabricErr {
             Self::BadLength => "a length is out of range",
             Self::Revoked => "the client's window or shared page was unmapped under the service",
             Self::Engine(_) => "the engine refused",
+            Self::Quota => "the program holds as many fabric endpoints as its quota allows",
+            Self::NoGrant => "the root task has no fabric grant for the caller",
         }
     }
 }
@@ -327,7 +341,11 @@ mod tests {
         let ep = 0u8..MAX_ENDPOINTS as u8;
         let w = any::<u32>();
         prop_oneof![
-            (w, w).prop_map(|(window_len, event)| Request::Attach { window_len, event }),
+            (w, w, w).prop_map(|(window_len, event, tenant)| Request::Attach {
+                window_len,
+                event,
+                tenant
+            }),
             ep.clone().prop_map(|ep| Request::Detach { ep }),
             ep.clone().prop_map(|ep| Request::Info { ep }),
             (ep.clone(), w).prop_map(|(ep, offset)| Request::DmaRead { ep, offset }),

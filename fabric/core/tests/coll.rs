@@ -31,7 +31,7 @@ fn recv(r: &mut Rig, ep: EpId, vc: usize) -> Option<(u32, [u8; 256])> {
 
 #[test]
 fn broadcast_reaches_every_target_including_the_sender() {
-    let mut r = Rig::new(3);
+    let mut r = Rig::flat(3);
     let h = hdr(0, OP_NONE, 0);
     r.f.tree_inject(A, 0, h, &payload(1)).unwrap();
     for ep in [A, B, C] {
@@ -49,7 +49,7 @@ fn broadcast_reaches_every_target_including_the_sender() {
 
 #[test]
 fn reduction_completes_when_every_source_contributed() {
-    let mut r = Rig::new(3);
+    let mut r = Rig::flat(3);
     // ADD of 32-bit words (operand size 1 = two 16-bit words).
     let h = hdr(3, OP_ADD, 1);
     let word = |v: u32| -> [u8; 256] {
@@ -73,7 +73,7 @@ fn reduction_completes_when_every_source_contributed() {
 
 #[test]
 fn alu_ops_on_wide_operands() {
-    let mut r = Rig::new(2);
+    let mut r = Rig::flat(2);
     let mut a = [0u8; 256];
     let mut b = [0u8; 256];
     a[0] = 0x01;
@@ -101,7 +101,7 @@ fn alu_ops_on_wide_operands() {
 
 #[test]
 fn point_to_point_by_node_address_and_rcvall() {
-    let mut r = Rig::new(3);
+    let mut r = Rig::flat(3);
     let h = p2p(0, 2);
     r.f.tree_inject(A, 0, h, &payload(4)).unwrap();
     assert_eq!(recv(&mut r, C, 0), Some((h, payload(4))));
@@ -143,7 +143,7 @@ fn reaches_answers_as_the_engine_delivers() {
     );
     // Against the engine: routes and RCVALL of every kind; for every header and VC, who
     // receives is who `reaches` names (read through the DCRs as a client sees them).
-    let mut r = Rig::new(4);
+    let mut r = Rig::flat(4);
     let (rdr2, _) = rdr_of_class(2);
     // B: class 0 sourced only (no target); C: RCVALL on VC0; D: classes 0 and 2 targeted.
     r.f.dcr_write(B, rdr0, RDR_LO_SRCL).unwrap();
@@ -186,7 +186,7 @@ fn reaches_answers_as_the_engine_delivers() {
 
 #[test]
 fn class_routes_choose_sources_and_targets() {
-    let mut r = Rig::new(3);
+    let mut r = Rig::flat(3);
     // Class 1 is the odd half of RDR0. B neither sources nor targets it.
     let (dcr, shift) = rdr_of_class(1);
     let keep_class0 = (RDR_LO_SRCL | RDR_LO_TGTL) & !(u32::MAX >> shift);
@@ -217,7 +217,7 @@ fn class_routes_choose_sources_and_targets() {
 
 #[test]
 fn route_change_and_detach_complete_waiting_reductions() {
-    let mut r = Rig::new(3);
+    let mut r = Rig::flat(3);
     let h = hdr(4, OP_XOR, 0);
     r.f.tree_inject(A, 0, h, &[1; 256]).unwrap();
     r.f.tree_inject(B, 0, h, &[2; 256]).unwrap();
@@ -229,7 +229,7 @@ fn route_change_and_detach_complete_waiting_reductions() {
 
 #[test]
 fn reception_fifo_holds_eight_packets() {
-    let mut r = Rig::new(2);
+    let mut r = Rig::flat(2);
     for i in 0..10u8 {
         r.f.tree_inject(A, 0, hdr(0, OP_NONE, 0), &payload(i))
             .unwrap();
@@ -246,7 +246,7 @@ fn reception_fifo_holds_eight_packets() {
 
 #[test]
 fn waiting_reduction_packets_are_bounded_by_the_injection_fifo() {
-    let mut r = Rig::new(2);
+    let mut r = Rig::flat(2);
     let h = hdr(0, OP_ADD, 0);
     for _ in 0..8 {
         r.f.tree_inject(A, 1, h, &[0; 256]).unwrap();
@@ -268,7 +268,7 @@ fn waiting_reduction_packets_are_bounded_by_the_injection_fifo() {
 
 #[test]
 fn irq_bit_packets_raise_the_vc_line() {
-    let mut r = Rig::new(2);
+    let mut r = Rig::flat(2);
     r.f.tree_inject(A, 1, hdr(0, OP_NONE, 0) | HDR_IRQ, &[0; 256])
         .unwrap();
     assert!(line(&r.f.irq_lines(B), IRQ_RCV_VC1));
@@ -281,7 +281,7 @@ fn irq_bit_packets_raise_the_vc_line() {
 
 #[test]
 fn reception_watermark_flag_is_a_condition() {
-    let mut r = Rig::new(2);
+    let mut r = Rig::flat(2);
     r.f.dcr_write(B, DCR_BASE + DCR_PRXEN, PRX_WM0).unwrap();
     assert!(!line(&r.f.irq_lines(B), IRQ_RCV_EXC));
     r.f.tree_inject(A, 0, hdr(0, OP_NONE, 0), &[0; 256])
@@ -298,7 +298,7 @@ fn reception_watermark_flag_is_a_condition() {
 
 #[test]
 fn bad_vc_and_reserved_opcode() {
-    let mut r = Rig::new(1);
+    let mut r = Rig::flat(1);
     assert_eq!(r.f.tree_inject(A, 2, 0, &[0; 256]), Err(FabricError::BadVc));
     assert_eq!(
         r.f.tree_inject(A, 0, hdr(0, 4, 0), &[0; 256]),
@@ -318,7 +318,7 @@ fn bad_vc_and_reserved_opcode() {
 
 #[test]
 fn set_routes_keeps_a_vm_out_of_native_reductions() {
-    let mut r = Rig::new(3);
+    let mut r = Rig::flat(3);
     // C plays a VM whose driver uses class 0 only.
     r.f.set_routes(C, 1, 1).unwrap();
     let (dcr, _) = rdr_of_class(0);

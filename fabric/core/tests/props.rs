@@ -30,6 +30,14 @@ enum Op {
     Toggle,
 }
 
+/// Attaches an endpoint granted everything, sourcing and targeting every class.
+fn attach_flat<M: kestrel_fabric::Memory>(f: &mut Fabric<M>, len: u64) -> EpId {
+    let (ep, _) = f.attach(len).unwrap();
+    f.grant(ep, kestrel_fabric::Grant::ALL).unwrap();
+    f.set_routes(ep, u16::MAX, u16::MAX).unwrap();
+    ep
+}
+
 fn base(k: u8) -> u64 {
     Fabric::<Guarded>::bus_base(EpId(k))
 }
@@ -153,7 +161,7 @@ fn random_traffic_moves_data() {
     // Runs after (or alongside) the property; its own small deterministic traffic first.
     let mut f = Fabric::new(Guarded::new());
     for _ in 0..EPS {
-        f.attach(W as u64).unwrap();
+        attach_flat(&mut f, W as u64);
     }
     setup(&mut f, EpId(0));
     setup(&mut f, EpId(1));
@@ -181,7 +189,7 @@ fn random_traffic_moves_data() {
 fn run_ops(ops: Vec<Op>) -> Result<u64, TestCaseError> {
     let mut f = Fabric::new(Guarded::new());
     for _ in 0..EPS {
-        f.attach(W as u64).unwrap();
+        attach_flat(&mut f, W as u64);
     }
     for k in 0..3 {
         setup(&mut f, EpId(k));
@@ -242,7 +250,7 @@ fn run_ops(ops: Vec<Op>) -> Result<u64, TestCaseError> {
                 if attached2 {
                     f.detach(EpId(2));
                 } else {
-                    prop_assert_eq!(f.attach(W as u64).unwrap().0, EpId(2));
+                    prop_assert_eq!(attach_flat(&mut f, W as u64), EpId(2));
                 }
                 attached2 = !attached2;
             }
@@ -313,7 +321,7 @@ proptest! {
         // Through the fabric: n endpoints reduce on class 5.
         let mut f = Fabric::new(kestrel_fabric::VecMemory::new());
         for _ in 0..n {
-            f.attach(0x1000).unwrap();
+            attach_flat(&mut f, 0x1000);
         }
         let h = 5 << coll::HDR_CLASS_SHIFT | op << HDR_OP_SHIFT | opsize << HDR_OPSIZE_SHIFT;
         for (i, p) in payloads.iter().enumerate() {
@@ -381,7 +389,7 @@ proptest! {
     ) {
         let mut f = Fabric::new(kestrel_fabric::VecMemory::new());
         for _ in 0..3 {
-            f.attach(0x1000).unwrap();
+            attach_flat(&mut f, 0x1000);
         }
         let h = 6 << coll::HDR_CLASS_SHIFT | coll::OP_ADD << HDR_OP_SHIFT | 1 << HDR_OPSIZE_SHIFT;
         let mut sent = [0u32; 3];

@@ -25,6 +25,13 @@
 //!   a timeout and its IPC takes the kernel's fast path) the service sends each client an
 //!   `EVENT` with an empty mask (zero timeout): a client whose thread is gone (its program
 //!   ended without detaching, or was stopped) loses its endpoints.
+//! - **Grants and quotas** (issue 18, `docs/adr/0033-fabric-grants.md`). At attach the
+//!   service asks the root task what the caller's tenant (the program itself, or one of a
+//!   VMM's VMs) is granted (`kestrel_abi::grants`): the engine gets its classes and
+//!   partitions (`Fabric::grant`), and a program holding its quota of endpoints gets
+//!   `FabricErr::Quota`. Every refusal of the engine (a route outside the grant, a packet
+//!   to an endpoint out of reach, a direct put the receiver did not allow, a forged source
+//!   MAC) is logged under a rate limit per endpoint, naming its program and tenant.
 //! - **End.** When the last endpoint detaches (after at least one attached) the service
 //!   exits, so a run whose programs all end stops the machine; `fabric.linger=1` on the
 //!   kernel command line keeps it running.
@@ -44,7 +51,11 @@ use kestrel_fabric::proto::{
     self, layout, mac_words, reply, shared, FabricErr, Request, Words, LINE_WORDS, MAX_FRAME,
     TREE_PAYLOAD,
 };
-use kestrel_fabric::{EpId, Fabric, FabricApi, FabricError, MemError, Memory, MAX_ENDPOINTS};
+use kestrel_abi::grants::TENANT_SELF;
+use kestrel_fabric::{
+    EpId, Fabric, FabricApi, FabricError, Grant, MemError, Memory, MAX_ENDPOINTS,
+};
+use kestrel_kcore::ratelimit::{Policy, RateLimit, Verdict};
 use kestrel_user::ipc::{ipc, Msg};
 use kestrel_user::mem::{map_reply, PageFault};
 use kestrel_user::pager::share_image;
@@ -226,6 +237,30 @@ struct Clients {
     told: u32,
     /// Whether any endpoint was ever attached.
     ever: bool,
+    /// The root task's number of the program holding endpoint k (0: free), and the
+    /// tenant it is for.
+    program: [u32; MAX_ENDPOINTS],
+    tenant: [u32; MAX_ENDPOINTS],
+    /// Endpoint k's refusal lines.
+    log: [RateLimit; MAX_ENDPOINTS],
+}
+
+/// Refusal lines about one endpoint: 8 in full, then a summary at most once a second.
+const REFUSAL_LINES: Policy = Policy {
+    first: 8,
+    interval: 400_000_000,
+};
+
+/// A tenant as log lines name it.
+struct TenantName(u32);
+
+impl core::fmt::Display for TenantName {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            TENANT_SELF => f.write_str("itself"),
+            vm => write!(f, "VM {vm}"),
+        }
+    }
 }
 
 impl Clients {
@@ -271,6 +306,9 @@ fn serve(pager_thread: ThreadId) {
             changed: 0,
             told: 0,
             ever: false,
+            program: [0; MAX_ENDPOINTS],
+            tenant: [TENANT_SELF; MAX_ENDPOINTS],
+            log: [RateLimit::new(REFUSAL_LINES); MAX_ENDPOINTS],
         },
     };
     println!(
@@ -313,6 +351,7 @@ fn serve(pager_thread: ThreadId) {
         if s.fabric.has_pending() {
             s.fabric.poll();
             s.collect();
+            s.log_refusals();
         }
         if r.is_ok() {
             let (answer, attached) = s.handle(from, &msg, free, window);
@@ -395,7 +434,36 @@ impl Server {
         REVOKED.fetch_and(!(1 << k), Ordering::Relaxed);
     }
 
+    /// Logs the engine's refusals, naming each endpoint's program and tenant, under the
+    /// endpoint's rate limit.
+    fn log_refusals(&mut self) {
+        let now = sys::timebase();
+        let c = &mut self.clients;
+        self.fabric.take_refusals(|ep, d, n| {
+            let k = usize::from(ep.0);
+            let (p, t) = (c.program[k], TenantName(c.tenant[k]));
+            match c.log[k].event(now) {
+                Verdict::Log { last } => {
+                    println!("endpoint {k} (program {p}, {t}): refused: {d} ({n} refusal(s))");
+                    if last {
+                        println!("endpoint {k}: further refusals are counted, not logged");
+                    }
+                }
+                Verdict::Summary { suppressed, total } => println!(
+                    "endpoint {k} (program {p}, {t}): {suppressed} more refusals not logged ({total} in all)"
+                ),
+                Verdict::Quiet => {}
+            }
+        });
+    }
+
     fn detach(&mut self, k: usize) {
+        if let Some((suppressed, total)) = self.clients.log[k].finish() {
+            println!("endpoint {k}: {suppressed} more refusals not logged ({total} in all)");
+        }
+        self.clients.log[k] = RateLimit::new(REFUSAL_LINES);
+        self.clients.program[k] = 0;
+        self.clients.tenant[k] = TENANT_SELF;
         self.fabric.detach(EpId(k as u8));
         self.fabric.memory_mut().len[k] = 0;
         self.clients.owner[k] = ThreadId::NIL;
@@ -458,6 +526,7 @@ impl Server {
             return (reply(r), r.is_ok());
         }
         self.collect();
+        self.log_refusals();
         // A revoked window or shared page makes the answer worthless.
         if let Some(ep) = req.ep() {
             if REVOKED.load(Ordering::Relaxed) & (1 << ep) != 0 {
@@ -469,15 +538,33 @@ impl Server {
 
     /// Attaches an endpoint in slot `free` for `from`, whose message `msg` maps its window
     /// (`len` bytes) and shared page into the receive window `window`.
+    #[allow(clippy::too_many_arguments)]
     fn attach_endpoint(
         &mut self,
         from: ThreadId,
         msg: &Msg,
         len: u32,
         event: ThreadId,
+        tenant: u32,
         free: Option<usize>,
         window: Fpage,
     ) -> Result<reply::Attach, FabricErr> {
+        // What the root task's policy grants this tenant, and the program's quota.
+        let g = root::fabric_grant(from, tenant).map_err(|e| {
+            println!("attach by {from:?} refused: no fabric grant ({e})");
+            FabricErr::NoGrant
+        })?;
+        let held = (0..MAX_ENDPOINTS)
+            .filter(|&j| self.clients.program[j] == g.program_no && !self.clients.owner[j].is_nil())
+            .count() as u32;
+        if held >= g.endpoints {
+            println!(
+                "attach by {from:?} (program {}, {}) refused: it holds {held} endpoint(s), its quota",
+                g.program_no,
+                TenantName(tenant)
+            );
+            return Err(FabricErr::Quota);
+        }
         let k = free.ok_or(FabricErr::NoEndpoint)?;
         if len == 0 || len > layout::WINDOW_MAX || !len.is_multiple_of(kestrel_abi::PAGE_SIZE) {
             return Err(FabricErr::BadWindow);
@@ -518,16 +605,30 @@ impl Server {
             self.fabric.detach(ep);
             return Err(FabricErr::NoEndpoint);
         }
+        let grant = Grant {
+            classes: g.classes as u16,
+            partitions: g.partitions as u16,
+        };
+        if self.fabric.grant(ep, grant).is_err() {
+            self.fabric.detach(ep);
+            return Err(FabricErr::NoEndpoint);
+        }
         self.fabric.memory_mut().len[k] = u64::from(len);
         REVOKED.fetch_and(!(1 << k), Ordering::Relaxed);
         self.clients.owner[k] = from;
         self.clients.event[k] = event;
+        self.clients.program[k] = g.program_no;
+        self.clients.tenant[k] = tenant;
         self.clients.ever = true;
         self.collect();
         let c = self.fabric.coords(ep);
         println!(
-            "endpoint {k} attached by {from:?}: window {} KiB at bus {bus:#x}, events to {event:?}",
-            len >> 10
+            "endpoint {k} attached by {from:?} (program {}, {}): window {} KiB at bus {bus:#x}, events to {event:?}, classes {:#06x}, partitions {:#06x}",
+            g.program_no,
+            TenantName(tenant),
+            len >> 10,
+            grant.classes,
+            grant.partitions
         );
         Ok(reply::Attach {
             ep: k as u32,
@@ -557,9 +658,18 @@ impl proto::Server for Server {
         c: &mut Call,
         window_len: u32,
         event: u32,
+        tenant: u32,
     ) -> Result<reply::Attach, FabricErr> {
         let msg = c.msg;
-        self.attach_endpoint(c.from, &msg, window_len, ThreadId(event), c.free, c.window)
+        self.attach_endpoint(
+            c.from,
+            &msg,
+            window_len,
+            ThreadId(event),
+            tenant,
+            c.free,
+            c.window,
+        )
     }
 
     fn detach(&mut self, _: &mut Call, ep: u8) -> Result<reply::Detach, FabricErr> {

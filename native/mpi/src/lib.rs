@@ -24,7 +24,7 @@ pub const PROTO: u16 = 0x4d50;
 /// The collective VC the reductions use (bgnet uses VC 0).
 pub const VC: usize = 1;
 /// The class route the reductions use.
-pub const CLASS: u32 = 14;
+pub const CLASS: u32 = kestrel_bgp::coll::MPI_CLASS;
 /// Longest message payload.
 pub const MAX_DATA: usize = MAX_MSG - LINK_HDR;
 /// Most 64-bit values one allreduce combines (one collective packet).
@@ -110,9 +110,11 @@ impl Comm {
         }
     }
 
-    /// Opens the communicator on endpoint `ep` (window at bus `bus`): programs its DMA
-    /// group; the rank is the endpoint number.
+    /// Opens the communicator on endpoint `ep` (window at bus `bus`): joins the collective
+    /// class [`CLASS`] (which the endpoint's grant must hold) and programs its DMA group;
+    /// the rank is the endpoint number.
     pub fn open<P: FabricApi>(&mut self, p: &mut P, ep: EpId, bus: u64) -> Result<(), P::Error> {
+        p.join_classes(ep, 1 << CLASS)?;
         self.dma = DmaGroup::setup(
             p,
             ep,

@@ -24,6 +24,8 @@ fn groups(n: u8, window: u32) -> (F, Vec<DmaGroup>) {
     let mut gs = Vec::new();
     for k in 0..n {
         let (ep, bus) = f.attach(u64::from(window)).unwrap();
+        f.grant(ep, kestrel_fabric::Grant::ALL).unwrap();
+        f.set_routes(ep, u16::MAX, u16::MAX).unwrap();
         f.memory_mut().set_window(ep, window as usize);
         gs.push(DmaGroup::setup(&mut f, ep, bus, node(k)).unwrap());
     }
@@ -255,6 +257,9 @@ fn direct_put_lands_at_its_offset_and_counts_down_to_zero() {
         f.dma_write(ep, rcv_ctr(c, reg), v).unwrap();
     }
     f.dma_write(ep, dma::RCV_CTR_ENABLE, 0x8000_0000 >> c)
+        .unwrap();
+    // The counter's owner takes puts from any endpoint it reaches.
+    f.dcr_write(ep, dma::DCR_BASE + dma::DCR_PUT_FROM + c, dma::PUT_FROM_ANY)
         .unwrap();
     let data = msg(1000, 0x5A);
     let word3 = (dma::VM_GROUP * dma::COUNTERS + c) << dma::SW_RCV_CTR_SHIFT;

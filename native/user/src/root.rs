@@ -144,6 +144,15 @@ pub fn lookup(name: &str) -> Result<ThreadId, Error> {
         .map(|r| r.id)
 }
 
+/// What tenant `tenant` (a VM number, or `kestrel_abi::grants::TENANT_SELF`) of the
+/// program of thread `program` may do on the fabric (`kestrel_abi::grants`).
+pub fn fabric_grant(
+    program: ThreadId,
+    tenant: u32,
+) -> Result<kestrel_abi::root::reply::FabricGrant, Error> {
+    Root.fabric_grant(program, tenant)
+}
+
 /// Tells the root task this program is done; the root deletes its threads, this one
 /// included. Returns only if the root task cannot be reached, by halting the thread.
 pub fn exit(code: u32) -> ! {

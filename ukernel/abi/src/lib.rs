@@ -21,6 +21,7 @@
 pub mod bootmod;
 pub mod fault;
 pub mod fpage;
+pub mod grants;
 pub mod idl;
 pub mod ipc;
 pub mod layout;

@@ -107,6 +107,14 @@ crate::ipc_protocol! {
         /// service `kestrel-fabric`, `docs/adr/0020-fabric-service.md`). Needs no right: thread
         /// ids are no secret, and a call to a service is checked by the service.
         LOOKUP = 10: Lookup, lookup { name: [u32; NAME_WORDS] } -> { id: ThreadId };
+        /// What tenant `tenant` of the program that thread `program` belongs to may do on the
+        /// fabric (`crate::grants`: the node's fabric policy): its collective classes and
+        /// partitions (bit masks), its program's endpoint quota, and a number naming the
+        /// program (the same for all its threads while it runs). `tenant` is one of its VMs
+        /// or [`crate::grants::TENANT_SELF`]. A program may ask about itself; the programs
+        /// with the fabric right (`root.fabric=NAME,...`, default `kestrel-fabric`) about any.
+        FABRIC_GRANT = 11: FabricGrant, fabric_grant { program: ThreadId, tenant: u32 }
+            -> { classes: u32, partitions: u32, endpoints: u32, program_no: u32 };
     }
 }
 
@@ -291,6 +299,7 @@ mod tests {
     use super::*;
     extern crate std;
     use proptest::prelude::*;
+    use std::vec;
 
     fn any_request() -> impl Strategy<Value = Request> {
         let t = any::<u32>().prop_map(ThreadId);
@@ -330,10 +339,12 @@ mod tests {
                     flags,
                 }
             }),
-            (t, any::<u32>()).prop_map(|(id, priority)| Request::Vcpu { id, priority }),
+            (t.clone(), any::<u32>()).prop_map(|(id, priority)| Request::Vcpu { id, priority }),
             any::<u32>().prop_map(|dest| Request::Archive { dest }),
             any::<u32>().prop_map(|code| Request::Exit { code }),
             any::<[u32; NAME_WORDS]>().prop_map(|name| Request::Lookup { name }),
+            (t, any::<u32>())
+                .prop_map(|(program, tenant)| Request::FabricGrant { program, tenant }),
         ]
     }
 

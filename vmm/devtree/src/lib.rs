@@ -597,7 +597,7 @@ fn bgp_nodes(w: &mut FdtWriter, vm: &BambooVm) -> Result<(), Error> {
             w.property("local-mac-address", &place.mac())?;
             w.property_u32("torus-device", TORUS_PHANDLE)?;
             w.property_u32("collective-device", COLL_PHANDLE)?;
-            w.property_u32("tree-route", 0)?;
+            w.property_u32("tree-route", kestrel_bgp::coll::BGNET_CLASS)?;
             w.property_u32("tree-channel", 0)?;
             w.end_node(node)?;
         }

@@ -4,7 +4,7 @@
 
 use kestrel_bgp::dma::{self as d, *};
 use kestrel_fabric::FabricApi;
-use kestrel_fabric::{EpId, Fabric, VecMemory};
+use kestrel_fabric::{EpId, Fabric, Grant, VecMemory};
 
 pub const WINDOW: u64 = 0x1_0000;
 /// Window offsets the drivers below use.
@@ -23,15 +23,27 @@ pub struct Rig {
 }
 
 impl Rig {
-    /// A fabric with `n` endpoints of `WINDOW` bytes each.
+    /// A fabric with `n` endpoints of `WINDOW` bytes each, granted everything (one
+    /// partition, every class) and with no class route set.
     pub fn new(n: u8) -> Rig {
         let mut f = Fabric::new(VecMemory::new());
         for k in 0..n {
             let (ep, _) = f.attach(WINDOW).unwrap();
             assert_eq!(ep, EpId(k));
             f.memory_mut().set_window(ep, WINDOW as usize);
+            f.grant(ep, Grant::ALL).unwrap();
         }
         Rig { f }
+    }
+
+    /// `new(n)` with every endpoint sourcing and targeting every class (the routes a flat
+    /// node's personality sets).
+    pub fn flat(n: u8) -> Rig {
+        let mut r = Rig::new(n);
+        for k in 0..n {
+            r.f.set_routes(EpId(k), u16::MAX, u16::MAX).unwrap();
+        }
+        r
     }
 
     pub fn base(&self, ep: EpId) -> u64 {
@@ -98,8 +110,10 @@ impl Rig {
         }
     }
 
-    /// Reception counter `c` covering window `[off, off + len)`, enabled, counting `len`.
+    /// Reception counter `c` covering window `[off, off + len)`, enabled, counting `len`,
+    /// taking direct puts from any endpoint `ep` reaches.
     pub fn setup_rcv_ctr(&mut self, ep: EpId, c: u32, off: u64, len: u64) {
+        self.dcr(ep, DCR_PUT_FROM + c, PUT_FROM_ANY);
         let b = self.q(ep, off);
         let l = self.q(ep, off + len - 1);
         self.w(ep, d::rcv_ctr(c, CTR_BASE), b);

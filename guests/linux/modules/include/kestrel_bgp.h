@@ -241,6 +241,10 @@
 #define KESTREL_BGP_COLL_IRQ_NO_TARGET 0xa1u
 /* BIC line: ALU overflow. */
 #define KESTREL_BGP_COLL_IRQ_ALU_OVERFLOW 0xa2u
+/* Kestrel's class for bgnet (the device tree's `tree-route`; the default fabric policy's partition `node`, `kestrel_abi::grants`). */
+#define KESTREL_BGP_COLL_BGNET_CLASS 0x0u
+/* Kestrel's class for the native MPI layer's reductions (the default fabric policy's partition `native`). */
+#define KESTREL_BGP_COLL_MPI_CLASS 0xeu
 /* Link-layer header bytes in front of every collective packet's frame data (bgnet). */
 #define KESTREL_BGP_COLL_LINK_HDR_BYTES 0x10u
 
@@ -387,12 +391,20 @@
 #define KESTREL_BGP_DMA_DCR_FATAL_STATUS 0x93u
 /* DCR offset: the bad address of the last range-check violation (address >> 4). */
 #define KESTREL_BGP_DMA_DCR_BAD_ADDRESS 0x97u
+/* DCR offset (Kestrel's, no BG/P counterpart): who may direct-put into reception counter c of the group, at `DCR_PUT_FROM + c` (64 DCRs). BG/P's DMA lands a direct put in any enabled counter; on a shared fabric the counter's owner names the sender it expects (`coord_word` of its coordinates | [`PUT_FROM_ONE`]) or allows every endpoint it may reach ([`PUT_FROM_ANY`]). Reset: 0, nobody (the owner's own local memcopies always land). A refused put is dropped and counted at the receiver, with [`ERR_PUT_REFUSED`] in the sender's fatal status. */
+#define KESTREL_BGP_DMA_DCR_PUT_FROM 0xa0u
+/* `DCR_PUT_FROM` value bit: the sender whose coordinate word is in bits 8-31 may put. */
+#define KESTREL_BGP_DMA_PUT_FROM_ONE 0x1u
+/* `DCR_PUT_FROM` value bit: any endpoint the owner may reach may put. */
+#define KESTREL_BGP_DMA_PUT_FROM_ANY 0x2u
 /* Fatal error status bit: a DMA address outside every range-check window. */
 #define KESTREL_BGP_DMA_ERR_RANGE 0x80000000u
 /* Fatal error status bit: a descriptor the engine could not decode (bad counter id, zero-size packet, FIFO pointers outside the FIFO). */
 #define KESTREL_BGP_DMA_ERR_DESCRIPTOR 0x40000000u
 /* Fatal error status bit: a reception FIFO was full and a packet was dropped. */
 #define KESTREL_BGP_DMA_ERR_RCV_OVERFLOW 0x20000000u
+/* Fatal error status bit (Kestrel's): a packet went to an endpoint this one has no grant to reach, or a direct put to a counter whose owner did not allow this sender ([`DCR_PUT_FROM`]); the packet was dropped. */
+#define KESTREL_BGP_DMA_ERR_PUT_REFUSED 0x10000000u
 /* Descriptor size in bytes. */
 #define KESTREL_BGP_DMA_DESC_BYTES 0x20u
 /* Descriptor word 0 bit 30: prefetch only. */
@@ -495,8 +507,8 @@
 #define KESTREL_BGP_TORUS_BUS_SLOT 0x80000000u
 /* Largest memory window of one endpoint (one bus slot). */
 #define KESTREL_BGP_TORUS_MAX_WINDOW 0x80000000u
-/* Payload bytes the fabric's DMA moves within one engine call (all endpoints together); the rest continues on the next call (or `Fabric::poll`), so one endpoint's huge messages cannot stall the others. */
-#define KESTREL_BGP_TORUS_INJECT_BUDGET_BYTES 0x1000000u
+/* Payload bytes the fabric's DMA moves within one engine call; the rest continues in its owner's next call or at the host's timer (`Fabric::poll`), so one endpoint's huge messages stall nobody, and no endpoint's work runs in another's call. */
+#define KESTREL_BGP_TORUS_INJECT_BUDGET_BYTES 0x100000u
 /* Descriptors the fabric's DMA starts within one engine call. */
 #define KESTREL_BGP_TORUS_INJECT_BUDGET_DESCRIPTORS 0x1000u
 /* Frames (pv NIC) queued per endpoint before the fabric drops (and counts) more. */

@@ -12,6 +12,7 @@ pub fn fabric(n: usize) -> (Fabric<VecMemory>, Vec<u64>) {
     let mut bus = Vec::new();
     for _ in 0..n {
         let (ep, base) = f.attach(WINDOW).unwrap();
+        f.grant(ep, kestrel_fabric::Grant::ALL).unwrap();
         f.memory_mut().set_window(ep, WINDOW as usize);
         bus.push(base);
     }

@@ -135,18 +135,11 @@ pub extern "C" fn task_main() {
             return;
         }
     };
-    // Take part in bgnet's class only (route 0): a reduction on any other class (the MPI
-    // layer's) completes without us.
-    for r in 0..coll::RDR_COUNT {
-        let v = if r == 0 {
-            coll::RDR_LO_SRCL | coll::RDR_LO_TGTL
-        } else {
-            0
-        };
-        if let Err(e) = port.dcr_write(ep, coll::DCR_BASE + coll::DCR_RDR0 + r, v) {
-            println!("cannot set the class routes: {e}");
-            return;
-        }
+    // Take part in bgnet's class only: a reduction on any other class (the MPI layer's)
+    // completes without us.
+    if let Err(e) = port.set_routes(ep, 1 << coll::BGNET_CLASS, 1 << coll::BGNET_CLASS) {
+        println!("cannot set the class routes: {e}");
+        return;
     }
     println!(
         "{}.{}.{}.{} at {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} (endpoint {}, torus ({},{},{}), node address {}), UDP echo on port 7",

@@ -112,14 +112,8 @@ fn revoke(
         return Ok(());
     }
     let (b, b_bus) = port.attach(Window::new(WINDOW2, WINDOW_LEN, SHARED2))?;
-    // The second endpoint takes part in no collective class (no reduction waits for it).
-    for r in 0..kestrel_bgp::coll::RDR_COUNT {
-        port.dcr_write(
-            b,
-            kestrel_bgp::coll::DCR_BASE + kestrel_bgp::coll::DCR_RDR0 + r,
-            0,
-        )?;
-    }
+    // The second endpoint joins no collective class (none at attach): no reduction waits
+    // for it.
     let me = Coords { x: b.0, y: 0, z: 0 };
     DmaGroup::setup(port, b, b_bus, me)?;
     let window = Fpage::new(WINDOW2, WINDOW_LEN.trailing_zeros(), Rights::RWX)
@@ -306,6 +300,13 @@ pub extern "C" fn task_main() {
     if let Err(e) = comm.open(&mut port, ep, bus_base) {
         println!("cannot open the communicator: {e}");
         return;
+    }
+    // The echo client speaks bgnet: rank 0 joins its class too.
+    if echo.is_some() {
+        if let Err(e) = port.join_classes(ep, 1 << kestrel_bgp::coll::BGNET_CLASS) {
+            println!("cannot join bgnet's class: {e}");
+            return;
+        }
     }
     let node_address = port.node_address(ep);
     let r = u32::from(comm.rank);

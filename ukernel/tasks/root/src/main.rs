@@ -42,6 +42,8 @@ const MAX_PROGRAMS: usize = 8;
 /// The program that gets the vCPU and device rights when `root.vcpu=` and
 /// `root.devices=` are not given.
 const DEFAULT_VMM: &str = "kestrel-vmm";
+/// The program that gets the fabric right when `root.fabric=` is not given.
+const DEFAULT_FABRIC: &str = "kestrel-fabric";
 /// Lines about one program the root prints in full (refusals, faults outside its image,
 /// exceptions) before it only counts them: a program decides how many there are.
 const LOG_LINES_IN_FULL: u32 = 8;
@@ -58,6 +60,8 @@ struct Program {
     vcpu_right: bool,
     /// May own device pages and interrupt lines (`root.devices=`).
     device_right: bool,
+    /// May ask for any program's fabric grant (`root.fabric=`).
+    fabric_right: bool,
     running: bool,
     /// The limit on the root's lines the program causes (refusals, faults, exceptions).
     log: RateLimit,
@@ -97,6 +101,9 @@ struct Root {
     code: u32,
     /// The programs' log limits: lines in full, then a summary at most once a second.
     log_policy: Policy,
+    /// The node's fabric policy (`kestrel_abi::grants`): the archive's `fabric-policy`
+    /// module, or the default policy when there is none.
+    fabric_policy: Option<&'static str>,
 }
 
 #[no_mangle]
@@ -126,6 +133,7 @@ pub extern "C" fn task_main() {
         devices: heapless::Vec::new(),
         granting: None,
         code: 0,
+        fabric_policy: fabric_policy(archive),
         log_policy: Policy {
             first: LOG_LINES_IN_FULL,
             interval: match sys::kernel_info(kinfo::CLOCK) {
@@ -136,17 +144,19 @@ pub extern "C" fn task_main() {
     };
     root.owner[0] = ROOT_OWNER;
     // A right goes to the programs its key names, or to the VMM when the key is absent.
-    let has_right = |key: &str, name: &str| {
+    let has_right = |key: &str, default: &str, name: &str| {
         let mut list = proto::arg_list(args, key).peekable();
-        let default = list.peek().is_none();
-        list.chain(default.then_some(DEFAULT_VMM))
-            .any(|v| v == name)
+        let absent = list.peek().is_none();
+        list.chain(absent.then_some(default)).any(|v| v == name)
     };
     for name in proto::arg_list(args, "root.start=") {
         root.start(
             name,
-            has_right("root.vcpu=", name),
-            has_right("root.devices=", name),
+            ProgramRights {
+                vcpu: has_right("root.vcpu=", DEFAULT_VMM, name),
+                devices: has_right("root.devices=", DEFAULT_VMM, name),
+                fabric: has_right("root.fabric=", DEFAULT_FABRIC, name),
+            },
         );
     }
     if !root.programs.iter().any(|p| p.running) {
@@ -156,9 +166,29 @@ pub extern "C" fn task_main() {
     root.serve()
 }
 
+/// The rights a program is started with.
+struct ProgramRights {
+    vcpu: bool,
+    devices: bool,
+    fabric: bool,
+}
+
+/// The archive's fabric policy module, its problems reported once.
+fn fabric_policy(archive: &'static [u8]) -> Option<&'static str> {
+    let m = bootmod::find(archive, kestrel_abi::grants::MODULE)?;
+    let Ok(text) = core::str::from_utf8(m.data) else {
+        println!("root: the fabric-policy module is not UTF-8 text; using the default policy");
+        return None;
+    };
+    kestrel_abi::grants::problems(text, |p| println!("root: fabric-policy: {p}"));
+    println!("root: fabric policy from the fabric-policy module");
+    Some(text)
+}
+
 impl Root {
     /// Loads and starts module `name`; one line and nothing else on failure.
-    fn start(&mut self, name: &str, vcpu_right: bool, device_right: bool) {
+    fn start(&mut self, name: &str, rights: ProgramRights) {
+        let (vcpu_right, device_right) = (rights.vcpu, rights.devices);
         let Some(module) = bootmod::find(self.archive, name) else {
             println!("root: no module \"{name}\" in the boot-module archive; not starting it");
             return;
@@ -192,6 +222,7 @@ impl Root {
             main,
             vcpu_right,
             device_right,
+            fabric_right: rights.fabric,
             running: true,
             log: RateLimit::new(self.log_policy),
         });
@@ -261,7 +292,9 @@ impl Root {
             }
             let Ok((from, msg)) = r else { continue };
             let Some(p) = self.program_of(from) else {
-                if msg.label() >= proto::LABEL && msg.label() <= proto::LABEL + proto::op::LOOKUP {
+                if msg.label() >= proto::LABEL
+                    && msg.label() <= proto::LABEL + proto::op::FABRIC_GRANT
+                {
                     pending = Some((
                         from,
                         Msg::from_words(&proto::encode_error(RootError::UnknownCaller)),
@@ -621,6 +654,29 @@ impl proto::Server for Root {
             .find(|q| q.running && q.name == want)
             .map(|q| reply::Lookup { id: q.main })
             .ok_or(RootError::NotFound)
+    }
+
+    fn fabric_grant(
+        &mut self,
+        c: &mut Call,
+        program: ThreadId,
+        tenant: u32,
+    ) -> Result<reply::FabricGrant, RootError> {
+        let p = self.program_of(program).ok_or(RootError::NotFound)?;
+        if p != c.p && !self.programs[c.p].fabric_right {
+            return Err(RootError::NoRight);
+        }
+        let q = &self.programs[p];
+        if !q.running {
+            return Err(RootError::NotFound);
+        }
+        let g = kestrel_abi::grants::grant(self.fabric_policy, q.name, q.vcpu_right, tenant);
+        Ok(reply::FabricGrant {
+            classes: u32::from(g.classes),
+            partitions: u32::from(g.partitions),
+            endpoints: g.endpoints,
+            program_no: p as u32 + 1,
+        })
     }
 }
 
