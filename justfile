@@ -58,7 +58,7 @@ soak SEED="": setup
 lint: setup
     scripts/lint.sh
 
-# Run a benchmark by name (available: ipc, exits, table1, net)
+# Run a benchmark by name (available: ipc, exits, table1, net, shared-fabric)
 bench NAME: setup
     #!/usr/bin/env bash
     set -euo pipefail
@@ -67,7 +67,8 @@ bench NAME: setup
         exits) exec python3 bench/exits.py ;;
         table1) exec python3 bench/table1.py ;;
         net) exec python3 bench/net.py ;;
-        *) echo "unknown benchmark {{ quote(NAME) }}; available: ipc, exits, table1, net" >&2; exit 1 ;;
+        shared-fabric) exec python3 bench/shared_fabric.py ;;
+        *) echo "unknown benchmark {{ quote(NAME) }}; available: ipc, exits, table1, net, shared-fabric" >&2; exit 1 ;;
     esac
 
 # Boot a bare-metal guest (ELF name, e.g. kestrel-selftest) in a VM under Kestrel's VMM
