@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MODES = {"local": ["vmm.fabric=local"], "service": []}
 FIGURES = ("vmm_roundtrip", "dma_read", "coll_packet")
 LINE_RE = re.compile(r"^BENCH (?:exits|fabric) name=(\w+) per_(?:exit|op)=(\d+(?:\.\d+)?)\s*$")
-COMMAND = "python3 bench/shared_fabric.py   (just bench shared-fabric)"
+COMMAND = "python3 bench/shared_fabric.py"
 
 
 def parse(console: str) -> dict[str, float]:
@@ -78,16 +78,18 @@ def markdown(s: dict) -> str:
         lo, sv = s["local"][n], s["service"][n]
         rows.append((names[n], lo, sv, round(sv - lo, 2), f"{sv / lo:.2f}x"))
     lines = ["# The cost of the shared fabric", "",
-             f"Produced by `{COMMAND}` at commit {s['commit']} ({s['qemu']}); guest instructions "
+             f"Produced by `{COMMAND}` (`just bench shared-fabric`) at commit {s['commit']} ({s['qemu']}); guest instructions "
              "under `-icount shift=0,sleep=off`, two identical runs per mode. `local`: the VMM's "
              "private in-process engine (`vmm.fabric=local`); `service`: the node's fabric service "
              "kestrel-fabric, shared with the native programs (the default since ADR 0032). "
              "Method: bench/shared_fabric.py's docstring.", ""]
     lines += bench.md_table(("what", "local", "service", "service - local", "service / local"),
                             rows, "lrrrr")
-    lines += ["", "Not measured: a torus packet (its packets move inside the engine without an exit; "
-              "a VM pays the fabric per DMA register access, the `dma_read` row, for each batch of "
-              "descriptors it injects and each reception FIFO it drains)."]
+    lines += ["", "Not measured here: a torus packet moved by a VM. Its packets move inside the engine "
+              "without an exit; a VM pays the fabric per DMA register access (the `dma_read` row) for "
+              "each batch of descriptors it injects and each reception FIFO it drains. A native "
+              "program's 240-byte memory-FIFO message to itself through the service is in "
+              "`fabric.md` (one-off, before issues 17 and 18)."]
     return "\n".join(lines) + "\n"
 
 
