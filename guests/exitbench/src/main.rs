@@ -84,13 +84,18 @@ fn report(out: &mut Uart, name: &str, ticks: u32, base: u32) {
 /// instruction that replaced the loop's nop; two decimals (one time base tick over the
 /// loop is 2.5 / N = 0.0125 instructions per iteration).
 fn report_as(out: &mut Uart, group: &str, name: &str, ticks: u32, base: u32, n: u32) {
-    let hundredths = (ticks.saturating_sub(base) as u64) * 250 / n as u64 + if base != 0 { 100 } else { 0 };
+    let hundredths =
+        (ticks.saturating_sub(base) as u64) * 250 / n as u64 + if base != 0 { 100 } else { 0 };
     let _ = writeln!(
         out,
         "BENCH {} name={} {}={}.{:02}",
         group,
         name,
-        if group == "exits" { "per_exit" } else { "per_op" },
+        if group == "exits" {
+            "per_exit"
+        } else {
+            "per_op"
+        },
         hundredths / 100,
         hundredths % 100
     );
@@ -218,14 +223,19 @@ fn map_device(index: u32, va: u32, pa: u64) {
 
 /// Times the fabric's uses (see the file's doc); `base` is the empty loop's ticks.
 fn fabric(out: &mut Uart, base: u32) {
-    map_device(4, DMA_VA, dma::BASE + dma::VM_GROUP as u64 * dma::GROUP_SIZE);
+    map_device(
+        4,
+        DMA_VA,
+        dma::BASE + dma::VM_GROUP as u64 * dma::GROUP_SIZE,
+    );
     map_device(5, COLL_VA, coll::VC0_BASE);
     let ctr_base = DMA_VA + dma::INJ_CTR + dma::CTR_BASE;
     let dma_read = timed!(["lwz 7, 0({reg})",] reg = in(reg) ctr_base,);
     report_as(out, "fabric", "dma_read", dma_read, base, N);
     // One packet to this node itself (point-to-point, the class the VMM routes for bgnet,
     // node address: the endpoint's number, read from the collective's DCR).
-    let header = coll::HDR_P2P | (node_address() & coll::HDR_P2P_ADDR_MASK) << coll::HDR_P2P_ADDR_SHIFT;
+    let header =
+        coll::HDR_P2P | (node_address() & coll::HDR_P2P_ADDR_MASK) << coll::HDR_P2P_ADDR_SHIFT;
     let reg = |r: u32| (COLL_VA + r) as *mut u32;
     let mut best = u32::MAX;
     let mut lost = 0u32;
@@ -241,7 +251,9 @@ fn fabric(out: &mut Uart, base: u32) {
                     }
                 }
                 let mut tries = 0;
-                while (reg(coll::S).read_volatile() >> coll::ST_RCV_HDRS_SHIFT) & coll::ST_HDRS_MASK == 0 {
+                while (reg(coll::S).read_volatile() >> coll::ST_RCV_HDRS_SHIFT) & coll::ST_HDRS_MASK
+                    == 0
+                {
                     tries += 1;
                     if tries == 100 {
                         break;
@@ -262,7 +274,10 @@ fn fabric(out: &mut Uart, base: u32) {
         best = best.min(tb().wrapping_sub(t0));
     }
     if lost != 0 {
-        let _ = writeln!(out, "exitbench: coll_packet: {lost} packets did not come back");
+        let _ = writeln!(
+            out,
+            "exitbench: coll_packet: {lost} packets did not come back"
+        );
         return;
     }
     // The empty loop's cost per iteration does not apply here: per packet, all of it.
