@@ -26,7 +26,7 @@ build: setup
 run *ARGS: setup
     #!/usr/bin/env bash
     set -euo pipefail
-    packages=(-p kestrel-kernel -p kestrel-root -p kestrel-vmm)
+    packages=(-p kestrel-kernel -p kestrel-root -p kestrel-vmm -p kestrel-fabric-service)
     args=("$@")
     for ((i = 0; i + 1 < ${#args[@]}; i++)); do
         [[ ${args[i]} == --native ]] && packages+=(-p "${args[i + 1]}")
@@ -50,7 +50,7 @@ fuzz TARGET="all" SECONDS="20": setup
 
 # Long adversarial runs (issue 9): the hostile guest beside a checksumming neighbour VM for at least 10^6 guest instructions, then the native syscall fuzzer (10^5 calls unprivileged and 10^5 privileged, beside a counting sibling, capacity probed before and after); SEED is random (and printed) unless given, `just soak SEED` reproduces a run
 soak SEED="": setup
-    scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-vmm -p kestrel-hostile -p kestrel-sysfuzz
+    scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-vmm -p kestrel-fabric-service -p kestrel-hostile -p kestrel-sysfuzz
     scripts/attack-guest.py --instructions 1000000 --timeout 3600 {{ if SEED == "" { "" } else { "--seed " + SEED } }}
     scripts/sysfuzz.py --calls 100000 --mode both --timeout 3600 --seed {{ if SEED == "" { "random" } else { SEED } }}
 
@@ -58,7 +58,7 @@ soak SEED="": setup
 lint: setup
     scripts/lint.sh
 
-# Run a benchmark by name (available: ipc, exits, table1, net)
+# Run a benchmark by name (available: ipc, exits, table1, net, shared-fabric)
 bench NAME: setup
     #!/usr/bin/env bash
     set -euo pipefail
@@ -67,12 +67,13 @@ bench NAME: setup
         exits) exec python3 bench/exits.py ;;
         table1) exec python3 bench/table1.py ;;
         net) exec python3 bench/net.py ;;
-        *) echo "unknown benchmark {{ quote(NAME) }}; available: ipc, exits, table1, net" >&2; exit 1 ;;
+        shared-fabric) exec python3 bench/shared_fabric.py ;;
+        *) echo "unknown benchmark {{ quote(NAME) }}; available: ipc, exits, table1, net, shared-fabric" >&2; exit 1 ;;
     esac
 
 # Boot a bare-metal guest (ELF name, e.g. kestrel-selftest) in a VM under Kestrel's VMM
 vm GUEST *ARGS: setup
-    scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-vmm -p {{ GUEST }}
+    scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-vmm -p kestrel-fabric-service -p {{ GUEST }}
     scripts/vm-run.sh {{ GUEST }} {{ ARGS }}
 
 # Build and boot any root task by package name, e.g. `just qemu ktest` (ARGS go to qemu-run.sh, i.e. scripts/kestrel_qemu.py kestrel)

@@ -2,7 +2,8 @@
 """VM exit costs: guest instructions per in-kernel emulated instruction and per VMM round trip.
 
 Boots the kestrel-exitbench guest natively (QEMU -kernel) and as a VM under Kestrel
-(kernel + kestrel-vmm + the guest in one boot-module archive), each twice under
+(kernel + kestrel-vmm + the node's fabric service + the guest in one boot-module archive, the
+launcher's default), each twice under
 `-icount shift=0,sleep=off`. The guest times each sensitive instruction in a loop with the
 timebase (2.5 instructions per tick under icount) and prints `BENCH exits name=X
 per_exit=Y`: natively Y is the instruction itself (about 1), in the VM it is the cost of
@@ -110,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not args.no_build:
             subprocess.run([str(ROOT / "scripts" / "build-target.sh"), "-p", "kestrel-kernel", "-p", "kestrel-root",
-                            "-p", "kestrel-vmm", "-p", "kestrel-exitbench"], check=True)
+                            "-p", "kestrel-vmm", "-p", "kestrel-fabric-service", "-p", "kestrel-exitbench"],
+                           check=True)
         runs = {m: [run(m, i, args.timeout) for i in (1, 2)] for m in ("native", "vm")}
         for m, (a, b) in runs.items():
             if a != b:

@@ -461,7 +461,8 @@ def node(path: str, params: dict, log: Path, private: Path) -> qemu.Node:
                                  mem_mb=GUEST_MB, icount=True)
     out = private / "powerpc-440-none" / "release"
     image = qemu.vmm_image(vmlinux, initrd=initrd, cmdline=cmdline(path, params),
-                                   vmm=out / "kestrel-vmm", root=out / "kestrel-root")
+                                   vmm=out / "kestrel-vmm", root=out / "kestrel-root",
+                                   fabric=out / "kestrel-fabric")
     return qemu.kestrel_node(image, log.with_suffix(".bootmod"), kernel=out / "kestrel-kernel",
                                      append=qemu.vmm_cmdline(2, None),
                                      mem_mb=constants.KESTREL_RAM_MB, icount=True)

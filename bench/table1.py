@@ -547,7 +547,8 @@ def node(mode: str, script: str, log: Path, private: Path) -> qemu.Node:
     out = private / "powerpc-440-none" / "release"
     cmdline = qemu.join_cmdline(base, GUEST_APPEND, f"kestrel.script={script}")
     image = qemu.vmm_image(vmlinux, initrd=initrd, cmdline=cmdline, vmm=out / "kestrel-vmm",
-                                   root=out / "kestrel-root")
+                                   root=out / "kestrel-root", fabric=out / "kestrel-fabric",
+                                   shared_fabric=qemu.shares_fabric(VMM_OPTIONS[mode]))
     return qemu.kestrel_node(image, log.with_suffix(".bootmod"), kernel=out / "kestrel-kernel",
                                      append=[*qemu.vmm_cmdline(1, None), *VMM_OPTIONS[mode]],
                                      mem_mb=constants.KESTREL_RAM_MB, icount=True)

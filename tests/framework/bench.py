@@ -58,13 +58,13 @@ def git_commit() -> str:
 
 
 def private_target(target_dir: Path, name: str) -> Path:
-    """A folder of our own (target_dir/name) holding copies of the kernel, the root task and the
-    VMM, for every run of one invocation, so that a rebuild of the ELF files meanwhile cannot
+    """A folder of our own (target_dir/name) holding copies of the kernel, the root task, the
+    VMM and the fabric service, for every run of one invocation, so that a rebuild of the ELF files meanwhile cannot
     change what a later run boots."""
     priv = target_dir / name
     out = priv / "powerpc-440-none" / "release"
     out.mkdir(parents=True, exist_ok=True)
-    for elf in ("kestrel-kernel", "kestrel-root", "kestrel-vmm"):
+    for elf in ("kestrel-kernel", "kestrel-root", "kestrel-vmm", "kestrel-fabric"):
         dst = out / elf
         if dst.is_symlink() or dst.exists():
             dst.unlink()  # never write through a link left by someone else

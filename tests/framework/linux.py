@@ -11,7 +11,7 @@ from pathlib import Path
 from . import console, constants
 from .constants import KESTREL_RAM_MB, VMM_DEFAULT_MEM_MB
 from .qemu import (ROOT, Module, Node, check_vm_memory, join_cmdline, kestrel_node, out_dir, resolve_elf,
-                   vmm_cmdline, vmm_image)
+                   shares_fabric, vmm_cmdline, vmm_image)
 
 LINUX_DIR = ROOT / "guests" / "linux"
 LINUX_OUT = LINUX_DIR / "out"
@@ -95,13 +95,14 @@ def native_node(script: str | None = None, *, append: str | None = None,
 def vm_node(archive: Path, script: str | None = None, *, vms: int = 1, vm_mem_mb: int | None = None,
             append: str | None = None, kernel_args: list[str] = (), natives: list[str] = (),
             icount: bool = False, console: str = "batch") -> Node:
-    """The Linux guest in `vms` Kestrel VMs (as scripts/vm-linux.sh boots it), with the native
-    programs `natives` beside the VMM and `kernel_args` on the Kestrel command line; the boot
+    """The Linux guest in `vms` Kestrel VMs (as scripts/vm-linux.sh boots it), on the node's
+    fabric service (unless `kernel_args` say `vmm.fabric=local`), with the native programs
+    `natives` beside the VMM and `kernel_args` on the Kestrel command line; the boot
     archive goes to `archive`. Checks that the VMs fit (LaunchError otherwise)."""
     out = out_dir()
     programs = [Module(name, resolve_elf(name)) for name in natives]
     image = vmm_image(VMLINUX, initrd=INITRAMFS, cmdline=cmdline(append, script=script),
-                      natives=programs)
+                      natives=programs, shared_fabric=shares_fabric(kernel_args))
     check_vm_memory(vm_mem_mb or VMM_DEFAULT_MEM_MB, vms, INITRAMFS.stat().st_size, len(image.pack()))
     return kestrel_node(image, archive, kernel=out / "kestrel-kernel",
                         append=[*vmm_cmdline(vms, vm_mem_mb), *kernel_args],

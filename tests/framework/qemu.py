@@ -15,8 +15,10 @@ are decided in one place. Three kinds of boot:
         With only a root task its ELF goes to -initrd as it is.
     kestrel_qemu.py vm --guest ELF [--initrd FILE] [--cmdline TEXT | --linux-append TEXT...]
                        [--vms N] [--vm-mem MB] [--program NAME=ELF]...
-        A guest under Kestrel's VMM: the root task kestrel-root starts the program kestrel-vmm
-        (and any --program beside it); the guest, its initrd and its command line are modules
+        A guest under Kestrel's VMM: the root task kestrel-root starts the program kestrel-vmm,
+        the node's fabric service kestrel-fabric (its VMs attach there; not with
+        `--append vmm.fabric=local`, which gives them a private engine) and any --program beside
+        them; the guest, its initrd and its command line are modules
         `guest`, `initrd`, `bootargs`. A bare-metal guest without --initrd/--cmdline, else an OS
         kernel booted the ePAPR way. The guest kernel must be an
         ELF for 32-bit big-endian PowerPC, and the VM's RAM must hold the initrd and fit beside
@@ -299,16 +301,41 @@ def check_vm_memory(mem_mb: int, vms: int, initrd_len: int, archive_len: int) ->
             f"{vms} VM(s) get at most {most} MiB each")
 
 
+# The node's fabric service: vmm_image starts it beside the VMM, and the VMM's VMs attach there
+# (ADR 0032) unless the kernel command line says this.
+FABRIC_SERVICE = "kestrel-fabric"
+PRIVATE_FABRIC = "vmm.fabric=local"
+
+
+def shares_fabric(kernel_args: list[str] | tuple[str, ...] | str | None) -> bool:
+    """Whether a VM run with these Kestrel command-line words wants the node's fabric service
+    (everything but `vmm.fabric=local`, which gives the VMs a private engine)."""
+    if kernel_args is None:
+        return True
+    text = kernel_args if isinstance(kernel_args, str) else " ".join(kernel_args)
+    return PRIVATE_FABRIC not in text.split()
+
+
 def vmm_image(guest: Path, *, initrd: Path | None = None, cmdline: str | None = None,
               dtb: Path | None = None, vmm: Path | None = None, root: Path | None = None,
-              natives: list[Module] = ()) -> BootImage:
-    """The root task (kestrel-root) starting kestrel-vmm and any native programs beside it, with
-    the guest's modules (names: ukernel/tasks/root and vmm/task/src/main.rs)."""
+              natives: list[Module] = (), fabric: Path | None = None,
+              shared_fabric: bool = True) -> BootImage:
+    """The root task (kestrel-root) starting kestrel-vmm, the node's fabric service
+    kestrel-fabric (unless `shared_fabric` is false or `natives` has it already: the VMs and
+    the native programs then share it) and any native programs beside them, with the guest's
+    modules (names: ukernel/tasks/root and vmm/task/src/main.rs). With `shared_fabric` false
+    the kernel command line should say `vmm.fabric=local` (see `shares_fabric`)."""
     root = root or out_dir() / "kestrel-root"
     vmm = vmm or out_dir() / "kestrel-vmm"
-    for path, pkg in ((root, "kestrel-root"), (vmm, "kestrel-vmm")):
+    needed = [(root, "kestrel-root", "kestrel-root"), (vmm, "kestrel-vmm", "kestrel-vmm")]
+    service: list[Module] = []
+    if shared_fabric and not any(n.name == FABRIC_SERVICE for n in natives):
+        fabric = fabric or out_dir() / FABRIC_SERVICE
+        needed.append((fabric, FABRIC_SERVICE, "kestrel-fabric-service"))
+        service = [Module(FABRIC_SERVICE, fabric)]
+    for path, name, pkg in needed:
         if not path.is_file():
-            raise LaunchError(f"no {pkg} at {path} (build it: scripts/build-target.sh -p {pkg})")
+            raise LaunchError(f"no {name} at {path} (build it: scripts/build-target.sh -p {pkg})")
     mods = [Module("guest", guest)]
     if initrd is not None:
         if not initrd.is_file():
@@ -319,7 +346,7 @@ def vmm_image(guest: Path, *, initrd: Path | None = None, cmdline: str | None = 
     if dtb is not None:
         mods.append(Module("dtb", dtb))
     return BootImage(root=Module("kestrel-root", root),
-                     programs=[Module("kestrel-vmm", vmm), *natives], modules=mods)
+                     programs=[Module("kestrel-vmm", vmm), *service, *natives], modules=mods)
 
 
 def vmm_cmdline(vms: int | None, vm_mem_mb: int | None) -> list[str]:
@@ -510,7 +537,8 @@ def node_from_args(args: argparse.Namespace, extra: list[str]) -> tuple[Node, Pa
     natives = [Module(n, resolve_elf(v)) for n, v in
                (parse_named(a, "--program") for a in args.program)]
     image = vmm_image(guest, initrd=args.initrd, cmdline=args.cmdline, dtb=args.dtb, vmm=args.vmm,
-                      root=args.root, natives=natives)
+                      root=args.root, natives=natives,
+                      shared_fabric=shares_fabric([*args.append, *split_append(list(extra))[0]]))
     os_guest = args.initrd is not None or args.cmdline is not None or args.dtb is not None
     if args.vm_mem is not None and not os_guest:
         raise LaunchError("--vm-mem sizes an OS guest's RAM (give --initrd or --cmdline); "

@@ -198,21 +198,35 @@ class GuestChecksTest(TempDir):
 
     def test_vmm_image_modules(self):
         root, vmm = self.file("kestrel-root"), self.file("kestrel-vmm")
+        fabric = self.file("kestrel-fabric")
         guest, rd = self.file("vmlinux"), self.file("rd")
         demo = kq.Module("kestrel-demo", self.file("demo"))
-        image = kq.vmm_image(guest, initrd=rd, cmdline="console=ttyS0", vmm=vmm, root=root, natives=[demo])
+        image = kq.vmm_image(guest, initrd=rd, cmdline="console=ttyS0", vmm=vmm, root=root, natives=[demo],
+                             fabric=fabric)
         self.assertEqual([m.name for m in [image.root, *image.programs, *image.modules]],
-                         ["kestrel-root", "kestrel-vmm", "kestrel-demo", "guest", "initrd", "bootargs"])
+                         ["kestrel-root", "kestrel-vmm", "kestrel-fabric", "kestrel-demo", "guest", "initrd",
+                          "bootargs"])
         self.assertEqual(image.modules[2].read(), b"console=ttyS0")
-        self.assertEqual(image.cmdline(), "root.start=kestrel-vmm,kestrel-demo")
-        bare = kq.vmm_image(guest, vmm=vmm, root=root)
+        self.assertEqual(image.cmdline(), "root.start=kestrel-vmm,kestrel-fabric,kestrel-demo")
+        bare = kq.vmm_image(guest, vmm=vmm, root=root, fabric=fabric)
         self.assertEqual([m.name for m in bare.modules], ["guest"])
+        # The service given as a native program is started once; a private fabric starts none.
+        own = kq.vmm_image(guest, vmm=vmm, root=root, natives=[kq.Module("kestrel-fabric", fabric), demo])
+        self.assertEqual(own.cmdline(), "root.start=kestrel-vmm,kestrel-fabric,kestrel-demo")
+        private = kq.vmm_image(guest, vmm=vmm, root=root, shared_fabric=False)
+        self.assertEqual(private.cmdline(), "root.start=kestrel-vmm")
+        self.assertTrue(kq.shares_fabric(None))
+        self.assertTrue(kq.shares_fabric(["vmm.vms=2", "vmm.fabric=service"]))
+        self.assertFalse(kq.shares_fabric(["vmm.vms=2 vmm.fabric=local"]))
+        self.assertFalse(kq.shares_fabric("a=1 vmm.fabric=local"))
         with self.assertRaisesRegex(kq.LaunchError, "initrd: no such file"):
-            kq.vmm_image(guest, initrd=self.tmp / "none", vmm=vmm, root=root)
+            kq.vmm_image(guest, initrd=self.tmp / "none", vmm=vmm, root=root, fabric=fabric)
         with self.assertRaisesRegex(kq.LaunchError, "no kestrel-vmm"):
-            kq.vmm_image(guest, vmm=self.tmp / "none", root=root)
+            kq.vmm_image(guest, vmm=self.tmp / "none", root=root, fabric=fabric)
         with self.assertRaisesRegex(kq.LaunchError, "no kestrel-root"):
-            kq.vmm_image(guest, vmm=vmm, root=self.tmp / "none")
+            kq.vmm_image(guest, vmm=vmm, root=self.tmp / "none", fabric=fabric)
+        with self.assertRaisesRegex(kq.LaunchError, "no kestrel-fabric .*-p kestrel-fabric-service"):
+            kq.vmm_image(guest, vmm=vmm, root=root, fabric=self.tmp / "none")
         self.assertEqual(kq.vmm_cmdline(2, 96), ["vmm.vms=2", "vmm.mem=96"])
         self.assertEqual(kq.vmm_cmdline(None, None), [])
 
@@ -222,7 +236,7 @@ class CliTest(TempDir):
         super().setUp()
         out = self.tmp / "target" / "powerpc-440-none" / "release"
         out.mkdir(parents=True)
-        for name in ("kestrel-kernel", "kestrel-root", "kestrel-vmm", "ktest"):
+        for name in ("kestrel-kernel", "kestrel-root", "kestrel-vmm", "kestrel-fabric", "ktest"):
             (out / name).write_bytes(b"\x7fELF")
         self.out = out
         self.env = dict(os.environ)
@@ -271,10 +285,15 @@ class CliTest(TempDir):
                                   "console=ttyS0 panic=1", "--vms", "2", "--vm-mem", "96", "--print")
         self.assertEqual(status, 0)
         self.assertIn("-m 256 ", out)
-        self.assertIn("-append 'root.start=kestrel-vmm vmm.vms=2 vmm.mem=96'", out)
+        self.assertIn("-append 'root.start=kestrel-vmm,kestrel-fabric vmm.vms=2 vmm.mem=96'", out)
         archive = self.tmp / "target" / "logs" / "vm-vmlinux.bootmod"
         self.assertEqual([n for n, _ in unpack(archive.read_bytes())],
-                         ["kestrel-root", "kestrel-vmm", "guest", "initrd", "bootargs"])
+                         ["kestrel-root", "kestrel-vmm", "kestrel-fabric", "guest", "initrd", "bootargs"])
+        # A private fabric (vmm.fabric=local, here through QEMU's -append) starts no service.
+        status, out, _ = self.cli("vm", "--guest", str(guest), "--initrd", str(rd), "--cmdline", "x",
+                                  "--print", "--", "-append", "vmm.fabric=local")
+        self.assertEqual(status, 0)
+        self.assertIn("-append 'root.start=kestrel-vmm vmm.fabric=local'", out)
 
     def test_linux_append_writes_the_linux_command_line(self):
         guest, rd = self.file("vmlinux", elf_header()), self.file("rd", bytes(1000))

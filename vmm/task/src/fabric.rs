@@ -1,6 +1,7 @@
-//! Which fabric the VMs' endpoints belong to, and how a VM attaches to it: the in-process
-//! engine (the default), or the fabric service (`kestrel-fabric`, ADR 0020) when the kernel
-//! command line says `vmm.fabric=service`. Both implement the fabric's calls
+//! Which fabric the VMs' endpoints belong to, and how a VM attaches to it: the node's fabric
+//! service (`kestrel-fabric`, ADR 0020), shared with the native programs (the default
+//! whenever it runs, ADR 0032), or a private in-process engine (`vmm.fabric=local` on the
+//! kernel command line, or no service on the node). Both implement the fabric's calls
 //! (`kestrel_fabric::FabricApi`); the VMM's back ends, shadow FIFOs and BG/P models over
 //! them are `kestrel_vmm_core::fabric`'s, and the VMM is generic over [`VmFabric`] (its loop
 //! is built once per fabric, and `main` picks one at start).
@@ -40,6 +41,17 @@ pub trait VmFabric: FabricApi + 'static {
 
     /// Takes an `EVENT` from the service into account (the next `take_changed` asks it).
     fn note_event(&self) {}
+
+    /// Whether DMA work of some endpoint waits for the VMM's timer ([`VmFabric::run_pending`]):
+    /// the in-process engine's injections that the per-call budget cut short. The service
+    /// runs its own timer, so never for it.
+    fn pending_work(&self) -> bool {
+        false
+    }
+
+    /// The VMM's timer for the in-process engine: continues the pending work of every
+    /// endpoint (`Fabric::poll`), each within its budget, outside any VM's exit.
+    fn run_pending(&mut self) {}
 }
 
 impl VmFabric for Local {
@@ -51,6 +63,14 @@ impl VmFabric for Local {
         _vm: usize,
     ) -> Result<(EpId, u64), FabricError> {
         attach_ram(self, ram, len)
+    }
+
+    fn pending_work(&self) -> bool {
+        Fabric::has_pending(self)
+    }
+
+    fn run_pending(&mut self) {
+        Fabric::poll(self);
     }
 }
 

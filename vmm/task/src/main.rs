@@ -134,23 +134,49 @@ pub extern "C" fn task_main() {
             return;
         }
     };
-    // The node's interconnect: every VM is one endpoint of it. The service if the kernel
-    // command line says `vmm.fabric=service` and the root task knows it, else the engine
-    // in-process.
+    // The node's interconnect: every VM is one endpoint of it. By default the node's one
+    // fabric, the service kestrel-fabric, shared with the native programs (ADR 0032);
+    // `vmm.fabric=local` gives the VMs a private in-process engine instead, and so does a
+    // node without the service (with a line saying so).
     let local = || Rc::new(RefCell::new(fabric::Local::new(Default::default())));
-    if boot_option("vmm.fabric=").as_deref() == Some("service") {
-        match kestrel_fabric_client::service::Service::connect() {
-            Ok(f) => {
-                println!(
-                    "vmm: the VMs' fabric is the service kestrel-fabric ({:?})",
-                    f.thread()
-                );
-                return run(archive, &vcpus, &Rc::new(RefCell::new(f)));
-            }
-            Err(e) => println!("vmm: vmm.fabric=service, but {e}; the engine runs in-process"),
+    let choice = boot_option("vmm.fabric=");
+    match choice.as_deref() {
+        Some("local") => {
+            println!("vmm: vmm.fabric=local: the VMs' fabric is a private in-process engine that no native program shares");
+            return run(archive, &vcpus, &local());
+        }
+        None | Some("service") => {}
+        Some(v) => println!("vmm: vmm.fabric={v} is neither service nor local; using the default"),
+    }
+    let private = "the VMs' fabric is a private in-process engine that no native program shares";
+    // The service maps each VM's RAM into a window of its own, at most WINDOW_MAX bytes.
+    let largest = vm_ram(archive, 0).unwrap_or(GUEST_RAM);
+    if largest > kestrel_fabric::proto::layout::WINDOW_MAX {
+        println!(
+            "vmm: a VM of {} MiB does not fit the fabric service's window ({} MiB); {private}",
+            largest >> 20,
+            kestrel_fabric::proto::layout::WINDOW_MAX >> 20
+        );
+        return run(archive, &vcpus, &local());
+    }
+    match kestrel_fabric_client::service::Service::connect() {
+        Ok(f) => {
+            println!(
+                "vmm: the VMs' fabric is the node's service kestrel-fabric ({:?}), shared with its native programs",
+                f.thread()
+            );
+            run(archive, &vcpus, &Rc::new(RefCell::new(f)))
+        }
+        Err(e) => {
+            let but = if choice.as_deref() == Some("service") {
+                "vmm.fabric=service, but "
+            } else {
+                ""
+            };
+            println!("vmm: {but}{e}; {private}");
+            run(archive, &vcpus, &local())
         }
     }
-    run(archive, &vcpus, &local());
 }
 
 /// Creates a VM per vCPU in `vcpus`, each an endpoint of `node`, and serves them.
@@ -227,6 +253,20 @@ fn paravirt() -> bool {
     boot_option("vmm.pv=").as_deref() != Some("off")
 }
 
+/// VM `i`'s guest RAM: an OS guest's (an `initrd`, `bootargs` or `dtb` module, see
+/// [`create_vm`]) from `vmm.mem=`, a bare-metal guest's [`GUEST_RAM`]. (Every VM of a run is
+/// the same kind: the modules that make a guest an OS kernel are shared.)
+fn vm_ram(archive: &[u8], _i: usize) -> Result<u32, &'static str> {
+    let os = ["dtb", "initrd", "bootargs"]
+        .iter()
+        .any(|m| bootmod::find(archive, m).is_some());
+    if os {
+        os_guest_ram()
+    } else {
+        Ok(GUEST_RAM)
+    }
+}
+
 /// The guest command line when the archive has no `bootargs` module.
 const DEFAULT_BOOTARGS: &str = "console=ttyS0 panic=1";
 
@@ -253,7 +293,7 @@ fn create_vm<F: VmFabric>(
     let initrd = bootmod::find(archive, "initrd");
     let bootargs = bootmod::find(archive, "bootargs");
     let os = dtb.is_some() || initrd.is_some() || bootargs.is_some();
-    let ram = if os { os_guest_ram()? } else { GUEST_RAM };
+    let ram = vm_ram(archive, i)?;
     let ram_va = GUEST_RAM_VA + i as u32 * GUEST_RAM_STRIDE;
     if let Err(e) = root::ram(ram_va, ram, GUEST_RAM_ALIGN_LOG2) {
         println!("vmm: vm{i}: {} MiB of guest RAM: {e}", ram >> 20);
@@ -396,11 +436,16 @@ fn serve<F: VmFabric>(vms: &mut [Vm<F>], console: &mut Console, node: &Node<F>) 
     let idle_ticks = IDLE_SLICE_US as u64 * tpu;
     let mut pending: Option<(ThreadId, Msg)> = None;
     let marks = trace_mark::enabled();
+    // When the in-process engine's timer runs next (every IDLE_SLICE_US while work waits).
+    let mut next_poll: Option<u64> = None;
     loop {
         let any_idle = vms
             .iter()
             .any(|v| matches!(v.run, Run::Idle { .. } | Run::Stalled { .. }));
-        let wait = if any_idle {
+        // The in-process engine's timer: DMA work its per-call budget left is continued
+        // here, every millisecond while there is any, never inside a VM's exit.
+        let fabric_work = node.borrow().pending_work();
+        let wait = if any_idle || fabric_work {
             Timeout::from_us(IDLE_SLICE_US)
         } else {
             Timeout::NEVER
@@ -416,7 +461,7 @@ fn serve<F: VmFabric>(vms: &mut [Vm<F>], console: &mut Console, node: &Node<F>) 
                 // The lean path: the hottest device exits (UIC0's DCRs) of a running VM,
                 // answered with the next reply-and-wait while no VM is idle (nothing
                 // else then needs the loop's bookkeeping).
-                if r.is_ok() && !any_idle {
+                if r.is_ok() && !any_idle && !fabric_work {
                     if let Some(next) = lean_exit(vms, from, &msg) {
                         (to, reply) = (from, next);
                         continue;
@@ -434,6 +479,25 @@ fn serve<F: VmFabric>(vms: &mut [Vm<F>], console: &mut Console, node: &Node<F>) 
             },
             None => receive(ThreadId::ANY, wait),
         };
+        if !node.borrow().pending_work() {
+            next_poll = None;
+        } else {
+            let now = sys::timebase();
+            match next_poll {
+                // Work was left: the timer fires IDLE_SLICE_US from now.
+                None => next_poll = Some(now + idle_ticks),
+                Some(at) if now < at => {}
+                Some(_) => {
+                    next_poll = Some(now + idle_ticks);
+                    node.borrow_mut().run_pending();
+                    let changed = node.borrow_mut().take_changed().unwrap_or(0);
+                    if changed != 0 {
+                        fabric_changed(vms, changed);
+                    }
+                    release_stalled(vms);
+                }
+            }
+        }
         if any_idle {
             // (Nothing else makes a VM idle or stalled while this thread waits.)
             wake_idle(vms, console, false);
@@ -489,8 +553,7 @@ fn serve<F: VmFabric>(vms: &mut [Vm<F>], console: &mut Console, node: &Node<F>) 
             if vms.iter().all(|v| v.run == Run::Stopped) {
                 let (to, reply) = pending.take().expect("set above");
                 let _ = kestrel_user::ipc::reply(to, &reply);
-                println!("vmm: every VM has stopped; shutting down");
-                rt::exit(0);
+                shut_down(vms, node);
             }
             continue;
         }
@@ -556,10 +619,19 @@ fn serve<F: VmFabric>(vms: &mut [Vm<F>], console: &mut Console, node: &Node<F>) 
             }
         }
         if vms.iter().all(|v| v.run == Run::Stopped) {
-            println!("vmm: every VM has stopped; shutting down");
-            rt::exit(0);
+            shut_down(vms, node);
         }
     }
+}
+
+/// Every VM has stopped: detaches their endpoints (on the service, the last client's detach
+/// ends it, so the run still stops by itself) and exits.
+fn shut_down<F: VmFabric>(vms: &[Vm<F>], node: &Node<F>) -> ! {
+    println!("vmm: every VM has stopped; shutting down");
+    for v in vms {
+        node.borrow_mut().detach(v.machine.endpoint().ep());
+    }
+    rt::exit(0)
 }
 
 /// The reply to a device exit the VMM answers without its loop's bookkeeping (UIC0's
