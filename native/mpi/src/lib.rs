@@ -77,8 +77,14 @@ pub struct Comm {
     /// The operation of the reduction started last (its result is what `reduce_poll`
     /// waits for).
     reducing: Option<Op>,
+    /// [`Comm::start`] is done: late duplicates of its hellos are dropped on arrival.
+    started: bool,
     out: [u8; MAX_MSG],
 }
+
+/// Tags of [`Comm::start`]'s handshake (reserved: programs use other tags).
+pub const TAG_HELLO: u32 = 0xFFFF_FF01;
+pub const TAG_GO: u32 = 0xFFFF_FF02;
 
 impl Default for Comm {
     fn default() -> Self {
@@ -106,6 +112,7 @@ impl Comm {
             dropped: 0,
             ignored: 0,
             reducing: None,
+            started: false,
             out: [0; MAX_MSG],
         }
     }
@@ -154,12 +161,17 @@ impl Comm {
             reasm,
             inbox,
             dropped,
+            started,
             ..
         } = self;
         dma.receive(p, |pkt| {
             reasm.add(pkt, |m| {
                 let b = m.bytes;
                 if b.len() < LINK_HDR || u16::from_be_bytes([b[8], b[9]]) != PROTO {
+                    return;
+                }
+                let tag = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+                if *started && tag == TAG_HELLO {
                     return;
                 }
                 let Some(h) = inbox.iter_mut().find(|h| !h.used) else {
@@ -196,6 +208,50 @@ impl Comm {
             buf[..n].copy_from_slice(&h.data[..n]);
             (h.from, h.len)
         }))
+    }
+
+    /// Waits until ranks `0..size` have all opened their communicators (and so joined the
+    /// collective class: a reduction completes when every endpoint that sources the class
+    /// has contributed, so one started before a rank joins would complete without it).
+    /// Every other rank says hello to rank 0, again after each `wait` until it hears back
+    /// (rank 0 may not be attached yet: a message to an endpoint that is not there is
+    /// dropped); rank 0 answers each with go once all have said hello. MPI_Init's
+    /// wire-up, done by the ranks themselves.
+    pub fn start<P: FabricApi>(
+        &mut self,
+        p: &mut P,
+        size: u8,
+        mut wait: impl FnMut(&mut P),
+    ) -> Result<(), P::Error> {
+        let size = size.clamp(1, 32);
+        let mut buf = [0u8; 1];
+        if self.rank == 0 {
+            let all = u32::MAX >> (32 - u32::from(size));
+            let mut seen = 1u32;
+            while seen & all != all {
+                match self.try_recv(p, None, TAG_HELLO, &mut buf)? {
+                    Some((r, _)) if r < 32 => seen |= 1 << r,
+                    Some(_) => {}
+                    None => wait(p),
+                }
+            }
+            for r in 1..size {
+                self.send(p, r, TAG_GO, &[])?;
+            }
+            // Late duplicates are dropped from now on; drop the ones already here.
+            self.started = true;
+            while self.try_recv(p, None, TAG_HELLO, &mut buf)?.is_some() {}
+        } else {
+            loop {
+                self.send(p, 0, TAG_HELLO, &[])?;
+                wait(p);
+                if self.try_recv(p, Some(0), TAG_GO, &mut buf)?.is_some() {
+                    break;
+                }
+            }
+            self.started = true;
+        }
+        Ok(())
     }
 
     /// [`Comm::try_recv`] until a message arrives, calling `wait` in between.

@@ -9,7 +9,7 @@
 use alloc::rc::Rc;
 use core::cell::RefCell;
 use kestrel_abi::ThreadId;
-use kestrel_fabric::{EpId, Fabric, FabricApi, FabricError};
+use kestrel_fabric::{EpId, Fabric, FabricApi, FabricError, Grant};
 use kestrel_fabric_client::service::{Service, Window};
 use kestrel_vmm_core::fabric::{attach_ram, VmMemory};
 use kestrel_vmm_core::segment::SegmentRam;
@@ -60,9 +60,17 @@ impl VmFabric for Local {
         ram: &Ram,
         _first: u32,
         len: u64,
-        _vm: usize,
+        vm: usize,
     ) -> Result<(EpId, u64), FabricError> {
-        attach_ram(self, ram, len)
+        // The VMM hosts this engine; what each VM may do on it is still the root task's
+        // fabric policy (kestrel_abi::grants), as on the node's service.
+        let g = kestrel_user::root::fabric_grant(kestrel_user::sys::my_id(), vm as u32)
+            .map(|g| Grant {
+                classes: g.classes as u16,
+                partitions: g.partitions as u16,
+            })
+            .unwrap_or(Grant::NONE);
+        attach_ram(self, ram, len, g)
     }
 
     fn pending_work(&self) -> bool {
@@ -80,7 +88,8 @@ const SHARED_PAGES_VA: u32 = 0x7e00_0000;
 impl VmFabric for Service {
     /// Maps the VM's RAM segment and a page of its own per VM (at 0x7e00_0000 + 4 KiB x VM,
     /// for bulk data: collective packets, interrupt lines) to the service, with the VMM's
-    /// thread as event thread.
+    /// thread as event thread, as tenant `vm` of the VMM (the root task's grant for that VM
+    /// applies).
     fn attach_vm(
         &mut self,
         _ram: &Ram,
@@ -91,7 +100,8 @@ impl VmFabric for Service {
         let shared = SHARED_PAGES_VA + vm as u32 * 4096;
         kestrel_user::root::ram(shared, 4096, 12).map_err(|_| FabricError::BadWindow)?;
         let len = u32::try_from(len).map_err(|_| FabricError::BadWindow)?;
-        self.attach(Window::new(first, len, shared))
+        // The service asks the root task what VM `vm` of this program is granted.
+        self.attach(Window::new(first, len, shared).for_tenant(vm as u32))
             .map_err(Into::into)
     }
 

@@ -2,7 +2,8 @@
 //! `tests/functional/test_fabric_echo.py`). Start it under two (or more) module names; each copy
 //! attaches one endpoint (its rank) and
 //!
-//! 1. waits in a barrier until `ranks.n=N` ranks (default 2) have attached and arrived;
+//! 1. waits until `ranks.n=N` ranks (default 2) have attached and joined the MPI layer's
+//!    class (`Comm::start`), then in a barrier;
 //! 2. sends rank `(r + 1) % N` a message of `ranks.bytes=B` bytes (default 3000) filled
 //!    from a xorshift32 stream seeded with `r + 1`, receives the one from rank
 //!    `(r + N - 1) % N`, and checks every byte;
@@ -315,8 +316,10 @@ pub extern "C" fn task_main() {
         port.detach(ep);
         return;
     }
-    // Everyone attached (a reduction waits for every endpoint sourcing the class).
+    // Everyone attached and joined the class (a reduction waits for every endpoint
+    // sourcing it), then a barrier.
     let mut run = || -> Result<(), kestrel_fabric_client::service::Error> {
+        comm.start(&mut port, size as u8, wait)?;
         comm.barrier(&mut port, wait)?;
         let to = ((r + 1) % size) as u8;
         let from = ((r + size - 1) % size) as u8;
