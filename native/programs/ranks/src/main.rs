@@ -332,9 +332,9 @@ pub extern "C" fn task_main() {
         comm.barrier(&mut port, wait)?;
         for round in 0..rounds {
             if round > 0 && pause_ms > 0 {
-                // Nobody sends to this thread: the receive ends in its timeout.
+                // The root task only ever replies: a receive from it ends in its timeout.
                 let _ = kestrel_user::ipc::receive(
-                    kestrel_abi::ThreadId::NIL,
+                    kestrel_abi::ThreadId::ROOT,
                     Timeout::from_us(pause_ms.saturating_mul(1000)),
                 );
             }
