@@ -24,7 +24,8 @@
 //!
 //! With `devices` set in the arguments, VM 0 is the device attacker of issue 18 (finding
 //! 7): it also maps its own vBIC, collective VC0/VC1, torus DMA group page and virtio-mmio
-//! window (TLB entries 4-8, data only), its blocks gain the device classes of
+//! window and its plan area (TLB entries 4-9, data only, in TS 1: blocks reach them when
+//! their MSR has DS set), its blocks gain the device classes of
 //! `kestrel_hostile_gen::devices`, and every [`PLAN_EVERY`] blocks it runs a generated
 //! plan (a flood of collective packets, torus descriptors or virtio frames; the DMA set-up
 //! every [`SETUP_EVERY`]) through the same entry as a block, so that an exception only cuts
@@ -64,15 +65,21 @@ const TLB_SCRATCH: u32 = 2;
 const TLB_UART: u32 = 3;
 /// The device windows' entries (device attacker only), in `dev::WINDOWS` order.
 const TLB_DEVICES: u32 = 4;
-/// Where the device attacker maps its windows (each a 4 KiB page, data only).
+/// Where the device attacker maps its windows (each a 4 KiB page, data only) and its plan
+/// area: in translation space 1 (MSR[DS] = 1), at effective addresses inside the guest's
+/// RAM. A block's TLB entry may translate the same addresses first (1:1, or into scratch):
+/// the access then lands in RAM, never on unbacked guest-physical space (which stops the VM:
+/// seed 1 found that with the windows at 0xD000_0000).
 const DEVICES: DeviceLayout = DeviceLayout {
-    bic: 0xD000_0000,
-    vc0: 0xD001_0000,
-    vc1: 0xD002_0000,
-    dma: 0xD003_0000,
-    virtio: 0xE000_0000,
+    bic: 0x01E0_0000,
+    vc0: 0x01E1_0000,
+    vc1: 0x01E2_0000,
+    dma: 0x01E3_0000,
+    virtio: 0x01E4_0000,
     area: RAM_END - (1 << 20),
 };
+/// TLB entry (TS 1, 1 MiB, 1:1) of the plan area, after the windows'.
+const TLB_AREA: u32 = TLB_DEVICES + 5;
 /// A plan (flood) every this many blocks, the DMA set-up every [`SETUP_EVERY`].
 const PLAN_EVERY: u64 = 8;
 const SETUP_EVERY: u64 = 512;
@@ -339,16 +346,23 @@ fn tlb_read(index: u32) -> (u32, u32, u32) {
 
 /// The device attacker's window entries: (index, word 0, word 1, word 2): 4 KiB, TS 0,
 /// guarded and cache-inhibited, read and write in both states, never executable.
-fn device_entries() -> [(u32, u32, u32, u32); 5] {
+fn device_entries() -> [(u32, u32, u32, u32); 6] {
     use kestrel_ppc440::tlb::word1;
     let rw = word2::SW.mask() | word2::SR.mask() | word2::UW.mask() | word2::UR.mask();
     let attrs = word2::I.mask() | word2::G.mask() | rw;
-    let mut out = [(0, 0, 0, 0); 5];
+    let ts1 = word0::V.mask() | word0::TS.mask();
+    let mut out = [(0, 0, 0, 0); 6];
     for (i, (&ea, (gpa, _))) in DEVICES.eas().iter().zip(dev::WINDOWS).enumerate() {
-        let w0 = ea | word0::V.mask() | PageSize::K4.word0();
+        let w0 = ea | ts1 | PageSize::K4.word0();
         let w1 = (gpa as u32 & word1::RPN.mask()) | word1::ERPN.put((gpa >> 32) as u32);
         out[i] = (TLB_DEVICES + i as u32, w0, w1, attrs);
     }
+    out[5] = (
+        TLB_AREA,
+        DEVICES.area | ts1 | PageSize::M1.word0(),
+        DEVICES.area,
+        rw,
+    );
     out
 }
 
@@ -673,7 +687,8 @@ fn run_plan(rng: &mut Rng, st: &mut Stats, layout: &Layout, common: u32, common_
     regs.gpr[2] = r2;
     regs.gpr[3] = plan as *const Plan as u32;
     regs.gpr[13] = r13;
-    regs.msr = NORMAL_MSR;
+    // DS: the windows and the plan area are mapped in TS 1.
+    regs.msr = NORMAL_MSR | msr::DS;
     regs.pc = plan_entry as extern "C" fn(*const Plan) -> ! as usize as u32;
     // SAFETY: as for a block: hostile_run saves the context and comes back through
     // hostile_common; plan_entry ends at the end stub.
@@ -746,8 +761,11 @@ fn restore(t: u32, ccr0: u32, ccr1: u32) {
 /// Reads back the guest's own TLB entries; a difference is a finding (no block writes
 /// them), printed, counted and repaired.
 fn verify(out: &mut Uart, st: &mut Stats, devices: bool) {
-    let n = if devices { 5 } else { 0 };
-    for (i, w0, w1, w2) in own_entries().into_iter().chain(device_entries().into_iter().take(n)) {
+    let n = if devices { 6 } else { 0 };
+    for (i, w0, w1, w2) in own_entries()
+        .into_iter()
+        .chain(device_entries().into_iter().take(n))
+    {
         let (r0, r1, r2) = tlb_read(i);
         // TPAR/PAR bits read back as the hardware (or emulation) computes them.
         let m0 = !word0::TPAR.mask();

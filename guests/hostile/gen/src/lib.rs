@@ -69,8 +69,8 @@ pub const EXCLUDED_OPCODES: [u32; 8] = [4, 6, 56, 57, 58, 60, 61, 62];
 /// TLB entries 0 to `OWN_TLB_ENTRIES - 1` belong to the guest (code, scratch, UART).
 pub const OWN_TLB_ENTRIES: u32 = 4;
 /// With devices, entries `OWN_TLB_ENTRIES..OWN_TLB_ENTRIES + DEVICE_TLB_ENTRIES` are the
-/// guest's own too: its device windows.
-pub const DEVICE_TLB_ENTRIES: u32 = 5;
+/// guest's own too: its device windows and plan area.
+pub const DEVICE_TLB_ENTRIES: u32 = 6;
 
 /// How many TLB entries (from 0) are the guest's own under `layout`.
 pub fn own_tlb_entries(layout: &Layout) -> u32 {
