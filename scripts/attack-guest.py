@@ -3,7 +3,13 @@
 tests/security/test_hostile.py): tests/framework/hostile.py says what passes and fails.
 
     scripts/attack-guest.py [--seed N] [--instructions N] [--progress BLOCKS] [--timeout SECS]
-                            [--hang SECS] [--starve SECS] [--log FILE]
+                            [--hang SECS] [--starve SECS] [--log FILE] [--devices [--ranks N]]
+
+--devices: VM 0 is the device attacker of issue 18 (its own vBIC, collective, torus DMA group
+and virtio NIC, DCRs 0xC00..0xDFF, floods), beside the neighbour VM and native ranks
+(kestrel-fabric, kestrel-fabric-ranks) exchanging messages and allreducing N rounds
+(`--ranks`, default 10) on the same fabric service; build -p kestrel-fabric-service
+-p kestrel-fabric-ranks too.
 
 Builds nothing (scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-vmm
 -p kestrel-hostile). Prints the seed first and the counts last; exits 0 on a pass, 1 on a
@@ -36,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--starve", type=int, default=60, metavar="SECS",
                     help="fail when the neighbour finishes no round for this long (60)")
     ap.add_argument("--log", type=Path, metavar="FILE")
+    ap.add_argument("--devices", action="store_true", help="the device attacker (issue 18)")
+    ap.add_argument("--ranks", type=int, default=10, metavar="N",
+                    help="with --devices: the native ranks' rounds (10)")
     args = ap.parse_args(argv)
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1 << 32)
@@ -46,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         watch, counts = hostile.attack(args.seed, args.instructions, progress=args.progress,
                                        timeout=args.timeout, hang=args.hang, starve=args.starve,
-                                       log=args.log, say=lambda m: print(m, flush=True))
+                                       log=args.log, say=lambda m: print(m, flush=True),
+                                       devices=args.devices, ranks=args.ranks)
     except qemu.LaunchError as err:
         print(f"attack-guest: error: {err}", file=sys.stderr)
         return 2

@@ -11,6 +11,14 @@ crashing), QEMU exiting or aborting, no progress line from VM 0 for `hang` secon
 livelock), the neighbour's checksum changing or no neighbour round for `starve` seconds
 (starvation), a `hostile: FINDING` line, or `timeout`. Run by tests/security/test_hostile.py
 (seed 1, briefly) and scripts/attack-guest.py (`just soak`, at length).
+
+With `devices=True` VM 0 is the device attacker of issue 18 (finding 7; the guest's `devices`
+argument): it attacks its own vBIC, collective, torus DMA group and virtio NIC, and floods the
+fabric. The VMs then use the fabric service (`vmm.fabric=service`), and native ranks
+(kestrel-fabric-ranks as kestrel-rank0/1, endpoints 0 and 1, started before the VMM) exchange
+messages and allreduce `ranks` rounds meanwhile; the run also fails when a rank prints WRONG or
+an error, or (once the attacker is done) has not finished every round within `ranks_grace`
+seconds: "the ranks' allreduce did not complete".
 """
 from __future__ import annotations
 
@@ -29,26 +37,32 @@ DONE_RE = re.compile(r"^\[vm0\] hostile: done seed (\d+) findings (\d+)$")
 COUNTS_RE = re.compile(r"^\[vm0\] hostile: counts blocks (\d+) instructions (\d+) generated (\d+) "
                        r"exceptions (\d+) ends (\d+)$")
 DETAIL_RE = re.compile(r"^\[vm0\] hostile: (vectors|ops) (.*)$")
+RANK_RE = re.compile(r"^\[kestrel-rank(\d)\] (.*)$")
 ROUND_RE = re.compile(r"^\[vm1\] neighbour: round (\d+) checksum (0x[0-9a-f]+) unchanged$")
 
 
-def patch_args(elf: bytes, seed: int, instructions: int, progress: int) -> bytes:
+def patch_args(elf: bytes, seed: int, instructions: int, progress: int, devices: bool = False) -> bytes:
     """The guest ELF with its HOSTILE_ARGS (magic, then big-endian u64 seed, instruction
-    budget, progress interval) set; fails unless the magic occurs exactly once."""
+    budget, progress interval, device attacker flag) set; fails unless the magic occurs
+    exactly once."""
     at = elf.find(MAGIC)
     if at < 0 or elf.find(MAGIC, at + 1) >= 0:
         raise kq.LaunchError("the guest ELF has no (or more than one) HOSTILE_ARGS block; "
                              "is it kestrel-hostile?")
     data = bytearray(elf)
-    struct.pack_into(">QQQ", data, at + len(MAGIC), seed, instructions, progress)
+    struct.pack_into(">QQQQ", data, at + len(MAGIC), seed, instructions, progress, int(devices))
     return bytes(data)
 
 
 class Watch:
     """Reads the console line by line and decides pass or fail."""
 
-    def __init__(self, hang: float, starve: float):
+    def __init__(self, hang: float, starve: float, ranks: int = 0, ranks_grace: float = 120):
         self.hang, self.starve = hang, starve
+        # Native ranks' rounds expected (0: no ranks), and each rank's completed rounds.
+        self.ranks, self.ranks_grace = ranks, ranks_grace
+        self.rank_rounds = [0, 0]
+        self.done_at: float | None = None
         now = time.monotonic()
         self.last_progress = now
         self.last_round = now
@@ -65,6 +79,13 @@ class Watch:
     def line(self, raw: str) -> None:
         line = raw.rstrip("\r")
         now = time.monotonic()
+        if m := RANK_RE.match(line):
+            r, text = int(m.group(1)), m.group(2)
+            if "WRONG" in text or text.startswith(f"rank {r}: ") or "panicked" in text:
+                self.fail(f"native rank {r}: {text}")
+            elif text.startswith(f"ranks {r}/2: ") and r < 2:
+                self.rank_rounds[r] += 1
+            return
         if line.startswith(("KERNEL PANIC", "  ip 0x", "  esr 0x")):
             self.fail(f"kernel panic or register dump: {line}")
         elif line.startswith(("qemu: fatal", "qemu-system-ppc: ")) and "terminating on signal" not in line:
@@ -87,6 +108,7 @@ class Watch:
             self.details.append(f"{m.group(1)} {m.group(2)}")
         elif m := DONE_RE.match(line):
             self.done = m
+            self.done_at = now
             self.rounds_at_done = self.rounds
             self.last_progress = now
         elif line.startswith("vmm: vm1: ") and ("stopping it" in line or "vCPU" in line):
@@ -105,7 +127,8 @@ class Watch:
     def finished(self) -> bool:
         """VM 0 done and stopped, and the neighbour made a round since."""
         return (self.done is not None and self.vm0_stopped and self.rounds_at_done is not None
-                and self.rounds > self.rounds_at_done)
+                and self.rounds > self.rounds_at_done
+                and all(n >= self.ranks for n in self.rank_rounds))
 
     def tick(self) -> None:
         now = time.monotonic()
@@ -113,6 +136,11 @@ class Watch:
             blocks, insns = self.progress
             self.fail(f"hang: no progress line from the hostile VM for {self.hang:.0f}s "
                       f"(last: {blocks} blocks, {insns} instructions)")
+        if (self.ranks and self.done_at is not None and now - self.done_at > self.ranks_grace
+                and any(n < self.ranks for n in self.rank_rounds)):
+            self.fail(f"the ranks' allreduce did not complete: {self.ranks_grace:.0f}s after the "
+                      f"attacker was done, rank 0 finished {self.rank_rounds[0]} and rank 1 "
+                      f"{self.rank_rounds[1]} of {self.ranks} rounds (exchange + allreduce)")
         if now - self.last_round > self.starve:
             self.fail(f"starvation: no neighbour round for {self.starve:.0f}s "
                       f"(last round {self.rounds})")
@@ -120,7 +148,8 @@ class Watch:
 
 def attack(seed: int, instructions: int = 100_000, *, progress: int = 4096, timeout: int = 600,
            hang: int = 120, starve: int = 60, log: Path | None = None,
-           say=print) -> tuple[Watch, str]:
+           say=print, devices: bool = False, ranks: int = 10, ranks_pause_ms: int = 2000,
+           ranks_grace: int = 120) -> tuple[Watch, str]:
     """Runs the attack: (the watcher with its verdict in `failure`, a summary of the counts).
     `say` gets the progress lines (the seed first)."""
     guest = kq.out_dir() / "kestrel-hostile"
@@ -130,14 +159,23 @@ def attack(seed: int, instructions: int = 100_000, *, progress: int = 4096, time
     log = log or kq.default_log("attack-guest")
     log.parent.mkdir(parents=True, exist_ok=True)
     patched = log.with_suffix(".elf")
-    patched.write_bytes(patch_args(guest.read_bytes(), seed, instructions, progress))
+    patched.write_bytes(patch_args(guest.read_bytes(), seed, instructions, progress, devices))
     image = kq.vmm_image(patched)
-    node = kq.kestrel_node(image, log.with_suffix(".bootmod"), append=kq.vmm_cmdline(2, None),
-                           mem_mb=128)
-    say(f"attack-guest: seed {seed}, {instructions} guest instructions "
+    append = kq.vmm_cmdline(2, None)
+    if devices:
+        # The fabric service and the ranks first: the ranks must be endpoints 0 and 1.
+        ranks_elf = kq.out_dir() / "kestrel-fabric-ranks"
+        image.programs[:0] = [kq.Module("kestrel-fabric", kq.out_dir() / "kestrel-fabric"),
+                              kq.Module("kestrel-rank0", ranks_elf),
+                              kq.Module("kestrel-rank1", ranks_elf)]
+        append += ["vmm.fabric=service", "ranks.n=2", "ranks.bytes=1200", f"ranks.rounds={ranks}",
+                   f"ranks.pause_ms={ranks_pause_ms}"]
+    node = kq.kestrel_node(image, log.with_suffix(".bootmod"), append=append, mem_mb=128)
+    mode = " --devices" if devices else ""
+    say(f"attack-guest: seed {seed}, {instructions} guest instructions{mode.replace(' --', ', ')} "
         f"(reproduce: scripts/attack-guest.py --seed {seed} --instructions "
-        f"{instructions})")
-    watch = Watch(hang, starve)
+        f"{instructions}{mode})")
+    watch = Watch(hang, starve, ranks if devices else 0, ranks_grace)
     start = time.monotonic()
     proc = subprocess.Popen(node.command(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT)
@@ -186,5 +224,7 @@ def attack(seed: int, instructions: int = 100_000, *, progress: int = 4096, time
     if d is not None:
         counts += f"findings {d.group(2)}; "
     counts += f"neighbour rounds {watch.rounds} unchanged"
+    if devices:
+        counts += f"; ranks' rounds (exchange + allreduce) {watch.rank_rounds[0]}/{watch.rank_rounds[1]} of {ranks}"
     counts += f"; {elapsed:.1f}s (log: {log})"
     return watch, counts

@@ -22,15 +22,26 @@
 //!   pattern, takes a checksum and recomputes it forever, printing each round; a change
 //!   prints `neighbour: FAIL ...` and resets.
 //!
-//! The seed, the budget and the progress interval are in [`HOSTILE_ARGS`], which the
-//! driver script patches in a copy of this ELF (found by its magic), so a run needs no
-//! rebuild.
+//! With `devices` set in the arguments, VM 0 is the device attacker of issue 18 (finding
+//! 7): it also maps its own vBIC, collective VC0/VC1, torus DMA group page and virtio-mmio
+//! window and its plan area (TLB entries 4-9, data only, in TS 1: blocks reach them when
+//! their MSR has DS set), its blocks gain the device classes of
+//! `kestrel_hostile_gen::devices`, and every [`PLAN_EVERY`] blocks it runs a generated
+//! plan (a flood of collective packets, torus descriptors or virtio frames; the DMA set-up
+//! every [`SETUP_EVERY`]) through the same entry as a block, so that an exception only cuts
+//! the plan short. Its neighbours are then other guests (Linux VMs, native ranks), not
+//! VM 1 of this program.
+//!
+//! The seed, the budget, the progress interval and the device flag are in
+//! [`HOSTILE_ARGS`], which the driver script patches in a copy of this ELF (found by its
+//! magic), so a run needs no rebuild.
 #![no_std]
 #![no_main]
 
 use core::arch::{asm, global_asm};
 use core::fmt::Write;
 use kestrel_guest_bare::{map_uart_at, ram, reset, Uart};
+use kestrel_hostile_gen::devices::{self as dev, DeviceLayout, Plan, PlanKind, Step, PLAN_NAMES};
 use kestrel_hostile_gen::{self as gen, touched, Block, Layout, Regs, Rng, CLASSES, CLASS_NAMES};
 use kestrel_ppc440::tlb::{word0, word2, PageSize};
 use kestrel_ppc440::{dcr, encode, ivor, msr, spr};
@@ -52,6 +63,26 @@ const TLB_CODE_TS0: u32 = 0;
 const TLB_CODE_TS1: u32 = 1;
 const TLB_SCRATCH: u32 = 2;
 const TLB_UART: u32 = 3;
+/// The device windows' entries (device attacker only), in `dev::WINDOWS` order.
+const TLB_DEVICES: u32 = 4;
+/// Where the device attacker maps its windows (each a 4 KiB page, data only) and its plan
+/// area: in translation space 1 (MSR[DS] = 1), at effective addresses inside the guest's
+/// RAM. A block's TLB entry may translate the same addresses first (1:1, or into scratch):
+/// the access then lands in RAM, never on unbacked guest-physical space (which stops the VM:
+/// seed 1 found that with the windows at 0xD000_0000).
+const DEVICES: DeviceLayout = DeviceLayout {
+    bic: 0x01E0_0000,
+    vc0: 0x01E1_0000,
+    vc1: 0x01E2_0000,
+    dma: 0x01E3_0000,
+    virtio: 0x01E4_0000,
+    area: RAM_END - (1 << 20),
+};
+/// TLB entry (TS 1, 1 MiB, 1:1) of the plan area, after the windows'.
+const TLB_AREA: u32 = TLB_DEVICES + 5;
+/// A plan (flood) every this many blocks, the DMA set-up every [`SETUP_EVERY`].
+const PLAN_EVERY: u64 = 8;
+const SETUP_EVERY: u64 = 512;
 
 /// The run's parameters; `scripts/attack-guest.py` patches them in a copy of the ELF.
 #[repr(C)]
@@ -60,6 +91,8 @@ pub struct Args {
     seed: u64,
     instructions: u64,
     progress: u64,
+    /// Non-zero: the device attacker (issue 18).
+    devices: u64,
 }
 
 /// Found by the driver through its magic; defaults for a run without the driver.
@@ -71,6 +104,7 @@ pub static HOSTILE_ARGS: Args = Args {
     seed: 1,
     instructions: 100_000,
     progress: 4096,
+    devices: 0,
 };
 
 /// What `hostile_run` saves and `hostile_common` records (offsets used by the assembly).
@@ -113,6 +147,18 @@ static mut HOSTILE_SAVE: Save = Save {
 #[repr(C, align(32))]
 struct Buffer([u32; gen::MAX_WORDS]);
 static mut BLOCK: Buffer = Buffer([0; gen::MAX_WORDS]);
+
+/// The plan being run (written between blocks, read by `plan_entry`).
+static mut PLAN: Plan = Plan {
+    steps: [Step::Dcr { dcr: 0, value: 0 }; dev::PLAN_STEPS],
+    len: 0,
+    kind: PlanKind::Setup,
+    items: 0,
+};
+/// The stack `plan_entry` runs on (a plan is entered like a block, with its own r1).
+#[repr(C, align(16))]
+struct PlanStack([u8; 8192]);
+static mut PLAN_STACK: PlanStack = PlanStack([0; 8192]);
 
 // hostile_run(regs): save the Rust context, load the block's registers, enter it by rfi.
 // hostile_end: the end stub. hostile_common: every stub's target (r3 = slot): set the
@@ -298,6 +344,28 @@ fn tlb_read(index: u32) -> (u32, u32, u32) {
     (a, b, c)
 }
 
+/// The device attacker's window entries: (index, word 0, word 1, word 2): 4 KiB, TS 0,
+/// guarded and cache-inhibited, read and write in both states, never executable.
+fn device_entries() -> [(u32, u32, u32, u32); 6] {
+    use kestrel_ppc440::tlb::word1;
+    let rw = word2::SW.mask() | word2::SR.mask() | word2::UW.mask() | word2::UR.mask();
+    let attrs = word2::I.mask() | word2::G.mask() | rw;
+    let ts1 = word0::V.mask() | word0::TS.mask();
+    let mut out = [(0, 0, 0, 0); 6];
+    for (i, (&ea, (gpa, _))) in DEVICES.eas().iter().zip(dev::WINDOWS).enumerate() {
+        let w0 = ea | ts1 | PageSize::K4.word0();
+        let w1 = (gpa as u32 & word1::RPN.mask()) | word1::ERPN.put((gpa >> 32) as u32);
+        out[i] = (TLB_DEVICES + i as u32, w0, w1, attrs);
+    }
+    out[5] = (
+        TLB_AREA,
+        DEVICES.area | ts1 | PageSize::M1.word0(),
+        DEVICES.area,
+        rw,
+    );
+    out
+}
+
 /// The guest's own entries: (index, word 0, word 1, word 2).
 fn own_entries() -> [(u32, u32, u32, u32); 4] {
     use word2::{SR, SW, SX, UR, UW, UX};
@@ -372,6 +440,11 @@ struct Stats {
     ops: [u64; CLASSES],
     findings: u64,
     notes: u32,
+    /// Device attacker: plans run by kind, their packets/descriptors/frames, and plans an
+    /// exception cut short.
+    plans: [u64; 4],
+    items: [u64; 4],
+    plans_cut: u64,
 }
 
 /// At most this many `hostile: note` lines (unexpected exits, with their block) per run.
@@ -426,11 +499,22 @@ fn attacker() -> ! {
         out,
         "hostile: vm0 attacker: seed {seed} budget {budget} instructions, progress every {progress} blocks"
     );
+    let devices = args.devices != 0;
+    if devices {
+        for (i, w0, w1, w2) in device_entries() {
+            tlb_write(i, w0, w1, w2);
+        }
+        let _ = writeln!(
+            out,
+            "hostile: device attacker: vBIC, collective VC0/VC1, DMA group, virtio windows mapped; a plan every {PLAN_EVERY} blocks"
+        );
+    }
     let layout = Layout {
         scratch_start: OWN_END,
         scratch_end: RAM_END,
         ivpr: vectors,
         end_stub: addr_of_sym(unsafe_ref(&raw const hostile_end)),
+        devices: devices.then_some(DEVICES),
     };
     let common_mtmsr = addr_of_sym(unsafe_ref(&raw const hostile_common_mtmsr));
     // SAFETY: the block buffer is only touched here and by the block itself.
@@ -446,8 +530,14 @@ fn attacker() -> ! {
         ops: [0; CLASSES],
         findings: 0,
         notes: 0,
+        plans: [0; 4],
+        items: [0; 4],
+        plans_cut: 0,
     };
     while st.run < budget {
+        if devices && st.blocks.is_multiple_of(PLAN_EVERY) {
+            run_plan(&mut rng, &mut st, &layout, common, common_mtmsr);
+        }
         gen::generate(&mut rng, &layout, base, &mut block);
         for (i, w) in block.words[..block.len].iter().enumerate() {
             // SAFETY: inside the block buffer (len <= MAX_WORDS).
@@ -518,7 +608,7 @@ fn attacker() -> ! {
         }
         restore(block.touched, ccr0, ccr1);
         if st.blocks.is_multiple_of(VERIFY_EVERY) {
-            verify(&mut out, &mut st);
+            verify(&mut out, &mut st, devices);
         }
         if st.blocks.is_multiple_of(progress) {
             let _ = writeln!(
@@ -531,7 +621,7 @@ fn attacker() -> ! {
             );
         }
     }
-    verify(&mut out, &mut st);
+    verify(&mut out, &mut st, devices);
     // Console lines stay below the VMM's 128-byte line buffer (longer ones are split and
     // can interleave with the neighbour's); the `done` line comes last.
     let _ = writeln!(
@@ -551,7 +641,18 @@ fn attacker() -> ! {
         let _ = writeln!(out);
     }
     let _ = writeln!(out, "hostile: vectors other={}", st.by_slot[16]);
-    for half in [0..7, 7..CLASSES] {
+    if devices {
+        let _ = write!(out, "hostile: plans");
+        for (k, name) in PLAN_NAMES.iter().enumerate() {
+            let _ = write!(out, " {name}={}", st.plans[k]);
+        }
+        let _ = writeln!(
+            out,
+            " cut={} packets={} descriptors={} frames={} allroutes={}",
+            st.plans_cut, st.items[1], st.items[2], st.items[3], st.items[0]
+        );
+    }
+    for half in [0..7, 7..13, 13..CLASSES] {
         let _ = write!(out, "hostile: ops");
         for c in half {
             let _ = write!(out, " {}={}", CLASS_NAMES[c], st.ops[c]);
@@ -560,6 +661,68 @@ fn attacker() -> ! {
     }
     let _ = writeln!(out, "hostile: done seed {seed} findings {}", st.findings);
     reset()
+}
+
+/// Generates the next plan (the DMA set-up every [`SETUP_EVERY`] blocks, else a flood) and
+/// runs it through `hostile_run`, as a block: `plan_entry` on its own stack, MSR[ME] only,
+/// r2/r13 as this code has them. An exception (a model that refuses a store, an interrupt)
+/// comes back through the vector stubs and only cuts the plan short.
+fn run_plan(rng: &mut Rng, st: &mut Stats, layout: &Layout, common: u32, common_mtmsr: u32) {
+    // SAFETY: PLAN is only touched here and, read-only, by plan_entry during hostile_run.
+    let plan = unsafe { &mut *core::ptr::addr_of_mut!(PLAN) };
+    if st.blocks.is_multiple_of(SETUP_EVERY) {
+        dev::setup(rng, RAM_END, plan);
+    } else if let Some(d) = layout.devices {
+        dev::burst(rng, &d, plan);
+    }
+    let k = plan.kind as usize;
+    st.plans[k] += 1;
+    st.items[k] += plan.items as u64;
+    let (r2, r13): (u32, u32);
+    // SAFETY: reads two registers.
+    unsafe { asm!("mr {a}, 2", "mr {b}, 13", a = out(reg) r2, b = out(reg) r13, options(nostack)) };
+    let mut regs = Regs::default();
+    let stack = core::ptr::addr_of_mut!(PLAN_STACK) as u32;
+    regs.gpr[1] = stack + 8192 - 16;
+    regs.gpr[2] = r2;
+    regs.gpr[3] = plan as *const Plan as u32;
+    regs.gpr[13] = r13;
+    // DS: the windows and the plan area are mapped in TS 1.
+    regs.msr = NORMAL_MSR | msr::DS;
+    regs.pc = plan_entry as extern "C" fn(*const Plan) -> ! as usize as u32;
+    // SAFETY: as for a block: hostile_run saves the context and comes back through
+    // hostile_common; plan_entry ends at the end stub.
+    unsafe { hostile_run(&regs) };
+    // SAFETY: written by hostile_common just now.
+    let s = unsafe { &*core::ptr::addr_of!(HOSTILE_SAVE) };
+    let end = s.slot == END_SLOT || [common, common + 4, common_mtmsr].contains(&(s.srr0 & !3));
+    if !end {
+        st.plans_cut += 1;
+    }
+}
+
+/// Runs the plan at `plan` (r3), then branches to the end stub. Entered by `hostile_run`.
+extern "C" fn plan_entry(plan: *const Plan) -> ! {
+    // SAFETY: run_plan passes PLAN, which nothing writes while this runs.
+    let plan = unsafe { &*plan };
+    for step in &plan.steps[..plan.len] {
+        match *step {
+            Step::Store { ea, value } => {
+                // SAFETY: the generator keeps plan stores in the plan area of the scratch
+                // RAM or in the device windows this guest maps (host-tested).
+                unsafe { (ea as *mut u32).write_volatile(value) };
+            }
+            Step::Dcr { dcr, value } => {
+                // SAFETY: a documented interconnect DCR (host-tested); the VMM emulates it.
+                unsafe {
+                    asm!(".long {w}", w = const encode::mtdcrx(4, 5), in("r4") dcr, in("r5") value,
+                         options(nostack))
+                };
+            }
+        }
+    }
+    // SAFETY: the end stub returns to hostile_run's caller through hostile_common.
+    unsafe { asm!("b hostile_end", options(noreturn)) }
 }
 
 /// Puts back what a block may have changed (`touched` from the generator).
@@ -597,8 +760,12 @@ fn restore(t: u32, ccr0: u32, ccr1: u32) {
 
 /// Reads back the guest's own TLB entries; a difference is a finding (no block writes
 /// them), printed, counted and repaired.
-fn verify(out: &mut Uart, st: &mut Stats) {
-    for (i, w0, w1, w2) in own_entries() {
+fn verify(out: &mut Uart, st: &mut Stats, devices: bool) {
+    let n = if devices { 6 } else { 0 };
+    for (i, w0, w1, w2) in own_entries()
+        .into_iter()
+        .chain(device_entries().into_iter().take(n))
+    {
         let (r0, r1, r2) = tlb_read(i);
         // TPAR/PAR bits read back as the hardware (or emulation) computes them.
         let m0 = !word0::TPAR.mask();
@@ -660,6 +827,22 @@ fn neighbour(vm: u32) -> ! {
         );
     }
 }
+
+/// The generator's dependencies (kestrel-bgp's C-header generator) link `alloc`, which
+/// this guest never uses: every allocation is refused (and would end in the panic handler).
+struct NoAlloc;
+
+// SAFETY: `alloc` always returns null, which GlobalAlloc allows (allocation failure), and
+// `dealloc` is never given a pointer this allocator returned (there are none).
+unsafe impl core::alloc::GlobalAlloc for NoAlloc {
+    unsafe fn alloc(&self, _: core::alloc::Layout) -> *mut u8 {
+        core::ptr::null_mut()
+    }
+    unsafe fn dealloc(&self, _: *mut u8, _: core::alloc::Layout) {}
+}
+
+#[global_allocator]
+static ALLOCATOR: NoAlloc = NoAlloc;
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {

@@ -254,12 +254,15 @@ fn paravirt() -> bool {
 }
 
 /// VM `i`'s guest RAM: an OS guest's (an `initrd`, `bootargs` or `dtb` module, see
-/// [`create_vm`]) from `vmm.mem=`, a bare-metal guest's [`GUEST_RAM`]. (Every VM of a run is
-/// the same kind: the modules that make a guest an OS kernel are shared.)
-fn vm_ram(archive: &[u8], _i: usize) -> Result<u32, &'static str> {
-    let os = ["dtb", "initrd", "bootargs"]
-        .iter()
-        .any(|m| bootmod::find(archive, m).is_some());
+/// [`create_vm`]) from `vmm.mem=`, a bare-metal guest's [`GUEST_RAM`] (a VM with its own
+/// `bare<i>` module is bare-metal whatever the others run).
+fn vm_ram(archive: &[u8], i: usize) -> Result<u32, &'static str> {
+    let mut own = heapless::String::<16>::new();
+    let _ = core::fmt::write(&mut own, format_args!("bare{i}"));
+    let os = bootmod::find(archive, &own).is_none()
+        && ["dtb", "initrd", "bootargs"]
+            .iter()
+            .any(|m| bootmod::find(archive, m).is_some());
     if os {
         os_guest_ram()
     } else {
@@ -270,8 +273,10 @@ fn vm_ram(archive: &[u8], _i: usize) -> Result<u32, &'static str> {
 /// The guest command line when the archive has no `bootargs` module.
 const DEFAULT_BOOTARGS: &str = "console=ttyS0 panic=1";
 
-/// Builds VM `i`: RAM, guest image, vCPU. The guest image is module `guest<i>` if the
-/// archive has one, else `guest`. With an `initrd`, `bootargs` or `dtb` module the guest
+/// Builds VM `i`: RAM, guest image, vCPU. The guest image is module `bare<i>` if the
+/// archive has one: a bare-metal program for this VM alone, whatever the other VMs run (the
+/// device attacker of issue 18 beside Linux VMs). Else it is module `guest<i>` if the
+/// archive has one, else `guest`, and with an `initrd`, `bootargs` or `dtb` module the guest
 /// is an OS kernel booted the ePAPR way (Linux): image at its physical addresses, initrd
 /// and device tree where QEMU's bamboo puts them, r3 = device tree. The device tree is
 /// generated ([`kestrel_devtree`]: exactly the devices this VMM models) with the command
@@ -285,14 +290,21 @@ fn create_vm<F: VmFabric>(
     node: &Node<F>,
 ) -> Result<Vm<F>, &'static str> {
     let mut own = heapless::String::<16>::new();
+    let _ = core::fmt::write(&mut own, format_args!("bare{i}"));
+    let bare = bootmod::find(archive, &own);
+    own.clear();
     let _ = core::fmt::write(&mut own, format_args!("guest{i}"));
-    let guest = bootmod::find(archive, &own)
+    let guest = bare
+        .or_else(|| bootmod::find(archive, &own))
         .or_else(|| bootmod::find(archive, "guest"))
         .ok_or("no module named \"guest\" in the boot-module archive")?;
     let dtb = bootmod::find(archive, "dtb");
     let initrd = bootmod::find(archive, "initrd");
     let bootargs = bootmod::find(archive, "bootargs");
-    let os = dtb.is_some() || initrd.is_some() || bootargs.is_some();
+    let os = bare.is_none() && (dtb.is_some() || initrd.is_some() || bootargs.is_some());
+    if bare.is_some() {
+        println!("vmm: vm{i}: bare-metal guest from module bare{i}");
+    }
     let ram = vm_ram(archive, i)?;
     let ram_va = GUEST_RAM_VA + i as u32 * GUEST_RAM_STRIDE;
     if let Err(e) = root::ram(ram_va, ram, GUEST_RAM_ALIGN_LOG2) {

@@ -57,6 +57,8 @@ use kestrel_ppc440::encode as e;
 use kestrel_ppc440::tlb::{word0, word1, word2};
 use kestrel_ppc440::{dbcr0, dcr, msr, spr, tcr};
 
+pub mod devices;
+
 /// Primary opcodes the generator never emits, because QEMU 7.2 aborts on some words in
 /// them (see the crate documentation): 4 (vector, and the 440's multiply-accumulate),
 /// 6 (`lxvp`/`stxvp`), 56-58 and 61-62 (quad/doubleword/vector DQ- and DS-form loads and
@@ -66,6 +68,20 @@ pub const EXCLUDED_OPCODES: [u32; 8] = [4, 6, 56, 57, 58, 60, 61, 62];
 
 /// TLB entries 0 to `OWN_TLB_ENTRIES - 1` belong to the guest (code, scratch, UART).
 pub const OWN_TLB_ENTRIES: u32 = 4;
+/// With devices, entries `OWN_TLB_ENTRIES..OWN_TLB_ENTRIES + DEVICE_TLB_ENTRIES` are the
+/// guest's own too: its device windows and plan area.
+pub const DEVICE_TLB_ENTRIES: u32 = 6;
+
+/// How many TLB entries (from 0) are the guest's own under `layout`.
+pub fn own_tlb_entries(layout: &Layout) -> u32 {
+    OWN_TLB_ENTRIES
+        + if layout.devices.is_some() {
+            DEVICE_TLB_ENTRIES
+        } else {
+            0
+        }
+}
+
 /// Registers that hold scratch addresses: the base of every memory access.
 pub const BASE_REGS: [u32; 4] = [2, 3, 4, 5];
 /// Registers that hold small offsets: the index of every X-form memory access.
@@ -100,6 +116,9 @@ pub struct Layout {
     pub ivpr: u32,
     /// The end stub: every block's last word branches there.
     pub end_stub: u32,
+    /// The device windows and plan area of the device attacker (issue 18); `None` for the
+    /// classic attack, whose blocks then never touch a device.
+    pub devices: Option<devices::DeviceLayout>,
 }
 
 /// xorshift64* seeded through splitmix64: small, fast, and the same on host and target.
@@ -164,10 +183,16 @@ pub enum Class {
     Fp,
     Alu,
     Sync,
+    /// The device attacker's (`devices`): loads and stores on the device windows.
+    Mmio,
+    /// `m[ft]dcr(x)` on the interconnect's DCRs 0xC00..0xDFF.
+    BgpDcr,
+    /// Near-valid DMA and virtio doorbells.
+    Doorbell,
 }
 
 /// How many classes there are.
-pub const CLASSES: usize = 13;
+pub const CLASSES: usize = 16;
 
 /// Every class, in [`Class`] order, with its weight (out of the sum of all weights).
 pub const WEIGHTS: [(Class, u32); CLASSES] = [
@@ -184,11 +209,16 @@ pub const WEIGHTS: [(Class, u32); CLASSES] = [
     (Class::Fp, 5),
     (Class::Alu, 8),
     (Class::Sync, 3),
+    // Only with devices (`Layout::devices`): see devices::DEVICE_CLASS_WEIGHTS.
+    (Class::Mmio, 0),
+    (Class::BgpDcr, 0),
+    (Class::Doorbell, 0),
 ];
 
 /// Short class names for the guest's summary lines, in [`Class`] order.
 pub const CLASS_NAMES: [&str; CLASSES] = [
-    "spr", "msr", "rfi", "tlb", "dcr", "cache", "ldst", "sc", "trap", "branch", "fp", "alu", "sync",
+    "spr", "msr", "rfi", "tlb", "dcr", "cache", "ldst", "sc", "trap", "branch", "fp", "alu",
+    "sync", "mmio", "bgpdcr", "doorbell",
 ];
 
 /// What a block may have changed that the guest restores after it (bits of
@@ -419,6 +449,9 @@ impl Gen<'_> {
             Class::Branch => self.branch(),
             Class::Fp => self.fp(),
             Class::Alu => self.alu(),
+            Class::Mmio => self.mmio(),
+            Class::BgpDcr => self.bgp_dcr(),
+            Class::Doorbell => self.doorbell(),
             Class::Sync => {
                 let w = match self.rng.below(4) {
                     0 => e::ISYNC,
@@ -539,7 +572,8 @@ impl Gen<'_> {
         let rw = FIRST_DATA_REG
             + (ri - FIRST_DATA_REG + 1 + self.rng.below(31 - FIRST_DATA_REG))
                 % (32 - FIRST_DATA_REG);
-        let mut idx = OWN_TLB_ENTRIES + self.rng.below(64 - OWN_TLB_ENTRIES);
+        let own = own_tlb_entries(self.layout);
+        let mut idx = own + self.rng.below(64 - own);
         if self.rng.chance(20) {
             idx |= self.rng.u32() & !63;
         }
@@ -893,12 +927,27 @@ pub fn tlb_entry(rng: &mut Rng, layout: &Layout) -> (u32, u32, u32) {
     (w0, w1, w2)
 }
 
+/// The class weights under `layout`: [`WEIGHTS`], plus the device classes' when it has
+/// devices.
+pub fn weights(layout: &Layout) -> [(Class, u32); CLASSES] {
+    let mut w = WEIGHTS;
+    if layout.devices.is_some() {
+        for (c, weight) in devices::DEVICE_CLASS_WEIGHTS {
+            if let Some(e) = w.iter_mut().find(|e| e.0 == c) {
+                e.1 = weight;
+            }
+        }
+    }
+    w
+}
+
 /// Generates one block at guest address `base` into `block`: 1 to [`MAX_OPS`]
 /// operations, then a branch to the end stub.
 pub fn generate(rng: &mut Rng, layout: &Layout, base: u32, block: &mut Block) {
     *block = Block::default();
     let nops = 1 + rng.below(MAX_OPS);
-    let total: u32 = WEIGHTS.iter().map(|w| w.1).sum();
+    let weights = weights(layout);
+    let total: u32 = weights.iter().map(|w| w.1).sum();
     let mut g = Gen {
         rng,
         layout,
@@ -912,7 +961,7 @@ pub fn generate(rng: &mut Rng, layout: &Layout, base: u32, block: &mut Block) {
         }
         let mut pick = g.rng.below(total);
         let mut class = Class::Sync;
-        for (i, &(c, w)) in WEIGHTS.iter().enumerate() {
+        for (i, &(c, w)) in weights.iter().enumerate() {
             if pick < w {
                 class = c;
                 g.block.ops[i] += 1;
@@ -988,3 +1037,5 @@ pub fn generate(rng: &mut Rng, layout: &Layout, base: u32, block: &mut Block) {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_devices;

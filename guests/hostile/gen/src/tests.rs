@@ -7,13 +7,14 @@ use kestrel_ppc440::decode::{decode, AddrMode, Insn};
 use proptest::prelude::{any, prop_assert, prop_assert_eq, proptest};
 use std::vec::Vec;
 
-const LAYOUT: Layout = Layout {
+pub(crate) const LAYOUT: Layout = Layout {
     scratch_start: 16 << 20,
     scratch_end: 32 << 20,
     ivpr: 0x0080_0000,
     end_stub: 0x0081_0040,
+    devices: None,
 };
-const BASE: u32 = 0x0090_0000;
+pub(crate) const BASE: u32 = 0x0090_0000;
 
 fn opcd(w: u32) -> u32 {
     w >> 26
@@ -29,31 +30,39 @@ fn loaded(b: &Block, i: usize, r: u32) -> Option<u32> {
         .then_some(((hi & 0xffff) << 16) | (lo & 0xffff))
 }
 
-fn boundaries(b: &Block) -> Vec<u32> {
+fn boundaries(b: &Block, layout: &Layout) -> Vec<u32> {
     let mut v: Vec<u32> = b.starts[..b.nops]
         .iter()
         .map(|&s| BASE + 4 * s as u32)
         .collect();
     v.push(BASE + 4 * (b.len as u32 - 1));
-    v.push(LAYOUT.end_stub);
+    v.push(layout.end_stub);
     v
 }
 
 fn check(seed: u64, blocks: usize) {
+    check_with(&LAYOUT, seed, blocks)
+}
+
+/// The invariants over `blocks` blocks from `seed` under `layout`. With devices, a memory
+/// access whose base is not a base register must land in a device window, at the address
+/// the `lis`/`ori` (and `li` index) just before it loaded.
+pub(crate) fn check_with(layout: &Layout, seed: u64, blocks: usize) {
     let mut rng = Rng::new(seed);
     let mut b = Block::default();
     for _ in 0..blocks {
-        generate(&mut rng, &LAYOUT, BASE, &mut b);
+        generate(&mut rng, layout, BASE, &mut b);
+        let mut known: [Option<u32>; 32] = [None; 32];
         assert!(b.len >= 2 && b.len <= MAX_WORDS);
         let last = b.words[b.len - 1];
         assert_eq!(
             last,
             e::b(
-                LAYOUT.end_stub.wrapping_sub(BASE + 4 * (b.len as u32 - 1)) as i32,
+                layout.end_stub.wrapping_sub(BASE + 4 * (b.len as u32 - 1)) as i32,
                 false
             )
         );
-        let bounds = boundaries(&b);
+        let bounds = boundaries(&b, layout);
         for i in 0..b.len {
             let w = b.words[i];
             let pc = BASE + 4 * i as u32;
@@ -66,11 +75,25 @@ fn check(seed: u64, blocks: usize) {
                         "{w:#010x}: only plain loads from the code base"
                     );
                 }
-                Insn::LoadStore(ls) => {
-                    assert!(BASE_REGS.contains(&(ls.ra().number() as u32)), "{w:#010x}");
+                Insn::LoadStore(ls) if BASE_REGS.contains(&(ls.ra().number() as u32)) => {
                     if let AddrMode::X { rb } = ls.addr() {
                         assert!(INDEX_REGS.contains(&(rb.number() as u32)), "{w:#010x}");
                     }
+                }
+                Insn::LoadStore(ls) => {
+                    let ra = ls.ra().number() as usize;
+                    let base = if ra == 0 { Some(0) } else { known[ra] };
+                    let ea = match ls.addr() {
+                        AddrMode::D { d } => base.map(|a| a.wrapping_add(d as i32 as u32)),
+                        AddrMode::X { rb } => base
+                            .zip(known[rb.number() as usize])
+                            .map(|(a, x)| a.wrapping_add(x)),
+                    };
+                    let ea = ea.unwrap_or_else(|| panic!("{w:#010x}: base not loaded just before"));
+                    assert!(
+                        devices::in_window(layout, ea),
+                        "{w:#010x}: {ea:#x} is not in a device window"
+                    );
                 }
                 Insn::Mtmsr { rs } => {
                     let v = loaded(&b, i, rs.number() as u32).expect("mtmsr after lis/ori");
@@ -153,6 +176,36 @@ fn check(seed: u64, blocks: usize) {
                     !(BASE_REGS.contains(&rt) || INDEX_REGS.contains(&rt) || rt == CODE_BASE_REG),
                     "{w:#010x} writes r{rt}"
                 );
+            }
+            track(&mut known, &b, i);
+        }
+    }
+}
+
+/// Follows the values `lis`/`ori` and `li` load (the device accesses' addresses); any
+/// other write to a register forgets its value.
+fn track(known: &mut [Option<u32>; 32], b: &Block, i: usize) {
+    let w = b.words[i];
+    let (rt, ra) = (((w >> 21) & 31) as usize, ((w >> 16) & 31) as usize);
+    match opcd(w) {
+        15 if ra == 0 => known[rt] = Some((w & 0xffff) << 16),
+        14 if ra == 0 => known[rt] = Some(w as i16 as i32 as u32),
+        24 if ra == rt => known[ra] = known[ra].map(|v| v | (w & 0xffff)),
+        _ => {
+            if let Some(r) = writes_gpr(w) {
+                known[r as usize] = None;
+            }
+            // Update forms, multiples and strings write registers writes_gpr does not name.
+            if let Insn::LoadStore(ls) = decode(w) {
+                if ls.update() {
+                    known[ls.ra().index()] = None;
+                }
+                if ls.op().multiple() {
+                    known[ls.rt_rs().index()..].fill(None);
+                }
+            }
+            if opcd(w) == 31 && matches!((w >> 1) & 0x3ff, 597 | 533) {
+                known[rt..].fill(None);
             }
         }
     }
@@ -270,7 +323,8 @@ fn every_class_appears() {
             *o += n;
         }
     }
-    assert!(ops.iter().all(|&n| n > 0), "{ops:?}");
+    // The device classes have no weight without devices (tests_devices covers them).
+    assert!(ops[..13].iter().all(|&n| n > 0), "{ops:?}");
 }
 
 proptest! {

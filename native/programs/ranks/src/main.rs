@@ -9,7 +9,9 @@
 //!    `(r + N - 1) % N`, and checks every byte;
 //! 3. allreduces `[r + 1, (r + 1)^2, crc]` with Sum over the collective ALU (crc = CRC-32 of
 //!    the message received) and checks the first two sums;
-//! 4. prints one result line;
+//! 4. prints one result line; with `ranks.rounds=R` (default 1) steps 2-4 run R times,
+//!    `ranks.pause_ms=P` apart (so that they overlap something else that runs meanwhile,
+//!    like the device attacker of tests/security/test_device_attacker.py);
 //! 5. with `ranks.echo=A.B.C.D`, rank 0 is a bgnet client of `kestrel-echo` at that address:
 //!    an ARP request as a collective broadcast (class 0, VC 0, bgnet's collective framing),
 //!    the reply (point to point over the collective), then a UDP datagram of `ranks.bytes` bytes (at most 1472)
@@ -255,6 +257,8 @@ pub extern "C" fn task_main() {
     let mut echo = None;
     let mut revoke_test = false;
     let mut bench = 0u32;
+    let mut rounds = 1u32;
+    let mut pause_ms = 0u32;
     for a in args.split_ascii_whitespace() {
         if let Some(v) = a.strip_prefix("ranks.n=").and_then(|v| v.parse().ok()) {
             size = v;
@@ -270,6 +274,15 @@ pub extern "C" fn task_main() {
         }
         if let Some(v) = a.strip_prefix("ranks.bench=").and_then(|v| v.parse().ok()) {
             bench = v;
+        }
+        if let Some(v) = a.strip_prefix("ranks.rounds=").and_then(|v| v.parse().ok()) {
+            rounds = v;
+        }
+        if let Some(v) = a
+            .strip_prefix("ranks.pause_ms=")
+            .and_then(|v| v.parse().ok())
+        {
+            pause_ms = v;
         }
     }
     let bytes = bytes.min(MAX_DATA);
@@ -321,23 +334,31 @@ pub extern "C" fn task_main() {
     let mut run = || -> Result<(), kestrel_fabric_client::service::Error> {
         comm.start(&mut port, size as u8, wait)?;
         comm.barrier(&mut port, wait)?;
-        let to = ((r + 1) % size) as u8;
-        let from = ((r + size - 1) % size) as u8;
-        fill(r + 1, &mut buf[..bytes]);
-        comm.send(&mut port, to, TAG, &buf[..bytes])?;
-        let mut got = [0u8; MAX_DATA];
-        let (src, n) = comm.recv(&mut port, Some(from), TAG, &mut got, wait)?;
-        fill(u32::from(src) + 1, &mut buf[..n]);
-        let ok = src == from && n == bytes && got[..n] == buf[..n];
-        let mut v = [
-            u64::from(r + 1),
-            u64::from((r + 1) * (r + 1)),
-            u64::from(crc32(&got[..n])),
-        ];
-        comm.allreduce(&mut port, Op::Sum, &mut v, wait)?;
-        let k = u64::from(size);
-        let sums_ok = v[0] == k * (k + 1) / 2 && v[1] == k * (k + 1) * (2 * k + 1) / 6;
-        println!(
+        for round in 0..rounds {
+            if round > 0 && pause_ms > 0 {
+                // The root task only ever replies: a receive from it ends in its timeout.
+                let _ = kestrel_user::ipc::receive(
+                    kestrel_abi::ThreadId::ROOT,
+                    Timeout::from_us(pause_ms.saturating_mul(1000)),
+                );
+            }
+            let to = ((r + 1) % size) as u8;
+            let from = ((r + size - 1) % size) as u8;
+            fill(r + 1, &mut buf[..bytes]);
+            comm.send(&mut port, to, TAG, &buf[..bytes])?;
+            let mut got = [0u8; MAX_DATA];
+            let (src, n) = comm.recv(&mut port, Some(from), TAG, &mut got, wait)?;
+            fill(u32::from(src) + 1, &mut buf[..n]);
+            let ok = src == from && n == bytes && got[..n] == buf[..n];
+            let mut v = [
+                u64::from(r + 1),
+                u64::from((r + 1) * (r + 1)),
+                u64::from(crc32(&got[..n])),
+            ];
+            comm.allreduce(&mut port, Op::Sum, &mut v, wait)?;
+            let k = u64::from(size);
+            let sums_ok = v[0] == k * (k + 1) / 2 && v[1] == k * (k + 1) * (2 * k + 1) / 6;
+            println!(
             "ranks {r}/{size}: received {n} bytes from rank {src}, {}; allreduce sum [{}, {}, {:#x}], {}",
             if ok { "ok" } else { "WRONG" },
             v[0],
@@ -345,6 +366,7 @@ pub extern "C" fn task_main() {
             v[2],
             if sums_ok { "ok" } else { "WRONG" }
         );
+        }
         if let (0, Some(ip)) = (r, echo) {
             echo_client(&mut port, &mut comm.dma, node_address, ip, bytes)?;
         }
