@@ -77,14 +77,20 @@ pub struct Comm {
     /// The operation of the reduction started last (its result is what `reduce_poll`
     /// waits for).
     reducing: Option<Op>,
-    /// [`Comm::start`] is done: late duplicates of its hellos are dropped on arrival.
+    /// [`Comm::start`] is done: ranks are mapped to endpoints through `peers`.
     started: bool,
+    /// Ranks in the job, and each rank's endpoint X coordinate (after `start`).
+    size: u8,
+    peers: [u8; MAX_RANKS],
+    /// Ranks heard from during `start` (bit r).
+    heard: u32,
     out: [u8; MAX_MSG],
 }
 
-/// Tags of [`Comm::start`]'s handshake (reserved: programs use other tags).
-pub const TAG_HELLO: u32 = 0xFFFF_FF01;
-pub const TAG_GO: u32 = 0xFFFF_FF02;
+/// Most ranks of a job.
+pub const MAX_RANKS: usize = 16;
+/// The first word of a [`Comm::start`] hello broadcast.
+const HELLO_MAGIC: u32 = 0x4b48_454c;
 
 impl Default for Comm {
     fn default() -> Self {
@@ -113,13 +119,17 @@ impl Comm {
             ignored: 0,
             reducing: None,
             started: false,
+            size: 0,
+            peers: [0; MAX_RANKS],
+            heard: 0,
             out: [0; MAX_MSG],
         }
     }
 
     /// Opens the communicator on endpoint `ep` (window at bus `bus`): joins the collective
     /// class [`CLASS`] (which the endpoint's grant must hold) and programs its DMA group;
-    /// the rank is the endpoint number.
+    /// the rank is the endpoint number until the program sets `rank` (before
+    /// [`Comm::start`], which maps ranks to endpoints).
     pub fn open<P: FabricApi>(&mut self, p: &mut P, ep: EpId, bus: u64) -> Result<(), P::Error> {
         p.join_classes(ep, 1 << CLASS)?;
         self.dma = DmaGroup::setup(
@@ -150,8 +160,9 @@ impl Comm {
         let n = LINK_HDR + data.len();
         link_header(&mut self.out, tag, n, PROTO);
         self.out[LINK_HDR..n].copy_from_slice(data);
+        let x = self.x_of(to);
         let Comm { dma, out, .. } = self;
-        dma.send(p, Coords { x: to, y: 0, z: 0 }, &out[..n])
+        dma.send(p, Coords { x, y: 0, z: 0 }, &out[..n])
     }
 
     /// Takes in what arrived (complete messages go to the inbox).
@@ -161,17 +172,12 @@ impl Comm {
             reasm,
             inbox,
             dropped,
-            started,
             ..
         } = self;
         dma.receive(p, |pkt| {
             reasm.add(pkt, |m| {
                 let b = m.bytes;
                 if b.len() < LINK_HDR || u16::from_be_bytes([b[8], b[9]]) != PROTO {
-                    return;
-                }
-                let tag = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-                if *started && tag == TAG_HELLO {
                     return;
                 }
                 let Some(h) = inbox.iter_mut().find(|h| !h.used) else {
@@ -189,7 +195,9 @@ impl Comm {
     }
 
     /// A message from `from` (any rank if `None`) with `tag`, copied into `buf` (cut to its
-    /// length): `(source rank, length)`, or `None` if none has arrived.
+    /// length): `(source rank, length)`, or `None` if none has arrived. The source rank is
+    /// the sender's endpoint as the fabric stamped it, mapped to its rank (`u8::MAX` for a
+    /// sender that is no rank of the job).
     pub fn try_recv<P: FabricApi>(
         &mut self,
         p: &mut P,
@@ -198,60 +206,101 @@ impl Comm {
         buf: &mut [u8],
     ) -> Result<Option<(u8, usize)>, P::Error> {
         self.pump(p)?;
+        let from = from.map(|r| self.x_of(r));
         let hit = self
             .inbox
             .iter_mut()
             .find(|h| h.used && h.tag == tag && from.is_none_or(|f| f == h.from));
-        Ok(hit.map(|h| {
-            h.used = false;
-            let n = h.len.min(buf.len());
-            buf[..n].copy_from_slice(&h.data[..n]);
-            (h.from, h.len)
-        }))
+        let Some(h) = hit else { return Ok(None) };
+        h.used = false;
+        let n = h.len.min(buf.len());
+        buf[..n].copy_from_slice(&h.data[..n]);
+        let (x, len) = (h.from, h.len);
+        Ok(Some((self.rank_at(x), len)))
     }
 
-    /// Waits until ranks `0..size` have all opened their communicators (and so joined the
-    /// collective class: a reduction completes when every endpoint that sources the class
-    /// has contributed, so one started before a rank joins would complete without it).
-    /// Every other rank says hello to rank 0, again after each `wait` until it hears back
-    /// (rank 0 may not be attached yet: a message to an endpoint that is not there is
-    /// dropped); rank 0 answers each with go once all have said hello. MPI_Init's
-    /// wire-up, done by the ranks themselves.
+    /// MPI_Init's wire-up, done by the ranks themselves: waits until ranks `0..size` have
+    /// all opened their communicators (and so joined the collective class: a reduction
+    /// completes when every endpoint that sources the class has contributed, so one started
+    /// before a rank joins would complete without it), and learns where each rank is.
+    ///
+    /// A rank's number is its own (`Comm::rank`, set before `start`; the endpoint number by
+    /// default), not its endpoint's: each rank broadcasts `(rank, X)` on the class, again
+    /// after each `wait` while it has not heard every rank, and once more after (so the
+    /// last to arrive hears the others). Only the class's members (the ranks) receive
+    /// these broadcasts, and the fabric stamps nothing here, so a rank checks that a
+    /// hello's X is a sender of the class it can reach: the grants keep other tenants off
+    /// the class. Afterwards `send` and `recv` name ranks, mapped to and from endpoints.
     pub fn start<P: FabricApi>(
         &mut self,
         p: &mut P,
         size: u8,
         mut wait: impl FnMut(&mut P),
     ) -> Result<(), P::Error> {
-        let size = size.clamp(1, 32);
-        let mut buf = [0u8; 1];
-        if self.rank == 0 {
-            let all = u32::MAX >> (32 - u32::from(size));
-            let mut seen = 1u32;
-            while seen & all != all {
-                match self.try_recv(p, None, TAG_HELLO, &mut buf)? {
-                    Some((r, _)) if r < 32 => seen |= 1 << r,
-                    Some(_) => {}
-                    None => wait(p),
-                }
-            }
-            for r in 1..size {
-                self.send(p, r, TAG_GO, &[])?;
-            }
-            // Late duplicates are dropped from now on; drop the ones already here.
-            self.started = true;
-            while self.try_recv(p, None, TAG_HELLO, &mut buf)?.is_some() {}
-        } else {
-            loop {
-                self.send(p, 0, TAG_HELLO, &[])?;
-                wait(p);
-                if self.try_recv(p, Some(0), TAG_GO, &mut buf)?.is_some() {
-                    break;
-                }
-            }
-            self.started = true;
+        self.begin(size);
+        while !self.start_step(p)? {
+            wait(p);
         }
         Ok(())
+    }
+
+    /// [`Comm::start`] in steps, for a caller with its own loop: `begin`, then
+    /// `start_step` until it returns true.
+    pub fn begin(&mut self, size: u8) {
+        self.size = size.clamp(1, MAX_RANKS as u8);
+        self.started = false;
+        self.heard = 1u32 << (self.rank % 32);
+        self.peers[usize::from(self.rank) % MAX_RANKS] = self.dma.me.x;
+    }
+
+    /// One step of [`Comm::start`]: takes in the hellos that arrived, then broadcasts this
+    /// rank's (marked final once every rank was heard); true when done.
+    pub fn start_step<P: FabricApi>(&mut self, p: &mut P) -> Result<bool, P::Error> {
+        let (ep, size) = (self.dma.ep, self.size);
+        let mut payload = [0u8; 256];
+        while let Some(h) = p.tree_receive(ep, VC, &mut payload)? {
+            let is_hello = h & coll::HDR_P2P == 0
+                && coll::hdr_class(h) == CLASS
+                && payload[..4] == HELLO_MAGIC.to_be_bytes()
+                && payload[5] == size;
+            let r = payload[4];
+            if !is_hello || r >= size {
+                self.ignored += 1;
+                continue;
+            }
+            self.peers[usize::from(r)] = payload[6];
+            self.heard |= 1 << r;
+        }
+        let all = u32::MAX >> (32 - u32::from(size));
+        let done = self.heard & all == all;
+        let mut hello = [0u8; 256];
+        hello[..4].copy_from_slice(&HELLO_MAGIC.to_be_bytes());
+        hello[4] = self.rank;
+        hello[5] = size;
+        hello[6] = self.dma.me.x;
+        hello[7] = u8::from(done);
+        p.tree_inject(ep, VC, tree::bcast(CLASS, 0), &hello)?;
+        self.started = done;
+        Ok(done)
+    }
+
+    /// The endpoint X coordinate of rank `r` (itself before [`Comm::start`]).
+    fn x_of(&self, r: u8) -> u8 {
+        if self.started && usize::from(r) < MAX_RANKS {
+            self.peers[usize::from(r)]
+        } else {
+            r
+        }
+    }
+
+    /// The rank at X coordinate `x` (itself before [`Comm::start`], or if no rank is).
+    fn rank_at(&self, x: u8) -> u8 {
+        if !self.started {
+            return x;
+        }
+        (0..self.size)
+            .find(|&r| self.peers[usize::from(r)] == x)
+            .unwrap_or(u8::MAX)
     }
 
     /// [`Comm::try_recv`] until a message arrives, calling `wait` in between.

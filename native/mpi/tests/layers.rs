@@ -224,3 +224,54 @@ proptest! {
         }
     }
 }
+
+/// `Comm::start` (MPI_Init's wire-up): ranks whose numbers are not their endpoints',
+/// arriving one after the other, learn where every rank is; messages then name ranks, and
+/// the first allreduce waits for all of them. A late rank still hears the early ones
+/// (their final hello), and nobody finishes before everyone was heard.
+#[test]
+fn start_maps_ranks_to_endpoints_whatever_the_order_of_arrival() {
+    let (mut f, bus) = fabric(4);
+    // Endpoint 0 plays a VM of the node (no rank); ranks 2, 0, 1 sit at endpoints 1, 2, 3.
+    let mut ranks: Vec<Box<Comm>> = [(1u8, 2u8), (2, 0), (3, 1)]
+        .iter()
+        .map(|&(ep, rank)| {
+            let mut c = Box::new(Comm::new());
+            c.open(&mut f, EpId(ep), bus[usize::from(ep)]).unwrap();
+            c.rank = rank;
+            c.begin(3);
+            c
+        })
+        .collect();
+    // The first two step alone for a while: neither can finish without the third.
+    for _ in 0..5 {
+        assert!(!ranks[0].start_step(&mut f).unwrap());
+        assert!(!ranks[1].start_step(&mut f).unwrap());
+    }
+    let mut done = [false; 3];
+    for _ in 0..10 {
+        for (i, r) in ranks.iter_mut().enumerate() {
+            if !done[i] {
+                done[i] = r.start_step(&mut f).unwrap();
+            }
+        }
+    }
+    assert_eq!(done, [true; 3], "every rank finished its wire-up");
+    // Rank 0 (endpoint 2) to rank 2 (endpoint 1), and the answer by rank.
+    assert!(ranks[1].send(&mut f, 2, 9, b"to rank two").unwrap());
+    let mut buf = [0u8; 64];
+    assert_eq!(
+        ranks[0].try_recv(&mut f, Some(0), 9, &mut buf).unwrap(),
+        Some((0, 11))
+    );
+    assert_eq!(&buf[..11], b"to rank two");
+    // The allreduce sums the three ranks' contributions (the last hellos are ignored).
+    for (k, r) in ranks.iter_mut().enumerate() {
+        r.reduce_start(&mut f, Op::Sum, &[k as u64 + 1]).unwrap();
+    }
+    for r in ranks.iter_mut() {
+        let mut out = [0u64; 1];
+        assert!(r.reduce_poll(&mut f, &mut out).unwrap());
+        assert_eq!(out, [6]);
+    }
+}

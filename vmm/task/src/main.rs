@@ -150,7 +150,10 @@ pub extern "C" fn task_main() {
     }
     let private = "the VMs' fabric is a private in-process engine that no native program shares";
     // The service maps each VM's RAM into a window of its own, at most WINDOW_MAX bytes.
-    let largest = vm_ram(archive, 0).unwrap_or(GUEST_RAM);
+    let largest = (0..MAX_VMS)
+        .map(|i| vm_ram(archive, i).unwrap_or(GUEST_RAM))
+        .max()
+        .unwrap_or(GUEST_RAM);
     if largest > kestrel_fabric::proto::layout::WINDOW_MAX {
         println!(
             "vmm: a VM of {} MiB does not fit the fabric service's window ({} MiB); {private}",

@@ -1,6 +1,7 @@
 //! `kestrel-fabric-ranks`: MPI-style ranks on the fabric service (the native-only half of
-//! `tests/functional/test_fabric_echo.py`). Start it under two (or more) module names; each copy
-//! attaches one endpoint (its rank) and
+//! `tests/functional/test_fabric_echo.py`). Start it under two (or more) module names ending
+//! in the rank (`kestrel-rank0`, `kestrel-rank1`, ...); each copy attaches one endpoint
+//! (wherever the fabric puts it: `Comm::start` maps ranks to endpoints) and
 //!
 //! 1. waits until `ranks.n=N` ranks (default 2) have attached and joined the MPI layer's
 //!    class (`Comm::start`), then in a barrier;
@@ -323,9 +324,19 @@ pub extern "C" fn task_main() {
         }
     }
     let node_address = port.node_address(ep);
+    // The rank is the number the module name ends with (kestrel-rank1: rank 1), else the
+    // endpoint's; `Comm::start` maps ranks to endpoints.
+    let (name, n) = kestrel_user::rt::program_name();
+    let digits = name[..n].iter().rev().take_while(|c| c.is_ascii_digit()).count();
+    if let Some(r) = core::str::from_utf8(&name[n - digits..n])
+        .ok()
+        .and_then(|d| d.parse::<u8>().ok())
+    {
+        comm.rank = r;
+    }
     let r = u32::from(comm.rank);
     if r >= size {
-        println!("rank {r} is not below ranks.n={size}: endpoints 0.. must be the ranks");
+        println!("rank {r} is not below ranks.n={size}: name the ranks' modules ..0 to ..{}", size - 1);
         port.detach(ep);
         return;
     }
