@@ -28,6 +28,9 @@ VMM_FOCUS_ESCAPE = 0x1D
 # The Linux guest's command line before anything is added, natively and in every VM (also
 # kestrel-vmm's default when a guest comes without one: DEFAULT_BOOTARGS).
 LINUX_CMDLINE = "console=ttyS0 panic=1"
+# The module holding the node's fabric policy (kestrel-abi's grants.rs), and the folder of
+# ready-made policies.
+FABRIC_POLICY_MODULE = "fabric-policy"
 # The boot-module archive (kestrel-abi's bootmod.rs).
 BOOTMOD_MAGIC = b"KSTRLMOD"
 BOOTMOD_NAME_LEN = 24
@@ -82,6 +85,7 @@ MIRRORS = [
     Mirror("BOOTMOD_MAGIC", "kestrel-abi", "MAGIC", BOOTMOD_MAGIC, file="bootmod.rs"),
     Mirror("BOOTMOD_NAME_LEN", "kestrel-abi", "NAME_LEN", BOOTMOD_NAME_LEN, file="bootmod.rs"),
     Mirror("BOOTARGS_LEN", "kestrel-abi", "BOOTARGS_LEN", BOOTARGS_LEN),
+    Mirror("FABRIC_POLICY_MODULE", "kestrel-abi", "MODULE", FABRIC_POLICY_MODULE, file="grants.rs"),
     Mirror("HOSTILE_MAGIC", "kestrel-hostile", "HOSTILE_ARGS.magic", HOSTILE_MAGIC,
            pattern=r"HOSTILE_ARGS\s*:\s*Args\s*=\s*Args\s*\{\s*magic\s*:\s*(?P<value>[^,]+),"),
     Mirror("CHECKSUM_SEED", "kestrel-checksum", "SEED", CHECKSUM_SEED),

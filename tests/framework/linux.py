@@ -94,7 +94,7 @@ def native_node(script: str | None = None, *, append: str | None = None,
 
 def vm_node(archive: Path, script: str | None = None, *, vms: int = 1, vm_mem_mb: int | None = None,
             append: str | None = None, kernel_args: list[str] = (), natives: list[str] = (),
-            icount: bool = False, console: str = "batch") -> Node:
+            icount: bool = False, console: str = "batch", policy: Path | None = None) -> Node:
     """The Linux guest in `vms` Kestrel VMs (as scripts/vm-linux.sh boots it), on the node's
     fabric service (unless `kernel_args` say `vmm.fabric=local`), with the native programs
     `natives` beside the VMM and `kernel_args` on the Kestrel command line; the boot
@@ -102,7 +102,7 @@ def vm_node(archive: Path, script: str | None = None, *, vms: int = 1, vm_mem_mb
     out = out_dir()
     programs = [Module(name, resolve_elf(name)) for name in natives]
     image = vmm_image(VMLINUX, initrd=INITRAMFS, cmdline=cmdline(append, script=script),
-                      natives=programs, shared_fabric=shares_fabric(kernel_args))
+                      natives=programs, shared_fabric=shares_fabric(kernel_args), policy=policy)
     check_vm_memory(vm_mem_mb or VMM_DEFAULT_MEM_MB, vms, INITRAMFS.stat().st_size, len(image.pack()))
     return kestrel_node(image, archive, kernel=out / "kestrel-kernel",
                         append=[*vmm_cmdline(vms, vm_mem_mb), *kernel_args],

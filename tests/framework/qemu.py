@@ -52,7 +52,7 @@ from pathlib import Path
 
 from . import bootmod
 from .console import has_line
-from .constants import (INITRD_ADDR, KESTREL_RAM_MB, MIB, VMM_DEFAULT_MEM_MB, VMM_MAX_VMS,
+from .constants import (FABRIC_POLICY_MODULE, INITRD_ADDR, KESTREL_RAM_MB, MIB, VMM_DEFAULT_MEM_MB, VMM_MAX_VMS,
                         VMM_SEGMENT_ALIGN)
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -304,6 +304,8 @@ def check_vm_memory(mem_mb: int, vms: int, initrd_len: int, archive_len: int) ->
 # The node's fabric service: vmm_image starts it beside the VMM, and the VMM's VMs attach there
 # (ADR 0032) unless the kernel command line says this.
 FABRIC_SERVICE = "kestrel-fabric"
+# Ready-made fabric policies (fabric/policies/*.policy).
+POLICIES = ROOT / "fabric" / "policies"
 PRIVATE_FABRIC = "vmm.fabric=local"
 
 
@@ -319,12 +321,14 @@ def shares_fabric(kernel_args: list[str] | tuple[str, ...] | str | None) -> bool
 def vmm_image(guest: Path, *, initrd: Path | None = None, cmdline: str | None = None,
               dtb: Path | None = None, vmm: Path | None = None, root: Path | None = None,
               natives: list[Module] = (), fabric: Path | None = None,
-              shared_fabric: bool = True) -> BootImage:
+              shared_fabric: bool = True, policy: Path | None = None) -> BootImage:
     """The root task (kestrel-root) starting kestrel-vmm, the node's fabric service
     kestrel-fabric (unless `shared_fabric` is false or `natives` has it already: the VMs and
     the native programs then share it) and any native programs beside them, with the guest's
     modules (names: ukernel/tasks/root and vmm/task/src/main.rs). With `shared_fabric` false
-    the kernel command line should say `vmm.fabric=local` (see `shares_fabric`)."""
+    the kernel command line should say `vmm.fabric=local` (see `shares_fabric`). `policy` is
+    the node's fabric policy (module `fabric-policy`, kestrel_abi::grants; default: VMs and
+    native programs on partitions of their own)."""
     root = root or out_dir() / "kestrel-root"
     vmm = vmm or out_dir() / "kestrel-vmm"
     needed = [(root, "kestrel-root", "kestrel-root"), (vmm, "kestrel-vmm", "kestrel-vmm")]
@@ -345,8 +349,17 @@ def vmm_image(guest: Path, *, initrd: Path | None = None, cmdline: str | None = 
         mods.append(Module("bootargs", data=cmdline.encode()))
     if dtb is not None:
         mods.append(Module("dtb", dtb))
+    if policy is not None:
+        mods.append(policy_module(policy))
     return BootImage(root=Module("kestrel-root", root),
                      programs=[Module("kestrel-vmm", vmm), *service, *natives], modules=mods)
+
+
+def policy_module(path: Path) -> Module:
+    """The boot module holding the node's fabric policy (a file like fabric/policies/*)."""
+    if not path.is_file():
+        raise LaunchError(f"the fabric policy: no such file: {path}")
+    return Module(FABRIC_POLICY_MODULE, path)
 
 
 def vmm_cmdline(vms: int | None, vm_mem_mb: int | None) -> list[str]:
@@ -474,6 +487,9 @@ def parser() -> argparse.ArgumentParser:
     vm.add_argument("--root", type=Path, metavar="ELF", help="the root task (kestrel-root)")
     vm.add_argument("--program", action="append", default=[], metavar="NAME=ELF",
                     help="a native program the root task starts beside the VMM")
+    vm.add_argument("--fabric-policy", type=Path, metavar="FILE",
+                    help="the node's fabric policy (fabric/policies/; default: VMs and native "
+                         "programs apart)")
     vm.add_argument("--kernel", type=Path, metavar="ELF", help="the Kestrel kernel")
     vm.add_argument("--append", action="append", default=[], metavar="TEXT",
                     help="Kestrel kernel command line")
@@ -537,7 +553,7 @@ def node_from_args(args: argparse.Namespace, extra: list[str]) -> tuple[Node, Pa
     natives = [Module(n, resolve_elf(v)) for n, v in
                (parse_named(a, "--program") for a in args.program)]
     image = vmm_image(guest, initrd=args.initrd, cmdline=args.cmdline, dtb=args.dtb, vmm=args.vmm,
-                      root=args.root, natives=natives,
+                      root=args.root, natives=natives, policy=args.fabric_policy,
                       shared_fabric=shares_fabric([*args.append, *split_append(list(extra))[0]]))
     os_guest = args.initrd is not None or args.cmdline is not None or args.dtb is not None
     if args.vm_mem is not None and not os_guest:

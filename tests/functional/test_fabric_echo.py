@@ -22,6 +22,8 @@ from framework.constants import ECHO_QUIT
 
 TIMEOUT = 300
 RANKS_BYTES = 1200
+# The echo and rank 0 on the VMs' LAN (by default native programs and VMs are apart).
+POLICY = qemu.POLICIES / "echo-lan.policy"
 
 
 @pytest.mark.timeout(TIMEOUT + 30)
@@ -32,7 +34,7 @@ def test_native_ranks_and_echo(machine, elf, logs):
         qemu.Module("kestrel-rank0", ranks),
         qemu.Module("kestrel-rank1", ranks),
         qemu.Module("kestrel-echo", elf("kestrel-echo")),
-    ])
+    ], modules=[qemu.policy_module(POLICY)])
     node = qemu.kestrel_node(image, logs / "console.bootmod", append=[
         f"ranks.echo={linux.ECHO_IP} ranks.bytes={RANKS_BYTES} ranks.revoke=1"])
     status, text = machine(node).run(TIMEOUT)
@@ -64,7 +66,7 @@ def test_vm_reaches_native_echo(machine, elf, linux_guest, logs):
     for name in ("kestrel-kernel", "kestrel-root", "kestrel-vmm", "kestrel-fabric", "kestrel-echo"):
         elf(name)
     node = linux.vm_node(logs / "console.bootmod", "fabric-echo", natives=["kestrel-fabric", "kestrel-echo"],
-                         kernel_args=["vmm.fabric=service"])
+                         kernel_args=["vmm.fabric=service"], policy=POLICY)
     status, text = machine(node).run(TIMEOUT)
     lines = console.lines(text)
     assert status == 0, f"the VM run exited with status {status}"

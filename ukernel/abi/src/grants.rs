@@ -19,10 +19,13 @@
 //! meet on a class. Two tenants reach each other (torus, frames, collective point to point)
 //! when they share a partition.
 //!
-//! Without the module the default policy holds: partition 0 `node` with class 0 (bgnet's)
-//! holds every program and VM, partition 1 `native` with class 14 (the MPI layer's) every
-//! program without the vCPU right. So VMs and native programs reach each other as on one
-//! LAN, and no VM can source or receive the native programs' reductions.
+//! Without the module the default policy holds, apart by default: partition 0 `vms` with
+//! class 0 (bgnet's) holds every VM, partition 1 `native` with class 14 (the MPI layer's)
+//! every program without the vCPU right. VMs reach each other (bgnet, the paravirtual NIC),
+//! native programs reach each other (MPI), and neither reaches the other: a VM cannot
+//! source, receive or flood the native programs' traffic, nor they the VMs'. A native
+//! service for VMs (`kestrel-echo`) is put on the VMs' partition by a policy module (see
+//! `fabric/policies/`).
 //!
 //! Quotas: a program with the vCPU right may hold [`VMM_ENDPOINTS`] endpoints, any other
 //! [`PROGRAM_ENDPOINTS`], unless an `endpoints` line says otherwise.
@@ -188,12 +191,11 @@ pub fn grant(policy: Option<&str>, program: &str, vcpu_right: bool, tenant: u32)
         },
     };
     let Some(policy) = policy else {
-        g.classes = 1 << BGNET_CLASS;
-        g.partitions = 1;
-        if !vcpu_right {
-            g.classes |= 1 << MPI_CLASS;
-            g.partitions |= 2;
-        }
+        (g.classes, g.partitions) = if vcpu_right {
+            (1 << BGNET_CLASS, 1)
+        } else {
+            (1 << MPI_CLASS, 2)
+        };
         return g;
     };
     partitions(
@@ -291,14 +293,35 @@ endpoints rank0 1
     }
 
     #[test]
-    fn the_default_keeps_vms_off_the_mpi_class() {
+    fn the_default_keeps_vms_and_native_programs_apart() {
         let vm = grant(None, "kestrel-vmm", true, 0);
+        let vm2 = grant(None, "kestrel-vmm", true, 3);
         let native = grant(None, "rank0", false, TENANT_SELF);
         assert_eq!(vm.classes, 1);
-        assert_eq!(native.classes, 1 | 1 << 14);
-        assert_ne!(vm.partitions & native.partitions, 0, "they reach each other");
+        assert_eq!(native.classes, 1 << 14);
+        assert_eq!(vm.partitions & native.partitions, 0, "apart");
+        assert_ne!(vm.partitions & vm2.partitions, 0, "VMs reach each other");
         assert_eq!(vm.endpoints, VMM_ENDPOINTS);
         assert_eq!(native.endpoints, PROGRAM_ENDPOINTS);
+    }
+
+    #[test]
+    fn the_committed_policies_have_no_problems() {
+        for text in [
+            include_str!("../../../fabric/policies/echo-lan.policy"),
+            include_str!("../../../fabric/policies/device-attacker.policy"),
+        ] {
+            let mut p = Vec::new();
+            problems(text, |x| p.push(x));
+            assert_eq!(p, [], "{text}");
+        }
+        let jail = grant(
+            Some(include_str!("../../../fabric/policies/device-attacker.policy")),
+            "kestrel-vmm",
+            true,
+            0,
+        );
+        assert_eq!((jail.classes, jail.partitions), (1 << 1, 1 << 2));
     }
 
     proptest::proptest! {
