@@ -163,7 +163,8 @@ def attack(seed: int, instructions: int = 100_000, *, progress: int = 4096, time
     image = kq.vmm_image(patched)
     append = kq.vmm_cmdline(2, None)
     if devices:
-        # The fabric service and the ranks first: the ranks must be endpoints 0 and 1.
+        # The fabric service and the ranks beside the VMs (Comm::start maps ranks to endpoints;
+        # by default the VMs and native programs are on partitions of their own).
         ranks_elf = kq.out_dir() / "kestrel-fabric-ranks"
         image.programs[:0] = [kq.Module("kestrel-fabric", kq.out_dir() / "kestrel-fabric"),
                               kq.Module("kestrel-rank0", ranks_elf),

@@ -94,15 +94,19 @@ def native_node(script: str | None = None, *, append: str | None = None,
 
 def vm_node(archive: Path, script: str | None = None, *, vms: int = 1, vm_mem_mb: int | None = None,
             append: str | None = None, kernel_args: list[str] = (), natives: list[str] = (),
-            icount: bool = False, console: str = "batch", policy: Path | None = None) -> Node:
+            icount: bool = False, console: str = "batch", policy: Path | None = None,
+            programs: list[Module] = (), modules: list[Module] = ()) -> Node:
     """The Linux guest in `vms` Kestrel VMs (as scripts/vm-linux.sh boots it), on the node's
     fabric service (unless `kernel_args` say `vmm.fabric=local`), with the native programs
-    `natives` beside the VMM and `kernel_args` on the Kestrel command line; the boot
-    archive goes to `archive`. Checks that the VMs fit (LaunchError otherwise)."""
+    `natives` (by package name) and `programs` (named modules) beside the VMM, the fabric
+    policy `policy`, more modules `modules` (e.g. `bare<i>`: VM i runs that bare-metal guest
+    instead) and `kernel_args` on the Kestrel command line; the boot archive goes to
+    `archive`. Checks that the VMs fit (LaunchError otherwise)."""
     out = out_dir()
-    programs = [Module(name, resolve_elf(name)) for name in natives]
+    programs = [*(Module(name, resolve_elf(name)) for name in natives), *programs]
     image = vmm_image(VMLINUX, initrd=INITRAMFS, cmdline=cmdline(append, script=script),
                       natives=programs, shared_fabric=shares_fabric(kernel_args), policy=policy)
+    image.modules += list(modules)
     check_vm_memory(vm_mem_mb or VMM_DEFAULT_MEM_MB, vms, INITRAMFS.stat().st_size, len(image.pack()))
     return kestrel_node(image, archive, kernel=out / "kestrel-kernel",
                         append=[*vmm_cmdline(vms, vm_mem_mb), *kernel_args],

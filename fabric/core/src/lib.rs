@@ -46,6 +46,7 @@ pub mod frame;
 pub mod link;
 pub mod mem;
 pub mod proto;
+pub mod quota;
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;

@@ -260,3 +260,28 @@ fn finding4_a_tenants_pending_work_runs_only_in_its_own_calls_and_the_timer() {
     }
     assert_eq!(r.f.stats(C).dma_bytes_sent, u64::from(n * len));
 }
+
+#[test]
+fn finding6_a_program_holds_at_most_its_quota_and_the_next_vm_still_starts() {
+    use kestrel_fabric::quota::{Holders, QuotaFull};
+    use kestrel_fabric::{Fabric, VecMemory, MAX_ENDPOINTS};
+    // The fabric service's attach, as fabric/service does it: the root task's answer gives
+    // the program's number and quota (kestrel_abi::grants: 2 for a program, 4 for a VMM).
+    let mut f = Fabric::new(VecMemory::new());
+    let mut holders = Holders::new();
+    let mut attach = |f: &mut Fabric<VecMemory>, program: u32, quota: u32| {
+        holders.admit(program, quota)?;
+        let (ep, _) = f.attach(0x1000).map_err(|_| QuotaFull { held: u32::MAX })?;
+        holders.hold(ep, program);
+        Ok::<EpId, QuotaFull>(ep)
+    };
+    // A native program tries to take every endpoint.
+    let hog: Vec<_> = (0..MAX_ENDPOINTS).map(|_| attach(&mut f, 7, 2)).collect();
+    assert_eq!(hog.iter().filter(|r| r.is_ok()).count(), 2);
+    assert_eq!(hog[2], Err(QuotaFull { held: 2 }));
+    // The VMM's four VMs all start.
+    for _ in 0..4 {
+        assert!(attach(&mut f, 3, 4).is_ok(), "a VM could not start");
+    }
+    assert_eq!(attach(&mut f, 3, 4), Err(QuotaFull { held: 4 }));
+}

@@ -52,6 +52,7 @@ use kestrel_fabric::proto::{
     TREE_PAYLOAD,
 };
 use kestrel_abi::grants::TENANT_SELF;
+use kestrel_fabric::quota::{Holders, QuotaFull};
 use kestrel_fabric::{
     EpId, Fabric, FabricApi, FabricError, Grant, MemError, Memory, MAX_ENDPOINTS,
 };
@@ -237,9 +238,9 @@ struct Clients {
     told: u32,
     /// Whether any endpoint was ever attached.
     ever: bool,
-    /// The root task's number of the program holding endpoint k (0: free), and the
-    /// tenant it is for.
-    program: [u32; MAX_ENDPOINTS],
+    /// The root task's number of the program holding each endpoint (for its quota), and
+    /// the tenant endpoint k is for.
+    holders: Holders,
     tenant: [u32; MAX_ENDPOINTS],
     /// Endpoint k's refusal lines.
     log: [RateLimit; MAX_ENDPOINTS],
@@ -306,7 +307,7 @@ fn serve(pager_thread: ThreadId) {
             changed: 0,
             told: 0,
             ever: false,
-            program: [0; MAX_ENDPOINTS],
+            holders: Holders::new(),
             tenant: [TENANT_SELF; MAX_ENDPOINTS],
             log: [RateLimit::new(REFUSAL_LINES); MAX_ENDPOINTS],
         },
@@ -441,7 +442,7 @@ impl Server {
         let c = &mut self.clients;
         self.fabric.take_refusals(|ep, d, n| {
             let k = usize::from(ep.0);
-            let (p, t) = (c.program[k], TenantName(c.tenant[k]));
+            let (p, t) = (c.holders.program(ep), TenantName(c.tenant[k]));
             match c.log[k].event(now) {
                 Verdict::Log { last } => {
                     println!("endpoint {k} (program {p}, {t}): refused: {d} ({n} refusal(s))");
@@ -462,7 +463,7 @@ impl Server {
             println!("endpoint {k}: {suppressed} more refusals not logged ({total} in all)");
         }
         self.clients.log[k] = RateLimit::new(REFUSAL_LINES);
-        self.clients.program[k] = 0;
+        self.clients.holders.release(EpId(k as u8));
         self.clients.tenant[k] = TENANT_SELF;
         self.fabric.detach(EpId(k as u8));
         self.fabric.memory_mut().len[k] = 0;
@@ -554,10 +555,7 @@ impl Server {
             println!("attach by {from:?} refused: no fabric grant ({e})");
             FabricErr::NoGrant
         })?;
-        let held = (0..MAX_ENDPOINTS)
-            .filter(|&j| self.clients.program[j] == g.program_no && !self.clients.owner[j].is_nil())
-            .count() as u32;
-        if held >= g.endpoints {
+        if let Err(QuotaFull { held }) = self.clients.holders.admit(g.program_no, g.endpoints) {
             println!(
                 "attach by {from:?} (program {}, {}) refused: it holds {held} endpoint(s), its quota",
                 g.program_no,
@@ -617,7 +615,7 @@ impl Server {
         REVOKED.fetch_and(!(1 << k), Ordering::Relaxed);
         self.clients.owner[k] = from;
         self.clients.event[k] = event;
-        self.clients.program[k] = g.program_no;
+        self.clients.holders.hold(ep, g.program_no);
         self.clients.tenant[k] = tenant;
         self.clients.ever = true;
         self.collect();
