@@ -48,10 +48,11 @@ test *ARGS: setup
 fuzz TARGET="all" SECONDS="20": setup
     scripts/fuzz.sh {{ quote(TARGET) }} {{ quote(SECONDS) }}
 
-# Long adversarial runs (issue 9): the hostile guest beside a checksumming neighbour VM for at least 10^6 guest instructions, then the native syscall fuzzer (10^5 calls unprivileged and 10^5 privileged, beside a counting sibling, capacity probed before and after); SEED is random (and printed) unless given, `just soak SEED` reproduces a run
+# Long adversarial runs (issues 9 and 18): the hostile guest beside a checksumming neighbour VM for at least 10^6 guest instructions, then the device attacker (the same guest hitting its BG/P devices and the virtio NIC, beside native ranks exchanging and allreducing on the node's one fabric) for 10^6, then the native syscall fuzzer (10^5 calls unprivileged and 10^5 privileged, beside a counting sibling, capacity probed before and after); SEED is random (and printed) unless given, `just soak SEED` reproduces a run
 soak SEED="": setup
-    scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-vmm -p kestrel-fabric-service -p kestrel-hostile -p kestrel-sysfuzz
+    scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-vmm -p kestrel-hostile -p kestrel-sysfuzz -p kestrel-fabric-service -p kestrel-fabric-ranks
     scripts/attack-guest.py --instructions 1000000 --timeout 3600 {{ if SEED == "" { "" } else { "--seed " + SEED } }}
+    scripts/attack-guest.py --devices --ranks 20 --instructions 1000000 --timeout 5400 {{ if SEED == "" { "" } else { "--seed " + SEED } }}
     scripts/sysfuzz.py --calls 100000 --mode both --timeout 3600 --seed {{ if SEED == "" { "random" } else { SEED } }}
 
 # Formatting (cargo fmt --check) and clippy on every crate, host and PowerPC 440; fails on any warning (`scripts/lint.sh --report` counts them instead)

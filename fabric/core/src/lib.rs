@@ -28,10 +28,16 @@
 //! involved: it sets an error bit (DMA fatal status, collective exception flags), drops and
 //! counts a packet ([`Stats`]), and leaves a [`Diagnostic`] the VMM can log
 //! ([`FabricApi::take_diagnostic`]). A full reception FIFO or frame queue drops (the hardware
-//! would back-pressure; an endpoint that never reads must not stall the fabric). One call
-//! moves a bounded amount of DMA data (`kestrel_bgp::torus::INJECT_BUDGET_*`); the rest
-//! continues in later calls: a host running the engine calls [`Fabric::poll`] from a timer
-//! while [`Fabric::has_pending`].
+//! would back-pressure; an endpoint that never reads must not stall the fabric).
+//!
+//! Tenants (issue 18, `docs/adr/0033-fabric-grants.md`): each endpoint has a [`Grant`] from
+//! its host (classes and partitions, the root task's policy; nothing at attach), enforced on
+//! every route write, injection and delivery; a direct put lands only in a counter whose
+//! owner allowed the sender; refusals are counted, reported to the tenant and, for the host
+//! to log, by [`Fabric::take_refusals`]. One call moves a bounded amount of DMA data
+//! (`kestrel_bgp::torus::INJECT_BUDGET_*`) and only its caller's: the rest continues in the
+//! owner's later calls or when the host calls [`Fabric::poll`] from its timer while
+//! [`Fabric::has_pending`], so no tenant's work runs inside another tenant's call.
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -96,7 +102,8 @@ pub enum FabricError {
     /// endpoints): the packet was dropped and the overflow flag set.
     InjectionFull,
     /// The collective header cannot be delivered (reserved ALU opcode, a class this
-    /// endpoint's route does not source): the exception flag is set.
+    /// endpoint's route does not source or its grant does not hold): the exception flag
+    /// is set.
     BadHeader,
     /// A window access outside the endpoint's memory window: keep offsets inside it.
     OutsideWindow,
