@@ -17,7 +17,6 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
-
 use core::fmt::Write;
 
 /// One constant as the C header shows it.

@@ -259,7 +259,8 @@ pub fn run(data: &[u8]) {
                     f.detach(EpId(2));
                 } else {
                     assert_eq!(f.attach(W as u64).expect("slot 2 is free").0, EpId(2));
-                    f.grant(EpId(2), kestrel_fabric::Grant::ALL).expect("attached");
+                    f.grant(EpId(2), kestrel_fabric::Grant::ALL)
+                        .expect("attached");
                 }
                 attached2 = !attached2;
             }

@@ -46,8 +46,8 @@ use kestrel_devices::torus::{DmaBackend, TorusDma};
 use kestrel_devices::virtio_net::{FrameBackend, VirtioNet};
 use kestrel_devices::{BicCascade, Uic};
 use kestrel_fabric::{
-    Grant,
-    Coords, Diagnostic, EpId, Fabric, FabricApi, FabricError, Link, MemError, Memory, IRQ_WORDS,
+    Coords, Diagnostic, EpId, Fabric, FabricApi, FabricError, Grant, Link, MemError, Memory,
+    IRQ_WORDS,
 };
 use kestrel_ppc440::decode::{decode, AccessKind, Insn};
 

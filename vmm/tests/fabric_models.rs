@@ -60,7 +60,8 @@ struct Vm {
 impl Vm {
     fn attach(f: &Node<Engine>) -> Vm {
         let ram = guest_ram(RAM);
-        let (ep, bus) = attach_ram(&mut f.borrow_mut(), &ram, RAM, kestrel_fabric::Grant::ALL).expect("a free endpoint");
+        let (ep, bus) = attach_ram(&mut f.borrow_mut(), &ram, RAM, kestrel_fabric::Grant::ALL)
+            .expect("a free endpoint");
         let e = VmEndpoint::new(f, ep, bus).expect("routes");
         let (m, bgp) = BGP_VM
             .attach_vm(Vec::new(), Some((e, ram.clone(), RAM)))

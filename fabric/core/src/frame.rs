@@ -1,6 +1,6 @@
 //! Frames for the paravirtual NIC: Ethernet frames routed by destination MAC, bgnet's rule
 //! (bgp-interconnect.md 2.4): `(mac[0] & 7) == 6` is a torus MAC, X, Y, Z = mac[3..5];
-//! broadcast and multicast (mac[0] bit 0) go to every other endpoint; anything else is
+//! broadcast and multicast (`mac[0]` bit 0) go to every other endpoint the sender may reach; anything else is
 //! dropped and counted. Each endpoint has a queue of at most FRAME_QUEUE_FRAMES frames;
 //! a full queue drops (and counts) the frame. An endpoint's MAC is 06:00:00:X:Y:Z.
 //!

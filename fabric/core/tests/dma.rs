@@ -387,7 +387,8 @@ fn huge_messages_continue_over_calls_within_the_budget() {
     assert!(u64::from(len) > INJECT_BUDGET_BYTES);
     f.dma_write(B, d::rcv_ctr(0, CTR_COUNT), len).unwrap();
     f.dma_write(B, RCV_CTR_ENABLE, 0x8000_0000).unwrap();
-    f.dcr_write(B, DCR_BASE + DCR_PUT_FROM, PUT_FROM_ANY).unwrap();
+    f.dcr_write(B, DCR_BASE + DCR_PUT_FROM, PUT_FROM_ANY)
+        .unwrap();
     // One 20 MiB direct put: more than one call's budget.
     let desc = put_desc(1, 0, len, 0, 0);
     let bytes: Vec<u8> = desc.iter().flat_map(|w| w.to_be_bytes()).collect();

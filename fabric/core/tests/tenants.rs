@@ -70,8 +70,12 @@ fn finding1_a_vm_cannot_join_the_ranks_class() {
     // The guest undoes its VMM's routes: one mtdcrx sourcing and targeting every class.
     for k in 0..RDR_COUNT {
         let both = RDR_LO_SRCL | RDR_LO_TGTL;
-        r.f.dcr_write(C, coll::DCR_BASE + DCR_RDR0 + k, both | both >> RDR_HI_SHIFT)
-            .unwrap();
+        r.f.dcr_write(
+            C,
+            coll::DCR_BASE + DCR_RDR0 + k,
+            both | both >> RDR_HI_SHIFT,
+        )
+        .unwrap();
     }
     let diag = r.f.take_diagnostic(C).unwrap();
     assert_eq!(diag.kind, DiagKind::RouteRefused, "the refusal is reported");
@@ -92,11 +96,7 @@ fn finding1_a_vm_cannot_join_the_ranks_class() {
     assert_eq!(allreduce(&mut r, 3, 4), [sum, sum]);
     // Contributing, broadcasting or sending point to point on class 14 is refused, and
     // the ranks' next allreduce is neither poisoned nor one result behind.
-    let bad = [
-        hdr(14, OP_ADD),
-        hdr(14, OP_NONE),
-        p2p(14, u32::from(A.0)),
-    ];
+    let bad = [hdr(14, OP_ADD), hdr(14, OP_NONE), p2p(14, u32::from(A.0))];
     for h in bad {
         assert_eq!(
             r.f.tree_inject(C, 1, h, &[0xEE; 256]),
@@ -125,7 +125,8 @@ fn finding1_a_silent_endpoint_does_not_hold_up_reductions() {
 fn finding1_receive_all_sees_only_its_partition() {
     let mut r = node();
     // E (another partition, class 0 by mistake) listens to everything on class 0.
-    r.f.dcr_write(E, coll::DCR_BASE + DCR_VCFG0, VCFG_RCVALL).unwrap();
+    r.f.dcr_write(E, coll::DCR_BASE + DCR_VCFG0, VCFG_RCVALL)
+        .unwrap();
     r.f.tree_inject(C, 0, p2p(0, u32::from(D.0)), &[0x42; 256])
         .unwrap();
     assert_eq!(recv(&mut r, D, 0).map(|x| x.1), Some([0x42; 256]));
@@ -193,7 +194,11 @@ fn finding3_a_direct_put_lands_only_where_its_owner_allowed_the_sender() {
     // Another rank of B's partition (here: B's own peer A is allowed; C is a VM outside
     // it, and a fourth endpoint of the partition is played by B's own memcopy below).
     r.post(C, 0, put_desc(B.0, DATA_AT as u32, 240, 3, 240));
-    assert_eq!(r.r(B, d::rcv_ctr(3, CTR_COUNT)), 480, "the VM cannot count it down");
+    assert_eq!(
+        r.r(B, d::rcv_ctr(3, CTR_COUNT)),
+        480,
+        "the VM cannot count it down"
+    );
     assert!(r.mem(B)[0x4000..0x4000 + 480].iter().all(|&x| x == 0));
     assert_ne!(r.dcr_r(C, DCR_FATAL_STATUS) & ERR_PUT_REFUSED, 0);
     r.post(A, 0, put_desc(B.0, DATA_AT as u32, 240, 3, 0));

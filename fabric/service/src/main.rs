@@ -42,6 +42,7 @@
 extern crate alloc;
 
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use kestrel_abi::grants::TENANT_SELF;
 use kestrel_abi::root::PROGRAM_CEILING;
 use kestrel_abi::{
     exreg, map_target, unmapflags, Fpage, IpcError, IpcPhase, Rights, ThreadId, Timeout, Timeouts,
@@ -51,7 +52,6 @@ use kestrel_fabric::proto::{
     self, layout, mac_words, reply, shared, FabricErr, Request, Words, LINE_WORDS, MAX_FRAME,
     TREE_PAYLOAD,
 };
-use kestrel_abi::grants::TENANT_SELF;
 use kestrel_fabric::quota::{Holders, QuotaFull};
 use kestrel_fabric::{
     EpId, Fabric, FabricApi, FabricError, Grant, MemError, Memory, MAX_ENDPOINTS,

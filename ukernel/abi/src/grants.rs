@@ -286,7 +286,9 @@ endpoints rank0 1
                 Problem::Syntax("endpoints q"),
             ]
         );
-        let many: std::string::String = (0..17).map(|i| std::format!("partition p{i} -\n")).collect();
+        let many: std::string::String = (0..17)
+            .map(|i| std::format!("partition p{i} -\n"))
+            .collect();
         let mut p = Vec::new();
         problems(&many, |x| p.push(x));
         assert_eq!(p, [Problem::TooMany("p16")]);
@@ -316,7 +318,9 @@ endpoints rank0 1
             assert_eq!(p, [], "{text}");
         }
         let jail = grant(
-            Some(include_str!("../../../fabric/policies/device-attacker.policy")),
+            Some(include_str!(
+                "../../../fabric/policies/device-attacker.policy"
+            )),
             "kestrel-vmm",
             true,
             0,

@@ -327,7 +327,11 @@ pub extern "C" fn task_main() {
     // The rank is the number the module name ends with (kestrel-rank1: rank 1), else the
     // endpoint's; `Comm::start` maps ranks to endpoints.
     let (name, n) = kestrel_user::rt::program_name();
-    let digits = name[..n].iter().rev().take_while(|c| c.is_ascii_digit()).count();
+    let digits = name[..n]
+        .iter()
+        .rev()
+        .take_while(|c| c.is_ascii_digit())
+        .count();
     if let Some(r) = core::str::from_utf8(&name[n - digits..n])
         .ok()
         .and_then(|d| d.parse::<u8>().ok())
@@ -336,7 +340,10 @@ pub extern "C" fn task_main() {
     }
     let r = u32::from(comm.rank);
     if r >= size {
-        println!("rank {r} is not below ranks.n={size}: name the ranks' modules ..0 to ..{}", size - 1);
+        println!(
+            "rank {r} is not below ranks.n={size}: name the ranks' modules ..0 to ..{}",
+            size - 1
+        );
         port.detach(ep);
         return;
     }
