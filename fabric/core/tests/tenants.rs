@@ -216,19 +216,30 @@ fn finding3_a_direct_put_lands_only_where_its_owner_allowed_the_sender() {
 #[test]
 fn finding4_a_tenants_pending_work_runs_only_in_its_own_calls_and_the_timer() {
     use kestrel_bgp::torus::INJECT_BUDGET_BYTES;
-    let mut r = node();
-    // C (the attacker) queues 30 messages of 48 KiB to D with one TAIL write: more than
-    // a call's budget. D has no reception FIFO: the packets are dropped there, but each
-    // is sent (and charged) all the same.
+    use kestrel_fabric::{Fabric, VecMemory};
+    // Sized from the budget, whatever it is: C (the attacker) queues 3 messages of a whole
+    // call's budget each with one TAIL write, to D, which has no reception FIFO (each packet
+    // is sent and charged all the same, then dropped there).
+    let len = INJECT_BUDGET_BYTES as u32;
+    let n = 3u32;
+    let big = u64::from(n * len) + 0x10_0000;
+    let mut f = Fabric::new(VecMemory::new());
+    for k in 0..4u8 {
+        let w = if EpId(k) == C { big } else { WINDOW };
+        let (ep, _) = f.attach(w).unwrap();
+        f.memory_mut().set_window(ep, w as usize);
+        let g = if k < 2 { RANKS } else { VMS };
+        f.grant(ep, g).unwrap();
+        f.set_routes(ep, g.classes, g.classes).unwrap();
+    }
+    let mut r = Rig { f };
     r.setup_inj(C, 0);
-    let len = 48u32 << 10;
-    let n = 30u32;
-    assert!(u64::from(n * len) > INJECT_BUDGET_BYTES);
     let ring = INJ_FIFO_AT as usize;
-    for i in 0..n as usize {
-        let desc = fifo_desc(D.0, DATA_AT as u32, len, 0);
+    let data = 0x10_0000u32;
+    for i in 0..n {
+        let desc = fifo_desc(D.0, data + i * len, len, 0);
         let bytes: Vec<u8> = desc.iter().flat_map(|w| w.to_be_bytes()).collect();
-        r.fill(C, (ring + 32 * i) as u64, &bytes);
+        r.fill(C, (ring + 32 * i as usize) as u64, &bytes);
     }
     let start = r.r(C, d::inj_fifo(0, FIFO_START));
     r.w(C, d::inj_fifo(0, FIFO_TAIL), start + 2 * n);
