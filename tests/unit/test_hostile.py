@@ -10,10 +10,10 @@ DONE = "[vm0] hostile: done seed 7 findings 0"
 
 class PatchTest(unittest.TestCase):
     def test_patches_after_the_magic(self):
-        elf = b"\x7fELF" + b"\0" * 12 + ag.MAGIC + b"\0" * 24 + b"tail"
-        out = ag.patch_args(elf, 7, 1000, 16)
+        elf = b"\x7fELF" + b"\0" * 12 + ag.MAGIC + b"\0" * 32 + b"tail"
+        out = ag.patch_args(elf, 7, 1000, 16, devices=True)
         at = out.find(ag.MAGIC) + len(ag.MAGIC)
-        self.assertEqual(struct.unpack_from(">QQQ", out, at), (7, 1000, 16))
+        self.assertEqual(struct.unpack_from(">QQQQ", out, at), (7, 1000, 16, 1))
         self.assertEqual(len(out), len(elf))
         self.assertTrue(out.endswith(b"tail"))
 
@@ -21,7 +21,7 @@ class PatchTest(unittest.TestCase):
         with self.assertRaises(ag.kq.LaunchError):
             ag.patch_args(b"no magic here", 1, 1, 1)
         with self.assertRaises(ag.kq.LaunchError):
-            ag.patch_args(ag.MAGIC * 2 + b"\0" * 24, 1, 1, 1)
+            ag.patch_args(ag.MAGIC * 2 + b"\0" * 32, 1, 1, 1)
 
 
 class WatchTest(unittest.TestCase):
