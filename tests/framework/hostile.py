@@ -160,17 +160,17 @@ def attack(seed: int, instructions: int = 100_000, *, progress: int = 4096, time
     log.parent.mkdir(parents=True, exist_ok=True)
     patched = log.with_suffix(".elf")
     patched.write_bytes(patch_args(guest.read_bytes(), seed, instructions, progress, devices))
-    image = kq.vmm_image(patched)
     append = kq.vmm_cmdline(2, None)
+    natives = []
     if devices:
-        # The fabric service and the ranks beside the VMs (Comm::start maps ranks to endpoints;
-        # by default the VMs and native programs are on partitions of their own).
+        # The ranks beside the VMs on the node's fabric service (vmm_image starts it; Comm::start
+        # maps ranks to endpoints; by default the VMs and native programs are on partitions of
+        # their own).
         ranks_elf = kq.out_dir() / "kestrel-fabric-ranks"
-        image.programs[:0] = [kq.Module("kestrel-fabric", kq.out_dir() / "kestrel-fabric"),
-                              kq.Module("kestrel-rank0", ranks_elf),
-                              kq.Module("kestrel-rank1", ranks_elf)]
-        append += ["vmm.fabric=service", "ranks.n=2", "ranks.bytes=1200", f"ranks.rounds={ranks}",
+        natives = [kq.Module("kestrel-rank0", ranks_elf), kq.Module("kestrel-rank1", ranks_elf)]
+        append += ["ranks.n=2", "ranks.bytes=1200", f"ranks.rounds={ranks}",
                    f"ranks.pause_ms={ranks_pause_ms}"]
+    image = kq.vmm_image(patched, natives=natives)
     node = kq.kestrel_node(image, log.with_suffix(".bootmod"), append=append, mem_mb=128)
     mode = " --devices" if devices else ""
     say(f"attack-guest: seed {seed}, {instructions} guest instructions{mode.replace(' --', ', ')} "
