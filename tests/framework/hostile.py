@@ -36,7 +36,7 @@ PROGRESS_RE = re.compile(r"^\[vm0\] hostile: progress blocks (\d+) instructions 
 DONE_RE = re.compile(r"^\[vm0\] hostile: done seed (\d+) findings (\d+)$")
 COUNTS_RE = re.compile(r"^\[vm0\] hostile: counts blocks (\d+) instructions (\d+) generated (\d+) "
                        r"exceptions (\d+) ends (\d+)$")
-DETAIL_RE = re.compile(r"^\[vm0\] hostile: (vectors|ops) (.*)$")
+DETAIL_RE = re.compile(r"^\[vm0\] hostile: (vectors|ops|plans) (.*)$")
 RANK_RE = re.compile(r"^\[kestrel-rank(\d)\] (.*)$")
 ROUND_RE = re.compile(r"^\[vm1\] neighbour: round (\d+) checksum (0x[0-9a-f]+) unchanged$")
 
