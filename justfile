@@ -59,7 +59,7 @@ soak SEED="": setup
 lint: setup
     scripts/lint.sh
 
-# Run a benchmark by name (available: ipc, exits, table1, net, shared-fabric)
+# Run a benchmark by name (available: ipc, exits, table1, net, shared-fabric, noise)
 bench NAME: setup
     #!/usr/bin/env bash
     set -euo pipefail
@@ -69,7 +69,8 @@ bench NAME: setup
         table1) exec python3 bench/table1.py ;;
         net) exec python3 bench/net.py ;;
         shared-fabric) exec python3 bench/shared_fabric.py ;;
-        *) echo "unknown benchmark {{ quote(NAME) }}; available: ipc, exits, table1, net, shared-fabric" >&2; exit 1 ;;
+        noise) exec python3 bench/noise.py ;;
+        *) echo "unknown benchmark {{ quote(NAME) }}; available: ipc, exits, table1, net, shared-fabric, noise" >&2; exit 1 ;;
     esac
 
 # Boot a bare-metal guest (ELF name, e.g. kestrel-selftest) in a VM under Kestrel's VMM

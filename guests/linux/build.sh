@@ -38,6 +38,10 @@ mv "$LINUX_GUEST_OUT/kestrel-tb.new" "$LINUX_GUEST_OUT/kestrel-tb"
 "${CROSS_COMPILE}gcc" -static -O2 -Wall -Wextra -Wl,--build-id=none -s \
     -o "$LINUX_GUEST_OUT/kestrel-udp-echo.new" "$LINUX_GUEST_DIR/tools/kestrel-udp-echo.c"
 mv "$LINUX_GUEST_OUT/kestrel-udp-echo.new" "$LINUX_GUEST_OUT/kestrel-udp-echo"
+# kestrel-fwq: the fixed-work-quantum noise benchmark (tools/kestrel-fwq.c, bench/noise.py).
+"${CROSS_COMPILE}gcc" -static -O2 -Wall -Wextra -Wl,--build-id=none -s \
+    -o "$LINUX_GUEST_OUT/kestrel-fwq.new" "$LINUX_GUEST_DIR/tools/kestrel-fwq.c"
+mv "$LINUX_GUEST_OUT/kestrel-fwq.new" "$LINUX_GUEST_OUT/kestrel-fwq"
 
 # The initramfs: gen_init_cpio (the kernel's own tool) packs a list of entries, so device
 # nodes need no root. It takes a file's mtime from the file, hence the staged copies.
@@ -45,7 +49,7 @@ stage=$LINUX_GUEST_OUT/initramfs.stage
 rm -rf "$stage"
 mkdir -p "$stage/scripts" "$stage/etc" "$stage/modules"
 cp "$LINUX_GUEST_DIR/init" "$stage/init"
-cp "$LINUX_GUEST_OUT/busybox" "$LINUX_GUEST_OUT/kestrel-tb" "$LINUX_GUEST_OUT/kestrel-udp-echo" "$LINUX_GUEST_OUT/iperf" "$LINUX_GUEST_OUT/NPtcp" "$stage/"
+cp "$LINUX_GUEST_OUT/busybox" "$LINUX_GUEST_OUT/kestrel-tb" "$LINUX_GUEST_OUT/kestrel-udp-echo" "$LINUX_GUEST_OUT/kestrel-fwq" "$LINUX_GUEST_OUT/iperf" "$LINUX_GUEST_OUT/NPtcp" "$stage/"
 cp "$LINUX_GUEST_DIR"/scripts/* "$stage/scripts/"
 cp "$LINUX_GUEST_DIR"/rootfs/etc/* "$stage/etc/"
 cp "$LINUX_GUEST_OUT"/modules/*.ko "$stage/modules/"
@@ -65,6 +69,7 @@ list=$LINUX_GUEST_OUT/initramfs.list
     echo "file /bin/busybox busybox 0755 0 0"
     echo "file /bin/kestrel-tb kestrel-tb 0755 0 0"
     echo "file /bin/kestrel-udp-echo kestrel-udp-echo 0755 0 0"
+    echo "file /bin/kestrel-fwq kestrel-fwq 0755 0 0"
     echo "file /usr/bin/iperf iperf 0755 0 0"
     echo "file /usr/bin/NPtcp NPtcp 0755 0 0"
     for f in "$stage"/scripts/*; do

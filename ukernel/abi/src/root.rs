@@ -52,6 +52,12 @@ pub const PROGRAM_CEILING: u32 = VCPU_PRIORITY;
 /// Ceiling of a program with the vCPU right (a VMM; its first thread runs at it): above
 /// its vCPUs, so it answers their faults at once, and below the root task.
 pub const VMM_CEILING: u32 = crate::thread::ROOT_PRIORITY - 1;
+/// Ceiling of a program with the HPC right (`root.hpc=NAME,...`; an MPI rank, the noise
+/// benchmark): above the vCPUs, as a light-weight kernel's rank owns its core, so a busy VM
+/// beside it does not take its processor; below every VMM, so VMs' faults are still
+/// answered. The right lets a program starve the VMs: give it to the job's ranks only.
+pub const HPC_CEILING: u32 = VCPU_PRIORITY + 5;
+const _: () = assert!(HPC_CEILING < VMM_CEILING);
 
 crate::ipc_protocol! {
     protocol {

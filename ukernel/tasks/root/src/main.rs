@@ -17,7 +17,8 @@
 //! that asks (exclusively): a device's registers can reach memory (DMA), so holding one is
 //! a privilege, not a resource (docs/SECURITY.md); the vCPU right to the programs named by `root.vcpu=NAME,...` (default
 //! `kestrel-vmm`), and with it the higher priority ceiling `VMM_CEILING` (the others get
-//! `PROGRAM_CEILING`, the vCPUs' priority). See `docs/adr/0009-root-task.md` and
+//! `PROGRAM_CEILING`, the vCPUs' priority; programs named by `root.hpc=NAME,...` get
+//! `HPC_CEILING`, above the vCPUs and below the VMM: the ranks of an HPC job). See `docs/adr/0009-root-task.md` and
 //! `docs/adr/0013-priorities.md`.
 #![no_std]
 #![no_main]
@@ -62,6 +63,8 @@ struct Program {
     device_right: bool,
     /// May ask for any program's fabric grant (`root.fabric=`).
     fabric_right: bool,
+    /// Runs above the vCPUs (`root.hpc=`, [`proto::HPC_CEILING`]).
+    hpc_right: bool,
     running: bool,
     /// The limit on the root's lines the program causes (refusals, faults, exceptions).
     log: RateLimit,
@@ -74,6 +77,8 @@ impl Program {
     fn ceiling(&self) -> u32 {
         if self.vcpu_right {
             proto::VMM_CEILING
+        } else if self.hpc_right {
+            proto::HPC_CEILING
         } else {
             proto::PROGRAM_CEILING
         }
@@ -156,6 +161,7 @@ pub extern "C" fn task_main() {
                 vcpu: has_right("root.vcpu=", DEFAULT_VMM, name),
                 devices: has_right("root.devices=", DEFAULT_VMM, name),
                 fabric: has_right("root.fabric=", DEFAULT_FABRIC, name),
+                hpc: proto::arg_list(args, "root.hpc=").any(|v| v == name),
             },
         );
     }
@@ -171,6 +177,7 @@ struct ProgramRights {
     vcpu: bool,
     devices: bool,
     fabric: bool,
+    hpc: bool,
 }
 
 /// The archive's fabric policy module, its problems reported once.
@@ -223,6 +230,7 @@ impl Root {
             vcpu_right,
             device_right,
             fabric_right: rights.fabric,
+            hpc_right: rights.hpc,
             running: true,
             log: RateLimit::new(self.log_policy),
         });
@@ -236,8 +244,9 @@ impl Root {
             return;
         }
         println!(
-            "root: started {name} (thread {main:?}, {kib} KiB image{}{})",
+            "root: started {name} (thread {main:?}, {kib} KiB image{}{}{})",
             if vcpu_right { ", may create vCPUs" } else { "" },
+            if rights.hpc { ", above the vCPUs" } else { "" },
             if device_right {
                 ", may own devices"
             } else {
