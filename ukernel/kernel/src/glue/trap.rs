@@ -79,7 +79,7 @@ pub unsafe fn dispatch(frame: *mut TrapFrame, vec: u32, insn: Insn) -> *mut Trap
                 };
                 virt::emulate::enter(k, vi, tp);
             }
-            None => f.regs.msr = msr::USER,
+            None => f.regs.msr = msr::USER | crate::api::fpu::msr_fp(k, cur),
         }
     }
     let hint = match vec {
@@ -166,7 +166,11 @@ fn native_trap(k: &mut Kernel, cur: usize, vec: u32, f: &mut TrapFrame) -> Optio
             spr::read::<{ ppc440::spr::ESR }>(),
             spr::read::<{ ppc440::spr::DEAR }>(),
         ),
-        vector::FP_UNAVAILABLE => exception(k, cur, ExceptionClass::FpUnavailable, 0, 0),
+        vector::FP_UNAVAILABLE => {
+            // Native threads get the FPU, switched lazily (`api::fpu`).
+            crate::api::fpu::take(k, cur);
+            None
+        }
         vector::AP_UNAVAILABLE => exception(k, cur, ExceptionClass::ApUnavailable, 0, 0),
         vector::DEBUG => exception(k, cur, ExceptionClass::Debug, 0, 0),
         vector::MACHINE_CHECK => exception(

@@ -2,6 +2,7 @@
 
 mod errors;
 mod faults;
+mod fpu;
 mod ipc;
 mod irq;
 mod lifecycle;
@@ -183,6 +184,8 @@ pub static TESTS: &[Test] = &[
     ("pv_idle", virt::pv::idle),
     ("pv_magic_page", virt::pv::magic_page),
     ("pv_critical_section", virt::pv::critical_section),
+    // The FPU for native threads
+    ("fpu_native_threads_switch", fpu::native_threads_switch_fpu),
     // Last: the tests cleaned up after themselves.
     ("harness_no_leaked_threads", no_leaked_threads),
 ];
