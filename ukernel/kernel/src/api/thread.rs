@@ -36,6 +36,8 @@ pub enum FaultWait {
     None,
     PageFault,
     Exception,
+    /// A Linux system call reflected to the exception handler (`syscall::reflect_linux`).
+    LinuxSyscall,
     /// A vCPU waiting for the VMM's reply to a virtualization fault.
     VirtFault,
 }
