@@ -152,13 +152,18 @@ fn native_trap(k: &mut Kernel, cur: usize, vec: u32, f: &mut TrapFrame) -> Optio
                 )
             }
         }
-        vector::PROGRAM => exception(
-            k,
-            cur,
-            ExceptionClass::Program,
-            spr::read::<{ ppc440::spr::ESR }>(),
-            0,
-        ),
+        vector::PROGRAM => {
+            if emulate_mfpvr(k, cur, f) {
+                return None;
+            }
+            exception(
+                k,
+                cur,
+                ExceptionClass::Program,
+                spr::read::<{ ppc440::spr::ESR }>(),
+                0,
+            )
+        }
         vector::ALIGNMENT => exception(
             k,
             cur,
@@ -190,6 +195,24 @@ fn native_trap(k: &mut Kernel, cur: usize, vec: u32, f: &mut TrapFrame) -> Optio
             None
         }
         _ => fatal(f, vec, "unknown vector"),
+    }
+}
+
+/// `mfspr rD,PVR` in user mode: emulated for every native thread, as Linux does for its
+/// processes (glibc for PowerPC reads the PVR to pick its string and memory routines).
+fn emulate_mfpvr(k: &mut Kernel, cur: usize, f: &mut TrapFrame) -> bool {
+    const MFPVR: u32 = ppc440::encode::mfspr(0, ppc440::spr::PVR);
+    const RT: u32 = 0x1f << 21;
+    let sid = k.threads[cur].space;
+    let insn = space::translate(k, sid, f.regs.ip, Rights::X)
+        .and_then(|p| crate::arch::read_phys_u32(p, k.mem.ram_end));
+    match insn {
+        Some(w) if w & !RT == MFPVR => {
+            f.regs.gpr[((w & RT) >> 21) as usize] = spr::read::<{ ppc440::spr::PVR }>();
+            f.regs.ip += 4;
+            true
+        }
+        _ => false,
     }
 }
 
