@@ -49,6 +49,7 @@ mod nr {
     pub const SET_TID_ADDRESS: u32 = 232;
     pub const EXIT_GROUP: u32 = 234;
     pub const CLOCK_GETTIME: u32 = 246;
+    pub const CLOCK_NANOSLEEP: u32 = 248;
     pub const OPENAT: u32 = 286;
     pub const UNLINKAT: u32 = 292;
     pub const PRLIMIT64: u32 = 325;
@@ -288,14 +289,29 @@ fn statx_buf(size: Option<u32>) -> [u8; 256] {
     b
 }
 
-/// Sleeps `ns` nanoseconds (the server waits; it has nothing else to do).
-fn sleep_ns(ns: u64) {
-    let mut us = ns.div_ceil(1000);
-    while us > 0 {
-        let step = us.min(60_000_000) as u32;
-        let _ = ipc::receive(sys::my_id(), kestrel_abi::Timeout::from_us(step));
-        us -= step as u64;
+/// Sleeps `ns` nanoseconds: the server waits for a message from the program, which is
+/// blocked in this very call and sends none, until the time base says the time is up.
+fn sleep_ns(p: &Program, ns: u64) {
+    let end = now_ns(p).saturating_add(ns);
+    loop {
+        let now = now_ns(p);
+        if now >= end {
+            return;
+        }
+        let us = (end - now).div_ceil(1000).min(60_000_000) as u32;
+        let _ = ipc::receive(p.tid, kestrel_abi::Timeout::from_us(us));
     }
+}
+
+fn read_timespec32(s: &mut Space, va: u32) -> Result<u64, u32> {
+    let mut b = [0u8; 8];
+    s.read(va, &mut b).map_err(|_| EFAULT)?;
+    let sec = i32::from_be_bytes(b[..4].try_into().expect("4 bytes"));
+    let nsec = i32::from_be_bytes(b[4..].try_into().expect("4 bytes"));
+    if sec < 0 || !(0..1_000_000_000).contains(&nsec) {
+        return Err(EINVAL);
+    }
+    Ok(sec as u64 * 1_000_000_000 + nsec as u64)
 }
 
 fn read_timespec64(s: &mut Space, va: u32) -> Result<u64, u32> {
@@ -496,18 +512,22 @@ pub fn handle(state: &mut State, p: &mut Program, m: &Msg) -> Outcome {
             if nsec >= 1_000_000_000 {
                 return Err(EINVAL);
             }
-            sleep_ns(sec as u64 * 1_000_000_000 + nsec as u64);
+            sleep_ns(p, sec as u64 * 1_000_000_000 + nsec as u64);
             Ok(0)
         })(),
-        nr::CLOCK_NANOSLEEP_TIME64 => (|| {
+        nr::CLOCK_NANOSLEEP | nr::CLOCK_NANOSLEEP_TIME64 => (|| {
             // flags (a[1]) TIMER_ABSTIME = 1: until that time on the clock.
-            let t = read_timespec64(space(state), a[2])?;
+            let t = if n == nr::CLOCK_NANOSLEEP {
+                read_timespec32(space(state), a[2])?
+            } else {
+                read_timespec64(space(state), a[2])?
+            };
             let wait = if a[1] & 1 != 0 {
                 t.saturating_sub(now_ns(p))
             } else {
                 t
             };
-            sleep_ns(wait);
+            sleep_ns(p, wait);
             Ok(0)
         })(),
         _ => {
