@@ -248,6 +248,18 @@ def kestrel_node(image: BootImage, archive: Path, *, kernel: Path | None = None,
                 icount=icount, console=console, extra=rest)
 
 
+def linux_personality_image(programs: list[tuple[str, Path]], *,
+                            server: Path | None = None) -> tuple[BootImage, list[str]]:
+    """Static Linux executables run natively by the personality server kestrel-linux
+    (docs/adr/0034-linux-personality.md): (the boot image, the kernel command-line words).
+    The root task starts kestrel-linux, which runs `programs` (module names, files) in order."""
+    server = server or out_dir() / "kestrel-linux"
+    image = BootImage(root=Module("kestrel-root", out_dir() / "kestrel-root"),
+                      programs=[Module("kestrel-linux", server)],
+                      modules=[Module(name, path) for name, path in programs])
+    return image, ["linux.run=" + ",".join(name for name, _ in programs)]
+
+
 # ---------------------------------------------------------------------------------------------
 # Guests under kestrel-vmm
 

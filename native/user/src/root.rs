@@ -153,6 +153,12 @@ pub fn fabric_grant(
     Root.fabric_grant(program, tenant)
 }
 
+/// Makes thread `id` of this program (alone in its space) a Linux personality thread with
+/// the caller as its exception handler (needs the Linux right, `root.linux=`).
+pub fn linux(id: ThreadId) -> Result<(), Error> {
+    Root.linux(id).map(|_| ())
+}
+
 /// Tells the root task this program is done; the root deletes its threads, this one
 /// included. Returns only if the root task cannot be reached, by halting the thread.
 pub fn exit(code: u32) -> ! {

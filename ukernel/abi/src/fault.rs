@@ -31,6 +31,21 @@ pub mod exc {
     pub const INSN: usize = 6;
     pub const WORDS: u32 = 6;
     pub const REPLY_WORDS: u32 = 2;
+
+    // A Linux system call (class `Syscall`, Linux personality spaces): MR1 = IP after the
+    // `sc`, MR2 = SP, MR3 = the class, then these. The reply is different: see
+    // `SYSCALL_REPLY_WORDS`.
+    /// MR4: r0, the Linux system-call number.
+    pub const SC_NR: usize = 4;
+    /// MR5..MR10: r3..r8, the arguments.
+    pub const SC_ARG0: usize = 5;
+    pub const SYSCALL_WORDS: u32 = 10;
+    /// A reply to a `Syscall` message with at least this many untyped words sets r3 = MR1
+    /// and CR0[SO] = MR2 bit 0 (Linux's error flag: r3 is then a positive errno) and
+    /// resumes after the `sc`; label `KILL` stops the thread instead.
+    pub const SYSCALL_REPLY_WORDS: u32 = 2;
+    /// MR2 of a syscall reply: the call failed (CR0[SO] set, r3 = errno).
+    pub const SC_ERROR: u32 = 1;
 }
 
 /// Why a thread was sent an exception message (or stopped).
@@ -50,6 +65,8 @@ pub enum ExceptionClass {
     /// Data access to a kernel page or other protection violation the pager cannot fix.
     DataStorage = 7,
     MachineCheck = 8,
+    /// A Linux system call in a Linux personality space (`spacectl::LINUX`).
+    Syscall = 9,
 }
 
 impl ExceptionClass {
@@ -63,6 +80,7 @@ impl ExceptionClass {
             6 => Self::InstructionStorage,
             7 => Self::DataStorage,
             8 => Self::MachineCheck,
+            9 => Self::Syscall,
             _ => return None,
         })
     }
@@ -76,6 +94,7 @@ impl ExceptionClass {
             Self::InstructionStorage => "instruction storage exception",
             Self::DataStorage => "data storage exception",
             Self::MachineCheck => "machine check",
+            Self::Syscall => "Linux system call",
         }
     }
 }

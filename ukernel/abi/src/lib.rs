@@ -37,7 +37,14 @@ pub use layout::*;
 pub use thread::*;
 pub use vcpu::*;
 
-/// System call numbers, passed in r0.
+/// Added to a [`Syscall`] number in r0, it names the same call in every space: in a Linux
+/// personality space (`spacectl::LINUX`) it is the only way to name a Kestrel call other
+/// than `Ipc` (r0 = 0), because r0 = 1..`SYSCALL_BASE` are Linux's system calls there,
+/// reflected to the thread's exception handler (docs/adr/0034-linux-personality.md).
+/// Linux ppc32 numbers stay far below it.
+pub const SYSCALL_BASE: u32 = 0x4b00;
+
+/// System call numbers, passed in r0 (or [`SYSCALL_BASE`] + number).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub enum Syscall {

@@ -121,6 +121,12 @@ crate::ipc_protocol! {
         /// with the fabric right (`root.fabric=NAME,...`, default `kestrel-fabric`) about any.
         FABRIC_GRANT = 11: FabricGrant, fabric_grant { program: ThreadId, tenant: u32 }
             -> { classes: u32, partitions: u32, endpoints: u32, program_no: u32 };
+        /// Make thread `id` of the program, the only thread of its space (created with
+        /// `CREATE_THREAD` with `space == id`), a Linux personality thread: its space is
+        /// marked `spacectl::LINUX` and the caller becomes its exception handler, so its
+        /// Linux system calls come to the caller (docs/adr/0034-linux-personality.md). Needs
+        /// the Linux right (`root.linux=NAME,...`, default `kestrel-linux`).
+        LINUX = 12: Linux, linux { id: ThreadId } -> {};
     }
 }
 
@@ -349,8 +355,9 @@ mod tests {
             any::<u32>().prop_map(|dest| Request::Archive { dest }),
             any::<u32>().prop_map(|code| Request::Exit { code }),
             any::<[u32; NAME_WORDS]>().prop_map(|name| Request::Lookup { name }),
-            (t, any::<u32>())
+            (t.clone(), any::<u32>())
                 .prop_map(|(program, tenant)| Request::FabricGrant { program, tenant }),
+            t.prop_map(|id| Request::Linux { id }),
         ]
     }
 

@@ -143,6 +143,10 @@ pub mod spacectl {
     pub const SET_UTCB_AREA: u32 = 1 << 0;
     /// Return the space's hardware PID in r4 (diagnostic).
     pub const GET_PID: u32 = 1 << 1;
+    /// Make the space a Linux personality space: `sc` with r0 = 1..`SYSCALL_BASE` becomes an
+    /// exception message of class `Syscall` to the thread's exception handler
+    /// (`fault::exc::SYSCALL_WORDS`). Not undone.
+    pub const LINUX: u32 = 1 << 2;
 }
 
 /// `Unmap` flags (r4).

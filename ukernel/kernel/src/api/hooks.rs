@@ -14,6 +14,7 @@
 //! | [`host_mapping_revoked`] | `space::revoke_node`                          |
 //! | [`guest_tid_evicted`]    | `space::grant_tid` (the TID pool ran dry)     |
 //! | [`vcpu_control`], [`trace_control`] | `syscall::dispatch`                |
+//! | [`release_fpu`]          | `fpu::take` (a native thread takes the FPU)   |
 //!
 //! Dependency rule: `api` never names `crate::virt`; the implementation is bound once, by
 //! the crate root's `Virtualization` type (the way Pistachio's build binds a glue header to
@@ -54,6 +55,8 @@ pub trait Virtualization {
     fn vcpu_control(k: &mut Kernel, cur: usize, args: &[u32; 5]) -> Result<(), KError>;
     /// The `TraceControl` system call of thread `cur`.
     fn trace_control(k: &mut Kernel, cur: usize, op: u32, who: ThreadId) -> Result<(), KError>;
+    /// A native thread takes the FPU: save a vCPU's registers from it, if one owns it.
+    fn release_fpu(k: &mut Kernel);
 }
 
 /// The state type of the bound implementation.
@@ -105,4 +108,9 @@ pub fn trace_control(k: &mut Kernel, cur: usize, op: u32, who: ThreadId) -> Resu
 #[inline(always)]
 pub fn guest_tid_evicted(k: &mut Kernel, owner: u16, tid: u8) {
     <crate::Virtualization as Virtualization>::guest_tid_evicted(k, owner, tid)
+}
+
+#[inline(always)]
+pub fn release_fpu(k: &mut Kernel) {
+    <crate::Virtualization as Virtualization>::release_fpu(k)
 }

@@ -119,6 +119,20 @@ fn transfer(k: &mut Kernel, s: usize, d: usize) -> Result<Delivered, IpcError> {
             f.regs.ip = ip;
             f.regs.gpr[1] = sp;
         }
+        if fault == FaultWait::LinuxSyscall
+            && tag.untyped() >= kestrel_abi::exc::SYSCALL_REPLY_WORDS as usize
+        {
+            // Linux ppc32: r3 = result, CR0[SO] (CR bit 3, MSB-0) set on error.
+            const CR0_SO: u32 = 1 << 28;
+            let (r3, flags) = (src_mr(k, s, 1), src_mr(k, s, 2));
+            let f = frame_of(k, d);
+            f.regs.gpr[3] = r3;
+            f.regs.cr = if flags & kestrel_abi::exc::SC_ERROR != 0 {
+                f.regs.cr | CR0_SO
+            } else {
+                f.regs.cr & !CR0_SO
+            };
+        }
         return Ok(Delivered::Normal);
     }
     let from = thread::id_of(k, s);

@@ -10,6 +10,7 @@
 //! kernel: a blocked thread's whole state is its saved user frame plus its TCB), so
 //! there is never more than one live `&mut Kernel`.
 
+pub mod fpu;
 pub mod hooks;
 pub mod ipc;
 pub mod kmem;
@@ -87,6 +88,8 @@ pub struct Kernel {
     /// The record of the hardware TLB entries 0..USER_ENTRIES: native refills and guest
     /// shadow entries, one replacement policy (docs/adr/0024-tagged-shadow-tlb.md).
     pub tlb: HwTlb,
+    /// Native threads' FPU registers and owner (`fpu`); last: it is large and cold.
+    pub native_fpu: fpu::NativeFpu,
 }
 
 /// The kernel's record of the refillable hardware TLB entries.
@@ -149,6 +152,7 @@ static mut KERNEL: Kernel = Kernel {
     vm: hooks::VM_INIT,
     mapdb: MapDb::new(),
     tlb: HwTlb::new(),
+    native_fpu: fpu::NativeFpu::INIT,
 };
 
 /// The kernel state.

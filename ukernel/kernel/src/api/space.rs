@@ -43,6 +43,8 @@ pub struct Space {
     pub privileged: bool,
     /// A VM's guest-physical space: every address is the guest's.
     pub vm: bool,
+    /// A Linux personality space: Linux system calls go to the exception handler.
+    pub linux: bool,
     /// Highest priority any thread of the space may be given (`kcore::prio`); the root
     /// space's is `MAX_PRIORITY`, every other space's is set when its first thread is made.
     pub ceiling: u8,
@@ -63,6 +65,7 @@ impl Space {
             nthreads: 0,
             privileged: false,
             vm: false,
+            linux: false,
             ceiling: 0,
             root: [0; ROOT_ENTRIES],
             linear: [const { Cell::new(LINEAR_UNKNOWN) }; LINEAR_REGIONS],
@@ -239,6 +242,7 @@ pub fn create(k: &mut Kernel, privileged: bool) -> Option<u16> {
     s.nthreads = 0;
     s.privileged = privileged;
     s.vm = false;
+    s.linux = false;
     // The creator of an unprivileged space sets its ceiling (thread::sys_thread_control).
     s.ceiling = if privileged {
         kestrel_abi::MAX_PRIORITY as u8

@@ -4,15 +4,23 @@
 use super::{frame_of, ipc, space, thread, Kernel};
 use crate::platform::{self, IrqController};
 use kestrel_abi::{
-    kdebug, kinfo, spacectl, unmapflags, Fpage, KError, Syscall, ThreadId, ABI_VERSION,
-    MAX_THREAD_NO, SIGMA0_WINDOW, THREAD_NAME_LEN,
+    exc, kdebug, kinfo, label, spacectl, unmapflags, ExceptionClass, Fpage, KError, MsgTag,
+    Syscall, ThreadId, ABI_VERSION, MAX_THREAD_NO, REG_MRS, SIGMA0_WINDOW, SYSCALL_BASE,
+    THREAD_NAME_LEN,
 };
 
 /// Handles the system call of thread `cur`; returns a thread to switch to, if any.
 /// Inlined into its one caller (`glue::trap::dispatch`): the VMM's replies come this way.
 #[inline(always)]
 pub fn dispatch(k: &mut Kernel, cur: usize) -> Option<usize> {
-    let nr = frame_of(k, cur).regs.gpr[0];
+    let raw = frame_of(k, cur).regs.gpr[0];
+    let nr = if raw >= SYSCALL_BASE {
+        raw - SYSCALL_BASE
+    } else if raw != Syscall::Ipc as u32 && k.spaces[k.threads[cur].space as usize].linux {
+        return reflect_linux(k, cur);
+    } else {
+        raw
+    };
     let Some(nr) = Syscall::from_raw(nr) else {
         frame_of(k, cur).regs.gpr[3] = KError::NoSyscall as u32;
         return None;
@@ -69,6 +77,42 @@ pub fn dispatch(k: &mut Kernel, cur: usize) -> Option<usize> {
     None
 }
 
+/// A Linux system call (`sc` with r0 = 1..`SYSCALL_BASE` in a Linux personality space):
+/// the thread blocks in an exception IPC of class `Syscall` to its exception handler (the
+/// personality server), whose reply sets r3 and CR0[SO] (`ipc::transfer`). SRR0 already
+/// points after the `sc`, so the thread resumes there.
+fn reflect_linux(k: &mut Kernel, cur: usize) -> Option<usize> {
+    let r = frame_of(k, cur).regs.gpr;
+    let ip = frame_of(k, cur).regs.ip;
+    // MR7..MR10 travel in the caller's UTCB, as a vCPU's extra fault words do (`src_mr`).
+    thread::utcb(k, cur).mr[REG_MRS..=exc::SYSCALL_WORDS as usize].copy_from_slice(&r[5..9]);
+    let tag = MsgTag::new(label::EXCEPTION, exc::SYSCALL_WORDS, 0);
+    let msg = [
+        tag.0,
+        ip,
+        r[1],
+        ExceptionClass::Syscall as u32,
+        r[0],
+        r[3],
+        r[4],
+    ];
+    let handler = k.threads[cur].exc_handler;
+    match ipc::fault_ipc(k, cur, thread::FaultWait::LinuxSyscall, handler, msg) {
+        Ok(h) => h,
+        Err(ipc::NoFaultHandler) => {
+            thread::stop(
+                k,
+                cur,
+                format_args!(
+                    "Linux system call {} at ip {ip:#010x}, no personality server (exception handler)",
+                    r[0]
+                ),
+            );
+            None
+        }
+    }
+}
+
 fn privileged(k: &Kernel, cur: usize) -> bool {
     k.spaces[k.threads[cur].space as usize].privileged
 }
@@ -97,12 +141,19 @@ fn space_control(k: &mut Kernel, cur: usize, space: u32, control: u32) -> Result
     }
     let j = thread::lookup(k, ThreadId(space)).ok_or(KError::InvalidSpace)?;
     let sid = k.threads[j].space;
-    if control & !(spacectl::GET_PID | spacectl::SET_UTCB_AREA) != 0 {
+    if control & !(spacectl::GET_PID | spacectl::SET_UTCB_AREA | spacectl::LINUX) != 0 {
         return Err(KError::InvalidParam);
     }
     if control & spacectl::SET_UTCB_AREA != 0 {
         // UTCB pages are placed per thread by ThreadControl; no separate area exists.
         return Err(KError::InvalidParam);
+    }
+    if control & spacectl::LINUX != 0 {
+        if k.spaces[sid as usize].privileged || k.spaces[sid as usize].vm {
+            // The root's calls must stay Kestrel's; a VM's `sc` is its guest's.
+            return Err(KError::InvalidSpace);
+        }
+        k.spaces[sid as usize].linux = true;
     }
     Ok(space::ensure_pid(k, sid) as u32)
 }

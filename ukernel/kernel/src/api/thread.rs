@@ -36,6 +36,8 @@ pub enum FaultWait {
     None,
     PageFault,
     Exception,
+    /// A Linux system call reflected to the exception handler (`syscall::reflect_linux`).
+    LinuxSyscall,
     /// A vCPU waiting for the VMM's reply to a virtualization fault.
     VirtFault,
 }
@@ -224,6 +226,7 @@ fn install(
         ..Tcb::FREE
     };
     *frame_of(k, i) = TrapFrame::default();
+    super::fpu::forget(k, i);
     k.spaces[sid as usize].nthreads += 1;
     init_utcb(k, i);
 }
@@ -255,6 +258,7 @@ pub fn delete(k: &mut Kernel, i: usize) {
     } else {
         space::unmap_utcb(k, sid, k.threads[i].utcb_va);
     }
+    super::fpu::forget(k, i);
     let version = k.threads[i].version;
     k.threads[i] = Tcb::FREE;
     // Keep the version so a re-created thread is distinguishable only by its new id.

@@ -1,5 +1,6 @@
-//! The floating-point unit, for vCPUs only: the kernel and native tasks are soft-float,
-//! so the FPU holds at most one guest's registers at a time and is switched lazily.
+//! The floating-point unit: saving and loading its registers. The kernel is soft-float and
+//! never uses it; it holds one owner's registers at a time (a vCPU's, `virt::emulate`, or a
+//! native thread's, `api::fpu`) and is switched lazily.
 //!
 //! The kernel is built without hard-float, so the assembler does not know the FP
 //! instructions: they are emitted as words from `kestrel_ppc440::encode` (`stfd`, `lfd`,

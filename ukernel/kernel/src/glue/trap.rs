@@ -79,7 +79,7 @@ pub unsafe fn dispatch(frame: *mut TrapFrame, vec: u32, insn: Insn) -> *mut Trap
                 };
                 virt::emulate::enter(k, vi, tp);
             }
-            None => f.regs.msr = msr::USER,
+            None => f.regs.msr = msr::USER | crate::api::fpu::msr_fp(k, cur),
         }
     }
     let hint = match vec {
@@ -152,13 +152,18 @@ fn native_trap(k: &mut Kernel, cur: usize, vec: u32, f: &mut TrapFrame) -> Optio
                 )
             }
         }
-        vector::PROGRAM => exception(
-            k,
-            cur,
-            ExceptionClass::Program,
-            spr::read::<{ ppc440::spr::ESR }>(),
-            0,
-        ),
+        vector::PROGRAM => {
+            if emulate_mfpvr(k, cur, f) {
+                return None;
+            }
+            exception(
+                k,
+                cur,
+                ExceptionClass::Program,
+                spr::read::<{ ppc440::spr::ESR }>(),
+                0,
+            )
+        }
         vector::ALIGNMENT => exception(
             k,
             cur,
@@ -166,7 +171,11 @@ fn native_trap(k: &mut Kernel, cur: usize, vec: u32, f: &mut TrapFrame) -> Optio
             spr::read::<{ ppc440::spr::ESR }>(),
             spr::read::<{ ppc440::spr::DEAR }>(),
         ),
-        vector::FP_UNAVAILABLE => exception(k, cur, ExceptionClass::FpUnavailable, 0, 0),
+        vector::FP_UNAVAILABLE => {
+            // Native threads get the FPU, switched lazily (`api::fpu`).
+            crate::api::fpu::take(k, cur);
+            None
+        }
         vector::AP_UNAVAILABLE => exception(k, cur, ExceptionClass::ApUnavailable, 0, 0),
         vector::DEBUG => exception(k, cur, ExceptionClass::Debug, 0, 0),
         vector::MACHINE_CHECK => exception(
@@ -186,6 +195,24 @@ fn native_trap(k: &mut Kernel, cur: usize, vec: u32, f: &mut TrapFrame) -> Optio
             None
         }
         _ => fatal(f, vec, "unknown vector"),
+    }
+}
+
+/// `mfspr rD,PVR` in user mode: emulated for every native thread, as Linux does for its
+/// processes (glibc for PowerPC reads the PVR to pick its string and memory routines).
+fn emulate_mfpvr(k: &mut Kernel, cur: usize, f: &mut TrapFrame) -> bool {
+    const MFPVR: u32 = ppc440::encode::mfspr(0, ppc440::spr::PVR);
+    const RT: u32 = 0x1f << 21;
+    let sid = k.threads[cur].space;
+    let insn = space::translate(k, sid, f.regs.ip, Rights::X)
+        .and_then(|p| crate::arch::read_phys_u32(p, k.mem.ram_end));
+    match insn {
+        Some(w) if w & !RT == MFPVR => {
+            f.regs.gpr[((w & RT) >> 21) as usize] = spr::read::<{ ppc440::spr::PVR }>();
+            f.regs.ip += 4;
+            true
+        }
+        _ => false,
     }
 }
 

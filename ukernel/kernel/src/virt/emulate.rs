@@ -436,13 +436,21 @@ fn take_fpu(k: &mut Kernel, vi: usize) {
     if k.vm.fp_owner == vi as u8 {
         return;
     }
+    release_fpu(k);
+    // A native thread may hold it too (`api::fpu`).
+    crate::api::fpu::release(k);
+    crate::arch::fpu::load(&k.vm.vcpus[vi].fpr);
+    k.vm.fp_owner = vi as u8;
+}
+
+/// Saves the owning vCPU's registers (if any) so someone else can load the FPU.
+pub fn release_fpu(k: &mut Kernel) {
     if k.vm.fp_owner != NO_VCPU {
         let prev = k.vm.fp_owner as usize;
         crate::arch::fpu::save(&mut k.vm.vcpus[prev].fpr);
         // The previous owner's frame must trap on its next FP instruction.
         let t = k.vm.vcpus[prev].thread;
         crate::api::frame_of(k, t).regs.msr &= !msr::FP;
+        k.vm.fp_owner = NO_VCPU;
     }
-    crate::arch::fpu::load(&k.vm.vcpus[vi].fpr);
-    k.vm.fp_owner = vi as u8;
 }

@@ -117,6 +117,10 @@ impl Virtualization for Virt {
     ) -> Result<(), kestrel_abi::KError> {
         control::sys_trace_control(k, cur, op, who)
     }
+
+    fn release_fpu(k: &mut Kernel) {
+        emulate::release_fpu(k);
+    }
 }
 
 /// Makes thread slot `i` a vCPU (called by ThreadControl on creation).

@@ -45,6 +45,9 @@ const MAX_PROGRAMS: usize = 8;
 const DEFAULT_VMM: &str = "kestrel-vmm";
 /// The program that gets the fabric right when `root.fabric=` is not given.
 const DEFAULT_FABRIC: &str = "kestrel-fabric";
+/// The program that gets the Linux right (the personality server) when `root.linux=` is
+/// not given.
+const DEFAULT_LINUX: &str = "kestrel-linux";
 /// Lines about one program the root prints in full (refusals, faults outside its image,
 /// exceptions) before it only counts them: a program decides how many there are.
 const LOG_LINES_IN_FULL: u32 = 8;
@@ -65,6 +68,8 @@ struct Program {
     fabric_right: bool,
     /// Runs above the vCPUs (`root.hpc=`, [`proto::HPC_CEILING`]).
     hpc_right: bool,
+    /// May make its threads Linux personality threads (`root.linux=`).
+    linux_right: bool,
     running: bool,
     /// The limit on the root's lines the program causes (refusals, faults, exceptions).
     log: RateLimit,
@@ -162,6 +167,7 @@ pub extern "C" fn task_main() {
                 devices: has_right("root.devices=", DEFAULT_VMM, name),
                 fabric: has_right("root.fabric=", DEFAULT_FABRIC, name),
                 hpc: proto::arg_list(args, "root.hpc=").any(|v| v == name),
+                linux: has_right("root.linux=", DEFAULT_LINUX, name),
             },
         );
     }
@@ -178,6 +184,7 @@ struct ProgramRights {
     devices: bool,
     fabric: bool,
     hpc: bool,
+    linux: bool,
 }
 
 /// The archive's fabric policy module, its problems reported once.
@@ -231,6 +238,7 @@ impl Root {
             device_right,
             fabric_right: rights.fabric,
             hpc_right: rights.hpc,
+            linux_right: rights.linux,
             running: true,
             log: RateLimit::new(self.log_policy),
         });
@@ -302,7 +310,7 @@ impl Root {
             let Ok((from, msg)) = r else { continue };
             let Some(p) = self.program_of(from) else {
                 if msg.label() >= proto::LABEL
-                    && msg.label() <= proto::LABEL + proto::op::FABRIC_GRANT
+                    && msg.label() <= proto::LABEL + proto::op::LINUX
                 {
                     pending = Some((
                         from,
@@ -665,6 +673,10 @@ impl proto::Server for Root {
             .ok_or(RootError::NotFound)
     }
 
+    fn linux(&mut self, c: &mut Call, id: ThreadId) -> Result<reply::Linux, RootError> {
+        self.linux_request(c, id)
+    }
+
     fn fabric_grant(
         &mut self,
         c: &mut Call,
@@ -686,6 +698,21 @@ impl proto::Server for Root {
             endpoints: g.endpoints,
             program_no: p as u32 + 1,
         })
+    }
+}
+
+impl Root {
+    fn linux_request(&mut self, c: &mut Call, id: ThreadId) -> Result<reply::Linux, RootError> {
+        if !self.programs[c.p].linux_right {
+            return Err(RootError::NoRight);
+        }
+        if !self.owns(c.p, id) || id == c.from {
+            return Err(RootError::NotOwner);
+        }
+        sys::space_control(id, kestrel_abi::spacectl::LINUX, 0).map_err(kernel_refusal)?;
+        sys::exchange_registers(id, exreg::SET_EXC_HANDLER, 0, 0, ThreadId::NIL, c.from)
+            .map_err(kernel_refusal)?;
+        Ok(reply::Linux {})
     }
 }
 

@@ -2,8 +2,10 @@
 
 mod errors;
 mod faults;
+mod fpu;
 mod ipc;
 mod irq;
+mod linux;
 mod lifecycle;
 mod mem;
 mod prio;
@@ -183,6 +185,11 @@ pub static TESTS: &[Test] = &[
     ("pv_idle", virt::pv::idle),
     ("pv_magic_page", virt::pv::magic_page),
     ("pv_critical_section", virt::pv::critical_section),
+    // The FPU for native threads
+    ("fpu_native_threads_switch", fpu::native_threads_switch_fpu),
+    // The Linux personality's reflection path
+    ("linux_syscalls_reflected", linux::syscalls_reflected),
+    ("linux_root_space_refused", linux::root_space_refused),
     // Last: the tests cleaned up after themselves.
     ("harness_no_leaked_threads", no_leaked_threads),
 ];
