@@ -260,6 +260,57 @@ def linux_personality_image(programs: list[tuple[str, Path]], *,
     return image, ["linux.run=" + ",".join(name for name, _ in programs)]
 
 
+def linux_job_image(program: Path, ranks: int, *, name: str | None = None,
+                    args: list[str] = (), fabric: bool = True,
+                    server: Path | None = None) -> tuple[BootImage, list[str]]:
+    """A job (docs/adr/0034-linux-personality.md, `linux.job=`): `ranks` ranks of the static
+    Linux executable `program` (module `name`, default its file name) run at once by
+    kestrel-linux, beside the node's fabric service kestrel-fabric unless `fabric` is false;
+    `args` go to every rank's argv (words without spaces or commas). Returns the boot image
+    and the kernel command-line words."""
+    server = server or out_dir() / "kestrel-linux"
+    name = name or program.name
+    if not program.is_file():
+        raise LaunchError(f"the program: no such file: {program}")
+    check_linux_elf(program)
+    for a in args:
+        if not a or any(c in a for c in " ,\t"):
+            raise LaunchError(f"program argument {a!r}: Kestrel passes words without spaces or commas")
+    programs = []
+    if fabric:
+        service = out_dir() / FABRIC_SERVICE
+        if not service.is_file():
+            raise LaunchError(f"no {FABRIC_SERVICE} at {service} (build it: scripts/build-target.sh "
+                              "-p kestrel-fabric-service)")
+        programs.append(Module(FABRIC_SERVICE, service))
+    programs.append(Module("kestrel-linux", server))
+    image = BootImage(root=Module("kestrel-root", out_dir() / "kestrel-root"),
+                      programs=programs, modules=[Module(name, program)])
+    words = [f"linux.job={name}:{ranks}"]
+    if args:
+        words.append("linux.args=" + ",".join(args))
+    return image, words
+
+
+def check_linux_elf(path: Path) -> None:
+    """Fails unless `path` is a static 32-bit big-endian PowerPC executable (ET_EXEC, no
+    PT_INTERP), what kestrel-linux runs."""
+    data = path.read_bytes()[:4096]
+    if data[:4] != b"\x7fELF" or len(data) < 52 or data[4] != 1 or data[5] != 2:
+        raise LaunchError(f"{path}: not a 32-bit big-endian ELF file")
+    etype, machine = struct.unpack(">HH", data[16:20])
+    if machine != 20:
+        raise LaunchError(f"{path}: an ELF for machine {machine}, not PowerPC (20)")
+    if etype != 2:
+        raise LaunchError(f"{path}: not a static executable (ELF type {etype}); link it with -static")
+    phoff, = struct.unpack(">I", data[28:32])
+    phentsize, phnum = struct.unpack(">HH", data[42:46])
+    for i in range(phnum):
+        o = phoff + i * phentsize
+        if o + 4 <= len(data) and struct.unpack(">I", data[o:o + 4])[0] == 3:  # PT_INTERP
+            raise LaunchError(f"{path}: dynamically linked; link it with -static")
+
+
 # ---------------------------------------------------------------------------------------------
 # Guests under kestrel-vmm
 

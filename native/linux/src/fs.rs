@@ -10,6 +10,8 @@ const NAME_LEN: usize = 64;
 /// Largest file: 1 MiB.
 const FILE_PAGES: usize = 256;
 pub const MAX_FDS: usize = 32;
+/// Programs that may run at once, each with descriptors of its own.
+pub const MAX_OWNERS: usize = crate::MAX_PROGRAMS;
 
 /// Linux errno values used here.
 pub mod errno {
@@ -60,8 +62,10 @@ pub struct Fd {
 
 pub struct Fs {
     files: [Option<File>; MAX_FILES],
-    /// Descriptors 3 and up (0..2 are the console).
-    fds: [Option<Fd>; MAX_FDS],
+    /// Each program's descriptors 3 and up (0..2 are the console), by program slot.
+    fds: [[Option<Fd>; MAX_FDS]; MAX_OWNERS],
+    /// The program slot whose descriptors the calls name (set before each call).
+    pub owner: usize,
     pub frames: RootRam,
 }
 
@@ -83,7 +87,8 @@ impl Fs {
     pub const fn new(frames: RootRam) -> Fs {
         Fs {
             files: [const { None }; MAX_FILES],
-            fds: [None; MAX_FDS],
+            fds: [[None; MAX_FDS]; MAX_OWNERS],
+            owner: 0,
             frames,
         }
     }
@@ -97,11 +102,11 @@ impl Fs {
 
     pub fn fd(&self, fd: u32) -> Result<Fd, u32> {
         let i = (fd as usize).checked_sub(3).ok_or(EBADF)?;
-        self.fds.get(i).copied().flatten().ok_or(EBADF)
+        self.fds[self.owner].get(i).copied().flatten().ok_or(EBADF)
     }
 
     fn set_pos(&mut self, fd: u32, pos: u32) {
-        if let Some(Some(d)) = self.fds.get_mut(fd as usize - 3) {
+        if let Some(Some(d)) = self.fds[self.owner].get_mut(fd as usize - 3) {
             d.pos = pos;
         }
     }
@@ -114,7 +119,7 @@ impl Fs {
         if name.len() > NAME_LEN {
             return Err(ENAMETOOLONG);
         }
-        let slot = self.fds.iter().position(|d| d.is_none()).ok_or(EMFILE)?;
+        let slot = self.fds[self.owner].iter().position(|d| d.is_none()).ok_or(EMFILE)?;
         let file = match self.lookup(name) {
             Some(_) if flags & oflag::CREAT != 0 && flags & oflag::EXCL != 0 => return Err(EEXIST),
             Some(i) => i,
@@ -141,7 +146,7 @@ impl Fs {
         if let Some(f) = self.files[file].as_mut() {
             f.opens += 1;
         }
-        self.fds[slot] = Some(Fd {
+        self.fds[self.owner][slot] = Some(Fd {
             file,
             pos: 0,
             flags,
@@ -172,7 +177,7 @@ impl Fs {
 
     pub fn close(&mut self, fd: u32) -> Result<(), u32> {
         let d = self.fd(fd)?;
-        self.fds[fd as usize - 3] = None;
+        self.fds[self.owner][fd as usize - 3] = None;
         if let Some(f) = self.files[d.file].as_mut() {
             f.opens -= 1;
         }
@@ -270,7 +275,7 @@ impl Fs {
         Ok(self.files[i].as_ref().map_or(0, |f| f.len))
     }
 
-    /// Closes every descriptor (the program is gone).
+    /// Closes every descriptor of the current owner (the program is gone).
     pub fn close_all(&mut self) {
         for fd in 3..MAX_FDS as u32 + 3 {
             let _ = self.close(fd);

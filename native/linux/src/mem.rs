@@ -44,6 +44,44 @@ pub enum Fault {
     NoMemory,
 }
 
+/// The frames of every program's anonymous memory: RAM from the root task, and the
+/// frames programs gave back, reused (zeroed) first. One pool serves all programs, so a
+/// program that ends leaves its frames to the others. The free frames form a list through
+/// their first word (0 ends it).
+pub struct Pool {
+    root: RootRam,
+    free: u32,
+}
+
+impl Pool {
+    pub const fn new(root: RootRam) -> Pool {
+        Pool { root, free: 0 }
+    }
+}
+
+impl Frames for Pool {
+    fn alloc(&mut self) -> Option<u32> {
+        if self.free == 0 {
+            return self.root.alloc();
+        }
+        let va = self.free;
+        // SAFETY: `va` is a page of RAM the root task granted to this space that came back
+        // through `free` (its mappings in programs revoked first); only the pool uses it.
+        unsafe {
+            self.free = (va as *const u32).read();
+            core::ptr::write_bytes(va as *mut u8, 0, PAGE_SIZE as usize);
+        }
+        Some(va)
+    }
+
+    fn free(&mut self, va: u32) {
+        // SAFETY: as in `alloc`: the caller gives back a page of ours no program maps.
+        unsafe { (va as *mut u32).write(self.free) };
+        self.free = va;
+    }
+}
+
+/// One program's memory map (what it may touch and the frames behind its anonymous pages).
 pub struct Space {
     pub image: Loaded,
     pub brk_start: u32,
@@ -53,20 +91,26 @@ pub struct Space {
     mmap_next: u32,
     /// `(page, frame)` of every anonymous page, 0 page = free slot.
     anon: [(u32, u32); MAX_ANON],
-    pub frames: RootRam,
 }
 
 impl Space {
-    pub fn new(image: Loaded, image_end: u32, frames: RootRam) -> Space {
+    /// Builds a fresh `Space` at `at` in place (it is too large for the stack).
+    ///
+    /// # Safety
+    /// `at` is valid for writes of a `Space`, aligned, and used by nothing else for the
+    /// returned reference's life.
+    pub unsafe fn init_at(at: *mut Space, image: Loaded, image_end: u32) -> &'static mut Space {
         let brk_start = page_up(image_end).unwrap_or(image_end);
-        Space {
-            image,
-            brk_start,
-            brk: brk_start,
-            areas: [(0, 0); MAX_AREAS],
-            mmap_next: MMAP_BASE,
-            anon: [(0, 0); MAX_ANON],
-            frames,
+        // SAFETY: the caller vouches for `at`. Every field is written before the reference
+        // is made; the arrays of `(u32, u32)` are valid when zeroed.
+        unsafe {
+            core::ptr::addr_of_mut!((*at).areas).write_bytes(0, 1);
+            core::ptr::addr_of_mut!((*at).anon).write_bytes(0, 1);
+            core::ptr::addr_of_mut!((*at).image).write(image);
+            core::ptr::addr_of_mut!((*at).brk_start).write(brk_start);
+            core::ptr::addr_of_mut!((*at).brk).write(brk_start);
+            core::ptr::addr_of_mut!((*at).mmap_next).write(MMAP_BASE);
+            &mut *at
         }
     }
 
@@ -77,23 +121,32 @@ impl Space {
             || stack.contains(&va)
             || self.areas.iter().any(|&(s, e)| s != e && (s..e).contains(&va))
     }
+}
 
+/// A program's memory with the pool its anonymous pages come from.
+pub struct Mem<'a> {
+    pub space: &'a mut Space,
+    pub pool: &'a mut Pool,
+}
+
+impl Mem<'_> {
     /// The server address of program page `va` and its rights, allocating an anonymous
     /// page on first use.
     pub fn resolve(&mut self, va: u32) -> Result<(u32, Rights), Fault> {
-        if let Some(r) = self.image.resolve(va) {
+        let s = &mut *self.space;
+        if let Some(r) = s.image.resolve(va) {
             return Ok(r);
         }
-        if !self.in_anon_region(va) {
+        if !s.in_anon_region(va) {
             return Err(Fault::Outside);
         }
         let page = page_down(va);
-        if let Some(&(_, f)) = self.anon.iter().find(|a| a.0 == page) {
+        if let Some(&(_, f)) = s.anon.iter().find(|a| a.0 == page) {
             return Ok((f, Rights::RW));
         }
-        let slot = self.anon.iter().position(|a| a.0 == 0).ok_or(Fault::NoMemory)?;
-        let f = self.frames.alloc().ok_or(Fault::NoMemory)?;
-        self.anon[slot] = (page, f);
+        let slot = s.anon.iter().position(|a| a.0 == 0).ok_or(Fault::NoMemory)?;
+        let f = self.pool.alloc().ok_or(Fault::NoMemory)?;
+        s.anon[slot] = (page, f);
         Ok((f, Rights::RW))
     }
 
@@ -149,42 +202,47 @@ impl Space {
     /// Releases the anonymous pages in `[start, end)`: unmapped from the program (the
     /// server's own mapping stays), then reused.
     fn release(&mut self, start: u32, end: u32) {
-        for a in self.anon.iter_mut() {
+        for a in self.space.anon.iter_mut() {
             if a.0 != 0 && (start..end).contains(&a.0) {
                 // Revoke the program's mapping, derived from ours; ours stays.
                 let _ = sys::unmap(Fpage::page(a.1, Rights::RWX), 0);
-                self.frames.free(a.1);
+                self.pool.free(a.1);
                 *a = (0, 0);
             }
         }
     }
 
+    /// Gives every anonymous page back to the pool (the program has ended).
+    pub fn release_all(&mut self) {
+        self.release(0, u32::MAX);
+    }
+
     /// `brk(addr)`: the new break, or the old one if `addr` is out of range (Linux).
     pub fn set_brk(&mut self, addr: u32) -> u32 {
-        if addr < self.brk_start || addr - self.brk_start > BRK_MAX || addr >= MMAP_BASE {
-            return self.brk;
+        if addr < self.space.brk_start || addr - self.space.brk_start > BRK_MAX || addr >= MMAP_BASE {
+            return self.space.brk;
         }
-        let (old_end, new_end) = (page_up(self.brk), page_up(addr));
+        let (old_end, new_end) = (page_up(self.space.brk), page_up(addr));
         if let (Some(o), Some(n)) = (old_end, new_end) {
             if n < o {
                 self.release(n, o);
             }
         }
-        self.brk = addr;
-        self.brk
+        self.space.brk = addr;
+        self.space.brk
     }
 
     /// A new anonymous area of `len` bytes; its address.
     pub fn map_anon(&mut self, len: u32) -> Option<u32> {
         let len = page_up(len)?;
-        let start = self.mmap_next;
+        let start = self.space.mmap_next;
         let end = start.checked_add(len)?;
         if end > MMAP_END || len == 0 {
             return None;
         }
-        let slot = self.areas.iter().position(|a| a.0 == a.1)?;
-        self.areas[slot] = (start, end);
-        self.mmap_next = end;
+        let slot = self.space.areas.iter().position(|a| a.0 == a.1)?;
+        self.space.areas[slot] = (start, end);
+        self.space.mmap_next = end;
         Some(start)
     }
 
@@ -197,22 +255,22 @@ impl Space {
             return false;
         }
         for i in 0..MAX_AREAS {
-            let (s, e) = self.areas[i];
+            let (s, e) = self.space.areas[i];
             if s == e || e <= start || s >= end {
                 continue;
             }
             if start <= s && end >= e {
-                self.areas[i] = (0, 0);
+                self.space.areas[i] = (0, 0);
             } else if start <= s {
-                self.areas[i].0 = end;
+                self.space.areas[i].0 = end;
             } else if end >= e {
-                self.areas[i].1 = start;
+                self.space.areas[i].1 = start;
             } else {
-                let Some(free) = self.areas.iter().position(|a| a.0 == a.1) else {
+                let Some(free) = self.space.areas.iter().position(|a| a.0 == a.1) else {
                     return false;
                 };
-                self.areas[i].1 = start;
-                self.areas[free] = (end, e);
+                self.space.areas[i].1 = start;
+                self.space.areas[free] = (end, e);
             }
         }
         self.release(start, end);

@@ -5,16 +5,18 @@
 //! (`mem::Space`): a bad one returns EFAULT, as Linux does.
 
 use crate::fs::errno::*;
-use crate::mem::{self, Space, STACK_TOP};
+use crate::mem::{self, Mem, STACK_TOP};
 use crate::{End, Program, State};
 use kestrel_abi::exc;
-use kestrel_user::ipc::{self, Msg};
+use kestrel_user::ipc::Msg;
 use kestrel_user::{print, println, sys};
 
 /// What to do after a call.
 pub enum Outcome {
     /// Reply: r3 and whether it is an error (CR0[SO]).
     Reply(u32, bool),
+    /// Reply 0 when the time base reaches this value (a sleep; the server goes on).
+    Sleep(u64),
     End(End),
 }
 
@@ -108,18 +110,27 @@ const CACHE_LINE: u32 = 32;
 /// Builds the initial stack below `STACK_TOP` (System V ABI, PowerPC supplement: argc,
 /// argv, NULL, envp, NULL, auxv pairs, AT_NULL; strings above) and returns the stack
 /// pointer, which points at argc.
-pub fn initial_stack(s: &mut Space, name: &str, a: &Auxv) -> Option<u32> {
+pub fn initial_stack(s: &mut Mem, argv: &[&str], envp: &[&str], a: &Auxv) -> Option<u32> {
     let mut top = STACK_TOP;
-    let mut push_bytes = |s: &mut Space, b: &[u8]| -> Option<u32> {
+    let mut push_bytes = |s: &mut Mem, b: &[u8]| -> Option<u32> {
         top -= b.len() as u32;
         s.write(top, b).ok()?;
         Some(top)
     };
-    let mut name_z = heapless::Vec::<u8, 64>::new();
-    name_z.extend_from_slice(name.as_bytes()).ok()?;
-    name_z.push(0).ok()?;
-    let argv0 = push_bytes(s, &name_z)?;
-    let platform = push_bytes(s, b"ppc440\0")?;
+    let mut push_str = |s: &mut Mem, t: &str| -> Option<u32> {
+        push_bytes(s, &[0])?;
+        push_bytes(s, t.as_bytes())
+    };
+    let mut argv_p = heapless::Vec::<u32, 24>::new();
+    for t in argv {
+        argv_p.push(push_str(s, t)?).ok()?;
+    }
+    let mut envp_p = heapless::Vec::<u32, 8>::new();
+    for t in envp {
+        envp_p.push(push_str(s, t)?).ok()?;
+    }
+    let argv0 = *argv_p.first()?;
+    let platform = push_str(s, "ppc440")?;
     let mut rnd = [0u8; 16];
     let mut x = a.random | 1;
     for b in rnd.iter_mut() {
@@ -128,7 +139,10 @@ pub fn initial_stack(s: &mut Space, name: &str, a: &Auxv) -> Option<u32> {
         x ^= x << 5;
         *b = x as u8;
     }
-    let random = push_bytes(s, &rnd)?;
+    top &= !3;
+    top -= rnd.len() as u32;
+    s.write(top, &rnd).ok()?;
+    let random = top;
     let auxv: [(u32, u32); 20] = [
         (at::PHDR, a.phdr),
         (at::PHENT, a.phent),
@@ -151,32 +165,34 @@ pub fn initial_stack(s: &mut Space, name: &str, a: &Auxv) -> Option<u32> {
         (at::RANDOM, random),
         (at::EXECFN, argv0),
     ];
-    // argc, argv[0], NULL, envp NULL, auxv, AT_NULL pair.
-    let words = 1 + 2 + 1 + auxv.len() * 2 + 2;
-    let sp = (top - words as u32 * 4) & !15;
-    let mut w = heapless::Vec::<u32, 64>::new();
-    w.extend_from_slice(&[1, argv0, 0, 0]).ok()?;
+    // argc, argv, NULL, envp, NULL, auxv, AT_NULL pair.
+    let mut w = heapless::Vec::<u32, 96>::new();
+    w.push(argv_p.len() as u32).ok()?;
+    w.extend_from_slice(&argv_p).ok()?;
+    w.push(0).ok()?;
+    w.extend_from_slice(&envp_p).ok()?;
+    w.push(0).ok()?;
     for (k, v) in auxv {
         w.extend_from_slice(&[k, v]).ok()?;
     }
     w.extend_from_slice(&[at::NULL, 0]).ok()?;
+    let sp = (top - w.len() as u32 * 4) & !15;
     for (i, v) in w.iter().enumerate() {
         s.write(sp + 4 * i as u32, &v.to_be_bytes()).ok()?;
     }
     Some(sp)
 }
 
-fn space(state: &mut State) -> &mut Space {
-    state.space.as_mut().expect("a program runs")
+fn space(state: &mut State) -> Mem<'_> {
+    state.mem()
 }
 
 /// Console output of descriptor 1 or 2: whole lines, each prefixed with the program's name.
 fn console(p: &mut Program, fd: u32, bytes: &[u8]) {
-    let name = p.name;
     let line = &mut p.line[fd as usize - 1];
     for &b in bytes {
         if b == b'\n' || line.is_full() {
-            emit(name, line);
+            emit(&p.name, line);
             if b == b'\n' {
                 continue;
             }
@@ -199,16 +215,15 @@ fn emit(name: &str, line: &mut heapless::Vec<u8, 160>) {
 
 /// Prints the partial lines left (at the program's end or before a server line).
 pub fn flush_lines(p: &mut Program) {
-    let name = p.name;
     for line in p.line.iter_mut() {
         if !line.is_empty() {
-            emit(name, line);
+            emit(&p.name, line);
         }
     }
 }
 
 /// A NUL-terminated path from program memory.
-fn path(s: &mut Space, va: u32) -> Result<heapless::Vec<u8, 256>, u32> {
+fn path(s: &mut Mem, va: u32) -> Result<heapless::Vec<u8, 256>, u32> {
     let mut out = heapless::Vec::new();
     for i in 0..256 {
         let mut b = [0u8];
@@ -289,21 +304,13 @@ fn statx_buf(size: Option<u32>) -> [u8; 256] {
     b
 }
 
-/// Sleeps `ns` nanoseconds: the server waits for a message from the program, which is
-/// blocked in this very call and sends none, until the time base says the time is up.
-fn sleep_ns(p: &Program, ns: u64) {
-    let end = now_ns(p).saturating_add(ns);
-    loop {
-        let now = now_ns(p);
-        if now >= end {
-            return;
-        }
-        let us = (end - now).div_ceil(1000).min(60_000_000) as u32;
-        let _ = ipc::receive(p.tid, kestrel_abi::Timeout::from_us(us));
-    }
+/// The time-base value `ns` nanoseconds from now (a sleep's end).
+fn wake_after(p: &Program, ns: u64) -> u64 {
+    let ticks = (ns as u128 * p.tb_hz as u128).div_ceil(1_000_000_000);
+    sys::timebase().saturating_add(ticks.min(u64::MAX as u128) as u64)
 }
 
-fn read_timespec32(s: &mut Space, va: u32) -> Result<u64, u32> {
+fn read_timespec32(s: &mut Mem, va: u32) -> Result<u64, u32> {
     let mut b = [0u8; 8];
     s.read(va, &mut b).map_err(|_| EFAULT)?;
     let sec = i32::from_be_bytes(b[..4].try_into().expect("4 bytes"));
@@ -314,7 +321,7 @@ fn read_timespec32(s: &mut Space, va: u32) -> Result<u64, u32> {
     Ok(sec as u64 * 1_000_000_000 + nsec as u64)
 }
 
-fn read_timespec64(s: &mut Space, va: u32) -> Result<u64, u32> {
+fn read_timespec64(s: &mut Mem, va: u32) -> Result<u64, u32> {
     let mut b = [0u8; 16];
     s.read(va, &mut b).map_err(|_| EFAULT)?;
     let sec = i64::from_be_bytes(b[..8].try_into().expect("8 bytes"));
@@ -335,7 +342,7 @@ pub fn handle(state: &mut State, p: &mut Program, m: &Msg) -> Outcome {
         nr::WRITEV => (|| {
             let mut total = 0u32;
             for i in 0..a[2].min(1024) {
-                let s = space(state);
+                let mut s = space(state);
                 let base = s.read_u32(a[1].wrapping_add(8 * i)).map_err(|_| EFAULT)?;
                 let len = s.read_u32(a[1].wrapping_add(8 * i + 4)).map_err(|_| EFAULT)?;
                 total += write(state, p, a[0], base, len)?;
@@ -349,7 +356,7 @@ pub fn handle(state: &mut State, p: &mut Program, m: &Msg) -> Outcome {
             } else {
                 (a[0], a[1], a[2])
             };
-            path(space(state), pa).and_then(|pth| {
+            path(&mut space(state), pa).and_then(|pth| {
                 if dirfd != AT_FDCWD && pth.first() != Some(&b'/') {
                     return Err(EBADF);
                 }
@@ -362,7 +369,7 @@ pub fn handle(state: &mut State, p: &mut Program, m: &Msg) -> Outcome {
         },
         nr::UNLINK | nr::UNLINKAT => {
             let pa = if n == nr::UNLINK { a[0] } else { a[1] };
-            path(space(state), pa).and_then(|pth| state.fs.unlink(&pth).map(|_| 0))
+            path(&mut space(state), pa).and_then(|pth| state.fs.unlink(&pth).map(|_| 0))
         }
         nr::LSEEK => match a[0] {
             0..=2 => Err(ESPIPE),
@@ -381,7 +388,7 @@ pub fn handle(state: &mut State, p: &mut Program, m: &Msg) -> Outcome {
             }
         },
         nr::STATX => (|| {
-            let pth = path(space(state), a[1])?;
+            let pth = path(&mut space(state), a[1])?;
             let size = if pth.is_empty() && a[2] & AT_EMPTY_PATH != 0 {
                 match a[0] {
                     0..=2 => None,
@@ -504,7 +511,7 @@ pub fn handle(state: &mut State, p: &mut Program, m: &Msg) -> Outcome {
                 Ok(t)
             }
         }
-        nr::NANOSLEEP => (|| {
+        nr::NANOSLEEP => return (|| {
             let mut b = [0u8; 8];
             space(state).read(a[0], &mut b).map_err(|_| EFAULT)?;
             let sec = u32::from_be_bytes(b[..4].try_into().expect("4 bytes"));
@@ -512,24 +519,24 @@ pub fn handle(state: &mut State, p: &mut Program, m: &Msg) -> Outcome {
             if nsec >= 1_000_000_000 {
                 return Err(EINVAL);
             }
-            sleep_ns(p, sec as u64 * 1_000_000_000 + nsec as u64);
-            Ok(0)
-        })(),
-        nr::CLOCK_NANOSLEEP | nr::CLOCK_NANOSLEEP_TIME64 => (|| {
+            Ok(sec as u64 * 1_000_000_000 + nsec as u64)
+        })()
+        .map_or_else(|e| Outcome::Reply(e, true), |ns| Outcome::Sleep(wake_after(p, ns))),
+        nr::CLOCK_NANOSLEEP | nr::CLOCK_NANOSLEEP_TIME64 => return (|| {
             // flags (a[1]) TIMER_ABSTIME = 1: until that time on the clock.
             let t = if n == nr::CLOCK_NANOSLEEP {
-                read_timespec32(space(state), a[2])?
+                read_timespec32(&mut space(state), a[2])?
             } else {
-                read_timespec64(space(state), a[2])?
+                read_timespec64(&mut space(state), a[2])?
             };
             let wait = if a[1] & 1 != 0 {
                 t.saturating_sub(now_ns(p))
             } else {
                 t
             };
-            sleep_ns(p, wait);
-            Ok(0)
-        })(),
+            Ok(wait)
+        })()
+        .map_or_else(|e| Outcome::Reply(e, true), |ns| Outcome::Sleep(wake_after(p, ns))),
         _ => {
             if p.enosys_seen.contains(&n) || p.enosys_seen.is_full() {
                 p.enosys_quiet += 1;
