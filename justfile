@@ -34,6 +34,12 @@ run *ARGS: setup
     scripts/build-target.sh "${packages[@]}"
     exec scripts/vm-linux.sh "$@"
 
+# Run a job: N ranks (1..8) of the static Linux program PROG at once under the Linux personality, beside the fabric service (`just mpi prog 4 ARG...`; build PROG with scripts/kestrel-cc; each rank reads KESTREL_RANK/KESTREL_SIZE; options before PROG: --no-fabric, --timeout SECS, default 120; docs/adr/0034-linux-personality.md)
+[positional-arguments]
+mpi *ARGS: setup
+    scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-linux -p kestrel-fabric-service
+    scripts/linux-job.sh "$@"
+
 # Boot the native IPC demo (kestrel-demo, started by the root task) under QEMU
 demo: setup
     scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-demo
