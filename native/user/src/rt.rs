@@ -7,8 +7,9 @@ use kestrel_abi::{exreg, root, KError, ThreadId, MAX_THREAD_NO};
 
 // `_start`: the kernel enters the root task's first thread at the ELF entry with the
 // stack pointer undefined; we switch to the static main stack and call Rust.
-// `__kestrel_thread_start`: entry for spawned threads; the spawner stored the entry
-// function and its argument in the two words at the initial stack pointer.
+// Not with the `linux` feature: there the program is a Linux program, started by its C
+// library's own `_start`.
+#[cfg(not(feature = "linux"))]
 global_asm!(
     r#"
     .section .text.start, "ax"
@@ -21,6 +22,20 @@ _start:
     bl __kestrel_rt_main
 1:  b 1b
 
+    .section .bss.kestrel_stack, "aw", @nobits
+    .balign 16
+    .space 65536
+    .global __kestrel_main_stack_top
+__kestrel_main_stack_top:
+    .space 16
+    "#
+);
+
+// `__kestrel_thread_start`: entry for spawned threads; the spawner stored the entry
+// function and its argument in the two words at the initial stack pointer.
+global_asm!(
+    r#"
+    .text
     .global __kestrel_thread_start
 __kestrel_thread_start:
     lwz 12, 0(1)
@@ -31,18 +46,15 @@ __kestrel_thread_start:
     bctrl
     bl __kestrel_thread_exit
 2:  b 2b
-
-    .section .bss.kestrel_stack, "aw", @nobits
-    .balign 16
-    .space 65536
-    .global __kestrel_main_stack_top
-__kestrel_main_stack_top:
-    .space 16
     "#
 );
 
+#[cfg(not(feature = "linux"))]
 extern "C" {
     fn task_main();
+}
+
+extern "C" {
     fn __kestrel_thread_start();
 }
 
@@ -51,6 +63,7 @@ static MAIN_THREAD: AtomicU32 = AtomicU32::new(0);
 /// The program's name from r3..r8 at start-up (`kestrel_abi::root::name_words`).
 static NAME: [AtomicU32; root::NAME_WORDS] = [const { AtomicU32::new(0) }; root::NAME_WORDS];
 
+#[cfg(not(feature = "linux"))]
 // `_start` leaves r3..r8 alone, so the program's name given by the root task arrives here
 // as the arguments (all zero for the root task itself, which the kernel starts).
 #[no_mangle]
@@ -210,8 +223,25 @@ pub fn create_started(
     Ok(())
 }
 
+#[cfg(not(feature = "linux"))]
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
     crate::println!("task {:?} panicked: {}", my_id(), info);
     exit(1)
+}
+
+/// In a Linux program (feature `linux`) a panic ends the process the Linux way,
+/// `exit_group(1)`, so its personality server reports it: `exit` would tell the root task
+/// that the server itself ended.
+#[cfg(feature = "linux")]
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    crate::println!("thread {:?} panicked: {}", my_id(), info);
+    loop {
+        // SAFETY: Linux's `exit_group` (ppc32 number 234, r3 = the code) does not return;
+        // it touches no memory.
+        unsafe {
+            core::arch::asm!("sc", in("r0") 234u32, in("r3") 1u32, options(nostack));
+        }
+    }
 }

@@ -8,9 +8,23 @@ use kestrel_ppc440::spr;
 pub type Regs = [u32; 10];
 
 /// Issues `sc` with r0 = `nr` and r3..r12 = `a`; returns r3..r12.
+///
+/// With the `linux` feature (code inside a Linux-personality program, ADR 0034) every
+/// call but `Ipc` goes as r0 = `kestrel_abi::SYSCALL_BASE` + `nr`: r0 = 1.. are Linux's
+/// calls there, reflected to the personality server. `Ipc` stays r0 = 0 in every space.
 #[inline(always)]
 pub fn syscall(nr: Syscall, a: Regs) -> Regs {
-    syscall_raw(nr as u32, a)
+    syscall_raw(number(nr), a)
+}
+
+/// The r0 value of call `nr` for this build (see [`syscall`]).
+#[inline(always)]
+pub const fn number(nr: Syscall) -> u32 {
+    if cfg!(feature = "linux") && !matches!(nr, Syscall::Ipc) {
+        kestrel_abi::SYSCALL_BASE + nr as u32
+    } else {
+        nr as u32
+    }
 }
 
 /// [`syscall`] with any number in r0, also numbers the kernel does not have (the kernel
