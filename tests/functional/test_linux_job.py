@@ -9,6 +9,12 @@ of a series on the FPU and sleeps a little (so the ranks interleave). Passes whe
 - with `crash=2`, rank 2's store outside its memory ends the job: one line names the job,
   rank 2 and the segmentation fault, the other ranks are stopped, the job ends with code 139
   and the machine stops.
+- Kestrel calls from a Linux program: native/linux/tests/fabrictest.c, linked with
+  libkestrel_kcall.a (native/linux/kcall, built by scripts/build-kcall.sh for
+  powerpc-unknown-linux-gnu), runs as 2 ranks beside the fabric service; each rank looks the
+  service up through the root task and attaches an endpoint over its own memory, and prints
+  its endpoint and torus coordinates (distinct endpoints and coordinates); then both detach,
+  the service and kestrel-linux end, and the machine stops with code 0.
 Logs: target/logs/tests/linux-job/."""
 from __future__ import annotations
 
@@ -43,10 +49,12 @@ def ranktest(elf) -> Path:
     return exe
 
 
-def boot(exe: Path, tag: str, args: list[str]) -> tuple[int, list[str]]:
+def boot(exe: Path, tag: str, args: list[str], ranks: int = RANKS,
+         fabric: bool = False) -> tuple[int, list[str]]:
     logs = exe.parent
-    # No fabric service: it would outlive the job (it exits after its last endpoint detaches).
-    image, append = qemu.linux_job_image(exe, RANKS, args=args, fabric=False)
+    # By default no fabric service: it would outlive a job that never attaches an endpoint
+    # (it exits after its last endpoint detaches).
+    image, append = qemu.linux_job_image(exe, ranks, args=args, fabric=fabric)
     node = qemu.kestrel_node(image, logs / f"{tag}.bootmod", append=append)
     status, text = Machine(node, logs / f"{tag}.log").run(TIMEOUT)
     return status, console.lines(text)
@@ -94,3 +102,25 @@ def test_crashing_rank_ends_the_job(ranktest):
     assert not any(l.startswith(f"{PREFIX}ranktest.2: rank 2 of {RANKS}: partial") for l in lines)
     assert f"{PREFIX}kestrel-linux: job ranktest ended (code 139)" in lines
     assert "root: kestrel-linux exited (code 139)" in lines
+
+
+@pytest.mark.timeout(TIMEOUT + 600)
+def test_kestrel_calls_from_linux_ranks(ranktest, elf):
+    elf("kestrel-fabric")
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run([str(root / "scripts" / "build-kcall.sh")], check=True)
+    lib = qemu.target_dir() / "powerpc-unknown-linux-gnu" / "release"
+    exe = ranktest.parent / "fabrictest"
+    subprocess.run([str(root / "scripts" / "kestrel-cc"), "-O2", "-o", str(exe),
+                    str(SRC.parent / "fabrictest.c"), f"-L{lib}", "-lkestrel_kcall"], check=True)
+    status, lines = boot(exe, "fabric", [], ranks=2, fabric=True)
+    assert status == 0, f"QEMU exited with {status}"
+    seen = []
+    for r in range(2):
+        got = [l for l in lines if l.startswith(f"{PREFIX}fabrictest.{r}: rank {r} of 2: thread ")]
+        assert len(got) == 1, f"rank {r}: {got}"
+        seen.append(got[0].split(", endpoint ")[1])
+    assert len(set(seen)) == 2, f"endpoints and coordinates not distinct: {seen}"
+    assert "[kestrel-fabric] the last endpoint detached; exiting" in lines
+    assert f"{PREFIX}kestrel-linux: job fabrictest: all 2 ranks exited with code 0" in lines
+    assert "root: every program has ended; stopping the machine" in lines

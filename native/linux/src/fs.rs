@@ -119,7 +119,10 @@ impl Fs {
         if name.len() > NAME_LEN {
             return Err(ENAMETOOLONG);
         }
-        let slot = self.fds[self.owner].iter().position(|d| d.is_none()).ok_or(EMFILE)?;
+        let slot = self.fds[self.owner]
+            .iter()
+            .position(|d| d.is_none())
+            .ok_or(EMFILE)?;
         let file = match self.lookup(name) {
             Some(_) if flags & oflag::CREAT != 0 && flags & oflag::EXCL != 0 => return Err(EEXIST),
             Some(i) => i,

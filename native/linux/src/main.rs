@@ -72,7 +72,9 @@ impl State {
     /// The memory of the program being served.
     pub fn mem(&mut self) -> mem::Mem<'_> {
         mem::Mem {
-            space: self.spaces[self.cur].as_deref_mut().expect("a program runs"),
+            space: self.spaces[self.cur]
+                .as_deref_mut()
+                .expect("a program runs"),
             pool: &mut self.pool,
         }
     }
@@ -199,7 +201,10 @@ pub extern "C" fn task_main() {
         println!("kestrel-linux: job {}: starting {size} ranks", module.name);
         let c = run_group(state, &ranks, Some(module.name), &mut image_va);
         if c == 0 {
-            println!("kestrel-linux: job {}: all {size} ranks exited with code 0", module.name);
+            println!(
+                "kestrel-linux: job {}: all {size} ranks exited with code 0",
+                module.name
+            );
         } else {
             println!("kestrel-linux: job {} ended (code {c})", module.name);
         }
@@ -272,7 +277,11 @@ fn load_bounds(elf: &[u8], phoff: u32, phnum: u32, phent: u32) -> Option<(u32, u
     let (mut lo, mut hi) = (u32::MAX, 0u32);
     for i in 0..phnum {
         let o = (phoff + i * phent) as usize;
-        let w = |k: usize| Some(u32::from_be_bytes(elf.get(o + k..o + k + 4)?.try_into().ok()?));
+        let w = |k: usize| {
+            Some(u32::from_be_bytes(
+                elf.get(o + k..o + k + 4)?.try_into().ok()?,
+            ))
+        };
         if w(0)? == 1 {
             let (vaddr, offset, memsz) = (w(8)?, w(4)?, w(20)?);
             lo = lo.min(vaddr.checked_sub(offset)?);
@@ -284,12 +293,7 @@ fn load_bounds(elf: &[u8], phoff: u32, phnum: u32, phent: u32) -> Option<(u32, u
 
 /// Loads and starts one program in slot `slot`; its `Program`, or the exit code to
 /// report (127) when it could not be started (one line says why).
-fn start(
-    state: &mut State,
-    slot: usize,
-    l: &Launch,
-    image_va: &mut u32,
-) -> Result<Program, u32> {
+fn start(state: &mut State, slot: usize, l: &Launch, image_va: &mut u32) -> Result<Program, u32> {
     let name = l.name.as_str();
     let image = match loader::load(l.elf, |bytes| {
         let size = bytes.max(PAGE_SIZE).checked_next_power_of_two()?;
@@ -402,12 +406,7 @@ fn finish(state: &mut State, slot: usize, p: &mut Program) {
 /// (`job` = its program), until one rank fails, which stops the others. The first
 /// non-zero exit code (128 + 11 for a program stopped by the server, 127 for one that
 /// could not be started), else 0.
-fn run_group(
-    state: &mut State,
-    members: &[Launch],
-    job: Option<&str>,
-    image_va: &mut u32,
-) -> u32 {
+fn run_group(state: &mut State, members: &[Launch], job: Option<&str>, image_va: &mut u32) -> u32 {
     let mut progs: [Option<Program>; MAX_PROGRAMS] = [const { None }; MAX_PROGRAMS];
     let size = members.len();
     let stop_all = |state: &mut State, progs: &mut [Option<Program>; MAX_PROGRAMS]| {
@@ -458,7 +457,12 @@ fn run_group(
             None => Timeout::NEVER,
         };
         let (to, reply) = pending.take().unwrap_or((ThreadId::NIL, Msg::new(0)));
-        let (from, msg, r) = ipc::ipc(to, ThreadId::ANY, Timeouts::new(Timeout::ZERO, wait), &reply);
+        let (from, msg, r) = ipc::ipc(
+            to,
+            ThreadId::ANY,
+            Timeouts::new(Timeout::ZERO, wait),
+            &reply,
+        );
         if r.is_err() {
             continue;
         }

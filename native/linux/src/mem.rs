@@ -119,7 +119,10 @@ impl Space {
         let stack = STACK_TOP - STACK_MAX..STACK_TOP;
         heap.contains(&va)
             || stack.contains(&va)
-            || self.areas.iter().any(|&(s, e)| s != e && (s..e).contains(&va))
+            || self
+                .areas
+                .iter()
+                .any(|&(s, e)| s != e && (s..e).contains(&va))
     }
 }
 
@@ -144,7 +147,11 @@ impl Mem<'_> {
         if let Some(&(_, f)) = s.anon.iter().find(|a| a.0 == page) {
             return Ok((f, Rights::RW));
         }
-        let slot = s.anon.iter().position(|a| a.0 == 0).ok_or(Fault::NoMemory)?;
+        let slot = s
+            .anon
+            .iter()
+            .position(|a| a.0 == 0)
+            .ok_or(Fault::NoMemory)?;
         let f = self.pool.alloc().ok_or(Fault::NoMemory)?;
         s.anon[slot] = (page, f);
         Ok((f, Rights::RW))
@@ -219,7 +226,8 @@ impl Mem<'_> {
 
     /// `brk(addr)`: the new break, or the old one if `addr` is out of range (Linux).
     pub fn set_brk(&mut self, addr: u32) -> u32 {
-        if addr < self.space.brk_start || addr - self.space.brk_start > BRK_MAX || addr >= MMAP_BASE {
+        if addr < self.space.brk_start || addr - self.space.brk_start > BRK_MAX || addr >= MMAP_BASE
+        {
             return self.space.brk;
         }
         let (old_end, new_end) = (page_up(self.space.brk), page_up(addr));
@@ -251,7 +259,7 @@ impl Mem<'_> {
         let Some(end) = page_up(len).and_then(|l| start.checked_add(l)) else {
             return false;
         };
-        if start % PAGE_SIZE != 0 {
+        if !start.is_multiple_of(PAGE_SIZE) {
             return false;
         }
         for i in 0..MAX_AREAS {

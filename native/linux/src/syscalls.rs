@@ -289,7 +289,8 @@ fn now_ns(p: &Program) -> u64 {
 /// `statx` result for a console descriptor or a file of `size` bytes.
 fn statx_buf(size: Option<u32>) -> [u8; 256] {
     let mut b = [0u8; 256];
-    let put32 = |b: &mut [u8; 256], at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_be_bytes());
+    let put32 =
+        |b: &mut [u8; 256], at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_be_bytes());
     put32(&mut b, 0, 0x7ff); // STATX_BASIC_STATS
     put32(&mut b, 4, 4096); // blksize
     put32(&mut b, 16, 1); // nlink
@@ -332,6 +333,47 @@ fn read_timespec64(s: &mut Mem, va: u32) -> Result<u64, u32> {
     Ok(sec as u64 * 1_000_000_000 + nsec as u64)
 }
 
+/// `nanosleep(req, ..)`: how long to sleep.
+fn nanosleep_ns(state: &mut State, req: u32) -> Result<u64, u32> {
+    let mut b = [0u8; 8];
+    space(state).read(req, &mut b).map_err(|_| EFAULT)?;
+    let sec = u32::from_be_bytes(b[..4].try_into().expect("4 bytes"));
+    let nsec = u32::from_be_bytes(b[4..].try_into().expect("4 bytes"));
+    if nsec >= 1_000_000_000 {
+        return Err(EINVAL);
+    }
+    Ok(sec as u64 * 1_000_000_000 + nsec as u64)
+}
+
+/// `clock_nanosleep(clock, flags, req, ..)` (32- or 64-bit timespec by call `n`): how long
+/// to sleep; flags TIMER_ABSTIME (1) means until that time on the clock.
+fn clock_nanosleep_ns(
+    state: &mut State,
+    p: &Program,
+    n: u32,
+    flags: u32,
+    req: u32,
+) -> Result<u64, u32> {
+    let t = if n == nr::CLOCK_NANOSLEEP {
+        read_timespec32(&mut space(state), req)?
+    } else {
+        read_timespec64(&mut space(state), req)?
+    };
+    Ok(if flags & 1 != 0 {
+        t.saturating_sub(now_ns(p))
+    } else {
+        t
+    })
+}
+
+/// A sleep of `ns` (or its error): the reply waits in the server's loop.
+fn sleep(p: &Program, ns: Result<u64, u32>) -> Outcome {
+    match ns {
+        Ok(ns) => Outcome::Sleep(wake_after(p, ns)),
+        Err(e) => Outcome::Reply(e, true),
+    }
+}
+
 /// Handles one Linux system call of `p` (the `Syscall` exception message `m`).
 pub fn handle(state: &mut State, p: &mut Program, m: &Msg) -> Outcome {
     let n = m.mr(exc::SC_NR);
@@ -344,7 +386,9 @@ pub fn handle(state: &mut State, p: &mut Program, m: &Msg) -> Outcome {
             for i in 0..a[2].min(1024) {
                 let mut s = space(state);
                 let base = s.read_u32(a[1].wrapping_add(8 * i)).map_err(|_| EFAULT)?;
-                let len = s.read_u32(a[1].wrapping_add(8 * i + 4)).map_err(|_| EFAULT)?;
+                let len = s
+                    .read_u32(a[1].wrapping_add(8 * i + 4))
+                    .map_err(|_| EFAULT)?;
                 total += write(state, p, a[0], base, len)?;
             }
             Ok(total)
@@ -459,7 +503,11 @@ pub fn handle(state: &mut State, p: &mut Program, m: &Msg) -> Outcome {
             } else {
                 (a[1], a[3])
             };
-            let cur = if res == 3 { mem::STACK_MAX as u64 } else { u64::MAX };
+            let cur = if res == 3 {
+                mem::STACK_MAX as u64
+            } else {
+                u64::MAX
+            };
             if out == 0 {
                 Ok(0)
             } else if n == nr::UGETRLIMIT {
@@ -511,32 +559,10 @@ pub fn handle(state: &mut State, p: &mut Program, m: &Msg) -> Outcome {
                 Ok(t)
             }
         }
-        nr::NANOSLEEP => return (|| {
-            let mut b = [0u8; 8];
-            space(state).read(a[0], &mut b).map_err(|_| EFAULT)?;
-            let sec = u32::from_be_bytes(b[..4].try_into().expect("4 bytes"));
-            let nsec = u32::from_be_bytes(b[4..].try_into().expect("4 bytes"));
-            if nsec >= 1_000_000_000 {
-                return Err(EINVAL);
-            }
-            Ok(sec as u64 * 1_000_000_000 + nsec as u64)
-        })()
-        .map_or_else(|e| Outcome::Reply(e, true), |ns| Outcome::Sleep(wake_after(p, ns))),
-        nr::CLOCK_NANOSLEEP | nr::CLOCK_NANOSLEEP_TIME64 => return (|| {
-            // flags (a[1]) TIMER_ABSTIME = 1: until that time on the clock.
-            let t = if n == nr::CLOCK_NANOSLEEP {
-                read_timespec32(&mut space(state), a[2])?
-            } else {
-                read_timespec64(&mut space(state), a[2])?
-            };
-            let wait = if a[1] & 1 != 0 {
-                t.saturating_sub(now_ns(p))
-            } else {
-                t
-            };
-            Ok(wait)
-        })()
-        .map_or_else(|e| Outcome::Reply(e, true), |ns| Outcome::Sleep(wake_after(p, ns))),
+        nr::NANOSLEEP => return sleep(p, nanosleep_ns(state, a[0])),
+        nr::CLOCK_NANOSLEEP | nr::CLOCK_NANOSLEEP_TIME64 => {
+            return sleep(p, clock_nanosleep_ns(state, p, n, a[1], a[2]))
+        }
         _ => {
             if p.enosys_seen.contains(&n) || p.enosys_seen.is_full() {
                 p.enosys_quiet += 1;
@@ -556,4 +582,3 @@ pub fn handle(state: &mut State, p: &mut Program, m: &Msg) -> Outcome {
         Err(e) => Outcome::Reply(e, true),
     }
 }
-
