@@ -21,7 +21,7 @@ build: setup
     {{ cargo }} build
     scripts/build-target.sh
 
-# Boot Linux in Kestrel VMs to interactive shells: `just run` (one VM), `just run 2` (two), your own guest with `--kernel VMLINUX --initrd FILE --append ARGS --mem MB`, native programs beside the VMs with `--native NAME`; ARGS go to scripts/vm-linux.sh (e.g. --script smoke)
+# Boot Linux in Kestrel VMs to interactive shells: `just run` (one VM), `just run 2` (two), your own guest with `--kernel VMLINUX --initrd FILE --append ARGS --mem MB`, native programs beside the VMs with `--native NAME`, a job of N ranks of a static Linux program with `--ranks N PROG` (e.g. `just run 2 --ranks 4 prog --script smoke`); ARGS go to scripts/vm-linux.sh (e.g. --script smoke)
 [positional-arguments]
 run *ARGS: setup
     #!/usr/bin/env bash
@@ -30,6 +30,7 @@ run *ARGS: setup
     args=("$@")
     for ((i = 0; i + 1 < ${#args[@]}; i++)); do
         [[ ${args[i]} == --native ]] && packages+=(-p "${args[i + 1]}")
+        [[ ${args[i]} == --ranks ]] && packages+=(-p kestrel-linux)
     done
     scripts/build-target.sh "${packages[@]}"
     exec scripts/vm-linux.sh "$@"

@@ -7,12 +7,16 @@
 #   scripts/vm-linux.sh [N] [--vms N] [--kernel VMLINUX] [--initrd FILE] [--append ARGS]
 #                       [--cmdline LINE] [--mem MB] [--native NAME]... [--kernel-args ARGS]
 #                       [--script NAME] [--timeout SECS] [--icount] [--log FILE]
+#                       [--ranks N PROG]
 #
 # The root task (kestrel-root) starts kestrel-vmm (root.start=kestrel-vmm). --native NAME also
 # starts the native program NAME (an ELF in target/powerpc-440-none/release, e.g. kestrel-demo)
 # beside the VMs; its console lines carry a `[NAME] ` prefix. QEMU exits when every program (the
 # VMM and the native ones) has ended. --kernel-args ARGS adds ARGS to the Kestrel command line
 # that the root task and its programs read (e.g. checksum.rounds=20).
+# --ranks N PROG also runs a job beside the VMs: kestrel-linux starts N ranks (1 to 8) of the
+# static Linux executable PROG at once (`linux.job=NAME:N`, docs/adr/0034-linux-personality.md);
+# the ranks' lines carry `[kestrel-linux] NAME.R: `; a failing rank ends the job, not the VMs.
 # N or --vms N boots N VMs at once (kestrel-vmm's `vmm.vms=N`, 1 to 4), each with its own RAM,
 # vCPU and console; their lines are prefixed `[vmI] ` and Ctrl-] then a VM number moves the
 # console input. QEMU exits when every VM powered off.
@@ -44,6 +48,8 @@ log=
 extra=()
 natives=()
 kargs=
+ranks=
+rank_prog=
 while (($# > 0)); do
     case $1 in
         --script | --vms | --timeout | --kernel | --initrd | --append | --cmdline | --mem | --log | --native | --kernel-args)
@@ -63,12 +69,20 @@ while (($# > 0)); do
             esac
             shift 2
             ;;
+        --ranks)
+            (($# >= 3)) || die "--ranks needs N and PROG"
+            ranks=$2
+            rank_prog=$3
+            shift 3
+            ;;
         --icount) extra+=(--icount); shift ;;
         -h | --help) sed -n '2,34s/^# \{0,1\}//p' "$0"; exit 0 ;;
         [0-9]*) vms=$1; shift ;;
         *) die "unknown argument $1 (see --help)" ;;
     esac
 done
+[[ -z $ranks || $ranks =~ ^[1-8]$ ]] || die "--ranks: from 1 to 8 ranks, got '$ranks'"
+[[ -z $rank_prog || -f $rank_prog ]] || die "--ranks: no such file: $rank_prog"
 [[ $vms =~ ^[1-9][0-9]*$ ]] || die "the number of VMs must be a whole number, got '$vms'"
 [[ -z $mem || $mem =~ ^[1-9][0-9]*$ ]] || die "--mem wants megabytes, got '$mem'"
 [[ -z $timeout_secs || $timeout_secs =~ ^[0-9]+$ ]] || die "--timeout wants whole seconds, got '$timeout_secs'"
@@ -97,6 +111,11 @@ fi
 [[ -z $initrd ]] || args+=(--initrd "$initrd")
 [[ -z $mem ]] || args+=(--vm-mem "$mem")
 [[ -z $kargs ]] || args+=(--append "$kargs")
+if [[ -n $ranks ]]; then
+    rank_name=$(basename "$rank_prog")
+    args+=(--program "kestrel-linux=$KESTREL_OUT/kestrel-linux" --module "$rank_name=$rank_prog"
+        --append "linux.job=$rank_name:$ranks")
+fi
 for n in "${natives[@]}"; do
     args+=(--program "$n=$KESTREL_OUT/$n")
 done

@@ -550,6 +550,8 @@ def parser() -> argparse.ArgumentParser:
     vm.add_argument("--root", type=Path, metavar="ELF", help="the root task (kestrel-root)")
     vm.add_argument("--program", action="append", default=[], metavar="NAME=ELF",
                     help="a native program the root task starts beside the VMM")
+    vm.add_argument("--module", action="append", default=[], metavar="NAME=FILE",
+                    help="a data module (e.g. a Linux program for kestrel-linux's linux.job=)")
     vm.add_argument("--fabric-policy", type=Path, metavar="FILE",
                     help="the node's fabric policy (fabric/policies/; default: VMs and native "
                          "programs apart)")
@@ -618,6 +620,8 @@ def node_from_args(args: argparse.Namespace, extra: list[str]) -> tuple[Node, Pa
     image = vmm_image(guest, initrd=args.initrd, cmdline=args.cmdline, dtb=args.dtb, vmm=args.vmm,
                       root=args.root, natives=natives, policy=args.fabric_policy,
                       shared_fabric=shares_fabric([*args.append, *split_append(list(extra))[0]]))
+    image.modules += [Module(n, Path(v)) for n, v in
+                      (parse_named(a, "--module") for a in args.module)]
     os_guest = args.initrd is not None or args.cmdline is not None or args.dtb is not None
     if args.vm_mem is not None and not os_guest:
         raise LaunchError("--vm-mem sizes an OS guest's RAM (give --initrd or --cmdline); "
