@@ -316,13 +316,6 @@ pub extern "C" fn task_main() {
         println!("cannot open the communicator: {e}");
         return;
     }
-    // The echo client speaks bgnet: rank 0 joins its class too.
-    if echo.is_some() {
-        if let Err(e) = port.join_classes(ep, 1 << kestrel_bgp::coll::BGNET_CLASS) {
-            println!("cannot join bgnet's class: {e}");
-            return;
-        }
-    }
     let node_address = port.node_address(ep);
     // The rank is the number the module name ends with (kestrel-rank1: rank 1), else the
     // endpoint's; `Comm::start` maps ranks to endpoints.
@@ -339,6 +332,13 @@ pub extern "C" fn task_main() {
         comm.rank = r;
     }
     let r = u32::from(comm.rank);
+    // The echo client speaks bgnet: rank 0 joins its class too.
+    if echo.is_some() && r == 0 {
+        if let Err(e) = port.join_classes(ep, 1 << kestrel_bgp::coll::BGNET_CLASS) {
+            println!("cannot join bgnet's class: {e}");
+            return;
+        }
+    }
     if r >= size {
         println!(
             "rank {r} is not below ranks.n={size}: name the ranks' modules ..0 to ..{}",
