@@ -62,10 +62,13 @@ fn main() {
     let bindings = builder
         .generate()
         .expect("bindgen could not read include/mpi.h (libclang missing? run scripts/setup.sh)");
-    bindings.write_to_file(out.join("mpi_h.rs")).expect("write mpi_h.rs");
+    bindings
+        .write_to_file(out.join("mpi_h.rs"))
+        .expect("write mpi_h.rs");
 
     let text = fs::read_to_string(&header).expect("read include/mpi.h");
-    let mut table = String::from("/// Every integer macro of mpi.h with its value as bindgen read it.\n");
+    let mut table =
+        String::from("/// Every integer macro of mpi.h with its value as bindgen read it.\n");
     table.push_str("pub const ALL: &[(&str, i64)] = &[\n");
     for name in integer_macros(&text) {
         writeln!(table, "    (\"{name}\", crate::abi::{name} as i64),").expect("write to a String");
@@ -74,15 +77,23 @@ fn main() {
     fs::write(out.join("constants.rs"), table).expect("write constants.rs");
 
     // The drift test's C side (tests/abi_drift.rs): the same names, printed by the C compiler.
-    let mut probe = String::from("#include <mpi.h>\n#include \"probe_layout.h\"\nint main(void)\n{\n");
+    let mut probe =
+        String::from("#include <mpi.h>\n#include \"probe_layout.h\"\nint main(void)\n{\n");
     for name in integer_macros(&text) {
-        writeln!(probe, "    printf(\"{name} %lld\\n\", (long long)({name}));").expect("write to a String");
+        writeln!(
+            probe,
+            "    printf(\"{name} %lld\\n\", (long long)({name}));"
+        )
+        .expect("write to a String");
     }
     probe.push_str("    print_layout();\n    return 0;\n}\n");
     fs::write(out.join("probe.c"), probe).expect("write probe.c");
 
     let mut c = cc::Build::new();
-    c.file("src/ldouble.c").include("include").flag_if_supported("-std=c99").warnings(true);
+    c.file("src/ldouble.c")
+        .include("include")
+        .flag_if_supported("-std=c99")
+        .warnings(true);
     if env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("powerpc") {
         // Debian's cross gcc; -mcpu=440fp because plain 440 means soft float to gcc, which
         // the hard-float glibc that kestrel-mpicc links against cannot be mixed with.

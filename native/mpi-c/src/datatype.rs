@@ -152,7 +152,10 @@ impl Datatype {
     /// Decodes a handle from C: `Err(Type)` for `MPI_DATATYPE_NULL` and anything that is not a
     /// predefined datatype.
     pub fn from_handle(handle: abi::MPI_Datatype) -> Result<Self, ErrorClass> {
-        ALL.iter().copied().find(|d| d.handle() == handle).ok_or(ErrorClass::Type)
+        ALL.iter()
+            .copied()
+            .find(|d| d.handle() == handle)
+            .ok_or(ErrorClass::Type)
     }
 
     /// The reduction group.
@@ -184,9 +187,17 @@ impl Datatype {
             | Datatype::Int8
             | Datatype::Uint8 => 1,
             Datatype::Short | Datatype::UnsignedShort | Datatype::Int16 | Datatype::Uint16 => 2,
-            Datatype::Int | Datatype::Unsigned | Datatype::Int32 | Datatype::Uint32 | Datatype::Float => 4,
+            Datatype::Int
+            | Datatype::Unsigned
+            | Datatype::Int32
+            | Datatype::Uint32
+            | Datatype::Float => 4,
             Datatype::Long | Datatype::UnsignedLong => size_of::<c_long>(),
-            Datatype::LongLong | Datatype::UnsignedLongLong | Datatype::Int64 | Datatype::Uint64 | Datatype::Double => 8,
+            Datatype::LongLong
+            | Datatype::UnsignedLongLong
+            | Datatype::Int64
+            | Datatype::Uint64
+            | Datatype::Double => 8,
             Datatype::LongDouble => ldouble_layout()[0],
             Datatype::TwoInt => 2 * size_of::<c_int>(),
             Datatype::FloatInt => size_of::<f32>() + size_of::<c_int>(),
@@ -270,14 +281,16 @@ pub fn type_size(handle: abi::MPI_Datatype) -> Result<c_int, ErrorClass> {
 /// the span does not fit in the address space.
 pub fn buffer_len(datatype: Datatype, count: c_int) -> Result<usize, ErrorClass> {
     let count = usize::try_from(count).map_err(|_| ErrorClass::Count)?;
-    count.checked_mul(datatype.extent()).ok_or(ErrorClass::Buffer)
+    count
+        .checked_mul(datatype.extent())
+        .ok_or(ErrorClass::Buffer)
 }
 
 /// `MPI_Get_count`: elements in `bytes` received bytes, or `MPI_UNDEFINED` when they are not a
 /// whole number of elements.
 pub fn get_count(datatype: Datatype, bytes: usize) -> c_int {
     let size = datatype.size();
-    if size == 0 || bytes % size != 0 {
+    if size == 0 || !bytes.is_multiple_of(size) {
         return abi::MPI_UNDEFINED;
     }
     c_int::try_from(bytes / size).unwrap_or(abi::MPI_UNDEFINED)
@@ -291,14 +304,29 @@ mod tests {
     fn handles_round_trip_and_are_distinct() {
         for (i, d) in ALL.iter().enumerate() {
             assert_eq!(Datatype::from_handle(d.handle()), Ok(*d));
-            assert!(ALL[..i].iter().all(|e| e.handle() != d.handle()), "{} twice", d.name());
+            assert!(
+                ALL[..i].iter().all(|e| e.handle() != d.handle()),
+                "{} twice",
+                d.name()
+            );
         }
-        assert_eq!(Datatype::from_handle(abi::MPI_LONG_LONG), Ok(Datatype::LongLong));
+        assert_eq!(
+            Datatype::from_handle(abi::MPI_LONG_LONG),
+            Ok(Datatype::LongLong)
+        );
     }
 
     #[test]
     fn invalid_handles_are_type_errors() {
-        for h in [abi::MPI_DATATYPE_NULL, 0, -1, abi::MPI_INT + 0x100, 0x4c0000ff, abi::MPI_COMM_WORLD, abi::MPI_SUM] {
+        for h in [
+            abi::MPI_DATATYPE_NULL,
+            0,
+            -1,
+            abi::MPI_INT + 0x100,
+            0x4c0000ff,
+            abi::MPI_COMM_WORLD,
+            abi::MPI_SUM,
+        ] {
             assert_eq!(Datatype::from_handle(h), Err(ErrorClass::Type), "{h:#x}");
         }
         assert_eq!(type_size(abi::MPI_DATATYPE_NULL), Err(ErrorClass::Type));

@@ -89,7 +89,9 @@ impl ErrorClass {
             ErrorClass::Buffer => "MPI_ERR_BUFFER: invalid buffer pointer",
             ErrorClass::Count => "MPI_ERR_COUNT: invalid count argument (negative?)",
             ErrorClass::Type => "MPI_ERR_TYPE: invalid datatype (not a predefined datatype?)",
-            ErrorClass::Tag => "MPI_ERR_TAG: invalid tag (negative, and not MPI_ANY_TAG on a receive?)",
+            ErrorClass::Tag => {
+                "MPI_ERR_TAG: invalid tag (negative, and not MPI_ANY_TAG on a receive?)"
+            }
             ErrorClass::Comm => "MPI_ERR_COMM: invalid communicator (MPI_COMM_NULL or freed?)",
             ErrorClass::Rank => "MPI_ERR_RANK: invalid rank (not in the communicator?)",
             ErrorClass::Root => "MPI_ERR_ROOT: invalid root (not a rank of the communicator?)",
@@ -99,7 +101,9 @@ impl ErrorClass {
             ErrorClass::Dims => "MPI_ERR_DIMS: invalid dimension argument",
             ErrorClass::Arg => "MPI_ERR_ARG: invalid argument",
             ErrorClass::Unknown => "MPI_ERR_UNKNOWN: unknown error",
-            ErrorClass::Truncate => "MPI_ERR_TRUNCATE: message truncated (the receive buffer is too small)",
+            ErrorClass::Truncate => {
+                "MPI_ERR_TRUNCATE: message truncated (the receive buffer is too small)"
+            }
             ErrorClass::Other => "MPI_ERR_OTHER: other error",
             ErrorClass::Intern => "MPI_ERR_INTERN: internal error in Kestrel's MPI library",
             ErrorClass::InStatus => "MPI_ERR_IN_STATUS: error code is in the status array",
@@ -117,7 +121,9 @@ pub fn error_class(code: c_int) -> Result<c_int, ErrorClass> {
     if code == abi::MPI_SUCCESS {
         return Ok(abi::MPI_SUCCESS);
     }
-    ErrorClass::from_code(code).map(ErrorClass::code).ok_or(ErrorClass::Arg)
+    ErrorClass::from_code(code)
+        .map(ErrorClass::code)
+        .ok_or(ErrorClass::Arg)
 }
 
 /// `MPI_Error_string`: writes the code's message and a NUL into `out` (which must hold
@@ -127,7 +133,9 @@ pub fn error_string(code: c_int, out: &mut [u8]) -> Result<usize, ErrorClass> {
     let text = if code == abi::MPI_SUCCESS {
         SUCCESS_MESSAGE
     } else {
-        ErrorClass::from_code(code).ok_or(ErrorClass::Arg)?.message()
+        ErrorClass::from_code(code)
+            .ok_or(ErrorClass::Arg)?
+            .message()
     };
     let bytes = text.as_bytes();
     let slot = out.get_mut(..=bytes.len()).ok_or(ErrorClass::Arg)?;
@@ -161,7 +169,10 @@ mod tests {
             assert!(buf[..len].iter().all(|&b| b.is_ascii() && b != 0));
         }
         assert_eq!(error_string(12345, &mut buf), Err(ErrorClass::Arg));
-        assert_eq!(error_string(abi::MPI_ERR_TRUNCATE, &mut [0u8; 4]), Err(ErrorClass::Arg));
+        assert_eq!(
+            error_string(abi::MPI_ERR_TRUNCATE, &mut [0u8; 4]),
+            Err(ErrorClass::Arg)
+        );
     }
 
     #[test]

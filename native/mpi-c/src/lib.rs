@@ -20,7 +20,12 @@ extern crate std;
 
 /// The C ABI as bindgen reads it from `include/mpi.h`, plus the pointer constants (macros that
 /// cast an integer to a pointer, which bindgen cannot read; the drift test checks them).
-#[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code)]
+#[allow(
+    non_camel_case_types,
+    non_upper_case_globals,
+    non_snake_case,
+    dead_code
+)]
 pub mod abi {
     include!(concat!(env!("OUT_DIR"), "/mpi_h.rs"));
 

@@ -62,14 +62,19 @@ impl Op {
     /// Decodes a handle from C: `Err(Op)` for `MPI_OP_NULL` and anything else that is not a
     /// predefined operation.
     pub fn from_handle(handle: abi::MPI_Op) -> Result<Self, ErrorClass> {
-        ALL.iter().copied().find(|o| o.handle() == handle).ok_or(ErrorClass::Op)
+        ALL.iter()
+            .copied()
+            .find(|o| o.handle() == handle)
+            .ok_or(ErrorClass::Op)
     }
 
     /// Whether MPI defines this operation on `datatype`.
     pub const fn accepts(self, datatype: Datatype) -> bool {
         let group = datatype.group();
         match self {
-            Op::Max | Op::Min | Op::Sum | Op::Prod => matches!(group, Group::CInteger | Group::Floating),
+            Op::Max | Op::Min | Op::Sum | Op::Prod => {
+                matches!(group, Group::CInteger | Group::Floating)
+            }
             Op::Land | Op::Lor | Op::Lxor => matches!(group, Group::CInteger | Group::Logical),
             Op::Band | Op::Bor | Op::Bxor => matches!(group, Group::CInteger | Group::Byte),
             Op::Minloc | Op::Maxloc => matches!(group, Group::Pair),
@@ -105,15 +110,25 @@ mod tests {
     fn the_table_agrees_with_the_oracle() {
         let mut checked = 0;
         for line in TABLE.lines() {
-            let Some(rest) = line.strip_prefix("[0] ") else { continue };
-            let Some((op_name, types)) = rest.split_once(" accepts:") else { continue };
-            let op = ALL.iter().copied().find(|o| op_name == op_debug_name(*o)).expect("a known op");
+            let Some(rest) = line.strip_prefix("[0] ") else {
+                continue;
+            };
+            let Some((op_name, types)) = rest.split_once(" accepts:") else {
+                continue;
+            };
+            let op = ALL
+                .iter()
+                .copied()
+                .find(|o| op_name == op_debug_name(*o))
+                .expect("a known op");
             let want: Vec<&str> = types.split_whitespace().collect();
             // The oracle leaves out MPI_CHAR and the logical operations on floating types.
             let got: Vec<String> = datatype::ALL
                 .iter()
                 .filter(|d| **d != Datatype::Char)
-                .filter(|d| !(matches!(op, Op::Land | Op::Lor | Op::Lxor) && d.group() == Group::Floating))
+                .filter(|d| {
+                    !(matches!(op, Op::Land | Op::Lor | Op::Lxor) && d.group() == Group::Floating)
+                })
                 .filter(|d| op.accepts(**d))
                 .map(|d| String::from(&d.name()[4..]))
                 .collect();
@@ -146,7 +161,10 @@ mod tests {
         assert_eq!(check(abi::MPI_LXOR, abi::MPI_DOUBLE), Err(ErrorClass::Op));
         assert_eq!(check(abi::MPI_LAND, abi::MPI_FLOAT), Err(ErrorClass::Op));
         // MPICH answers MPI_ERR_OP here; the datatype is the first thing wrong.
-        assert_eq!(check(abi::MPI_SUM, abi::MPI_DATATYPE_NULL), Err(ErrorClass::Type));
+        assert_eq!(
+            check(abi::MPI_SUM, abi::MPI_DATATYPE_NULL),
+            Err(ErrorClass::Type)
+        );
     }
 
     #[test]
@@ -157,6 +175,9 @@ mod tests {
         assert_eq!(check(abi::MPI_BAND, abi::MPI_DOUBLE), Err(ErrorClass::Op));
         assert_eq!(check(abi::MPI_MAXLOC, abi::MPI_INT), Err(ErrorClass::Op));
         assert_eq!(check(abi::MPI_SUM, abi::MPI_2INT), Err(ErrorClass::Op));
-        assert_eq!(check(abi::MPI_MAXLOC, abi::MPI_2INT), Ok((Op::Maxloc, Datatype::TwoInt)));
+        assert_eq!(
+            check(abi::MPI_MAXLOC, abi::MPI_2INT),
+            Ok((Op::Maxloc, Datatype::TwoInt))
+        );
     }
 }

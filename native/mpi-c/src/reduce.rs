@@ -85,7 +85,11 @@ fn min<T: PartialOrd>(inout: T, input: T) -> T {
 }
 
 fn elementwise<T: Elem>(input: &[u8], inout: &mut [u8], count: usize, f: impl Fn(T, T) -> T) {
-    for (a, b) in inout.chunks_exact_mut(T::SIZE).zip(input.chunks_exact(T::SIZE)).take(count) {
+    for (a, b) in inout
+        .chunks_exact_mut(T::SIZE)
+        .zip(input.chunks_exact(T::SIZE))
+        .take(count)
+    {
         f(T::load(a), T::load(b)).store(a);
     }
 }
@@ -122,8 +126,19 @@ fn floating<T: Float>(op: Op, input: &[u8], inout: &mut [u8], count: usize) {
 
 /// `MPI_MAXLOC` / `MPI_MINLOC` on `struct { V value; int index; }` of `extent` bytes with the
 /// index at `index_at`.
-fn pair<V: Elem>(op: Op, input: &[u8], inout: &mut [u8], count: usize, extent: usize, index_at: usize) {
-    for (a, b) in inout.chunks_exact_mut(extent).zip(input.chunks_exact(extent)).take(count) {
+fn pair<V: Elem>(
+    op: Op,
+    input: &[u8],
+    inout: &mut [u8],
+    count: usize,
+    extent: usize,
+    index_at: usize,
+) {
+    for (a, b) in inout
+        .chunks_exact_mut(extent)
+        .zip(input.chunks_exact(extent))
+        .take(count)
+    {
         let (av, bv) = (V::load(a), V::load(b));
         let (ai, bi) = (i32::load(&a[index_at..]), i32::load(&b[index_at..]));
         let better = if op == Op::Maxloc { bv > av } else { bv < av };
@@ -137,26 +152,45 @@ fn pair<V: Elem>(op: Op, input: &[u8], inout: &mut [u8], count: usize, extent: u
 }
 
 extern "C" {
-    fn kestrel_mpi_reduce_long_double(op: c_int, inout: *mut c_void, input: *const c_void, count: c_int) -> c_int;
-    fn kestrel_mpi_reduce_long_double_int(op: c_int, inout: *mut c_void, input: *const c_void, count: c_int)
-        -> c_int;
+    fn kestrel_mpi_reduce_long_double(
+        op: c_int,
+        inout: *mut c_void,
+        input: *const c_void,
+        count: c_int,
+    ) -> c_int;
+    fn kestrel_mpi_reduce_long_double_int(
+        op: c_int,
+        inout: *mut c_void,
+        input: *const c_void,
+        count: c_int,
+    ) -> c_int;
 }
 
 /// `MPI_Reduce_local`: combines `count` elements of `input` into `inout`. `Err(Op)` when the
 /// operation is not defined on the datatype, `Err(Buffer)` when a buffer is shorter than
 /// `count` elements, `Err(Count)` when `count` does not fit a C int.
-pub fn reduce_local(op: Op, datatype: Datatype, input: &[u8], inout: &mut [u8], count: usize) -> Result<(), ErrorClass> {
+pub fn reduce_local(
+    op: Op,
+    datatype: Datatype,
+    input: &[u8],
+    inout: &mut [u8],
+    count: usize,
+) -> Result<(), ErrorClass> {
     if !op.accepts(datatype) {
         return Err(ErrorClass::Op);
     }
-    let len = count.checked_mul(datatype.extent()).ok_or(ErrorClass::Buffer)?;
+    let len = count
+        .checked_mul(datatype.extent())
+        .ok_or(ErrorClass::Buffer)?;
     if input.len() < len || inout.len() < len {
         return Err(ErrorClass::Buffer);
     }
     let (input, inout) = (&input[..len], &mut inout[..len]);
     match datatype {
         Datatype::SignedChar | Datatype::Int8 => integer::<i8>(op, input, inout, count),
-        Datatype::UnsignedChar | Datatype::Uint8 | Datatype::Byte => integer::<u8>(op, input, inout, count),
+        Datatype::UnsignedChar | Datatype::Uint8 | Datatype::Byte => {
+            integer::<u8>(op, input, inout, count)
+        }
         Datatype::Short | Datatype::Int16 => integer::<i16>(op, input, inout, count),
         Datatype::UnsignedShort | Datatype::Uint16 => integer::<u16>(op, input, inout, count),
         Datatype::Int | Datatype::Int32 => integer::<i32>(op, input, inout, count),
@@ -169,8 +203,15 @@ pub fn reduce_local(op: Op, datatype: Datatype, input: &[u8], inout: &mut [u8], 
         Datatype::CBool => integer::<u8>(op, input, inout, count),
         Datatype::Float => floating::<f32>(op, input, inout, count),
         Datatype::Double => floating::<f64>(op, input, inout, count),
-        Datatype::TwoInt | Datatype::FloatInt | Datatype::DoubleInt | Datatype::LongInt | Datatype::ShortInt => {
-            let (extent, at) = (datatype.extent(), datatype.index_offset().expect("a pair type"));
+        Datatype::TwoInt
+        | Datatype::FloatInt
+        | Datatype::DoubleInt
+        | Datatype::LongInt
+        | Datatype::ShortInt => {
+            let (extent, at) = (
+                datatype.extent(),
+                datatype.index_offset().expect("a pair type"),
+            );
             match datatype {
                 Datatype::TwoInt => pair::<c_int>(op, input, inout, count, extent, at),
                 Datatype::FloatInt => pair::<f32>(op, input, inout, count, extent, at),
@@ -189,7 +230,14 @@ pub fn reduce_local(op: Op, datatype: Datatype, input: &[u8], inout: &mut [u8], 
             // SAFETY: both buffers hold `count` elements of the C type (checked above against
             // the C extent), the C kernel touches only those bytes through memcpy (no
             // alignment needed), and `inout` is exclusively ours for the call.
-            let rc = unsafe { kernel(op.handle(), inout.as_mut_ptr().cast(), input.as_ptr().cast(), n) };
+            let rc = unsafe {
+                kernel(
+                    op.handle(),
+                    inout.as_mut_ptr().cast(),
+                    input.as_ptr().cast(),
+                    n,
+                )
+            };
             if rc != abi::MPI_SUCCESS {
                 return Err(ErrorClass::Op);
             }

@@ -14,7 +14,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const HEADER: &str = include_str!("../include/mpi.h");
-const POINTER_MACROS: [&str; 4] = ["MPI_STATUS_IGNORE", "MPI_STATUSES_IGNORE", "MPI_IN_PLACE", "MPI_BOTTOM"];
+const POINTER_MACROS: [&str; 4] = [
+    "MPI_STATUS_IGNORE",
+    "MPI_STATUSES_IGNORE",
+    "MPI_IN_PLACE",
+    "MPI_BOTTOM",
+];
 
 fn manifest() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -61,26 +66,45 @@ fn scratch(name: &str) -> PathBuf {
 
 /// The Rust side's view of everything the probe prints.
 fn rust_view() -> BTreeMap<String, i64> {
-    let mut v: BTreeMap<String, i64> = constants::ALL.iter().map(|(n, x)| (n.to_string(), *x)).collect();
+    let mut v: BTreeMap<String, i64> = constants::ALL
+        .iter()
+        .map(|(n, x)| (n.to_string(), *x))
+        .collect();
     let mut put = |k: &str, x: usize| v.insert(k.to_string(), x as i64);
     put("sizeof MPI_Status", size_of::<MPI_Status>());
     put("offsetof MPI_SOURCE", offset_of!(MPI_Status, MPI_SOURCE));
     put("offsetof MPI_TAG", offset_of!(MPI_Status, MPI_TAG));
     put("offsetof MPI_ERROR", offset_of!(MPI_Status, MPI_ERROR));
-    put("offsetof kestrel_count", offset_of!(MPI_Status, kestrel_count));
-    put("offsetof kestrel_cancelled", offset_of!(MPI_Status, kestrel_cancelled));
+    put(
+        "offsetof kestrel_count",
+        offset_of!(MPI_Status, kestrel_count),
+    );
+    put(
+        "offsetof kestrel_cancelled",
+        offset_of!(MPI_Status, kestrel_cancelled),
+    );
     put("sizeof MPI_Comm", size_of::<abi::MPI_Comm>());
     put("sizeof MPI_Datatype", size_of::<abi::MPI_Datatype>());
     put("sizeof MPI_Op", size_of::<abi::MPI_Op>());
     put("sizeof MPI_Request", size_of::<abi::MPI_Request>());
     put("sizeof MPI_Errhandler", size_of::<abi::MPI_Errhandler>());
     let addr = |p: *mut core::ffi::c_void| p.addr() as isize as i64;
-    v.insert("pointer MPI_STATUS_IGNORE".into(), addr(abi::MPI_STATUS_IGNORE.cast()));
-    v.insert("pointer MPI_STATUSES_IGNORE".into(), addr(abi::MPI_STATUSES_IGNORE.cast()));
+    v.insert(
+        "pointer MPI_STATUS_IGNORE".into(),
+        addr(abi::MPI_STATUS_IGNORE.cast()),
+    );
+    v.insert(
+        "pointer MPI_STATUSES_IGNORE".into(),
+        addr(abi::MPI_STATUSES_IGNORE.cast()),
+    );
     v.insert("pointer MPI_IN_PLACE".into(), addr(abi::MPI_IN_PLACE));
     v.insert("pointer MPI_BOTTOM".into(), addr(abi::MPI_BOTTOM));
     for dt in kestrel_mpi_c::datatype::ALL {
-        let name = if dt == Datatype::LongLong { "MPI_LONG_LONG_INT" } else { dt.name() };
+        let name = if dt == Datatype::LongLong {
+            "MPI_LONG_LONG_INT"
+        } else {
+            dt.name()
+        };
         v.insert(format!("size {name}"), dt.size() as i64);
         if dt.index_offset().is_some() {
             v.insert(format!("extent {name}"), dt.extent() as i64);
@@ -91,13 +115,20 @@ fn rust_view() -> BTreeMap<String, i64> {
 
 #[test]
 fn every_macro_of_mpi_h_is_checked() {
-    let checked: Vec<&str> = constants::ALL.iter().map(|(n, _)| *n).chain(POINTER_MACROS).collect();
+    let checked: Vec<&str> = constants::ALL
+        .iter()
+        .map(|(n, _)| *n)
+        .chain(POINTER_MACROS)
+        .collect();
     for line in HEADER.lines() {
         let mut words = line.split_whitespace();
         if words.next() == Some("#define") {
             let name = words.next().expect("a macro name");
             if name.starts_with("MPI_") {
-                assert!(checked.contains(&name), "{name} is in mpi.h but neither bindgen's table nor POINTER_MACROS");
+                assert!(
+                    checked.contains(&name),
+                    "{name} is in mpi.h but neither bindgen's table nor POINTER_MACROS"
+                );
             }
         }
     }
@@ -108,9 +139,18 @@ fn the_host_c_compiler_agrees_with_rust() {
     let c = probe("gcc", &[], &scratch("probe-host"), &[]);
     let rust = rust_view();
     for (name, value) in &c {
-        assert_eq!(rust.get(name), Some(value), "{name}: C says {value}, Rust {:?}", rust.get(name));
+        assert_eq!(
+            rust.get(name),
+            Some(value),
+            "{name}: C says {value}, Rust {:?}",
+            rust.get(name)
+        );
     }
-    assert_eq!(c.len(), rust.len(), "the probe and the Rust view list different names");
+    assert_eq!(
+        c.len(),
+        rust.len(),
+        "the probe and the Rust view list different names"
+    );
 }
 
 #[test]
@@ -124,7 +164,11 @@ fn the_powerpc_abi_is_the_same_and_has_the_recorded_sizes() {
     );
     for (name, value) in &host {
         if !name.starts_with("size ") && !name.starts_with("extent ") {
-            assert_eq!(ppc.get(name), Some(value), "{name} differs between the host and the PowerPC");
+            assert_eq!(
+                ppc.get(name),
+                Some(value),
+                "{name} differs between the host and the PowerPC"
+            );
         }
     }
     // The 32-bit PowerPC SysV ABI (Debian's gcc 12: long double is IBM double-double).

@@ -16,7 +16,16 @@ fn fold(op: Op, dt: Datatype, ranks: &[Vec<u8>], count: usize) -> Vec<u8> {
 
 macro_rules! check_integer {
     ($dt:expr, $t:ty) => {{
-        let values: [$t; 8] = [<$t>::MIN, <$t>::MAX, 0, 1, (0 as $t).wrapping_sub(1), 2, 3, <$t>::MAX / 3];
+        let values: [$t; 8] = [
+            <$t>::MIN,
+            <$t>::MAX,
+            0,
+            1,
+            (0 as $t).wrapping_sub(1),
+            2,
+            3,
+            <$t>::MAX / 3,
+        ];
         // Eight ranks of four elements: element i of rank r is values[(r * 3 + i) % 8], then a
         // column of all-true and one of all-ones bits.
         let elem = |r: usize, i: usize| -> $t {
@@ -26,8 +35,9 @@ macro_rules! check_integer {
                 _ => <$t>::MAX,
             }
         };
-        let ranks: Vec<Vec<u8>> =
-            (0..8).map(|r| (0..4).flat_map(|i| elem(r, i).to_ne_bytes()).collect()).collect();
+        let ranks: Vec<Vec<u8>> = (0..8)
+            .map(|r| (0..4).flat_map(|i| elem(r, i).to_ne_bytes()).collect())
+            .collect();
         for op in op::ALL.iter().copied().filter(|o| o.accepts($dt)) {
             let got = fold(op, $dt, &ranks, 4);
             for i in 0..4 {
@@ -49,7 +59,14 @@ macro_rules! check_integer {
                 let size = core::mem::size_of::<$t>();
                 let mut raw = [0u8; core::mem::size_of::<$t>()];
                 raw.copy_from_slice(&got[i * size..(i + 1) * size]);
-                assert_eq!(<$t>::from_ne_bytes(raw), want as $t, "{:?} {} element {}", op, $dt.name(), i);
+                assert_eq!(
+                    <$t>::from_ne_bytes(raw),
+                    want as $t,
+                    "{:?} {} element {}",
+                    op,
+                    $dt.name(),
+                    i
+                );
             }
         }
     }};
@@ -82,9 +99,23 @@ fn every_operation_on_every_integer_type() {
 fn unsigned_max_and_min_compare_as_unsigned() {
     // MPICH 4.0.2 gets this wrong (tests/mpi/unsigned_minmax.c).
     let mut acc = u32::MAX.to_ne_bytes().to_vec();
-    reduce_local(Op::Max, Datatype::Unsigned, &2u32.to_ne_bytes(), &mut acc, 1).unwrap();
+    reduce_local(
+        Op::Max,
+        Datatype::Unsigned,
+        &2u32.to_ne_bytes(),
+        &mut acc,
+        1,
+    )
+    .unwrap();
     assert_eq!(acc, u32::MAX.to_ne_bytes());
-    reduce_local(Op::Min, Datatype::Unsigned, &2u32.to_ne_bytes(), &mut acc, 1).unwrap();
+    reduce_local(
+        Op::Min,
+        Datatype::Unsigned,
+        &2u32.to_ne_bytes(),
+        &mut acc,
+        1,
+    )
+    .unwrap();
     assert_eq!(acc, 2u32.to_ne_bytes());
 }
 
@@ -101,14 +132,18 @@ fn c_bool_logical_operations_give_0_or_1() {
     assert_eq!(run(Op::Land), [1, 0, 0]);
     assert_eq!(run(Op::Lor), [1, 1, 0]);
     assert_eq!(run(Op::Lxor), [0, 1, 0]);
-    assert_eq!(reduce_local(Op::Sum, Datatype::CBool, &b, &mut a.to_vec(), 3), Err(ErrorClass::Op));
+    assert_eq!(
+        reduce_local(Op::Sum, Datatype::CBool, &b, &mut a.to_vec(), 3),
+        Err(ErrorClass::Op)
+    );
 }
 
 macro_rules! check_float {
     ($dt:expr, $t:ty) => {{
         let elem = |r: usize, i: usize| -> $t { (((r * 5 + i * 3) % 7) as $t - 3.0) * 0.5 };
-        let ranks: Vec<Vec<u8>> =
-            (0..8).map(|r| (0..3).flat_map(|i| elem(r, i).to_ne_bytes()).collect()).collect();
+        let ranks: Vec<Vec<u8>> = (0..8)
+            .map(|r| (0..3).flat_map(|i| elem(r, i).to_ne_bytes()).collect())
+            .collect();
         for op in op::ALL.iter().copied().filter(|o| o.accepts($dt)) {
             let got = fold(op, $dt, &ranks, 3);
             for i in 0..3 {
@@ -123,7 +158,14 @@ macro_rules! check_float {
                 let size = core::mem::size_of::<$t>();
                 let mut raw = [0u8; core::mem::size_of::<$t>()];
                 raw.copy_from_slice(&got[i * size..(i + 1) * size]);
-                assert_eq!(<$t>::from_ne_bytes(raw) as f64, want, "{:?} {} element {}", op, $dt.name(), i);
+                assert_eq!(
+                    <$t>::from_ne_bytes(raw) as f64,
+                    want,
+                    "{:?} {} element {}",
+                    op,
+                    $dt.name(),
+                    i
+                );
             }
         }
     }};
@@ -138,7 +180,14 @@ fn every_operation_on_float_and_double() {
 #[test]
 fn max_with_a_nan_follows_the_c_expression() {
     let mut acc = f64::NAN.to_ne_bytes().to_vec();
-    reduce_local(Op::Max, Datatype::Double, &1.5f64.to_ne_bytes(), &mut acc, 1).unwrap();
+    reduce_local(
+        Op::Max,
+        Datatype::Double,
+        &1.5f64.to_ne_bytes(),
+        &mut acc,
+        1,
+    )
+    .unwrap();
     assert_eq!(f64::from_ne_bytes(acc.try_into().unwrap()), 1.5);
 }
 
@@ -158,14 +207,26 @@ macro_rules! check_pair {
     ($dt:expr, $v:ty) => {{
         // Values with ties: rank r holds ((r * 3) % 5) - 2 at index 10 * r + 1.
         let value = |r: usize| (((r * 3) % 5) as i32 - 2) as $v;
-        let ranks: Vec<Vec<u8>> = (0..8).map(|r| pair_bytes::<$v>($dt, value(r), 10 * r as i32 + 1)).collect();
+        let ranks: Vec<Vec<u8>> = (0..8)
+            .map(|r| pair_bytes::<$v>($dt, value(r), 10 * r as i32 + 1))
+            .collect();
         // Folded from the last rank down too, so the tie rule is what picks the index.
         let rev: Vec<Vec<u8>> = ranks.iter().rev().cloned().collect();
         for ranks in [&ranks, &rev] {
             let max = fold(Op::Maxloc, $dt, ranks, 1);
             let min = fold(Op::Minloc, $dt, ranks, 1);
-            assert_eq!(read_pair::<$v>($dt, &max), (2 as $v, 31), "MAXLOC {}", $dt.name());
-            assert_eq!(read_pair::<$v>($dt, &min), ((-2i32) as $v, 1), "MINLOC {}", $dt.name());
+            assert_eq!(
+                read_pair::<$v>($dt, &max),
+                (2 as $v, 31),
+                "MAXLOC {}",
+                $dt.name()
+            );
+            assert_eq!(
+                read_pair::<$v>($dt, &min),
+                ((-2i32) as $v, 1),
+                "MINLOC {}",
+                $dt.name()
+            );
         }
     }};
 }
@@ -203,13 +264,21 @@ fn ld_at(b: &[u8], at: usize) -> f64 {
 fn long_double_through_c() {
     let s = Datatype::LongDouble.size();
     let a = ld(&[1.5, -2.0, 3.0], s);
-    for (op, want) in [(Op::Max, [1.5, 4.0, 3.0]), (Op::Min, [-0.5, -2.0, 2.0]), (Op::Sum, [1.0, 2.0, 5.0]), (Op::Prod, [-0.75, -8.0, 6.0])] {
+    for (op, want) in [
+        (Op::Max, [1.5, 4.0, 3.0]),
+        (Op::Min, [-0.5, -2.0, 2.0]),
+        (Op::Sum, [1.0, 2.0, 5.0]),
+        (Op::Prod, [-0.75, -8.0, 6.0]),
+    ] {
         let mut acc = ld(&[-0.5, 4.0, 2.0], s);
         reduce_local(op, Datatype::LongDouble, &a, &mut acc, 3).unwrap();
         let got: Vec<f64> = (0..3).map(|i| ld_at(&acc, i * s)).collect();
         assert_eq!(got, want, "{op:?}");
     }
-    assert_eq!(reduce_local(Op::Band, Datatype::LongDouble, &a, &mut a.clone(), 3), Err(ErrorClass::Op));
+    assert_eq!(
+        reduce_local(Op::Band, Datatype::LongDouble, &a, &mut a.clone(), 3),
+        Err(ErrorClass::Op)
+    );
 }
 
 #[test]
@@ -243,9 +312,21 @@ fn refusals() {
             }
         }
     }
-    assert_eq!(reduce_local(Op::Sum, Datatype::Int, &a, &mut b, 17), Err(ErrorClass::Buffer));
-    assert_eq!(reduce_local(Op::Sum, Datatype::Char, &a, &mut b, 1), Err(ErrorClass::Op));
-    assert_eq!(reduce_local(Op::Sum, Datatype::Int, &a, &mut b, usize::MAX), Err(ErrorClass::Buffer));
+    assert_eq!(
+        reduce_local(Op::Sum, Datatype::Int, &a, &mut b, 17),
+        Err(ErrorClass::Buffer)
+    );
+    assert_eq!(
+        reduce_local(Op::Sum, Datatype::Char, &a, &mut b, 1),
+        Err(ErrorClass::Op)
+    );
+    assert_eq!(
+        reduce_local(Op::Sum, Datatype::Int, &a, &mut b, usize::MAX),
+        Err(ErrorClass::Buffer)
+    );
     // Zero elements: nothing to do, any buffers.
-    assert_eq!(reduce_local(Op::Sum, Datatype::Int, &[], &mut [], 0), Ok(()));
+    assert_eq!(
+        reduce_local(Op::Sum, Datatype::Int, &[], &mut [], 0),
+        Ok(())
+    );
 }
