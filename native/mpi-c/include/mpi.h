@@ -4,8 +4,9 @@
  * Everything a C program sees of Kestrel's MPI library is declared here: handle types,
  * constants, MPI_Status and the function prototypes. The Rust side (crate kestrel-mpi-c,
  * native/mpi-c) reads this file with bindgen when it builds, so it never restates a value;
- * tests/unit/test_mpi_abi.py compiles a C probe against this file and fails when the Rust
- * crate's view (sizes, field offsets, constant values) differs from the C compiler's.
+ * native/mpi-c/tests/abi_drift.rs compiles a C probe against this file (with gcc, and with the
+ * PowerPC cross gcc) and fails when the Rust crate's view (sizes, field offsets, constant
+ * values) differs from the C compiler's. C programs build with scripts/kestrel-mpicc.
  *
  * Choices (native/mpi-c/README.md says more):
  *  - Handles are C ints, as in MPICH: they cross the ABI by value, fit in a register, compare
@@ -17,6 +18,8 @@
  *    types of the target (long is 4 bytes on the PowerPC 440, 8 on an x86_64 host).
  *  - An error code is its own error class (MPI_Error_class is the identity on valid codes).
  *  - The library is MPI 3.1 in its names and semantics, a subset of the calls (those below).
+ *  - Reductions follow MPI 3.1 section 5.9.2's table exactly: MPI_CHAR is in none, and the
+ *    logical operations take no floating type (MPICH accepts both).
  *
  * C99; no other header is included, so it compiles with powerpc-linux-gnu-gcc -static and with
  * a host gcc alike.
