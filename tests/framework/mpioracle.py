@@ -38,9 +38,12 @@ MPICH_DEVIATIONS = {
     "unsigned_minmax": "MPICH 4.0.2 compares unsigned integers as signed in MPI_MAX and MPI_MIN "
                        "(pmodels/mpich issue 6083)",
 }
-# abort.c is checked by its exit status and first line, not by a compared output.
-ABORT = "abort"
-ABORT_LINE = "abort: rank 3 will call MPI_Abort with code 7"
+# Programs that end the job (MPI_Abort; an error under MPI_ERRORS_ARE_FATAL), checked by a
+# non-zero exit and their first line, which rank 0 prints before: launchers add their own text.
+ABORTING = {
+    "abort": "abort: rank 3 will call MPI_Abort with code 7",
+    "fatal": "fatal: rank 0 sends to rank 8 under MPI_ERRORS_ARE_FATAL",
+}
 
 # -Wno-stringop-overflow: gcc 12 warns that MPI_STATUSES_IGNORE (the address 1) is an array
 # of size 0 when it is passed where the prototype has `MPI_Status []`.

@@ -36,15 +36,16 @@ def test_program_under_mpich(name, outdir):
 
 
 @pytest.mark.timeout(200)
-def test_abort_ends_every_rank(outdir):
-    run = mpioracle.mpiexec(mpioracle.build_mpich(mpioracle.ABORT, outdir), timeout=120)
+@pytest.mark.parametrize("name", sorted(mpioracle.ABORTING))
+def test_aborting_program_ends_every_rank(name, outdir):
+    run = mpioracle.mpiexec(mpioracle.build_mpich(name, outdir), timeout=120)
     assert run.status != 0
-    assert mpioracle.ABORT_LINE in run.stdout.splitlines()
+    assert mpioracle.ABORTING[name] in run.stdout.splitlines()
     assert "was not stopped" not in run.stdout
 
 
 @pytest.mark.parametrize("compiler", ["gcc", "powerpc-linux-gnu-gcc"])
-@pytest.mark.parametrize("name", [*mpioracle.PROGRAMS, mpioracle.ABORT])
+@pytest.mark.parametrize("name", [*mpioracle.PROGRAMS, *sorted(mpioracle.ABORTING)])
 def test_program_uses_only_kestrels_abi(name, compiler):
     mpioracle.check_kestrel_header(name, compiler)
 
