@@ -59,13 +59,19 @@ impl<P: FabricApi> Mpi<P> {
         }
         let ep = self.dma.ep;
         let hdr = tree::reduce(CLASS, opcode, 8);
+        // Nothing on the VC can be this reduction's result before we contribute.
+        let mut junk = [0u8; 256];
+        while self.p.tree_receive(ep, VC, &mut junk).map_err(fab)?.is_some() {
+            self.stats.ignored += 1;
+        }
         self.p.tree_inject(ep, VC, hdr, &payload).map_err(fab)?;
         let fields = bgpcoll::HDR_CLASS_MASK << bgpcoll::HDR_CLASS_SHIFT
             | bgpcoll::HDR_P2P
             | bgpcoll::HDR_OP_MASK << bgpcoll::HDR_OP_SHIFT
             | bgpcoll::HDR_OPSIZE_MASK << bgpcoll::HDR_OPSIZE_SHIFT;
         let mut got = false;
-        self.block(
+        self.in_alu = true;
+        let r = self.block(
             "MPI_Allreduce",
             |s| {
                 let _ = write!(s, "ALU reduction on WORLD, opcode {opcode}");
@@ -80,10 +86,17 @@ impl<P: FabricApi> Mpi<P> {
                         return Ok(true);
                     }
                     m.stats.ignored += 1;
+                    if Self::is_hello(h, &payload, m.size) && payload[7] == 0 {
+                        // A rank still in MPI_Init missed our last hello.
+                        let hello = m.hello_packet(true);
+                        m.p.tree_inject(ep, VC, tree::bcast(CLASS, 0), &hello).map_err(fab)?;
+                    }
                 }
                 Ok(false)
             },
-        )?;
+        );
+        self.in_alu = false;
+        r?;
         debug_assert!(got);
         for (i, v) in vals.iter_mut().enumerate() {
             *v = u64::from_be_bytes(payload[8 * i..8 * i + 8].try_into().expect("8 bytes"));

@@ -57,6 +57,8 @@ pub const FOREIGN_QUEUE: usize = 64;
 const RDV_COUNTER: u32 = 0;
 /// The first word of a start-up hello broadcast.
 const HELLO_MAGIC: u32 = 0x4b48_454c;
+/// Least time between two start-up hellos that say nothing new.
+const HELLO_EVERY_NS: u64 = 20_000_000;
 
 /// Why a call failed (MPI's error classes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -275,7 +277,7 @@ pub struct Mpi<P: FabricApi> {
     env: Env<P>,
     dma: DmaGroup,
     rank: u32,
-    size: u32,
+    pub(crate) size: u32,
     coords: Vec<Coords>,
     comms: BTreeMap<u32, CommData>,
     ctx_comm: BTreeMap<u32, u32>,
@@ -295,6 +297,8 @@ pub struct Mpi<P: FabricApi> {
     last_progress: u64,
     report: Option<String>,
     start_ns: u64,
+    /// Inside an ALU reduction: the VC's packets are left for it.
+    pub(crate) in_alu: bool,
 }
 
 fn bit(i: u32) -> u32 {
@@ -344,6 +348,7 @@ impl<P: FabricApi> Mpi<P> {
             last_progress: now,
             report: None,
             start_ns: now,
+            in_alu: false,
         };
         m.hello()?;
         m.add_comm(WORLD.0, 0, (0..size).collect());
@@ -382,13 +387,14 @@ impl<P: FabricApi> Mpi<P> {
         let mut heard = 1u32 << self.rank;
         let all = u32::MAX >> (32 - size);
         let ep = self.dma.ep;
+        // A hello when something new was heard, at most every HELLO_EVERY_NS otherwise,
+        // and the last one when done: a storm of them would overflow the 8-packet VC
+        // FIFO of a rank that finished and is busy elsewhere.
+        let mut last_sent: Option<(u64, u32)> = None;
         loop {
             let mut payload = [0u8; 256];
             while let Some(h) = self.p.tree_receive(ep, VC, &mut payload).map_err(fab)? {
-                let is_hello = h & bgpcoll::HDR_P2P == 0
-                    && bgpcoll::hdr_class(h) == CLASS
-                    && payload[..4] == HELLO_MAGIC.to_be_bytes()
-                    && payload[5] == size as u8;
+                let is_hello = Self::is_hello(h, &payload, size);
                 let r = u32::from(payload[4]);
                 if !is_hello || r >= size {
                     self.stats.ignored += 1;
@@ -398,14 +404,17 @@ impl<P: FabricApi> Mpi<P> {
                 heard |= 1 << r;
             }
             let done = heard & all == all;
-            let mut hello = [0u8; 256];
-            hello[..4].copy_from_slice(&HELLO_MAGIC.to_be_bytes());
-            hello[4] = self.rank as u8;
-            hello[5] = size as u8;
-            hello[6] = self.dma.me.x;
-            hello[7] = u8::from(done);
-            hello[8] = self.dma.me.y;
-            hello[9] = self.dma.me.z;
+            let now = self.now();
+            let quiet = last_sent.is_some_and(|(t, h)| h == heard && now.saturating_sub(t) < HELLO_EVERY_NS);
+            if quiet && !done {
+                self.stall_check("MPI_Init", |s| {
+                    let _ = write!(s, "heard ranks {heard:#x} of {size}");
+                })?;
+                (self.env.wait)(&mut self.p);
+                continue;
+            }
+            last_sent = Some((now, heard));
+            let hello = self.hello_packet(done);
             self.p.tree_inject(ep, VC, tree::bcast(CLASS, 0), &hello).map_err(fab)?;
             if done {
                 return Ok(());
@@ -415,6 +424,25 @@ impl<P: FabricApi> Mpi<P> {
             })?;
             (self.env.wait)(&mut self.p);
         }
+    }
+
+    pub(crate) fn is_hello(h: u32, payload: &[u8; 256], size: u32) -> bool {
+        h & bgpcoll::HDR_P2P == 0
+            && bgpcoll::hdr_class(h) == CLASS
+            && payload[..4] == HELLO_MAGIC.to_be_bytes()
+            && u32::from(payload[5]) == size
+    }
+
+    pub(crate) fn hello_packet(&self, done: bool) -> [u8; 256] {
+        let mut hello = [0u8; 256];
+        hello[..4].copy_from_slice(&HELLO_MAGIC.to_be_bytes());
+        hello[4] = self.rank as u8;
+        hello[5] = self.size as u8;
+        hello[6] = self.dma.me.x;
+        hello[7] = u8::from(done);
+        hello[8] = self.dma.me.y;
+        hello[9] = self.dma.me.z;
+        hello
     }
 
     fn add_comm(&mut self, handle: u32, ctx: u32, group: Vec<u32>) {
@@ -577,6 +605,23 @@ impl<P: FabricApi> Mpi<P> {
         for (w3, bytes) in done {
             moved = true;
             self.incoming(w3, bytes)?;
+        }
+        if !self.in_alu {
+            // Outside an ALU reduction nothing on the VC is for us (a result needs our
+            // contribution): late hellos, stray broadcasts. Left there they would fill the
+            // 8-packet FIFO and the next result would be dropped.
+            let mut junk = [0u8; 256];
+            let mut answer = false;
+            while let Some(h) = self.p.tree_receive(self.dma.ep, VC, &mut junk).map_err(fab)? {
+                self.stats.ignored += 1;
+                // A rank still in MPI_Init (its hello says "not done") may have missed
+                // ours (its FIFO was full): say it again.
+                answer |= Self::is_hello(h, &junk, self.size) && junk[7] == 0;
+            }
+            if answer {
+                let hello = self.hello_packet(true);
+                self.p.tree_inject(self.dma.ep, VC, tree::bcast(CLASS, 0), &hello).map_err(fab)?;
+            }
         }
         moved |= self.rdv_progress()?;
         moved |= self.flush()?;
