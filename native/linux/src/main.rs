@@ -161,7 +161,11 @@ fn load_bounds(elf: &[u8], phoff: u32, phnum: u32, phent: u32) -> Option<(u32, u
     let (mut lo, mut hi) = (u32::MAX, 0u32);
     for i in 0..phnum {
         let o = (phoff + i * phent) as usize;
-        let w = |k: usize| Some(u32::from_be_bytes(elf.get(o + k..o + k + 4)?.try_into().ok()?));
+        let w = |k: usize| {
+            Some(u32::from_be_bytes(
+                elf.get(o + k..o + k + 4)?.try_into().ok()?,
+            ))
+        };
         if w(0)? == 1 {
             let (vaddr, offset, memsz) = (w(8)?, w(4)?, w(20)?);
             lo = lo.min(vaddr.checked_sub(offset)?);

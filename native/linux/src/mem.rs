@@ -75,7 +75,10 @@ impl Space {
         let stack = STACK_TOP - STACK_MAX..STACK_TOP;
         heap.contains(&va)
             || stack.contains(&va)
-            || self.areas.iter().any(|&(s, e)| s != e && (s..e).contains(&va))
+            || self
+                .areas
+                .iter()
+                .any(|&(s, e)| s != e && (s..e).contains(&va))
     }
 
     /// The server address of program page `va` and its rights, allocating an anonymous
@@ -91,7 +94,11 @@ impl Space {
         if let Some(&(_, f)) = self.anon.iter().find(|a| a.0 == page) {
             return Ok((f, Rights::RW));
         }
-        let slot = self.anon.iter().position(|a| a.0 == 0).ok_or(Fault::NoMemory)?;
+        let slot = self
+            .anon
+            .iter()
+            .position(|a| a.0 == 0)
+            .ok_or(Fault::NoMemory)?;
         let f = self.frames.alloc().ok_or(Fault::NoMemory)?;
         self.anon[slot] = (page, f);
         Ok((f, Rights::RW))

@@ -274,7 +274,8 @@ fn now_ns(p: &Program) -> u64 {
 /// `statx` result for a console descriptor or a file of `size` bytes.
 fn statx_buf(size: Option<u32>) -> [u8; 256] {
     let mut b = [0u8; 256];
-    let put32 = |b: &mut [u8; 256], at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_be_bytes());
+    let put32 =
+        |b: &mut [u8; 256], at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_be_bytes());
     put32(&mut b, 0, 0x7ff); // STATX_BASIC_STATS
     put32(&mut b, 4, 4096); // blksize
     put32(&mut b, 16, 1); // nlink
@@ -337,7 +338,9 @@ pub fn handle(state: &mut State, p: &mut Program, m: &Msg) -> Outcome {
             for i in 0..a[2].min(1024) {
                 let s = space(state);
                 let base = s.read_u32(a[1].wrapping_add(8 * i)).map_err(|_| EFAULT)?;
-                let len = s.read_u32(a[1].wrapping_add(8 * i + 4)).map_err(|_| EFAULT)?;
+                let len = s
+                    .read_u32(a[1].wrapping_add(8 * i + 4))
+                    .map_err(|_| EFAULT)?;
                 total += write(state, p, a[0], base, len)?;
             }
             Ok(total)
@@ -452,7 +455,11 @@ pub fn handle(state: &mut State, p: &mut Program, m: &Msg) -> Outcome {
             } else {
                 (a[1], a[3])
             };
-            let cur = if res == 3 { mem::STACK_MAX as u64 } else { u64::MAX };
+            let cur = if res == 3 {
+                mem::STACK_MAX as u64
+            } else {
+                u64::MAX
+            };
             if out == 0 {
                 Ok(0)
             } else if n == nr::UGETRLIMIT {
@@ -549,4 +556,3 @@ pub fn handle(state: &mut State, p: &mut Program, m: &Msg) -> Outcome {
         Err(e) => Outcome::Reply(e, true),
     }
 }
-
