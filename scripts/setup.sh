@@ -8,7 +8,8 @@
 # dtc, python3 and pytest (the system tests), g++ for `just fuzz` (libFuzzer);
 # for the Linux guest (guests/linux) the kernel source, its build tools and the powerpc cross
 # glibc, plus deb-src entries for `apt-get source` (busybox, iperf, netpipe) when apt has none;
-# qemu-user-static and python3-matplotlib for the guest network tools and `just bench net`.
+# qemu-user-static and python3-matplotlib for the guest network tools and `just bench net`;
+# MPICH (the host oracle for the MPI C tests) and libclang (bindgen, for native/mpi-c).
 # Then `just`, which Debian 12 does not package: `cargo install --locked just` puts it in
 # ~/.cargo/bin (add that to PATH). Uses sudo only when not already root. When everything is
 # present it prints one line and takes well under a second.
@@ -35,6 +36,10 @@ packages=(
     # Makefile.am, hence autoreconf as Debian's build runs it; both are checked on the host with
     # qemu-ppc-static. `just bench net` draws its plot with matplotlib.
     g++-powerpc-linux-gnu autoconf automake qemu-user-static python3-matplotlib
+    # MPI's C ABI (native/mpi-c, tests/mpi): the static cross glibc links `kestrel-mpicc`
+    # programs; Debian's MPICH (mpicc, mpiexec) runs the same C tests on the host as the oracle;
+    # bindgen reads native/mpi-c/include/mpi.h into Rust through libclang.
+    libmpich-dev mpich libclang-dev clang
 )
 
 installed() {

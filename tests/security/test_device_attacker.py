@@ -105,7 +105,10 @@ def test_tenants_finish_with_correct_data_beside_the_device_attacker(node):
     assert not findings, f"seed {SEED}: {findings[0]}"
     counts = [line for line in lines if line.startswith("[vm0] hostile: ") and
               any(k in line for k in ("counts", "plans", "ops"))]
-    refusals = sum(1 for line in lines if "refused:" in line and line.startswith("[kestrel-fabric]"))
+    refused = [line for line in lines if "refused:" in line and line.startswith("[kestrel-fabric]")]
+    honest = [line for line in refused if "VM 0)" not in line]
+    assert not honest, f"seed {SEED}: an honest tenant was refused: {honest[0]}"
+    refusals = len(refused)
     print(f"seed {SEED}; " + "; ".join(copies))
     print("\n".join(counts))
     print(f"fabric service refusal lines: {refusals}")

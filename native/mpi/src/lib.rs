@@ -1,408 +1,1598 @@
-//! An MPI-like layer over the SPI layer: rank = endpoint number (torus X), point-to-point
-//! messages over the torus DMA (memory FIFO, bgnet's framing with the tag in the link
-//! header's `dst_key` and [`PROTO`] as its protocol), and barrier / allreduce over the
-//! collective network's combining ALU on VC [`VC`], class [`CLASS`].
+//! The MPI library's core (issue 19; protocol in ADR 0035): point-to-point messages with
+//! MPI's matching (communicator context, source, tag, wildcards, no overtaking per pair),
+//! nonblocking requests, communicators (WORLD, SELF, dup, split, free) and collectives,
+//! over one endpoint's DMA group (`kestrel-spi`) and the collective network, generic over
+//! [`FabricApi`] so native programs run it on the fabric service and host tests on the
+//! engine.
 //!
-//! A reduction on the collective completes when every endpoint that sources the class has
-//! contributed (ADR 0018): the communicator is every endpoint of the fabric that sources
-//! [`CLASS`] (all of them, at reset).
+//! Every call returns `Result<_, Error>`: the core never aborts. MPI's default
+//! (MPI_ERRORS_ARE_FATAL) is the faces' business: the Rust face (`kestrel-mpi-rs`) panics
+//! with the error's message, a C face would call `MPI_Abort` unless MPI_ERRORS_RETURN.
 //!
-//! The calls come in two shapes: non-blocking (`try_recv`, `reduce_start` +
-//! `reduce_poll`), which a host test drives for several ranks in one thread, and blocking
-//! (`recv`, `allreduce`, `barrier`), which take a `wait` function that sleeps until the
-//! fabric has news (on the target: the service's event, `service::Service::wait`).
+//! Blocking calls loop over [`Mpi::progress`] and the environment's `wait` (on the target:
+//! sleep until the fabric service's event). A blocking call that sees no progress of any
+//! kind for `Env::deadlock_ns` returns [`Error::Deadlock`] and leaves one line in
+//! [`Mpi::deadlock_report`] naming the rank and the call it waits in.
 
 #![no_std]
-#![forbid(unsafe_op_in_unsafe_fn)]
+#![forbid(unsafe_code)]
 
-use kestrel_bgp::coll;
-use kestrel_fabric::{EpId, FabricApi};
-use kestrel_spi::{link_header, tree, Coords, DmaGroup, Reassembly, LINK_HDR, MAX_MSG};
+extern crate alloc;
 
-/// The link protocol of MPI messages (bgnet's frames are `TORUS_LINK_PROTO_NET`).
-pub const PROTO: u16 = 0x4d50;
-/// The collective VC the reductions use (bgnet uses VC 0).
+mod coll;
+pub mod dtype;
+pub mod wire;
+
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::fmt::{self, Write};
+use kestrel_bgp::{coll as bgpcoll, dma, torus};
+use kestrel_fabric::{EpId, FabricApi, FabricError};
+use kestrel_spi::{layout, link_header, tree, Coords, DmaGroup, LINK_HDR, MAX_MSG, PKT_PAYLOAD};
+use wire::{Hdr, CREDIT, CTL_COST, CTS, EAGER, HDR, PROTO, RTS};
+
+pub use dtype::{combine, Datatype, Op};
+
+/// MPI_ANY_SOURCE.
+pub const ANY_SOURCE: i32 = -1;
+/// MPI_ANY_TAG.
+pub const ANY_TAG: i32 = -1;
+/// MPI_PROC_NULL: sends and receives with it complete at once.
+pub const PROC_NULL: i32 = -2;
+/// MPI_TAG_UB: the largest tag.
+pub const TAG_UB: i32 = 0x3fff_ffff;
+/// The collective VC the ALU reductions use (bgnet uses VC 0).
 pub const VC: usize = 1;
-/// The class route the reductions use.
-pub const CLASS: u32 = kestrel_bgp::coll::MPI_CLASS;
-/// Longest message payload.
-pub const MAX_DATA: usize = MAX_MSG - LINK_HDR;
-/// Most 64-bit values one allreduce combines (one collective packet).
-pub const MAX_VALUES: usize = 32;
-/// Received messages kept for a later `recv` (when they did not match the current one).
-const INBOX: usize = 4;
-
-/// The combining operations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op {
-    Sum,
-    Max,
-    Or,
-    And,
-    Xor,
-}
-
-impl Op {
-    const fn alu(self) -> u32 {
-        match self {
-            Op::Sum => coll::OP_ADD,
-            Op::Max => coll::OP_MAX,
-            Op::Or => coll::OP_OR,
-            Op::And => coll::OP_AND,
-            Op::Xor => coll::OP_XOR,
-        }
-    }
-}
-
-/// A message held for a later receive.
-struct Held {
-    used: bool,
-    from: u8,
-    tag: u32,
-    len: usize,
-    data: [u8; MAX_DATA],
-}
-
-/// One rank's communicator.
-pub struct Comm {
-    pub rank: u8,
-    pub dma: DmaGroup,
-    reasm: Reassembly<4>,
-    inbox: [Held; INBOX],
-    /// Messages dropped because the inbox was full.
-    pub dropped: u32,
-    /// Collective packets on the layer's VC taken and ignored while waiting for a
-    /// reduction's result (another class, point to point, a broadcast, another operation).
-    pub ignored: u32,
-    /// The operation of the reduction started last (its result is what `reduce_poll`
-    /// waits for).
-    reducing: Option<Op>,
-    /// [`Comm::start`] is done: ranks are mapped to endpoints through `peers`.
-    started: bool,
-    /// Ranks in the job, and each rank's endpoint X coordinate (after `start`).
-    size: u8,
-    peers: [u8; MAX_RANKS],
-    /// Ranks heard from during `start` (bit r).
-    heard: u32,
-    out: [u8; MAX_MSG],
-}
-
-/// Most ranks of a job.
-pub const MAX_RANKS: usize = 16;
-/// The first word of a [`Comm::start`] hello broadcast.
+/// The class route of the ALU reductions and of the start-up hellos.
+pub const CLASS: u32 = bgpcoll::MPI_CLASS;
+/// Most bytes one direct put moves (one engine call moves at most 1 MiB).
+pub const CHUNK_MAX: usize = 512 * 1024;
+/// Reception-ring bytes kept for messages that are not MPI's (bgnet frames).
+pub const FOREIGN_RESERVE: u32 = 4096;
+/// Non-MPI messages kept for [`Mpi::take_foreign`] before more are dropped (counted).
+pub const FOREIGN_QUEUE: usize = 64;
+/// The reception counter a rendezvous receive uses.
+const RDV_COUNTER: u32 = 0;
+/// The first word of a start-up hello broadcast.
 const HELLO_MAGIC: u32 = 0x4b48_454c;
+/// Least time between two start-up hellos that say nothing new.
+const HELLO_EVERY_NS: u64 = 20_000_000;
 
-impl Default for Comm {
-    fn default() -> Self {
-        Self::new()
+/// Why a call failed (MPI's error classes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// MPI_ERR_RANK: no such rank in the communicator.
+    Rank,
+    /// MPI_ERR_TAG: a tag below 0 (other than ANY_TAG where allowed) or above TAG_UB.
+    Tag,
+    /// MPI_ERR_TRUNCATE: the message is longer than the receive buffer.
+    Truncate,
+    /// MPI_ERR_COUNT: a negative count, or buffers of the wrong size.
+    Count,
+    /// MPI_ERR_TYPE: an unknown datatype.
+    Type,
+    /// MPI_ERR_OP: an unknown operation, or one not defined on the datatype.
+    Op,
+    /// MPI_ERR_COMM: an unknown or freed communicator.
+    Comm,
+    /// MPI_ERR_REQUEST: an unknown or finished request.
+    Request,
+    /// MPI_ERR_ROOT: a root that is no rank of the communicator.
+    Root,
+    /// MPI_ERR_OTHER: the fabric refused a call.
+    Fabric(FabricError),
+    /// MPI_ERR_OTHER: a blocking call saw no progress for `Env::deadlock_ns`; see
+    /// [`Mpi::deadlock_report`].
+    Deadlock,
+    /// MPI_ERR_INTERN: a peer broke the protocol (a CTS for no send).
+    Protocol,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            Error::Rank => write!(f, "MPI_ERR_RANK: no such rank in the communicator"),
+            Error::Tag => write!(f, "MPI_ERR_TAG: tags are 0..={TAG_UB}"),
+            Error::Truncate => write!(
+                f,
+                "MPI_ERR_TRUNCATE: message longer than the receive buffer"
+            ),
+            Error::Count => write!(
+                f,
+                "MPI_ERR_COUNT: negative count or buffer sizes that do not match"
+            ),
+            Error::Type => write!(f, "MPI_ERR_TYPE: unknown datatype"),
+            Error::Op => write!(
+                f,
+                "MPI_ERR_OP: unknown operation or not defined on the datatype"
+            ),
+            Error::Comm => write!(f, "MPI_ERR_COMM: unknown or freed communicator"),
+            Error::Request => write!(f, "MPI_ERR_REQUEST: unknown or finished request"),
+            Error::Root => write!(f, "MPI_ERR_ROOT: root is no rank of the communicator"),
+            Error::Fabric(e) => write!(f, "MPI_ERR_OTHER: fabric: {e}"),
+            Error::Deadlock => write!(f, "MPI_ERR_OTHER: deadlock (no progress)"),
+            Error::Protocol => write!(f, "MPI_ERR_INTERN: protocol violation by a peer"),
+        }
     }
 }
 
-impl Comm {
-    /// A communicator not yet open (a `const`, so a program can keep it in a `static`: it
-    /// holds the reassembly and inbox buffers, about 85 KiB).
-    pub const fn new() -> Comm {
-        Comm {
-            rank: 0,
-            dma: DmaGroup::unset(),
-            reasm: Reassembly::new(),
-            inbox: [const {
-                Held {
-                    used: false,
-                    from: 0,
-                    tag: 0,
-                    len: 0,
-                    data: [0; MAX_DATA],
-                }
-            }; INBOX],
-            dropped: 0,
-            ignored: 0,
-            reducing: None,
-            started: false,
-            size: 0,
-            peers: [0; MAX_RANKS],
-            heard: 0,
-            out: [0; MAX_MSG],
-        }
-    }
+/// A message's envelope as a receive saw it (MPI_Status).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Status {
+    /// The sender's rank in the communicator (PROC_NULL for a receive from PROC_NULL).
+    pub source: i32,
+    pub tag: i32,
+    /// MPI_SUCCESS (`None`) or the error of this request (Waitall's MPI_ERR_IN_STATUS).
+    pub error: Option<Error>,
+    /// Bytes received.
+    pub bytes: usize,
+}
 
-    /// Opens the communicator on endpoint `ep` (window at bus `bus`): joins the collective
-    /// class [`CLASS`] (which the endpoint's grant must hold) and programs its DMA group;
-    /// the rank is the endpoint number until the program sets `rank` (before
-    /// [`Comm::start`], which maps ranks to endpoints).
-    pub fn open<P: FabricApi>(&mut self, p: &mut P, ep: EpId, bus: u64) -> Result<(), P::Error> {
-        p.join_classes(ep, 1 << CLASS)?;
-        self.dma = DmaGroup::setup(
+impl Status {
+    const EMPTY: Status = Status {
+        source: PROC_NULL,
+        tag: ANY_TAG,
+        error: None,
+        bytes: 0,
+    };
+
+    /// MPI_Get_count: whole elements of `dt` received, `None` (MPI_UNDEFINED) if the
+    /// bytes are not a whole number of them.
+    pub fn count(&self, dt: Datatype) -> Option<usize> {
+        (self.bytes % dt.size() == 0).then(|| self.bytes / dt.size())
+    }
+}
+
+/// A communicator handle (MPI_Comm).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Comm(pub u32);
+
+/// MPI_COMM_WORLD.
+pub const WORLD: Comm = Comm(0);
+/// MPI_COMM_SELF.
+pub const SELF: Comm = Comm(1);
+
+/// A request handle (MPI_Request).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Request(pub u32);
+
+/// What the core needs from its surroundings.
+pub struct Env<P> {
+    /// Sleeps until the fabric may have news (or a while).
+    pub wait: fn(&mut P),
+    /// A clock in nanoseconds (MPI_Wtime, the deadlock timeout).
+    pub now_ns: fn() -> u64,
+    /// A blocking call that sees no progress for this long returns `Error::Deadlock`.
+    pub deadlock_ns: u64,
+}
+
+/// Counters for tests and reports.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stats {
+    /// Messages that were not MPI's taken off the ring (kept for `take_foreign`).
+    pub foreign: u32,
+    /// Of those, dropped because [`FOREIGN_QUEUE`] were waiting.
+    pub foreign_dropped: u32,
+    /// Messages from no rank of the job, malformed ones, duplicates.
+    pub bad: u32,
+    /// Credit-only messages sent.
+    pub credit_msgs: u32,
+    /// Collective packets on [`VC`] ignored while waiting for a reduction result.
+    pub ignored: u32,
+    /// Rendezvous chunks received.
+    pub chunks: u32,
+    /// Sends that waited for credits at least once.
+    pub credit_waits: u32,
+}
+
+/// The flow-control numbers this job runs with (ADR 0035).
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Ring bytes of the control pool (RTS, CTS), per sender, returned when taken in.
+    pub q_ctl: u32,
+    /// Ring bytes of the data pool (eager messages), per sender, returned when matched:
+    /// also the most unmatched eager bytes a receiver holds for one sender.
+    pub q_data: u32,
+    /// The largest payload sent eagerly; longer ones go by rendezvous.
+    pub eager_max: usize,
+    /// Window offset and length of the send and the receive stages of rendezvous.
+    pub send_stage: (u32, u32),
+    pub recv_stage: (u32, u32),
+}
+
+struct CommData {
+    ctx: u32,
+    /// World rank of each rank.
+    group: Vec<u32>,
+    rank: u32,
+}
+
+#[derive(Default)]
+struct Peer {
+    send_seq: BTreeMap<u32, u32>,
+    recv_seq: BTreeMap<u32, u32>,
+    used_ctl: u32,
+    used_data: u32,
+    freed_ctl: u32,
+    freed_data: u32,
+    out_ctl: VecDeque<Out>,
+    out_data: VecDeque<Out>,
+    holdback: BTreeMap<(u32, u32), (Hdr, Vec<u8>, u32)>,
+    waited: bool,
+}
+
+struct Out {
+    hdr: Hdr,
+    payload: Vec<u8>,
+    req: Option<u32>,
+}
+
+enum Unexp {
+    Eager { data: Vec<u8>, cost: u32 },
+    Rts { sid: u32, len: u64, stage: u32 },
+}
+
+struct Incoming {
+    ctx: u32,
+    src_world: u32,
+    src: i32,
+    tag: i32,
+    body: Unexp,
+}
+
+enum State {
+    /// An eager send waiting for credits.
+    SendEager,
+    /// A rendezvous send: `data` waits for CTS from `dest`.
+    SendRdv {
+        dest: u32,
+        data: Vec<u8>,
+    },
+    Recv {
+        ctx: u32,
+        src: i32,
+        tag: i32,
+        cap: usize,
+    },
+    /// A matched rendezvous receive, in `rdv_wait` or active.
+    RecvRdv {
+        src_world: u32,
+        src: i32,
+        tag: i32,
+        sid: u32,
+        len: usize,
+        stage: u32,
+        data: Vec<u8>,
+        off: usize,
+    },
+    Done(Status, Vec<u8>),
+}
+
+struct Req {
+    state: State,
+}
+
+/// A rendezvous receive whose chunk is on its way: `n` bytes at message offset `off`.
+struct Active {
+    req: u32,
+    n: usize,
+}
+
+/// One rank's MPI library.
+pub struct Mpi<P: FabricApi> {
+    p: P,
+    env: Env<P>,
+    dma: DmaGroup,
+    rank: u32,
+    pub(crate) size: u32,
+    coords: Vec<Coords>,
+    comms: BTreeMap<u32, CommData>,
+    ctx_comm: BTreeMap<u32, u32>,
+    next_comm: u32,
+    next_ctx: u32,
+    peers: Vec<Peer>,
+    reasm: BTreeMap<u32, (usize, usize, Vec<u8>)>,
+    reqs: BTreeMap<u32, Req>,
+    next_req: u32,
+    posted: Vec<u32>,
+    unexpected: VecDeque<Incoming>,
+    rdv_wait: VecDeque<u32>,
+    active: Option<Active>,
+    limits: Limits,
+    foreign: VecDeque<(u32, Vec<u8>)>,
+    stats: Stats,
+    last_progress: u64,
+    report: Option<String>,
+    start_ns: u64,
+    /// Inside an ALU reduction: the VC's packets are left for it.
+    pub(crate) in_alu: bool,
+}
+
+fn bit(i: u32) -> u32 {
+    0x8000_0000 >> (i % 32)
+}
+
+fn fab<E: Into<FabricError>>(e: E) -> Error {
+    Error::Fabric(e.into())
+}
+
+impl<P: FabricApi> Mpi<P> {
+    /// MPI_Init: opens endpoint `ep` (window at bus `bus`) as rank `rank` of `size`: joins
+    /// the collective class [`CLASS`], programs the DMA group, and waits (hello broadcasts
+    /// on the class) until every rank has done the same, learning where each one is.
+    pub fn init(
+        mut p: P,
+        ep: EpId,
+        bus: u64,
+        rank: u32,
+        size: u32,
+        env: Env<P>,
+    ) -> Result<Self, Error> {
+        if size == 0 || size > 32 || rank >= size {
+            return Err(Error::Rank);
+        }
+        p.join_classes(ep, 1 << CLASS).map_err(fab)?;
+        let me = p.coords(ep);
+        let me = Coords {
+            x: me.x,
+            y: me.y,
+            z: me.z,
+        };
+        let dma = DmaGroup::setup(&mut p, ep, bus, me).map_err(fab)?;
+        let win = p
+            .window(ep)
+            .map(|w| w.1 as u32)
+            .unwrap_or(layout::MIN_WINDOW);
+        let now = (env.now_ns)();
+        let mut m = Mpi {
             p,
-            ep,
-            bus,
-            Coords {
-                x: ep.0,
-                y: 0,
-                z: 0,
-            },
-        )?;
-        self.rank = ep.0;
-        Ok(())
-    }
-
-    /// Sends `data` (at most [`MAX_DATA`] bytes) to rank `to` with `tag`; false if too long.
-    pub fn send<P: FabricApi>(
-        &mut self,
-        p: &mut P,
-        to: u8,
-        tag: u32,
-        data: &[u8],
-    ) -> Result<bool, P::Error> {
-        if data.len() > MAX_DATA {
-            return Ok(false);
-        }
-        let n = LINK_HDR + data.len();
-        link_header(&mut self.out, tag, n, PROTO);
-        self.out[LINK_HDR..n].copy_from_slice(data);
-        let x = self.x_of(to);
-        let Comm { dma, out, .. } = self;
-        dma.send(p, Coords { x, y: 0, z: 0 }, &out[..n])
-    }
-
-    /// Takes in what arrived (complete messages go to the inbox).
-    fn pump<P: FabricApi>(&mut self, p: &mut P) -> Result<(), P::Error> {
-        let Comm {
+            env,
             dma,
-            reasm,
-            inbox,
-            dropped,
-            ..
-        } = self;
-        dma.receive(p, |pkt| {
-            reasm.add(pkt, |m| {
-                let b = m.bytes;
-                if b.len() < LINK_HDR || u16::from_be_bytes([b[8], b[9]]) != PROTO {
-                    return;
-                }
-                let Some(h) = inbox.iter_mut().find(|h| !h.used) else {
-                    *dropped += 1;
-                    return;
-                };
-                h.used = true;
-                h.from = (m.word3 >> 16) as u8;
-                h.tag = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-                h.len = b.len() - LINK_HDR;
-                h.data[..h.len].copy_from_slice(&b[LINK_HDR..]);
-            });
-        })?;
-        Ok(())
+            rank,
+            size,
+            coords: vec![me; size as usize],
+            comms: BTreeMap::new(),
+            ctx_comm: BTreeMap::new(),
+            next_comm: 2,
+            next_ctx: 4,
+            peers: (0..size).map(|_| Peer::default()).collect(),
+            reasm: BTreeMap::new(),
+            reqs: BTreeMap::new(),
+            next_req: 1,
+            posted: Vec::new(),
+            unexpected: VecDeque::new(),
+            rdv_wait: VecDeque::new(),
+            active: None,
+            limits: Self::limits(size, win),
+            foreign: VecDeque::new(),
+            stats: Stats::default(),
+            last_progress: now,
+            report: None,
+            start_ns: now,
+            in_alu: false,
+        };
+        m.hello()?;
+        m.add_comm(WORLD.0, 0, (0..size).collect());
+        m.add_comm(SELF.0, 2, vec![rank]);
+        Ok(m)
     }
 
-    /// A message from `from` (any rank if `None`) with `tag`, copied into `buf` (cut to its
-    /// length): `(source rank, length)`, or `None` if none has arrived. The source rank is
-    /// the sender's endpoint as the fabric stamped it, mapped to its rank (`u8::MAX` for a
-    /// sender that is no rank of the job).
-    pub fn try_recv<P: FabricApi>(
-        &mut self,
-        p: &mut P,
-        from: Option<u8>,
-        tag: u32,
-        buf: &mut [u8],
-    ) -> Result<Option<(u8, usize)>, P::Error> {
-        self.pump(p)?;
-        let from = from.map(|r| self.x_of(r));
-        let hit = self
-            .inbox
-            .iter_mut()
-            .find(|h| h.used && h.tag == tag && from.is_none_or(|f| f == h.from));
-        let Some(h) = hit else { return Ok(None) };
-        h.used = false;
-        let n = h.len.min(buf.len());
-        buf[..n].copy_from_slice(&h.data[..n]);
-        let (x, len) = (h.from, h.len);
-        Ok(Some((self.rank_at(x), len)))
-    }
-
-    /// MPI_Init's wire-up, done by the ranks themselves: waits until ranks `0..size` have
-    /// all opened their communicators (and so joined the collective class: a reduction
-    /// completes when every endpoint that sources the class has contributed, so one started
-    /// before a rank joins would complete without it), and learns where each rank is.
-    ///
-    /// A rank's number is its own (`Comm::rank`, set before `start`; the endpoint number by
-    /// default), not its endpoint's: each rank broadcasts `(rank, X)` on the class, again
-    /// after each `wait` while it has not heard every rank, and once more after (so the
-    /// last to arrive hears the others). Only the class's members (the ranks) receive
-    /// these broadcasts, and the fabric stamps nothing here, so a rank checks that a
-    /// hello's X is a sender of the class it can reach: the grants keep other tenants off
-    /// the class. Afterwards `send` and `recv` name ranks, mapped to and from endpoints.
-    pub fn start<P: FabricApi>(
-        &mut self,
-        p: &mut P,
-        size: u8,
-        mut wait: impl FnMut(&mut P),
-    ) -> Result<(), P::Error> {
-        self.begin(size);
-        while !self.start_step(p)? {
-            wait(p);
+    /// The flow-control numbers for `size` ranks and a window of `win` bytes (ADR 0035).
+    pub fn limits(size: u32, win: u32) -> Limits {
+        let ring = layout::RX_BYTES - 16 - FOREIGN_RESERVE;
+        let per = ring / size.max(1);
+        // At most two credit-only messages per pool may wait in the ring (each returns at
+        // least half a pool).
+        let avail = per.saturating_sub(4 * CTL_COST);
+        let q_ctl = (avail / 4 / 32 * 32).max(2 * CTL_COST);
+        let q_data = avail.saturating_sub(q_ctl) / 32 * 32;
+        // An eager message costs at most half the data pool, so a sender it blocks has
+        // more than half outstanding, and the receiver returns it (threshold: half).
+        let mut eager_max = MAX_MSG - LINK_HDR - HDR;
+        while eager_max > 0 && wire::ring_cost(LINK_HDR + HDR + eager_max) > q_data / 2 {
+            eager_max -= 1;
         }
-        Ok(())
+        let user = layout::USER;
+        let free = win.saturating_sub(user) / 2 / 16 * 16;
+        Limits {
+            q_ctl,
+            q_data,
+            eager_max,
+            send_stage: (user, free),
+            recv_stage: (user + free, free),
+        }
     }
 
-    /// [`Comm::start`] in steps, for a caller with its own loop: `begin`, then
-    /// `start_step` until it returns true.
-    pub fn begin(&mut self, size: u8) {
-        self.size = size.clamp(1, MAX_RANKS as u8);
-        self.started = false;
-        self.heard = 1u32 << (self.rank % 32);
-        self.peers[usize::from(self.rank) % MAX_RANKS] = self.dma.me.x;
-    }
-
-    /// One step of [`Comm::start`]: takes in the hellos that arrived, then broadcasts this
-    /// rank's (marked final once every rank was heard); true when done.
-    pub fn start_step<P: FabricApi>(&mut self, p: &mut P) -> Result<bool, P::Error> {
-        let (ep, size) = (self.dma.ep, self.size);
-        let mut payload = [0u8; 256];
-        while let Some(h) = p.tree_receive(ep, VC, &mut payload)? {
-            let is_hello = h & coll::HDR_P2P == 0
-                && coll::hdr_class(h) == CLASS
-                && payload[..4] == HELLO_MAGIC.to_be_bytes()
-                && payload[5] == size;
-            let r = payload[4];
-            if !is_hello || r >= size {
-                self.ignored += 1;
+    fn hello(&mut self) -> Result<(), Error> {
+        let size = self.size;
+        let mut heard = 1u32 << self.rank;
+        let all = u32::MAX >> (32 - size);
+        let ep = self.dma.ep;
+        // A hello when something new was heard, at most every HELLO_EVERY_NS otherwise,
+        // and the last one when done: a storm of them would overflow the 8-packet VC
+        // FIFO of a rank that finished and is busy elsewhere.
+        let mut last_sent: Option<(u64, u32)> = None;
+        loop {
+            let mut payload = [0u8; 256];
+            while let Some(h) = self.p.tree_receive(ep, VC, &mut payload).map_err(fab)? {
+                let is_hello = Self::is_hello(h, &payload, size);
+                let r = u32::from(payload[4]);
+                if !is_hello || r >= size {
+                    self.stats.ignored += 1;
+                    continue;
+                }
+                self.coords[r as usize] = Coords {
+                    x: payload[6],
+                    y: payload[8],
+                    z: payload[9],
+                };
+                heard |= 1 << r;
+            }
+            let done = heard & all == all;
+            let now = self.now();
+            let quiet = last_sent
+                .is_some_and(|(t, h)| h == heard && now.saturating_sub(t) < HELLO_EVERY_NS);
+            if quiet && !done {
+                self.stall_check("MPI_Init", |s| {
+                    let _ = write!(s, "heard ranks {heard:#x} of {size}");
+                })?;
+                (self.env.wait)(&mut self.p);
                 continue;
             }
-            self.peers[usize::from(r)] = payload[6];
-            self.heard |= 1 << r;
+            last_sent = Some((now, heard));
+            let hello = self.hello_packet(done);
+            self.p
+                .tree_inject(ep, VC, tree::bcast(CLASS, 0), &hello)
+                .map_err(fab)?;
+            if done {
+                return Ok(());
+            }
+            self.stall_check("MPI_Init", |s| {
+                let _ = write!(s, "heard ranks {heard:#x} of {size}");
+            })?;
+            (self.env.wait)(&mut self.p);
         }
-        let all = u32::MAX >> (32 - u32::from(size));
-        let done = self.heard & all == all;
+    }
+
+    pub(crate) fn is_hello(h: u32, payload: &[u8; 256], size: u32) -> bool {
+        h & bgpcoll::HDR_P2P == 0
+            && bgpcoll::hdr_class(h) == CLASS
+            && payload[..4] == HELLO_MAGIC.to_be_bytes()
+            && u32::from(payload[5]) == size
+    }
+
+    pub(crate) fn hello_packet(&self, done: bool) -> [u8; 256] {
         let mut hello = [0u8; 256];
         hello[..4].copy_from_slice(&HELLO_MAGIC.to_be_bytes());
-        hello[4] = self.rank;
-        hello[5] = size;
+        hello[4] = self.rank as u8;
+        hello[5] = self.size as u8;
         hello[6] = self.dma.me.x;
         hello[7] = u8::from(done);
-        p.tree_inject(ep, VC, tree::bcast(CLASS, 0), &hello)?;
-        self.started = done;
-        Ok(done)
+        hello[8] = self.dma.me.y;
+        hello[9] = self.dma.me.z;
+        hello
     }
 
-    /// The endpoint X coordinate of rank `r` (itself before [`Comm::start`]).
-    fn x_of(&self, r: u8) -> u8 {
-        if self.started && usize::from(r) < MAX_RANKS {
-            self.peers[usize::from(r)]
+    fn add_comm(&mut self, handle: u32, ctx: u32, group: Vec<u32>) {
+        let rank = group.iter().position(|&w| w == self.rank).unwrap_or(0) as u32;
+        self.comms.insert(handle, CommData { ctx, group, rank });
+        self.ctx_comm.insert(ctx, handle);
+    }
+
+    /// The fabric (for the program's other uses of its endpoint).
+    pub fn fabric(&mut self) -> &mut P {
+        &mut self.p
+    }
+
+    /// The DMA group (for bgnet traffic next to MPI's: see [`Mpi::take_foreign`]).
+    pub fn dma(&mut self) -> (&mut P, &mut DmaGroup) {
+        (&mut self.p, &mut self.dma)
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// The flow-control numbers.
+    pub fn limits_now(&self) -> Limits {
+        self.limits
+    }
+
+    /// MPI_Wtime.
+    pub fn wtime(&self) -> f64 {
+        ((self.env.now_ns)() - self.start_ns) as f64 / 1e9
+    }
+
+    /// The line a deadlocked blocking call left: "rank R waits in CALL (...)".
+    pub fn deadlock_report(&self) -> Option<&str> {
+        self.report.as_deref()
+    }
+
+    /// A message that arrived on the torus but is not MPI's: (software word 3 with the
+    /// sender's key, bytes with the link header).
+    pub fn take_foreign(&mut self) -> Option<(u32, Vec<u8>)> {
+        self.foreign.pop_front()
+    }
+
+    /// The world rank.
+    pub fn world_rank(&self) -> u32 {
+        self.rank
+    }
+
+    fn comm(&self, c: Comm) -> Result<&CommData, Error> {
+        self.comms.get(&c.0).ok_or(Error::Comm)
+    }
+
+    /// MPI_Comm_rank.
+    pub fn rank(&self, c: Comm) -> Result<i32, Error> {
+        Ok(self.comm(c)?.rank as i32)
+    }
+
+    /// MPI_Comm_size.
+    pub fn size(&self, c: Comm) -> Result<i32, Error> {
+        Ok(self.comm(c)?.group.len() as i32)
+    }
+
+    /// The world rank of `c`'s rank `r`.
+    pub fn world_of(&self, c: Comm, r: i32) -> Result<u32, Error> {
+        let g = &self.comm(c)?.group;
+        usize::try_from(r)
+            .ok()
+            .and_then(|r| g.get(r))
+            .copied()
+            .ok_or(Error::Rank)
+    }
+
+    // ---- progress ----------------------------------------------------------------
+
+    fn now(&self) -> u64 {
+        (self.env.now_ns)()
+    }
+
+    fn stall_check(&mut self, call: &str, detail: impl FnOnce(&mut String)) -> Result<(), Error> {
+        if self.now().saturating_sub(self.last_progress) <= self.env.deadlock_ns {
+            return Ok(());
+        }
+        let mut s = String::new();
+        let _ = write!(s, "rank {} waits in {call} (", self.rank);
+        detail(&mut s);
+        let _ = write!(
+            s,
+            ") with no progress for {} ms: deadlock",
+            self.env.deadlock_ns / 1_000_000
+        );
+        self.report = Some(s);
+        Err(Error::Deadlock)
+    }
+
+    /// Blocks until `done` says so, progressing; `call` and `detail` name the wait for a
+    /// deadlock report.
+    fn block(
+        &mut self,
+        call: &str,
+        detail: impl Fn(&mut String),
+        mut done: impl FnMut(&mut Self) -> Result<bool, Error>,
+    ) -> Result<(), Error> {
+        let t = self.now();
+        self.last_progress = self.last_progress.max(t);
+        loop {
+            self.progress()?;
+            if done(self)? {
+                return Ok(());
+            }
+            self.stall_check(call, &detail)?;
+            (self.env.wait)(&mut self.p);
+        }
+    }
+
+    /// Moves everything that can move: takes in what arrived, continues rendezvous, sends
+    /// what credits allow. True if anything moved.
+    pub fn progress(&mut self) -> Result<bool, Error> {
+        let mut moved = false;
+        let mut done = Vec::new();
+        {
+            let Mpi {
+                p,
+                dma,
+                reasm,
+                stats,
+                ..
+            } = self;
+            dma.receive(p, |pkt| {
+                let off = pkt.put_offset as usize;
+                let e = reasm
+                    .entry(pkt.word3)
+                    .or_insert((0, usize::MAX, Vec::new()));
+                if off == 0 {
+                    let b = pkt.payload;
+                    let total = if b.len() >= 8 {
+                        u32::from_be_bytes([b[4], b[5], b[6], b[7]]) as usize
+                    } else {
+                        0
+                    };
+                    if !(LINK_HDR..=MAX_MSG).contains(&total) {
+                        stats.bad += 1;
+                        reasm.remove(&pkt.word3);
+                        return;
+                    }
+                    e.1 = total;
+                    e.2.resize(total, 0);
+                } else if e.1 == usize::MAX {
+                    // A packet before its message's first: keep room for the largest.
+                    e.2.resize(MAX_MSG, 0);
+                }
+                let room = e.2.len();
+                if off % PKT_PAYLOAD != 0 || off >= room {
+                    stats.bad += 1;
+                    return;
+                }
+                let n = PKT_PAYLOAD.min(pkt.payload.len()).min(room - off);
+                e.2[off..off + n].copy_from_slice(&pkt.payload[..n]);
+                e.0 += n;
+                if e.1 != usize::MAX && e.0 >= e.1 {
+                    let (_, total, mut bytes) = reasm.remove(&pkt.word3).expect("present");
+                    bytes.truncate(total);
+                    done.push((pkt.word3, bytes));
+                }
+            })
+            .map_err(fab)?;
+        }
+        for (w3, bytes) in done {
+            moved = true;
+            self.incoming(w3, bytes)?;
+        }
+        if !self.in_alu {
+            // Outside an ALU reduction nothing on the VC is for us (a result needs our
+            // contribution): late hellos, stray broadcasts. Left there they would fill the
+            // 8-packet FIFO and the next result would be dropped.
+            let mut junk = [0u8; 256];
+            let mut answer = false;
+            while let Some(h) = self
+                .p
+                .tree_receive(self.dma.ep, VC, &mut junk)
+                .map_err(fab)?
+            {
+                self.stats.ignored += 1;
+                // A rank still in MPI_Init (its hello says "not done") may have missed
+                // ours (its FIFO was full): say it again.
+                answer |= Self::is_hello(h, &junk, self.size) && junk[7] == 0;
+            }
+            if answer {
+                let hello = self.hello_packet(true);
+                self.p
+                    .tree_inject(self.dma.ep, VC, tree::bcast(CLASS, 0), &hello)
+                    .map_err(fab)?;
+            }
+        }
+        moved |= self.rdv_progress()?;
+        moved |= self.flush()?;
+        if moved {
+            self.last_progress = self.now();
+        }
+        Ok(moved)
+    }
+
+    fn world_of_key(&self, key: u32) -> Option<u32> {
+        self.coords
+            .iter()
+            .position(|c| c.key() == key)
+            .map(|r| r as u32)
+    }
+
+    fn incoming(&mut self, w3: u32, bytes: Vec<u8>) -> Result<(), Error> {
+        if bytes.len() < LINK_HDR + HDR || u16::from_be_bytes([bytes[8], bytes[9]]) != PROTO {
+            self.stats.foreign += 1;
+            if self.foreign.len() < FOREIGN_QUEUE {
+                self.foreign.push_back((w3, bytes));
+            } else {
+                self.stats.foreign_dropped += 1;
+            }
+            return Ok(());
+        }
+        let (Some(src), Some(h)) = (
+            self.world_of_key(w3 & 0xff_ffff),
+            Hdr::read(&bytes[LINK_HDR..]),
+        ) else {
+            self.stats.bad += 1;
+            return Ok(());
+        };
+        let cost = wire::ring_cost(bytes.len());
+        let peer = &mut self.peers[src as usize];
+        peer.used_ctl = peer.used_ctl.saturating_sub(h.credit_ctl);
+        peer.used_data = peer.used_data.saturating_sub(h.credit_data);
+        match h.kind {
+            CREDIT => Ok(()),
+            CTS => {
+                peer.freed_ctl += cost;
+                self.cts(src, &h)
+            }
+            EAGER | RTS => {
+                if h.kind == RTS {
+                    peer.freed_ctl += cost;
+                }
+                let exp = peer.recv_seq.entry(h.ctx).or_insert(0);
+                let ahead = h.seq.wrapping_sub(*exp);
+                if ahead == 0 {
+                    *exp = exp.wrapping_add(1);
+                    let payload = bytes[LINK_HDR + HDR..].to_vec();
+                    self.deliver(src, h, payload, cost)?;
+                    // Messages held back for this one, in order.
+                    loop {
+                        let peer = &mut self.peers[src as usize];
+                        let exp = *peer.recv_seq.get(&h.ctx).expect("set above");
+                        let Some((h2, p2, c2)) = peer.holdback.remove(&(h.ctx, exp)) else {
+                            break;
+                        };
+                        peer.recv_seq.insert(h.ctx, exp.wrapping_add(1));
+                        self.deliver(src, h2, p2, c2)?;
+                    }
+                } else if ahead < 1 << 31 {
+                    peer.holdback
+                        .insert((h.ctx, h.seq), (h, bytes[LINK_HDR + HDR..].to_vec(), cost));
+                } else {
+                    self.stats.bad += 1;
+                }
+                Ok(())
+            }
+            _ => {
+                self.stats.bad += 1;
+                Ok(())
+            }
+        }
+    }
+
+    /// A new EAGER or RTS from world rank `src`, in order: to the first posted receive it
+    /// matches, else to the unexpected queue.
+    fn deliver(
+        &mut self,
+        src_world: u32,
+        h: Hdr,
+        payload: Vec<u8>,
+        cost: u32,
+    ) -> Result<(), Error> {
+        let Some(comm) = self
+            .ctx_comm
+            .get(&(h.ctx & !1))
+            .and_then(|c| self.comms.get(c))
+        else {
+            self.stats.bad += 1;
+            return Ok(());
+        };
+        let Some(src) = comm.group.iter().position(|&w| w == src_world) else {
+            self.stats.bad += 1;
+            return Ok(());
+        };
+        let body = if h.kind == EAGER {
+            Unexp::Eager {
+                data: payload,
+                cost,
+            }
         } else {
-            r
+            Unexp::Rts {
+                sid: h.a,
+                len: h.len,
+                stage: h.d,
+            }
+        };
+        let inc = Incoming {
+            ctx: h.ctx,
+            src_world,
+            src: src as i32,
+            tag: h.tag,
+            body,
+        };
+        let hit = self.posted.iter().position(|id| match self.reqs.get(id) {
+            Some(Req {
+                state: State::Recv { ctx, src, tag, .. },
+            }) => {
+                *ctx == inc.ctx
+                    && (*src == ANY_SOURCE || *src == inc.src)
+                    && (*tag == ANY_TAG || *tag == inc.tag)
+            }
+            _ => false,
+        });
+        match hit {
+            Some(i) => {
+                let id = self.posted.remove(i);
+                self.matched(id, inc)
+            }
+            None => {
+                self.unexpected.push_back(inc);
+                Ok(())
+            }
         }
     }
 
-    /// The rank at X coordinate `x` (itself before [`Comm::start`], or if no rank is).
-    fn rank_at(&self, x: u8) -> u8 {
-        if !self.started {
-            return x;
+    /// Receive `id` matched message `inc`.
+    fn matched(&mut self, id: u32, inc: Incoming) -> Result<(), Error> {
+        let Some(Req {
+            state: State::Recv { cap, .. },
+        }) = self.reqs.get(&id)
+        else {
+            return Err(Error::Request);
+        };
+        let cap = *cap;
+        match inc.body {
+            Unexp::Eager { mut data, cost } => {
+                self.peers[inc.src_world as usize].freed_data += cost;
+                let error = (data.len() > cap).then_some(Error::Truncate);
+                data.truncate(cap);
+                self.finish(
+                    id,
+                    Status {
+                        source: inc.src,
+                        tag: inc.tag,
+                        error,
+                        bytes: data.len(),
+                    },
+                    data,
+                );
+            }
+            Unexp::Rts { sid, len, stage } => {
+                if len > cap as u64 {
+                    // Truncated: the sender completes, nothing moves.
+                    self.queue_ctl(
+                        inc.src_world,
+                        Hdr {
+                            kind: CTS,
+                            a: sid,
+                            ..Hdr::default()
+                        },
+                    );
+                    let st = Status {
+                        source: inc.src,
+                        tag: inc.tag,
+                        error: Some(Error::Truncate),
+                        bytes: 0,
+                    };
+                    self.finish(id, st, Vec::new());
+                    return Ok(());
+                }
+                let len = len as usize;
+                if len == 0 {
+                    self.queue_ctl(
+                        inc.src_world,
+                        Hdr {
+                            kind: CTS,
+                            a: sid,
+                            ..Hdr::default()
+                        },
+                    );
+                    self.finish(
+                        id,
+                        Status {
+                            source: inc.src,
+                            tag: inc.tag,
+                            error: None,
+                            bytes: 0,
+                        },
+                        Vec::new(),
+                    );
+                    return Ok(());
+                }
+                if let Some(r) = self.reqs.get_mut(&id) {
+                    r.state = State::RecvRdv {
+                        src_world: inc.src_world,
+                        src: inc.src,
+                        tag: inc.tag,
+                        sid,
+                        len,
+                        stage,
+                        data: vec![0; len],
+                        off: 0,
+                    };
+                }
+                self.rdv_wait.push_back(id);
+                self.rdv_next()?;
+            }
         }
-        (0..self.size)
-            .find(|&r| self.peers[usize::from(r)] == x)
-            .unwrap_or(u8::MAX)
+        Ok(())
     }
 
-    /// [`Comm::try_recv`] until a message arrives, calling `wait` in between.
-    pub fn recv<P: FabricApi>(
+    fn finish(&mut self, id: u32, st: Status, data: Vec<u8>) {
+        if let Some(r) = self.reqs.get_mut(&id) {
+            r.state = State::Done(st, data);
+        }
+    }
+
+    fn queue_ctl(&mut self, dest: u32, hdr: Hdr) {
+        self.peers[dest as usize].out_ctl.push_back(Out {
+            hdr,
+            payload: Vec::new(),
+            req: None,
+        });
+    }
+
+    /// Arms the reception counter for the next chunk of the active rendezvous receive (or
+    /// the first of the next waiting one) and asks its sender for it.
+    fn rdv_next(&mut self) -> Result<(), Error> {
+        if self.active.is_some() {
+            return Ok(());
+        }
+        let Some(&id) = self.rdv_wait.front() else {
+            return Ok(());
+        };
+        let Some(Req {
+            state:
+                State::RecvRdv {
+                    src_world,
+                    sid,
+                    len,
+                    stage,
+                    off,
+                    ..
+                },
+        }) = self.reqs.get(&id)
+        else {
+            self.rdv_wait.pop_front();
+            return Err(Error::Request);
+        };
+        let (src_world, sid, len, stage, off) = (*src_world, *sid, *len, *stage, *off);
+        let (so, sl) = self.limits.recv_stage;
+        let n = (len - off)
+            .min(sl as usize)
+            .min(stage as usize)
+            .min(CHUNK_MAX);
+        if n == 0 {
+            // Neither side has a stage: nothing can move (a window below 64 KiB).
+            return Err(Error::Count);
+        }
+        let c = RDV_COUNTER;
+        let base = self.dma.bus + u64::from(so);
+        let from = self.coords[src_world as usize];
+        let p = &mut self.p;
+        let ep = self.dma.ep;
+        p.dma_write(ep, dma::RCV_CTR_DISABLE + 4 * (c / 32), bit(c))
+            .map_err(fab)?;
+        p.dma_write(ep, dma::rcv_ctr(c, dma::CTR_BASE), (base >> 4) as u32)
+            .map_err(fab)?;
+        p.dma_write(
+            ep,
+            dma::rcv_ctr(c, dma::CTR_LIMIT),
+            ((base + n as u64 - 1) >> 4) as u32,
+        )
+        .map_err(fab)?;
+        p.dma_write(ep, dma::rcv_ctr(c, dma::CTR_COUNT), n as u32)
+            .map_err(fab)?;
+        p.dcr_write(
+            ep,
+            dma::DCR_BASE + dma::DCR_PUT_FROM + c,
+            torus::coord_word(from.x, from.y, from.z) | dma::PUT_FROM_ONE,
+        )
+        .map_err(fab)?;
+        p.dma_write(ep, dma::RCV_CTR_CLEAR_HIT_ZERO + 4 * (c / 32), bit(c))
+            .map_err(fab)?;
+        p.dma_write(ep, dma::RCV_CTR_ENABLE + 4 * (c / 32), bit(c))
+            .map_err(fab)?;
+        self.rdv_wait.pop_front();
+        self.active = Some(Active { req: id, n });
+        self.queue_ctl(
+            src_world,
+            Hdr {
+                kind: CTS,
+                a: sid,
+                b: dma::VM_GROUP * dma::COUNTERS + c,
+                c: off as u64,
+                d: n as u32,
+                ..Hdr::default()
+            },
+        );
+        Ok(())
+    }
+
+    /// Takes in a finished chunk of the active rendezvous receive.
+    fn rdv_progress(&mut self) -> Result<bool, Error> {
+        let Some(Active { req, n }) = self.active else {
+            return Ok(false);
+        };
+        let c = RDV_COUNTER;
+        let ep = self.dma.ep;
+        let left = self
+            .p
+            .dma_read(ep, dma::rcv_ctr(c, dma::CTR_COUNT))
+            .map_err(fab)?;
+        if left != 0 {
+            return Ok(false);
+        }
+        self.stats.chunks += 1;
+        self.p
+            .dma_write(ep, dma::RCV_CTR_DISABLE + 4 * (c / 32), bit(c))
+            .map_err(fab)?;
+        self.p
+            .dcr_write(ep, dma::DCR_BASE + dma::DCR_PUT_FROM + c, 0)
+            .map_err(fab)?;
+        self.active = None;
+        let so = self.limits.recv_stage.0;
+        let Some(Req {
+            state:
+                State::RecvRdv {
+                    data,
+                    off,
+                    len,
+                    src,
+                    tag,
+                    ..
+                },
+        }) = self.reqs.get_mut(&req)
+        else {
+            return Err(Error::Request);
+        };
+        self.p
+            .mem_read(ep, so, &mut data[*off..*off + n])
+            .map_err(fab)?;
+        *off += n;
+        if *off == *len {
+            let st = Status {
+                source: *src,
+                tag: *tag,
+                error: None,
+                bytes: *len,
+            };
+            let data = core::mem::take(data);
+            self.finish(req, st, data);
+        } else {
+            self.rdv_wait.push_front(req);
+        }
+        self.rdv_next()?;
+        Ok(true)
+    }
+
+    /// A CTS from `from` for send request `h.a`: put the chunk it names.
+    fn cts(&mut self, from: u32, h: &Hdr) -> Result<(), Error> {
+        let Some(Req {
+            state: State::SendRdv { dest, data },
+        }) = self.reqs.get(&h.a)
+        else {
+            self.stats.bad += 1;
+            return Ok(());
+        };
+        if *dest != from {
+            self.stats.bad += 1;
+            return Ok(());
+        }
+        let (off, n) = (h.c as usize, h.d as usize);
+        let (so, sl) = self.limits.send_stage;
+        if n > 0 {
+            if off.checked_add(n).is_none_or(|e| e > data.len()) || n > sl as usize || n > CHUNK_MAX
+            {
+                return Err(Error::Protocol);
+            }
+            let to = self.coords[from as usize];
+            let chunk = &data[off..off + n];
+            self.dma
+                .inject(&mut self.p, to, so, chunk, 0, h.b << 24, true)
+                .map_err(fab)?;
+        }
+        let len = data.len();
+        if n > 0 {
+            self.inj_idle()?;
+        }
+        if n == 0 || off + n == len {
+            self.finish(
+                h.a,
+                Status {
+                    bytes: len,
+                    ..Status::EMPTY
+                },
+                Vec::new(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Waits until the injection FIFO has sent everything (the send buffer and stage are
+    /// free again): a DMA register read continues the caller's own pending injections.
+    fn inj_idle(&mut self) -> Result<(), Error> {
+        let ep = self.dma.ep;
+        let f = kestrel_spi::INJ_FIFO;
+        for _ in 0..1_000_000 {
+            let head = self
+                .p
+                .dma_read(ep, dma::inj_fifo(f, dma::FIFO_HEAD))
+                .map_err(fab)?;
+            let tail = self
+                .p
+                .dma_read(ep, dma::inj_fifo(f, dma::FIFO_TAIL))
+                .map_err(fab)?;
+            if head == tail {
+                return Ok(());
+            }
+        }
+        Err(Error::Fabric(FabricError::BadRegister))
+    }
+
+    fn inject(&mut self, dest: u32, mut hdr: Hdr, payload: &[u8]) -> Result<(), Error> {
+        let peer = &mut self.peers[dest as usize];
+        hdr.credit_ctl = core::mem::take(&mut peer.freed_ctl);
+        hdr.credit_data = core::mem::take(&mut peer.freed_data);
+        let total = LINK_HDR + HDR + payload.len();
+        let mut msg = vec![0u8; total];
+        link_header(&mut msg, 0, total, PROTO);
+        hdr.write(&mut msg[LINK_HDR..LINK_HDR + HDR]);
+        msg[LINK_HDR + HDR..].copy_from_slice(payload);
+        self.inj_idle()?;
+        let to = self.coords[dest as usize];
+        self.dma.send(&mut self.p, to, &msg).map_err(fab)?;
+        Ok(())
+    }
+
+    /// Sends what the credits allow, and credit-only messages where half a pool is owed.
+    fn flush(&mut self) -> Result<bool, Error> {
+        let mut moved = false;
+        let l = self.limits;
+        for d in 0..self.size {
+            for data_pool in [false, true] {
+                loop {
+                    let peer = &mut self.peers[d as usize];
+                    let (q, used, out) = if data_pool {
+                        (l.q_data, &mut peer.used_data, &mut peer.out_data)
+                    } else {
+                        (l.q_ctl, &mut peer.used_ctl, &mut peer.out_ctl)
+                    };
+                    let Some(o) = out.front() else { break };
+                    let cost = wire::ring_cost(LINK_HDR + HDR + o.payload.len());
+                    if *used + cost > q {
+                        if !peer.waited {
+                            peer.waited = true;
+                            self.stats.credit_waits += 1;
+                        }
+                        break;
+                    }
+                    *used += cost;
+                    peer.waited = false;
+                    let o = out.pop_front().expect("front");
+                    self.inject(d, o.hdr, &o.payload)?;
+                    if let Some(id) = o.req {
+                        let n = o.payload.len();
+                        self.finish(
+                            id,
+                            Status {
+                                bytes: n,
+                                ..Status::EMPTY
+                            },
+                            Vec::new(),
+                        );
+                    }
+                    moved = true;
+                }
+            }
+            let peer = &self.peers[d as usize];
+            if peer.freed_ctl >= l.q_ctl / 2 || peer.freed_data >= l.q_data / 2 {
+                self.stats.credit_msgs += 1;
+                self.inject(
+                    d,
+                    Hdr {
+                        kind: CREDIT,
+                        ..Hdr::default()
+                    },
+                    &[],
+                )?;
+                moved = true;
+            }
+        }
+        Ok(moved)
+    }
+
+    // ---- point to point ------------------------------------------------------------
+
+    fn new_req(&mut self, state: State) -> Request {
+        let id = self.next_req;
+        self.next_req = self.next_req.wrapping_add(1).max(1);
+        self.reqs.insert(id, Req { state });
+        Request(id)
+    }
+
+    fn check_tag(tag: i32, any: bool) -> Result<(), Error> {
+        if (0..=TAG_UB).contains(&tag) || (any && tag == ANY_TAG) {
+            Ok(())
+        } else {
+            Err(Error::Tag)
+        }
+    }
+
+    pub(crate) fn isend_ctx(
         &mut self,
-        p: &mut P,
-        from: Option<u8>,
-        tag: u32,
+        c: Comm,
+        coll: bool,
+        dest: i32,
+        tag: i32,
+        data: &[u8],
+        sync: bool,
+    ) -> Result<Request, Error> {
+        let cd = self.comm(c)?;
+        let ctx = cd.ctx + u32::from(coll);
+        if dest == PROC_NULL {
+            return Ok(self.new_req(State::Done(Status::EMPTY, Vec::new())));
+        }
+        Self::check_tag(tag, false)?;
+        let dw = self.world_of(c, dest)?;
+        let peer = &mut self.peers[dw as usize];
+        let s = peer.send_seq.entry(ctx).or_insert(0);
+        let seq = *s;
+        *s = s.wrapping_add(1);
+        let len = data.len() as u64;
+        if !sync && data.len() <= self.limits.eager_max {
+            let r = self.new_req(State::SendEager);
+            let hdr = Hdr {
+                kind: EAGER,
+                ctx,
+                tag,
+                seq,
+                len,
+                ..Hdr::default()
+            };
+            self.peers[dw as usize].out_data.push_back(Out {
+                hdr,
+                payload: data.to_vec(),
+                req: Some(r.0),
+            });
+            self.flush()?;
+            Ok(r)
+        } else {
+            let r = self.new_req(State::SendRdv {
+                dest: dw,
+                data: data.to_vec(),
+            });
+            let hdr = Hdr {
+                kind: RTS,
+                ctx,
+                tag,
+                seq,
+                len,
+                a: r.0,
+                d: self.limits.send_stage.1,
+                ..Hdr::default()
+            };
+            self.queue_ctl(dw, hdr);
+            self.flush()?;
+            Ok(r)
+        }
+    }
+
+    pub(crate) fn irecv_ctx(
+        &mut self,
+        c: Comm,
+        coll: bool,
+        src: i32,
+        tag: i32,
+        cap: usize,
+    ) -> Result<Request, Error> {
+        let cd = self.comm(c)?;
+        let ctx = cd.ctx + u32::from(coll);
+        if src == PROC_NULL {
+            return Ok(self.new_req(State::Done(Status::EMPTY, Vec::new())));
+        }
+        if src != ANY_SOURCE {
+            self.world_of(c, src)?;
+        }
+        Self::check_tag(tag, true)?;
+        let r = self.new_req(State::Recv { ctx, src, tag, cap });
+        let hit = self.unexpected.iter().position(|m| {
+            m.ctx == ctx && (src == ANY_SOURCE || src == m.src) && (tag == ANY_TAG || tag == m.tag)
+        });
+        match hit {
+            Some(i) => {
+                let inc = self.unexpected.remove(i).expect("found");
+                self.matched(r.0, inc)?;
+            }
+            None => self.posted.push(r.0),
+        }
+        Ok(r)
+    }
+
+    /// MPI_Isend (`sync`: MPI_Issend, complete once matched). The data is copied: the
+    /// caller's buffer is free at return.
+    pub fn isend(
+        &mut self,
+        c: Comm,
+        dest: i32,
+        tag: i32,
+        data: &[u8],
+        sync: bool,
+    ) -> Result<Request, Error> {
+        self.isend_ctx(c, false, dest, tag, data, sync)
+    }
+
+    /// MPI_Irecv of at most `cap` bytes; the data comes with the completion
+    /// ([`Mpi::test`], [`Mpi::wait`]).
+    pub fn irecv(&mut self, c: Comm, src: i32, tag: i32, cap: usize) -> Result<Request, Error> {
+        self.irecv_ctx(c, false, src, tag, cap)
+    }
+
+    /// MPI_Test: the status and received bytes once `r` is done (and then forgets it).
+    /// A receive's own error (truncation) is in the status, not the result.
+    pub fn test(&mut self, r: Request) -> Result<Option<(Status, Vec<u8>)>, Error> {
+        self.progress()?;
+        self.take_done(r)
+    }
+
+    fn take_done(&mut self, r: Request) -> Result<Option<(Status, Vec<u8>)>, Error> {
+        match self.reqs.get(&r.0) {
+            None => Err(Error::Request),
+            Some(Req {
+                state: State::Done(..),
+            }) => match self.reqs.remove(&r.0) {
+                Some(Req {
+                    state: State::Done(s, d),
+                }) => Ok(Some((s, d))),
+                _ => Err(Error::Request),
+            },
+            Some(_) => Ok(None),
+        }
+    }
+
+    fn is_done(&self, r: Request) -> Result<bool, Error> {
+        match self.reqs.get(&r.0) {
+            None => Err(Error::Request),
+            Some(q) => Ok(matches!(q.state, State::Done(..))),
+        }
+    }
+
+    fn describe(&self, r: Request, s: &mut String) {
+        let _ = match self.reqs.get(&r.0).map(|q| &q.state) {
+            Some(State::Recv { src, tag, ctx, .. }) => {
+                write!(s, "receive from source {src}, tag {tag}, context {ctx}")
+            }
+            Some(State::RecvRdv {
+                src, tag, off, len, ..
+            }) => write!(
+                s,
+                "receive from source {src}, tag {tag}, {off} of {len} bytes"
+            ),
+            Some(State::SendRdv { dest, data }) => write!(
+                s,
+                "send of {} bytes to world rank {dest}, not matched",
+                data.len()
+            ),
+            Some(State::SendEager) => write!(s, "eager send waiting for credits"),
+            _ => write!(s, "request {}", r.0),
+        };
+    }
+
+    /// MPI_Wait.
+    pub fn wait(&mut self, r: Request) -> Result<(Status, Vec<u8>), Error> {
+        self.wait_named(r, "MPI_Wait")
+    }
+
+    fn wait_named(&mut self, r: Request, call: &str) -> Result<(Status, Vec<u8>), Error> {
+        if !self.is_done(r)? {
+            let mut d = String::new();
+            self.describe(r, &mut d);
+            self.block(call, |s| s.push_str(&d), |m| m.is_done(r))?;
+        }
+        self.take_done(r)?.ok_or(Error::Request)
+    }
+
+    /// MPI_Waitall: every result, in the order of `rs`.
+    pub fn waitall(&mut self, rs: &[Request]) -> Result<Vec<(Status, Vec<u8>)>, Error> {
+        for &r in rs {
+            self.is_done(r)?;
+        }
+        let mut d = String::new();
+        if let Some(&r) = rs.first() {
+            self.describe(r, &mut d);
+        }
+        self.block(
+            "MPI_Waitall",
+            |s| {
+                let _ = write!(s, "{} requests, first: {d}", rs.len());
+            },
+            |m| {
+                for &r in rs {
+                    if !m.is_done(r)? {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            },
+        )?;
+        rs.iter()
+            .map(|&r| self.take_done(r)?.ok_or(Error::Request))
+            .collect()
+    }
+
+    /// MPI_Testall: all results once every one is done (none taken before).
+    pub fn testall(&mut self, rs: &[Request]) -> Result<Option<Vec<(Status, Vec<u8>)>>, Error> {
+        self.progress()?;
+        for &r in rs {
+            if !self.is_done(r)? {
+                return Ok(None);
+            }
+        }
+        rs.iter()
+            .map(|&r| self.take_done(r)?.ok_or(Error::Request))
+            .collect::<Result<_, _>>()
+            .map(Some)
+    }
+
+    /// MPI_Waitany: the index of a finished request and its result.
+    pub fn waitany(&mut self, rs: &[Request]) -> Result<(usize, Status, Vec<u8>), Error> {
+        let mut hit = None;
+        self.block(
+            "MPI_Waitany",
+            |s| {
+                let _ = write!(s, "{} requests", rs.len());
+            },
+            |m| {
+                for (i, &r) in rs.iter().enumerate() {
+                    if m.is_done(r)? {
+                        hit = Some(i);
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            },
+        )?;
+        let i = hit.ok_or(Error::Request)?;
+        let (s, d) = self.take_done(rs[i])?.ok_or(Error::Request)?;
+        Ok((i, s, d))
+    }
+
+    /// MPI_Send (standard mode: returns once the data has left, or, above the eager
+    /// limit, once the receiver has taken it).
+    pub fn send(&mut self, c: Comm, dest: i32, tag: i32, data: &[u8]) -> Result<(), Error> {
+        let r = self.isend(c, dest, tag, data, false)?;
+        self.wait_named(r, "MPI_Send").map(|_| ())
+    }
+
+    /// MPI_Ssend: returns once a receive has matched.
+    pub fn ssend(&mut self, c: Comm, dest: i32, tag: i32, data: &[u8]) -> Result<(), Error> {
+        let r = self.isend(c, dest, tag, data, true)?;
+        self.wait_named(r, "MPI_Ssend").map(|_| ())
+    }
+
+    /// MPI_Recv into `buf`. A truncated message is `Err(Error::Truncate)`, as MPI returns
+    /// it (the first `buf.len()` bytes of an eager message are in `buf`).
+    pub fn recv(&mut self, c: Comm, src: i32, tag: i32, buf: &mut [u8]) -> Result<Status, Error> {
+        let r = self.irecv(c, src, tag, buf.len())?;
+        let (st, d) = self.wait_named(r, "MPI_Recv")?;
+        buf[..d.len()].copy_from_slice(&d);
+        match st.error {
+            Some(e) => Err(e),
+            None => Ok(st),
+        }
+    }
+
+    /// MPI_Sendrecv.
+    #[allow(clippy::too_many_arguments)]
+    pub fn sendrecv(
+        &mut self,
+        c: Comm,
+        data: &[u8],
+        dest: i32,
+        stag: i32,
         buf: &mut [u8],
-        mut wait: impl FnMut(&mut P),
-    ) -> Result<(u8, usize), P::Error> {
-        loop {
-            if let Some(r) = self.try_recv(p, from, tag, buf)? {
-                return Ok(r);
-            }
-            wait(p);
+        src: i32,
+        rtag: i32,
+    ) -> Result<Status, Error> {
+        let rr = self.irecv(c, src, rtag, buf.len())?;
+        let sr = self.isend(c, dest, stag, data, false)?;
+        let mut v = self.waitall(&[rr, sr])?;
+        let (st, d) = v.swap_remove(0);
+        buf[..d.len()].copy_from_slice(&d);
+        match st.error {
+            Some(e) => Err(e),
+            None => Ok(st),
         }
     }
 
-    /// Contributes `values` (at most [`MAX_VALUES`], big-endian 64-bit operands) to a
-    /// reduction with `op`.
-    pub fn reduce_start<P: FabricApi>(
-        &mut self,
-        p: &mut P,
-        op: Op,
-        values: &[u64],
-    ) -> Result<(), P::Error> {
-        let mut payload = [0u8; 256];
-        for (i, v) in values.iter().take(MAX_VALUES).enumerate() {
-            payload[8 * i..8 * i + 8].copy_from_slice(&v.to_be_bytes());
+    /// MPI_Iprobe: the envelope of the first message a receive of (`src`, `tag`) would
+    /// match, without taking it.
+    pub fn iprobe(&mut self, c: Comm, src: i32, tag: i32) -> Result<Option<Status>, Error> {
+        let ctx = self.comm(c)?.ctx;
+        if src != ANY_SOURCE && src != PROC_NULL {
+            self.world_of(c, src)?;
         }
-        p.tree_inject(self.dma.ep, VC, tree::reduce(CLASS, op.alu(), 8), &payload)?;
-        self.reducing = Some(op);
+        Self::check_tag(tag, true)?;
+        if src == PROC_NULL {
+            return Ok(Some(Status::EMPTY));
+        }
+        self.progress()?;
+        Ok(self
+            .unexpected
+            .iter()
+            .find(|m| {
+                m.ctx == ctx
+                    && (src == ANY_SOURCE || src == m.src)
+                    && (tag == ANY_TAG || tag == m.tag)
+            })
+            .map(|m| Status {
+                source: m.src,
+                tag: m.tag,
+                error: None,
+                bytes: match &m.body {
+                    Unexp::Eager { data, .. } => data.len(),
+                    Unexp::Rts { len, .. } => *len as usize,
+                },
+            }))
+    }
+
+    /// MPI_Probe.
+    pub fn probe(&mut self, c: Comm, src: i32, tag: i32) -> Result<Status, Error> {
+        let mut got = None;
+        self.block(
+            "MPI_Probe",
+            |s| {
+                let _ = write!(s, "source {src}, tag {tag}");
+            },
+            |m| {
+                got = m.iprobe(c, src, tag)?;
+                Ok(got.is_some())
+            },
+        )?;
+        got.ok_or(Error::Request)
+    }
+
+    // ---- communicators --------------------------------------------------------------
+
+    /// MPI_Comm_dup.
+    pub fn comm_dup(&mut self, c: Comm) -> Result<Comm, Error> {
+        let group = self.comm(c)?.group.clone();
+        let ctx = self.agree_ctx(c)?;
+        let h = self.next_comm;
+        self.next_comm += 1;
+        self.add_comm(h, ctx, group);
+        Ok(Comm(h))
+    }
+
+    /// MPI_Comm_split: `None` for MPI_UNDEFINED colours.
+    pub fn comm_split(
+        &mut self,
+        c: Comm,
+        color: Option<u32>,
+        key: i32,
+    ) -> Result<Option<Comm>, Error> {
+        let n = self.size(c)? as usize;
+        let me = self.rank(c)?;
+        let mut mine = [0u8; 12];
+        mine[..4].copy_from_slice(&color.map_or(-1i32, |v| v as i32).to_ne_bytes());
+        mine[4..8].copy_from_slice(&key.to_ne_bytes());
+        mine[8..12].copy_from_slice(&me.to_ne_bytes());
+        let mut all = vec![0u8; 12 * n];
+        self.allgather(c, &mine, &mut all)?;
+        let ctx = self.agree_ctx(c)?;
+        let Some(color) = color else { return Ok(None) };
+        let w = |b: &[u8], k: usize| i32::from_ne_bytes(b[k..k + 4].try_into().expect("4 bytes"));
+        let mut members: Vec<(i32, i32)> = all
+            .chunks_exact(12)
+            .filter(|e| w(e, 0) == color as i32)
+            .map(|e| (w(e, 4), w(e, 8)))
+            .collect();
+        members.sort();
+        let group = members
+            .iter()
+            .map(|&(_, r)| self.world_of(c, r))
+            .collect::<Result<Vec<_>, _>>()?;
+        let h = self.next_comm;
+        self.next_comm += 1;
+        self.add_comm(h, ctx, group);
+        Ok(Some(Comm(h)))
+    }
+
+    /// MPI_Comm_free (WORLD and SELF cannot be freed).
+    pub fn comm_free(&mut self, c: Comm) -> Result<(), Error> {
+        if c == WORLD || c == SELF {
+            return Err(Error::Comm);
+        }
+        let cd = self.comms.remove(&c.0).ok_or(Error::Comm)?;
+        self.ctx_comm.remove(&cd.ctx);
         Ok(())
     }
 
-    /// Whether `h` is the header of the result of a reduction with `op` on [`CLASS`]
-    /// over 64-bit operands, as the engine delivers it (the first contributor's header:
-    /// that class, not point to point, that ALU opcode and operand size). A broadcast
-    /// (opcode none) on the class is not: whoever sources the class can send one at any
-    /// time, while a reduction result exists only once every source has contributed.
-    fn is_result(h: u32, op: Op) -> bool {
-        let fields = coll::HDR_CLASS_MASK << coll::HDR_CLASS_SHIFT
-            | coll::HDR_P2P
-            | coll::HDR_OP_MASK << coll::HDR_OP_SHIFT
-            | coll::HDR_OPSIZE_MASK << coll::HDR_OPSIZE_SHIFT;
-        h & fields == tree::reduce(CLASS, op.alu(), 8) & fields
+    /// A context id every rank of `c` agrees on: the largest next free one.
+    fn agree_ctx(&mut self, c: Comm) -> Result<u32, Error> {
+        let mine = self.next_ctx.to_ne_bytes();
+        let mut out = [0u8; 4];
+        self.allreduce(c, &mine, &mut out, Datatype::U32, Op::Max)?;
+        let ctx = u32::from_ne_bytes(out);
+        self.next_ctx = ctx + 2;
+        Ok(ctx)
     }
 
-    /// The result of the reduction started last, into `out`, once it is there. Only a
-    /// reduction result of that operation counts (see `is_result`); anything else on the
-    /// VC is counted in `ignored` and dropped.
-    pub fn reduce_poll<P: FabricApi>(
-        &mut self,
-        p: &mut P,
-        out: &mut [u64],
-    ) -> Result<bool, P::Error> {
-        let mut payload = [0u8; 256];
-        loop {
-            let Some(h) = p.tree_receive(self.dma.ep, VC, &mut payload)? else {
-                return Ok(false);
-            };
-            let Some(op) = self.reducing else {
-                self.ignored += 1;
-                continue;
-            };
-            if !Self::is_result(h, op) {
-                self.ignored += 1;
-                continue;
-            }
-            self.reducing = None;
-            for (i, o) in out.iter_mut().take(MAX_VALUES).enumerate() {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(&payload[8 * i..8 * i + 8]);
-                *o = u64::from_be_bytes(b);
-            }
-            return Ok(true);
-        }
-    }
-
-    /// Every rank's `values` combined with `op`, element by element, in `values`.
-    pub fn allreduce<P: FabricApi>(
-        &mut self,
-        p: &mut P,
-        op: Op,
-        values: &mut [u64],
-        mut wait: impl FnMut(&mut P),
-    ) -> Result<(), P::Error> {
-        self.reduce_start(p, op, values)?;
-        while !self.reduce_poll(p, values)? {
-            wait(p);
-        }
-        Ok(())
-    }
-
-    /// Returns when every rank has called it.
-    pub fn barrier<P: FabricApi>(
-        &mut self,
-        p: &mut P,
-        wait: impl FnMut(&mut P),
-    ) -> Result<(), P::Error> {
-        let mut v = [0u64];
-        self.allreduce(p, Op::Or, &mut v, wait)
+    pub(crate) fn is_world(&self, c: Comm) -> bool {
+        c == WORLD
     }
 }

@@ -1,10 +1,9 @@
 //! The SPI and MPI layers against the real engine (`Fabric<VecMemory>`), as a native
 //! program runs them over the fabric service: DMA group set-up, memory-FIFO messages in
 //! bgnet's torus framing through a wrapping reception ring, reassembly in any packet order,
-//! the reception interrupt, MPI send/recv and allreduce/barrier on the collective ALU.
+//! the reception interrupt (the MPI core itself: tests/core.rs).
 
 use kestrel_fabric::{EpId, Fabric, FabricApi, VecMemory};
-use kestrel_mpi::{self as mpi, Comm, Op};
 use kestrel_spi::{link_header, DmaGroup, Packet, Reassembly, LINK_HDR, MAX_MSG, PKT_PAYLOAD};
 use proptest::prelude::*;
 
@@ -127,67 +126,6 @@ proptest! {
 }
 
 #[test]
-fn mpi_send_recv_allreduce_and_barrier() {
-    let (mut f, bus) = fabric(3);
-    let mut ranks: Vec<Box<Comm>> = (0..3u8)
-        .map(|k| {
-            let mut c = Box::new(Comm::new());
-            c.open(&mut f, EpId(k), bus[k as usize]).unwrap();
-            c
-        })
-        .collect();
-    // Point to point, with a message for a later receive arriving first.
-    assert!(ranks[0].send(&mut f, 2, 7, b"later").unwrap());
-    assert!(ranks[0].send(&mut f, 2, 5, &[9u8; 3000]).unwrap());
-    let mut buf = [0u8; 4000];
-    assert_eq!(
-        ranks[2].try_recv(&mut f, Some(0), 5, &mut buf).unwrap(),
-        Some((0, 3000))
-    );
-    assert!(buf[..3000].iter().all(|&b| b == 9));
-    assert_eq!(
-        ranks[2].try_recv(&mut f, None, 7, &mut buf).unwrap(),
-        Some((0, 5))
-    );
-    assert_eq!(&buf[..5], b"later");
-    assert_eq!(ranks[2].try_recv(&mut f, None, 7, &mut buf).unwrap(), None);
-    assert_eq!(ranks[1].try_recv(&mut f, None, 5, &mut buf).unwrap(), None);
-    // Allreduce: nothing until every endpoint sourcing the class contributed.
-    for round in 0..3u64 {
-        for (k, r) in ranks.iter_mut().enumerate() {
-            let v = [k as u64 + 1 + round, 1000 * (k as u64 + 1)];
-            r.reduce_start(&mut f, Op::Sum, &v).unwrap();
-            let mut out = [0u64; 2];
-            let done = r.reduce_poll(&mut f, &mut out).unwrap();
-            assert_eq!(done, k == 2, "rank {k} round {round}");
-        }
-        for r in ranks.iter_mut() {
-            let mut out = [0u64; 2];
-            if r.rank != 2 {
-                assert!(r.reduce_poll(&mut f, &mut out).unwrap());
-            } else {
-                // Rank 2 took its result above; recompute it through another reduction
-                // below instead.
-                continue;
-            }
-            assert_eq!(out, [6 + 3 * round, 6000]);
-        }
-    }
-    // Max over the ALU.
-    for (k, r) in ranks.iter_mut().enumerate() {
-        r.reduce_start(&mut f, Op::Max, &[k as u64 * 7]).unwrap();
-    }
-    for r in ranks.iter_mut() {
-        let mut out = [0u64];
-        assert!(r.reduce_poll(&mut f, &mut out).unwrap());
-        assert_eq!(out, [14]);
-    }
-    // The collective class and VC the layer uses.
-    assert_eq!((mpi::CLASS, mpi::VC), (14, 1));
-    assert_eq!(f.stats(EpId(0)).errors, 0);
-}
-
-#[test]
 fn window_access_reaches_only_the_own_window() {
     let (mut f, _) = fabric(1);
     let mut b = [0u8; 4];
@@ -222,56 +160,5 @@ proptest! {
             let m = !class_bits[r as usize];
             prop_assert_eq!(v & m, before[r as usize] & m);
         }
-    }
-}
-
-/// `Comm::start` (MPI_Init's wire-up): ranks whose numbers are not their endpoints',
-/// arriving one after the other, learn where every rank is; messages then name ranks, and
-/// the first allreduce waits for all of them. A late rank still hears the early ones
-/// (their final hello), and nobody finishes before everyone was heard.
-#[test]
-fn start_maps_ranks_to_endpoints_whatever_the_order_of_arrival() {
-    let (mut f, bus) = fabric(4);
-    // Endpoint 0 plays a VM of the node (no rank); ranks 2, 0, 1 sit at endpoints 1, 2, 3.
-    let mut ranks: Vec<Box<Comm>> = [(1u8, 2u8), (2, 0), (3, 1)]
-        .iter()
-        .map(|&(ep, rank)| {
-            let mut c = Box::new(Comm::new());
-            c.open(&mut f, EpId(ep), bus[usize::from(ep)]).unwrap();
-            c.rank = rank;
-            c.begin(3);
-            c
-        })
-        .collect();
-    // The first two step alone for a while: neither can finish without the third.
-    for _ in 0..5 {
-        assert!(!ranks[0].start_step(&mut f).unwrap());
-        assert!(!ranks[1].start_step(&mut f).unwrap());
-    }
-    let mut done = [false; 3];
-    for _ in 0..10 {
-        for (i, r) in ranks.iter_mut().enumerate() {
-            if !done[i] {
-                done[i] = r.start_step(&mut f).unwrap();
-            }
-        }
-    }
-    assert_eq!(done, [true; 3], "every rank finished its wire-up");
-    // Rank 0 (endpoint 2) to rank 2 (endpoint 1), and the answer by rank.
-    assert!(ranks[1].send(&mut f, 2, 9, b"to rank two").unwrap());
-    let mut buf = [0u8; 64];
-    assert_eq!(
-        ranks[0].try_recv(&mut f, Some(0), 9, &mut buf).unwrap(),
-        Some((0, 11))
-    );
-    assert_eq!(&buf[..11], b"to rank two");
-    // The allreduce sums the three ranks' contributions (the last hellos are ignored).
-    for (k, r) in ranks.iter_mut().enumerate() {
-        r.reduce_start(&mut f, Op::Sum, &[k as u64 + 1]).unwrap();
-    }
-    for r in ranks.iter_mut() {
-        let mut out = [0u64; 1];
-        assert!(r.reduce_poll(&mut f, &mut out).unwrap());
-        assert_eq!(out, [6]);
     }
 }

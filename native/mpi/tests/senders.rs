@@ -1,121 +1,147 @@
-//! Senders are who the fabric says they are (issue 18, finding 2), as the MPI layer sees
-//! it: an allreduce completes only on a reduction result, a message's `from` is its true
-//! sender, and packets injected under another sender's id cannot corrupt that sender's
-//! message in reassembly.
+//! Senders are who the fabric says they are (issue 18, finding 2), as the MPI core sees it,
+//! with 3 ranks on threads over one engine where rank 2 misbehaves: an allreduce completes
+//! only on a reduction result (not on a broadcast on the class), a message's source is its
+//! true sender whatever the sender's DMA group claims, and packets planted under another
+//! sender's connection cannot corrupt that sender's message in reassembly.
 
-use kestrel_fabric::{EpId, Fabric, FabricApi, VecMemory};
-use kestrel_mpi::{self as mpi, Comm, Op};
-use kestrel_spi::{layout, link_header, tree, DmaGroup, LINK_HDR, PKT_PAYLOAD};
+use kestrel_fabric::FabricApi;
+use kestrel_mpi::wire::{Hdr, EAGER, HDR, PROTO};
+use kestrel_mpi::{Datatype, Mpi, Op, ANY_SOURCE, WORLD};
+use kestrel_spi::{layout, link_header, tree, Coords, LINK_HDR, PKT_PAYLOAD};
 
-mod common;
-use common::{at, fabric};
+#[path = "common/shared.rs"]
+mod shared;
+use shared::{job, Shared};
 
-fn ranks(f: &mut Fabric<VecMemory>, bus: &[u64], n: u8) -> Vec<Box<Comm>> {
-    (0..n)
-        .map(|k| {
-            let mut c = Box::new(Comm::new());
-            c.open(f, EpId(k), bus[k as usize]).unwrap();
-            c
-        })
-        .collect()
+const WIN: u64 = 1 << 20;
+
+fn at(x: u8) -> Coords {
+    Coords { x, y: 0, z: 0 }
 }
 
-/// An MPI message (link header with `tag` and MPI's protocol, then `data`).
-fn mpi_message(tag: u32, data: &[u8]) -> Vec<u8> {
-    let mut m = vec![0u8; LINK_HDR + data.len()];
-    let n = m.len();
-    link_header(&mut m, tag, n, mpi::PROTO);
-    m[LINK_HDR..].copy_from_slice(data);
-    m
+fn sum(m: &mut Mpi<Shared>, v: u64) -> u64 {
+    let mut out = [0u8; 8];
+    m.allreduce(WORLD, &v.to_ne_bytes(), &mut out, Datatype::U64, Op::Sum)
+        .unwrap();
+    u64::from_ne_bytes(out)
 }
 
 #[test]
 fn a_broadcast_on_the_class_does_not_complete_an_allreduce() {
-    let (mut f, bus) = fabric(3);
-    let mut r = ranks(&mut f, &bus, 3);
-    let mut out = [0u64; 1];
-    r[0].reduce_start(&mut f, Op::Sum, &[1]).unwrap();
-    r[1].reduce_start(&mut f, Op::Sum, &[2]).unwrap();
-    // Endpoint 2 (a source of the class) broadcasts on it instead of contributing.
-    let mut junk = [0u8; 256];
-    junk[..8].copy_from_slice(&999u64.to_be_bytes());
-    f.tree_inject(EpId(2), mpi::VC, tree::bcast(mpi::CLASS, 0), &junk)
-        .unwrap();
-    assert!(
-        !r[0].reduce_poll(&mut f, &mut out).unwrap(),
-        "rank 0 took a broadcast ({out:?}) as the allreduce's result"
-    );
-    assert!(!r[1].reduce_poll(&mut f, &mut out).unwrap());
-    // Rank 2 contributes: the true result, and the next allreduce is not one behind.
-    r[2].reduce_start(&mut f, Op::Sum, &[3]).unwrap();
-    for rk in r.iter_mut() {
-        assert!(rk.reduce_poll(&mut f, &mut out).unwrap());
-        assert_eq!(out, [6]);
+    let out = job(3, WIN, 20_000, |m: &mut Mpi<Shared>| {
+        let me = m.rank(WORLD).unwrap();
+        if me == 2 {
+            // A source of the class broadcasts junk on it before it contributes.
+            let ep = m.dma().1.ep;
+            let mut junk = [0xEEu8; 256];
+            junk[..8].copy_from_slice(&999u64.to_be_bytes());
+            let _ = m.fabric().tree_inject(
+                ep,
+                kestrel_mpi::VC,
+                tree::bcast(kestrel_mpi::CLASS, 0),
+                &junk,
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let first = sum(m, u64::from(me as u32) + 1);
+        let second = sum(m, 10 * u64::from(me as u32));
+        (first, second)
+    });
+    for (r, got) in out.iter().enumerate() {
+        assert_eq!(*got, (6, 30), "rank {r} took something else for the result");
     }
-    for (k, rk) in r.iter_mut().enumerate() {
-        rk.reduce_start(&mut f, Op::Max, &[k as u64 * 10]).unwrap();
+}
+
+/// An eager MPI message on WORLD with `tag`, `seq` and `data`, as the wire carries it.
+fn eager(tag: i32, seq: u32, data: &[u8]) -> Vec<u8> {
+    let mut m = vec![0u8; LINK_HDR + HDR + data.len()];
+    let n = m.len();
+    link_header(&mut m, 0, n, PROTO);
+    Hdr {
+        kind: EAGER,
+        tag,
+        seq,
+        len: data.len() as u64,
+        ..Hdr::default()
     }
-    for rk in r.iter_mut() {
-        assert!(rk.reduce_poll(&mut f, &mut out).unwrap());
-        assert_eq!(out, [20]);
-    }
+    .write(&mut m[LINK_HDR..LINK_HDR + HDR]);
+    m[LINK_HDR + HDR..].copy_from_slice(data);
+    m
 }
 
 #[test]
 fn a_message_is_from_its_true_sender() {
-    let (mut f, bus) = fabric(3);
-    let mut r = ranks(&mut f, &bus, 2);
-    // Endpoint 2 sets up its DMA group claiming to be (1, 0, 0), rank 1.
-    let mut liar = DmaGroup::setup(&mut f, EpId(2), bus[2], at(1)).unwrap();
-    assert!(liar
-        .send(&mut f, at(0), &mpi_message(9, b"from rank 1"))
-        .unwrap());
-    let mut buf = [0u8; 64];
+    let out = job(3, WIN, 20_000, |m: &mut Mpi<Shared>| {
+        let me = m.rank(WORLD).unwrap();
+        match me {
+            2 => {
+                // Rank 2's DMA group claims to be rank 1 at (1, 0, 0).
+                let (p, dma) = m.dma();
+                dma.me = at(1);
+                assert!(dma.send(p, at(0), &eager(9, 0, b"from rank 1")).unwrap());
+                dma.me = at(2);
+                m.barrier(WORLD).unwrap();
+                String::new()
+            }
+            1 => {
+                m.barrier(WORLD).unwrap();
+                m.send(WORLD, 0, 9, b"really 1").unwrap();
+                String::new()
+            }
+            _ => {
+                m.barrier(WORLD).unwrap();
+                let mut buf = [0u8; 64];
+                let st = m.recv(WORLD, 1, 9, &mut buf).unwrap();
+                let from1 = String::from_utf8_lossy(&buf[..st.bytes]).into_owned();
+                let st = m.recv(WORLD, ANY_SOURCE, 9, &mut buf).unwrap();
+                format!(
+                    "{from1} / {} from {}",
+                    String::from_utf8_lossy(&buf[..st.bytes]),
+                    st.source
+                )
+            }
+        }
+    });
     assert_eq!(
-        r[0].try_recv(&mut f, Some(1), 9, &mut buf).unwrap(),
-        None,
-        "a message from endpoint 2 was taken as rank 1's"
-    );
-    assert_eq!(
-        r[0].try_recv(&mut f, None, 9, &mut buf).unwrap(),
-        Some((2, 11)),
-        "the message is endpoint 2's"
-    );
-    // Rank 1's own messages still arrive as rank 1's.
-    assert!(r[1].send(&mut f, 0, 9, b"really 1").unwrap());
-    assert_eq!(
-        r[0].try_recv(&mut f, Some(1), 9, &mut buf).unwrap(),
-        Some((1, 8))
+        out[0], "really 1 / from rank 1 from 2",
+        "the forged message is rank 2's"
     );
 }
 
 #[test]
 fn injected_packets_do_not_corrupt_another_senders_message() {
-    let (mut f, bus) = fabric(3);
-    let mut r = ranks(&mut f, &bus, 2);
-    let mut attacker = DmaGroup::setup(&mut f, EpId(2), bus[2], at(2)).unwrap();
-    // Rank 1's first message will go out as connection 1 with source key 1 << 16: the
-    // attacker plants that message's second packet first.
-    let victim_word3 = 1 << 24 | at(1).key();
-    let junk = [0xEEu8; PKT_PAYLOAD];
-    attacker
-        .inject(
-            &mut f,
-            at(0),
-            layout::TX,
-            &junk,
-            PKT_PAYLOAD as u32,
-            victim_word3,
-            false,
-        )
-        .unwrap();
     let data: Vec<u8> = (0..400u32).map(|i| i as u8).collect();
-    assert!(r[1].send(&mut f, 0, 4, &data).unwrap());
-    let mut buf = [0u8; 512];
-    assert_eq!(
-        r[0].try_recv(&mut f, Some(1), 4, &mut buf).unwrap(),
-        Some((1, 400))
-    );
-    let bad = (0..400).find(|&i| buf[i] != data[i]);
+    let want = data.clone();
+    let out = job(3, WIN, 20_000, move |m: &mut Mpi<Shared>| {
+        let me = m.rank(WORLD).unwrap();
+        if me == 2 {
+            // Plant a packet for connections 1..=8 of rank 1, at the second packet's offset.
+            let (p, dma) = m.dma();
+            let junk = [0xEEu8; PKT_PAYLOAD];
+            for conn in 1..=8u32 {
+                let victim_word3 = conn << 24 | at(1).key();
+                let _ = dma.inject(
+                    p,
+                    at(0),
+                    layout::TX,
+                    &junk,
+                    PKT_PAYLOAD as u32,
+                    victim_word3,
+                    false,
+                );
+            }
+        }
+        m.barrier(WORLD).unwrap();
+        if me == 1 {
+            m.send(WORLD, 0, 4, &data).unwrap();
+        }
+        if me == 0 {
+            let mut buf = [0u8; 512];
+            let st = m.recv(WORLD, 1, 4, &mut buf).unwrap();
+            return buf[..st.bytes].to_vec();
+        }
+        Vec::new()
+    });
+    let bad = (0..want.len()).find(|&i| out[0].get(i) != Some(&want[i]));
     assert_eq!(bad, None, "rank 1's message corrupted from this byte on");
 }

@@ -42,7 +42,7 @@ use kestrel_bgp::torus::LINK_PROTO_NET;
 use kestrel_fabric::proto::FabricErr;
 use kestrel_fabric::FabricApi;
 use kestrel_fabric_client::service::{Service, Window};
-use kestrel_mpi::{Comm, Op, MAX_DATA};
+use kestrel_mpi::{Datatype, Env, Mpi, Op, WORLD};
 use kestrel_net::{self as net, Me, ECHO_PORT, QUIT};
 use kestrel_spi::{link_header, tree, Coords, DmaGroup, Reassembly, LINK_HDR};
 use kestrel_user::{println, root, sys};
@@ -55,7 +55,8 @@ const TAG: u32 = 0x4b45;
 const WINDOW2: u32 = 0x2020_0000;
 const SHARED2: u32 = 0x2030_0000;
 
-static mut COMM: Comm = Comm::new();
+/// The longest message this program sends (eager or rendezvous alike).
+const MAX_DATA: usize = 9000;
 static mut BUF: [u8; MAX_DATA] = [0; MAX_DATA];
 static mut TORUS: Reassembly<2> = Reassembly::new();
 static mut COLL: net::CollReassembly<2> = net::CollReassembly::new();
@@ -243,6 +244,47 @@ fn crc32(data: &[u8]) -> u32 {
     !c
 }
 
+/// What a run step can fail with: an MPI call or a direct use of the service.
+enum RunError {
+    Mpi(kestrel_mpi::Error),
+    Service(kestrel_fabric_client::service::Error),
+}
+
+impl From<kestrel_mpi::Error> for RunError {
+    fn from(e: kestrel_mpi::Error) -> Self {
+        RunError::Mpi(e)
+    }
+}
+
+impl From<kestrel_fabric_client::service::Error> for RunError {
+    fn from(e: kestrel_fabric_client::service::Error) -> Self {
+        RunError::Service(e)
+    }
+}
+
+impl core::fmt::Display for RunError {
+    fn fmt(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
+        match self {
+            RunError::Mpi(e) => write!(f, "{e}"),
+            RunError::Service(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// The time base in nanoseconds (MPI_Wtime, the deadlock timeout).
+fn now_ns() -> u64 {
+    static HZ: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+    let mut hz = HZ.load(core::sync::atomic::Ordering::Relaxed);
+    if hz == 0 {
+        hz = sys::kernel_info(kestrel_abi::kinfo::CLOCK)
+            .map(|v| v[0] as u32)
+            .unwrap_or(0)
+            .max(1_000_000);
+        HZ.store(hz, core::sync::atomic::Ordering::Relaxed);
+    }
+    (u128::from(sys::timebase()) * 1_000_000_000 / u128::from(hz)) as u64
+}
+
 fn wait(p: &mut Service) {
     p.wait(Timeout::from_us(100_000));
 }
@@ -305,53 +347,53 @@ pub extern "C" fn task_main() {
             return;
         }
     };
-    // SAFETY: the program's only thread; the only references to these buffers.
-    let (comm, buf) = unsafe {
-        (
-            &mut *core::ptr::addr_of_mut!(COMM),
-            &mut *core::ptr::addr_of_mut!(BUF),
-        )
-    };
-    if let Err(e) = comm.open(&mut port, ep, bus_base) {
-        println!("cannot open the communicator: {e}");
-        return;
-    }
-    // The echo client speaks bgnet: rank 0 joins its class too.
-    if echo.is_some() {
-        if let Err(e) = port.join_classes(ep, 1 << kestrel_bgp::coll::BGNET_CLASS) {
-            println!("cannot join bgnet's class: {e}");
-            return;
-        }
-    }
+    // SAFETY: the program's only thread; the only reference to this buffer.
+    let buf = unsafe { &mut *core::ptr::addr_of_mut!(BUF) };
     let node_address = port.node_address(ep);
     // The rank is the number the module name ends with (kestrel-rank1: rank 1), else the
-    // endpoint's; `Comm::start` maps ranks to endpoints.
+    // endpoint's; MPI_Init maps ranks to endpoints.
     let (name, n) = kestrel_user::rt::program_name();
     let digits = name[..n]
         .iter()
         .rev()
         .take_while(|c| c.is_ascii_digit())
         .count();
-    if let Some(r) = core::str::from_utf8(&name[n - digits..n])
+    let rank = core::str::from_utf8(&name[n - digits..n])
         .ok()
-        .and_then(|d| d.parse::<u8>().ok())
-    {
-        comm.rank = r;
+        .and_then(|d| d.parse::<u32>().ok())
+        .unwrap_or(u32::from(ep.0));
+    // The echo client speaks bgnet: rank 0 joins its class too.
+    if echo.is_some() && rank == 0 {
+        if let Err(e) = port.join_classes(ep, 1 << kestrel_bgp::coll::BGNET_CLASS) {
+            println!("cannot join bgnet's class: {e}");
+            return;
+        }
     }
-    let r = u32::from(comm.rank);
-    if r >= size {
+    if rank >= size {
         println!(
-            "rank {r} is not below ranks.n={size}: name the ranks' modules ..0 to ..{}",
+            "rank {rank} is not below ranks.n={size}: name the ranks' modules ..0 to ..{}",
             size - 1
         );
         port.detach(ep);
         return;
     }
+    let env = Env {
+        wait,
+        now_ns,
+        deadlock_ns: 60_000_000_000,
+    };
+    let mut mpi = match Mpi::init(port, ep, bus_base, rank, size, env) {
+        Ok(m) => m,
+        Err(e) => {
+            println!("rank {rank}: MPI_Init: {e}");
+            return;
+        }
+    };
+    let r = rank;
     // Everyone attached and joined the class (a reduction waits for every endpoint
     // sourcing it), then a barrier.
-    let mut run = || -> Result<(), kestrel_fabric_client::service::Error> {
-        comm.start(&mut port, size as u8, wait)?;
-        comm.barrier(&mut port, wait)?;
+    let mut run = || -> Result<(), RunError> {
+        mpi.barrier(WORLD)?;
         for round in 0..rounds {
             if round > 0 && pause_ms > 0 {
                 // The root task only ever replies: a receive from it ends in its timeout.
@@ -363,9 +405,11 @@ pub extern "C" fn task_main() {
             let to = ((r + 1) % size) as u8;
             let from = ((r + size - 1) % size) as u8;
             fill(r + 1, &mut buf[..bytes]);
-            comm.send(&mut port, to, TAG, &buf[..bytes])?;
+            let sreq = mpi.isend(WORLD, to as i32, TAG as i32, &buf[..bytes], false)?;
             let mut got = [0u8; MAX_DATA];
-            let (src, n) = comm.recv(&mut port, Some(from), TAG, &mut got, wait)?;
+            let st = mpi.recv(WORLD, from as i32, TAG as i32, &mut got)?;
+            mpi.wait(sreq)?;
+            let (src, n) = (st.source as u8, st.bytes);
             fill(u32::from(src) + 1, &mut buf[..n]);
             let ok = src == from && n == bytes && got[..n] == buf[..n];
             let mut v = [
@@ -373,7 +417,15 @@ pub extern "C" fn task_main() {
                 u64::from((r + 1) * (r + 1)),
                 u64::from(crc32(&got[..n])),
             ];
-            comm.allreduce(&mut port, Op::Sum, &mut v, wait)?;
+            let mut out = [0u8; 24];
+            let mut inp = [0u8; 24];
+            for (i, x) in v.iter().enumerate() {
+                inp[8 * i..8 * i + 8].copy_from_slice(&x.to_ne_bytes());
+            }
+            mpi.allreduce(WORLD, &inp, &mut out, Datatype::U64, Op::Sum)?;
+            for (i, x) in v.iter_mut().enumerate() {
+                *x = u64::from_ne_bytes(out[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+            }
             let k = u64::from(size);
             let sums_ok = v[0] == k * (k + 1) / 2 && v[1] == k * (k + 1) * (2 * k + 1) / 6;
             println!(
@@ -386,25 +438,28 @@ pub extern "C" fn task_main() {
         );
         }
         if let (0, Some(ip)) = (r, echo) {
-            echo_client(&mut port, &mut comm.dma, node_address, ip, bytes)?;
+            let (port, dma) = mpi.dma();
+            echo_client(port, dma, node_address, ip, bytes)?;
         }
         if r == 0 && revoke_test {
-            revoke(&mut port, &mut comm.dma)?;
+            let (port, dma) = mpi.dma();
+            revoke(port, dma)?;
         }
         if r == 0 && bench > 0 {
-            let ep = comm.dma.ep;
+            let (port, dma) = mpi.dma();
+            let ep = dma.ep;
             let t0 = sys::timebase();
             for _ in 0..bench {
                 port.dma_read(ep, kestrel_bgp::dma::INJ_ACTIVATED)?;
             }
             let t1 = sys::timebase();
-            let me = comm.dma.me;
+            let me = dma.me;
             let mut msg = [0u8; 240];
             link_header(&mut msg, 0, 240, 1);
             let mut got = 0u32;
             for _ in 0..bench {
-                comm.dma.send(&mut port, me, &msg)?;
-                got += comm.dma.receive(&mut port, |_| {})? as u32;
+                dma.send(port, me, &msg)?;
+                got += dma.receive(port, |_| {})? as u32;
             }
             let t2 = sys::timebase();
             println!(
@@ -413,11 +468,14 @@ pub extern "C" fn task_main() {
                 (t2 - t1) / u64::from(bench)
             );
         }
-        comm.barrier(&mut port, wait)?;
+        mpi.barrier(WORLD)?;
         Ok(())
     };
     if let Err(e) = run() {
-        println!("rank {r}: {e}");
+        match (&e, mpi.deadlock_report()) {
+            (RunError::Mpi(_), Some(line)) => println!("{line}"),
+            _ => println!("rank {r}: {e}"),
+        }
     }
-    port.detach(ep);
+    mpi.fabric().detach(ep);
 }

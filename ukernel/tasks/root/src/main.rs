@@ -309,9 +309,7 @@ impl Root {
             }
             let Ok((from, msg)) = r else { continue };
             let Some(p) = self.program_of(from) else {
-                if msg.label() >= proto::LABEL
-                    && msg.label() <= proto::LABEL + proto::op::LINUX
-                {
+                if msg.label() >= proto::LABEL && msg.label() <= proto::LABEL + proto::op::LINUX {
                     pending = Some((
                         from,
                         Msg::from_words(&proto::encode_error(RootError::UnknownCaller)),

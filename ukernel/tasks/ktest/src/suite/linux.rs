@@ -49,8 +49,10 @@ extern "C" fn linux_child(_: u32) {
     }
     let (pid, cr1, _) = linux_sc(NR_GETPID, [11, 22, 33]);
     let (err, cr2, _) = linux_sc(NR_BOGUS, [1, 2, 3]);
-    let (status, _, version) =
-        linux_sc(SYSCALL_BASE + Syscall::KernelInfo as u32, [kinfo::VERSION, 0, 0]);
+    let (status, _, version) = linux_sc(
+        SYSCALL_BASE + Syscall::KernelInfo as u32,
+        [kinfo::VERSION, 0, 0],
+    );
     report(&[
         pid,
         (cr1 & CR0_SO != 0) as u32,
@@ -77,7 +79,11 @@ fn expect_call(t: &Thread, nr: u32, args: [u32; 3]) -> TestResult {
         "{} words",
         m.tag.untyped()
     );
-    let got = [m.mr(exc::SC_ARG0), m.mr(exc::SC_ARG0 + 1), m.mr(exc::SC_ARG0 + 2)];
+    let got = [
+        m.mr(exc::SC_ARG0),
+        m.mr(exc::SC_ARG0 + 1),
+        m.mr(exc::SC_ARG0 + 2),
+    ];
     ensure!(
         m.mr(exc::SC_NR) == nr && got == args,
         "wrong number or arguments",
