@@ -40,6 +40,9 @@ pub const TENANT_SELF: u32 = u32::MAX;
 pub const VMM_ENDPOINTS: u32 = 4;
 /// Default endpoint quota of any other program.
 pub const PROGRAM_ENDPOINTS: u32 = 2;
+/// Default endpoint quota of the Linux personality server (`root.linux=`), which hosts
+/// every rank of its jobs (at most 8 ranks a job today, each with an endpoint, and room).
+pub const LINUX_ENDPOINTS: u32 = 12;
 use kestrel_bgp::coll::{BGNET_CLASS, MPI_CLASS};
 
 /// What one tenant is granted.
@@ -218,6 +221,14 @@ pub fn grant(policy: Option<&str>, program: &str, vcpu_right: bool, tenant: u32)
     g
 }
 
+/// Whether `policy` has an `endpoints` line for `program`.
+pub fn sets_quota(policy: Option<&str>, program: &str) -> bool {
+    policy.is_some_and(|p| {
+        p.lines()
+            .any(|l| matches!(parse(l), Line::Endpoints(q, _) if q == program))
+    })
+}
+
 /// Reports every problem of `policy`.
 pub fn problems<'a>(policy: &'a str, report: impl FnMut(Problem<'a>)) {
     partitions(policy, report, |_, _, _| {});
@@ -261,6 +272,9 @@ endpoints rank0 1
         assert_eq!(g("kestrel-vmm", true, 0).classes, 0);
         // Class 0 was lan's: copycat gets only class 3.
         assert_eq!(g("kestrel-vmm", true, 2).classes, 1 << 3);
+        assert!(sets_quota(Some(POLICY), "rank0"));
+        assert!(!sets_quota(Some(POLICY), "rank1"));
+        assert!(!sets_quota(None, "rank0"));
         // Not named anywhere: nothing; the VMM itself is not its VMs.
         assert_eq!(g("kestrel-vmm", true, 3).partitions, 0);
         assert_eq!(g("kestrel-vmm", true, TENANT_SELF).partitions, 0);
