@@ -206,7 +206,7 @@ impl<P: FabricApi> Mpi<P> {
         if !op.valid_on(dt) {
             return Err(Error::Op);
         }
-        if send.len() % dt.size() != 0 || recv_len != send.len() {
+        if !send.len().is_multiple_of(dt.size()) || recv_len != send.len() {
             return Err(Error::Count);
         }
         Ok(())
@@ -336,7 +336,7 @@ impl<P: FabricApi> Mpi<P> {
     pub fn alltoall(&mut self, c: Comm, send: &[u8], recv: &mut [u8]) -> Result<(), Error> {
         let n = self.size(c)? as usize;
         let me = self.rank(c)? as usize;
-        if send.len() != recv.len() || send.len() % n.max(1) != 0 {
+        if send.len() != recv.len() || !send.len().is_multiple_of(n.max(1)) {
             return Err(Error::Count);
         }
         let k = send.len() / n;

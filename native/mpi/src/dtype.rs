@@ -265,7 +265,7 @@ pub fn combine(op: Op, dt: Datatype, acc: &mut [u8], b: &[u8]) -> Result<(), Err
         return Err(Error::Op);
     }
     let n = dt.size();
-    if acc.len() != b.len() || acc.len() % n != 0 {
+    if acc.len() != b.len() || !acc.len().is_multiple_of(n) {
         return Err(Error::Count);
     }
     for (a, b) in acc.chunks_exact_mut(n).zip(b.chunks_exact(n)) {

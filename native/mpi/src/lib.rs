@@ -141,7 +141,9 @@ impl Status {
     /// MPI_Get_count: whole elements of `dt` received, `None` (MPI_UNDEFINED) if the
     /// bytes are not a whole number of them.
     pub fn count(&self, dt: Datatype) -> Option<usize> {
-        (self.bytes % dt.size() == 0).then(|| self.bytes / dt.size())
+        self.bytes
+            .is_multiple_of(dt.size())
+            .then(|| self.bytes / dt.size())
     }
 }
 
@@ -153,6 +155,9 @@ pub struct Comm(pub u32);
 pub const WORLD: Comm = Comm(0);
 /// MPI_COMM_SELF.
 pub const SELF: Comm = Comm(1);
+
+/// A completed request: its status and, for a receive, the data.
+pub type Completed = (Status, Vec<u8>);
 
 /// A request handle (MPI_Request).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -625,7 +630,7 @@ impl<P: FabricApi> Mpi<P> {
                     e.2.resize(MAX_MSG, 0);
                 }
                 let room = e.2.len();
-                if off % PKT_PAYLOAD != 0 || off >= room {
+                if !off.is_multiple_of(PKT_PAYLOAD) || off >= room {
                     stats.bad += 1;
                     return;
                 }
@@ -1395,7 +1400,7 @@ impl<P: FabricApi> Mpi<P> {
     }
 
     /// MPI_Testall: all results once every one is done (none taken before).
-    pub fn testall(&mut self, rs: &[Request]) -> Result<Option<Vec<(Status, Vec<u8>)>>, Error> {
+    pub fn testall(&mut self, rs: &[Request]) -> Result<Option<Vec<Completed>>, Error> {
         self.progress()?;
         for &r in rs {
             if !self.is_done(r)? {

@@ -174,7 +174,7 @@ fn elem(dt: Datatype, rank: u32, i: usize) -> Vec<u8> {
     let idx = ((rank as i32 * 5 + i as i32) % 8).to_ne_bytes();
     let mut e = vec![0u8; dt.size()];
     let val: Vec<u8> = match dt {
-        Datatype::Byte | Datatype::U8 => vec![(v + 4) as u8 | 0x10 * (rank as u8 & 1)],
+        Datatype::Byte | Datatype::U8 => vec![(v + 4) as u8 | (0x10 * (rank as u8 & 1))],
         Datatype::I8 => (v as i8).to_ne_bytes().to_vec(),
         Datatype::I16 | Datatype::I16I32 => (v as i16).to_ne_bytes().to_vec(),
         Datatype::U16 => ((v + 4) as u16).to_ne_bytes().to_vec(),

@@ -277,7 +277,7 @@ fn now_ns() -> u64 {
     let mut hz = HZ.load(core::sync::atomic::Ordering::Relaxed);
     if hz == 0 {
         hz = sys::kernel_info(kestrel_abi::kinfo::CLOCK)
-            .map(|v| v[0] as u32)
+            .map(|v| v[0])
             .unwrap_or(0)
             .max(1_000_000);
         HZ.store(hz, core::sync::atomic::Ordering::Relaxed);

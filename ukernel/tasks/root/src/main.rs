@@ -689,8 +689,7 @@ impl proto::Server for Root {
         if !q.running {
             return Err(RootError::NotFound);
         }
-        let mut g =
-            kestrel_abi::grants::grant(self.fabric_policy, q.name, q.vcpu_right, tenant);
+        let mut g = kestrel_abi::grants::grant(self.fabric_policy, q.name, q.vcpu_right, tenant);
         // The Linux personality server hosts every rank of its jobs: each may attach one
         // endpoint, all under the server's program (a policy line still decides otherwise).
         if q.linux_right && !kestrel_abi::grants::sets_quota(self.fabric_policy, q.name) {

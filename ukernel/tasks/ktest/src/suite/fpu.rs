@@ -179,7 +179,7 @@ fn fp_store(r: &mut Fp) {
 fn pattern(seed: u64) -> Fp {
     let mut r = [0u64; 33];
     for (i, w) in r.iter_mut().enumerate().take(32) {
-        *w = 0x4000_0000_0000_0000 | seed << 40 | (i as u64) * 0x0101_0101;
+        *w = 0x4000_0000_0000_0000 | seed << 40 | ((i as u64) * 0x0101_0101);
     }
     r[32] = seed & 3;
     r
