@@ -10,8 +10,8 @@
 # every rank's argv (words without spaces or commas). A rank that faults or exits non-zero
 # ends the job with one line naming it and the cause. The machine stops by itself when
 # kestrel-linux and kestrel-fabric have ended (the fabric service ends after its last
-# endpoint detaches; a job that never attaches one keeps it running until the timeout,
-# default 120 s: use --no-fabric for such programs). Builds nothing (`just mpi` does).
+# endpoint detaches, or, when it holds none, once the root task says no other program runs;
+# --no-fabric leaves it out). Builds nothing (`just mpi` does).
 # The console log is target/logs/job-NAME.log.
 set -euo pipefail
 # shellcheck source=scripts/common.sh

@@ -32,6 +32,8 @@
 //!   `FabricErr::Quota`. Every refusal of the engine (a route outside the grant, a packet
 //!   to an endpoint out of reach, a direct put the receiver did not allow, a forged source
 //!   MAC) is logged under a rate limit per endpoint, naming its program and tenant.
+//! - **End.** Holding no endpoint, the service also exits on its tick once the root task's
+//!   `RUNNING` says no other program runs (a job that never used the fabric).
 //! - **End.** When the last endpoint detaches (after at least one attached) the service
 //!   exits, so a run whose programs all end stops the machine; `fabric.linger=1` on the
 //!   kernel command line keeps it running.
@@ -344,6 +346,18 @@ fn serve(pager_thread: ThreadId) {
             // The pager's clock: check the clients are still there; nothing to answer.
             s.probe();
             s.reap_revoked();
+            // No endpoint, and no other program left that could attach one (a job whose
+            // programs never used the fabric): nothing to serve, so the run can end.
+            if s.clients.attached() == 0
+                && !LINGER.load(Ordering::Relaxed)
+                && root::running() == Ok(0)
+            {
+                if let Some((to, m)) = reply.take() {
+                    let _ = kestrel_user::ipc::send(to, &m, Timeout::ZERO);
+                }
+                println!("no endpoint and no other program left; exiting");
+                root::exit(0);
+            }
             continue;
         }
         // A failed reply (the client is gone), a timeout or a failed map: nothing to answer;

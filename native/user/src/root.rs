@@ -159,6 +159,11 @@ pub fn linux(id: ThreadId) -> Result<(), Error> {
     Root.linux(id).map(|_| ())
 }
 
+/// How many other programs the root task started are still running.
+pub fn running() -> Result<u32, Error> {
+    Root.running().map(|r| r.others)
+}
+
 /// Tells the root task this program is done; the root deletes its threads, this one
 /// included. Returns only if the root task cannot be reached, by halting the thread.
 pub fn exit(code: u32) -> ! {

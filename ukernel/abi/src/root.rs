@@ -127,6 +127,9 @@ crate::ipc_protocol! {
         /// Linux system calls come to the caller (docs/adr/0034-linux-personality.md). Needs
         /// the Linux right (`root.linux=NAME,...`, default `kestrel-linux`).
         LINUX = 12: Linux, linux { id: ThreadId } -> {};
+        /// How many programs the root task started are still running, the caller's aside:
+        /// how a service (the fabric service) learns that nobody is left to serve.
+        RUNNING = 13: Running, running {} -> { others: u32 };
     }
 }
 
@@ -358,6 +361,7 @@ mod tests {
             (t.clone(), any::<u32>())
                 .prop_map(|(program, tenant)| Request::FabricGrant { program, tenant }),
             t.prop_map(|id| Request::Linux { id }),
+            Just(Request::Running {}),
         ]
     }
 

@@ -309,7 +309,7 @@ impl Root {
             }
             let Ok((from, msg)) = r else { continue };
             let Some(p) = self.program_of(from) else {
-                if msg.label() >= proto::LABEL && msg.label() <= proto::LABEL + proto::op::LINUX {
+                if msg.label() >= proto::LABEL && msg.label() <= proto::LABEL + proto::op::RUNNING {
                     pending = Some((
                         from,
                         Msg::from_words(&proto::encode_error(RootError::UnknownCaller)),
@@ -673,6 +673,13 @@ impl proto::Server for Root {
 
     fn linux(&mut self, c: &mut Call, id: ThreadId) -> Result<reply::Linux, RootError> {
         self.linux_request(c, id)
+    }
+
+    fn running(&mut self, c: &mut Call) -> Result<reply::Running, RootError> {
+        let others = (0..self.programs.len())
+            .filter(|&p| p != c.p && self.programs[p].running)
+            .count() as u32;
+        Ok(reply::Running { others })
     }
 
     fn fabric_grant(
