@@ -7,7 +7,7 @@ use proptest::prelude::*;
 
 #[path = "common/shared.rs"]
 mod shared;
-use shared::{job, Shared, PATIENCE_MS};
+use shared::{job, Shared};
 
 const N: u32 = 8;
 const WIN: u64 = 4 << 20;
@@ -26,7 +26,7 @@ fn pattern(len: usize, seed: u32) -> Vec<u8> {
 
 #[test]
 fn pair_order_wildcards_and_sizes() {
-    let out = job(N, WIN, PATIENCE_MS, |m: &mut Mpi<Shared>| {
+    let out = job(N, WIN, 20_000, |m: &mut Mpi<Shared>| {
         let me = m.rank(WORLD).unwrap();
         let eager = m.limits_now().eager_max;
         let sizes = [0, 1, eager, eager + 1, 100_000, 4 << 20];
@@ -83,7 +83,7 @@ fn pair_order_wildcards_and_sizes() {
 
 #[test]
 fn sixty_four_mib_by_rendezvous() {
-    let out = job(2, 8 << 20, PATIENCE_MS, |m: &mut Mpi<Shared>| {
+    let out = job(2, 8 << 20, 60_000, |m: &mut Mpi<Shared>| {
         let n = 64 << 20;
         if m.rank(WORLD).unwrap() == 0 {
             let d = pattern(n, 64);
@@ -100,7 +100,7 @@ fn sixty_four_mib_by_rendezvous() {
 
 #[test]
 fn nonblocking_in_any_order_and_probe() {
-    job(N, WIN, PATIENCE_MS, |m: &mut Mpi<Shared>| {
+    job(N, WIN, 20_000, |m: &mut Mpi<Shared>| {
         let me = m.rank(WORLD).unwrap();
         let n = N as i32;
         let big = 300_000;
@@ -198,7 +198,7 @@ fn elem(dt: Datatype, rank: u32, i: usize) -> Vec<u8> {
 #[test]
 fn every_reduction_against_a_serial_result() {
     let count = 40; // more than one ALU packet of 64-bit operands
-    let out = job(N, WIN, PATIENCE_MS, move |m: &mut Mpi<Shared>| {
+    let out = job(N, WIN, 30_000, move |m: &mut Mpi<Shared>| {
         let me = m.rank(WORLD).unwrap() as u32;
         let sub = m.comm_dup(WORLD).unwrap();
         let mut checked = 0;
@@ -252,7 +252,7 @@ fn every_reduction_against_a_serial_result() {
 
 #[test]
 fn communicators_and_data_movement() {
-    job(N, WIN, PATIENCE_MS, |m: &mut Mpi<Shared>| {
+    job(N, WIN, 20_000, |m: &mut Mpi<Shared>| {
         let me = m.rank(WORLD).unwrap();
         // Split into evens and odds, ordered by descending world rank.
         let c = m
@@ -368,7 +368,7 @@ fn error_cases() {
 
 #[test]
 fn a_flood_waits_for_credits_and_loses_nothing() {
-    let out = job(N, WIN, PATIENCE_MS, |m: &mut Mpi<Shared>| {
+    let out = job(N, WIN, 120_000, |m: &mut Mpi<Shared>| {
         let me = m.rank(WORLD).unwrap();
         let k = 100;
         let eager = m.limits_now().eager_max;
@@ -411,7 +411,7 @@ proptest! {
     #[test]
     fn matching_keeps_pair_order(plan in proptest::collection::vec((1u32..4, 0i32..3, prop_oneof![0usize..50, 1500usize..5000]), 1..40), wild in proptest::collection::vec((any::<bool>(), any::<bool>()), 40)) {
         let plan2 = plan.clone();
-        let out = job(4, 1 << 20, PATIENCE_MS, move |m: &mut Mpi<Shared>| {
+        let out = job(4, 1 << 20, 20_000, move |m: &mut Mpi<Shared>| {
             let me = m.rank(WORLD).unwrap() as u32;
             if me != 0 {
                 for (i, &(s, tag, len)) in plan2.iter().enumerate() {

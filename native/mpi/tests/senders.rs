@@ -11,7 +11,7 @@ use kestrel_spi::{layout, link_header, tree, Coords, LINK_HDR, PKT_PAYLOAD};
 
 #[path = "common/shared.rs"]
 mod shared;
-use shared::{job, Shared, PATIENCE_MS};
+use shared::{job, Shared};
 
 const WIN: u64 = 1 << 20;
 
@@ -28,7 +28,7 @@ fn sum(m: &mut Mpi<Shared>, v: u64) -> u64 {
 
 #[test]
 fn a_broadcast_on_the_class_does_not_complete_an_allreduce() {
-    let out = job(3, WIN, PATIENCE_MS, |m: &mut Mpi<Shared>| {
+    let out = job(3, WIN, 20_000, |m: &mut Mpi<Shared>| {
         let me = m.rank(WORLD).unwrap();
         if me == 2 {
             // A source of the class broadcasts junk on it before it contributes.
@@ -71,7 +71,7 @@ fn eager(tag: i32, seq: u32, data: &[u8]) -> Vec<u8> {
 
 #[test]
 fn a_message_is_from_its_true_sender() {
-    let out = job(3, WIN, PATIENCE_MS, |m: &mut Mpi<Shared>| {
+    let out = job(3, WIN, 20_000, |m: &mut Mpi<Shared>| {
         let me = m.rank(WORLD).unwrap();
         match me {
             2 => {
@@ -112,7 +112,7 @@ fn a_message_is_from_its_true_sender() {
 fn injected_packets_do_not_corrupt_another_senders_message() {
     let data: Vec<u8> = (0..400u32).map(|i| i as u8).collect();
     let want = data.clone();
-    let out = job(3, WIN, PATIENCE_MS, move |m: &mut Mpi<Shared>| {
+    let out = job(3, WIN, 20_000, move |m: &mut Mpi<Shared>| {
         let me = m.rank(WORLD).unwrap();
         if me == 2 {
             // Plant a packet for connections 1..=8 of rank 1, at the second packet's offset.

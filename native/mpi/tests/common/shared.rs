@@ -97,11 +97,6 @@ impl FabricApi for Shared {
 
 /// Runs `body` as every rank of an `n`-rank job (windows of `window` bytes), one thread
 /// each, and returns their results in rank order.
-/// How long a rank may see no progress before the core reports a deadlock, in the tests that
-/// are not about deadlocks: long, because 8 ranks on threads over one engine share 2 cores
-/// with the rest of `cargo test` (30 s was once too short in CI, in a debug build).
-pub const PATIENCE_MS: u64 = 300_000;
-
 pub fn job<T: Send + 'static>(
     n: u32,
     window: u64,
