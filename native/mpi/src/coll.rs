@@ -22,7 +22,7 @@ const T_GATHER: i32 = 4;
 const T_SCATTER: i32 = 5;
 const T_ALLTOALL: i32 = 6;
 /// 64-bit operands in one collective packet.
-const ALU_VALUES: usize = 32;
+const ALU_VALUES: usize = crate::ALU_SLOTS;
 
 impl<P: FabricApi> Mpi<P> {
     fn csend(&mut self, c: Comm, dest: i32, tag: i32, data: &[u8]) -> Result<Request, Error> {
@@ -53,6 +53,17 @@ impl<P: FabricApi> Mpi<P> {
 
     /// One ALU reduction of up to 32 operands on WORLD.
     fn alu_round(&mut self, opcode: u32, vals: &mut [u64]) -> Result<(), Error> {
+        self.alu_round_in("MPI_Allreduce", opcode, vals)
+    }
+
+    /// One ALU reduction of up to 32 operands among every endpoint sourcing [`CLASS`];
+    /// `call` names the wait in a deadlock report.
+    pub(crate) fn alu_round_in(
+        &mut self,
+        call: &str,
+        opcode: u32,
+        vals: &mut [u64],
+    ) -> Result<(), Error> {
         let mut payload = [0u8; 256];
         for (i, v) in vals.iter().enumerate() {
             payload[8 * i..8 * i + 8].copy_from_slice(&v.to_be_bytes());
@@ -77,13 +88,13 @@ impl<P: FabricApi> Mpi<P> {
         let mut got = false;
         self.in_alu = true;
         let r = self.block(
-            "MPI_Allreduce",
+            call,
             |s| {
                 let _ = write!(s, "ALU reduction on WORLD, opcode {opcode}");
             },
             |m| {
-                // Only a reduction result of this operation counts: anyone on the class
-                // may broadcast at any time (late start-up hellos, or worse).
+                // Only a reduction result of this operation counts: anyone granted the
+                // class may broadcast on it at any time.
                 while let Some(h) = m.p.tree_receive(ep, VC, &mut payload).map_err(fab)? {
                     if h & fields == hdr & fields {
                         got = true;
@@ -91,12 +102,6 @@ impl<P: FabricApi> Mpi<P> {
                         return Ok(true);
                     }
                     m.stats.ignored += 1;
-                    if Self::is_hello(h, &payload, m.size) && payload[7] == 0 {
-                        // A rank still in MPI_Init missed our last hello.
-                        let hello = m.hello_packet(true);
-                        m.p.tree_inject(ep, VC, tree::bcast(CLASS, 0), &hello)
-                            .map_err(fab)?;
-                    }
                 }
                 Ok(false)
             },

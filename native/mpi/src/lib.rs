@@ -30,7 +30,7 @@ use alloc::vec::Vec;
 use core::fmt::{self, Write};
 use kestrel_bgp::{coll as bgpcoll, dma, torus};
 use kestrel_fabric::{EpId, FabricApi, FabricError};
-use kestrel_spi::{layout, link_header, tree, Coords, DmaGroup, LINK_HDR, MAX_MSG, PKT_PAYLOAD};
+use kestrel_spi::{layout, link_header, Coords, DmaGroup, LINK_HDR, MAX_MSG, PKT_PAYLOAD};
 use wire::{Hdr, CREDIT, CTL_COST, CTS, EAGER, HDR, PROTO, RTS};
 
 pub use dtype::{combine, Datatype, Op};
@@ -45,7 +45,7 @@ pub const PROC_NULL: i32 = -2;
 pub const TAG_UB: i32 = 0x3fff_ffff;
 /// The collective VC the ALU reductions use (bgnet uses VC 0).
 pub const VC: usize = 1;
-/// The class route of the ALU reductions and of the start-up hellos.
+/// The class route of the ALU reductions and of the start-up census.
 pub const CLASS: u32 = bgpcoll::MPI_CLASS;
 /// Most bytes one direct put moves (one engine call moves at most 1 MiB).
 pub const CHUNK_MAX: usize = 512 * 1024;
@@ -55,10 +55,35 @@ pub const FOREIGN_RESERVE: u32 = 4096;
 pub const FOREIGN_QUEUE: usize = 64;
 /// The reception counter a rendezvous receive uses.
 const RDV_COUNTER: u32 = 0;
-/// The first word of a start-up hello broadcast.
-const HELLO_MAGIC: u32 = 0x4b48_454c;
-/// Least time between two start-up hellos that say nothing new.
-const HELLO_EVERY_NS: u64 = 20_000_000;
+/// Least time between two start-up censuses that did not hear every rank.
+const CENSUS_EVERY_NS: u64 = 1_000_000;
+/// 64-bit operands in one collective packet (and so the most ranks a census counts).
+pub(crate) const ALU_SLOTS: usize = 32;
+/// A census slot's present bit.
+const CENSUS_PRESENT: u64 = 1 << 63;
+
+/// Rank's census slot: present, the job size it was started with, its coordinates.
+fn census_word(size: u32, c: Coords) -> u64 {
+    CENSUS_PRESENT
+        | u64::from(size) << 32
+        | u64::from(c.x) << 16
+        | u64::from(c.y) << 8
+        | u64::from(c.z)
+}
+
+/// A census slot's (size, coordinates), if its rank took part.
+fn census_read(v: u64) -> Option<(u32, Coords)> {
+    (v & CENSUS_PRESENT != 0).then(|| {
+        (
+            (v >> 32) as u32 & 0xff,
+            Coords {
+                x: (v >> 16) as u8,
+                y: (v >> 8) as u8,
+                z: v as u8,
+            },
+        )
+    })
+}
 
 /// Why a call failed (MPI's error classes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -313,6 +338,9 @@ pub struct Mpi<P: FabricApi> {
     start_ns: u64,
     /// Inside an ALU reduction: the VC's packets are left for it.
     pub(crate) in_alu: bool,
+    /// The start-up census is done: every rank's coordinates are known, so torus
+    /// messages can be told apart by sender. Until then they stay in the ring.
+    wired: bool,
 }
 
 fn bit(i: u32) -> u32 {
@@ -325,8 +353,8 @@ fn fab<E: Into<FabricError>>(e: E) -> Error {
 
 impl<P: FabricApi> Mpi<P> {
     /// MPI_Init: opens endpoint `ep` (window at bus `bus`) as rank `rank` of `size`: joins
-    /// the collective class [`CLASS`], programs the DMA group, and waits (hello broadcasts
-    /// on the class) until every rank has done the same, learning where each one is.
+    /// the collective class [`CLASS`], programs the DMA group, and waits (censuses on the
+    /// class's ALU) until every rank has done the same, learning where each one is.
     pub fn init(
         mut p: P,
         ep: EpId,
@@ -377,10 +405,12 @@ impl<P: FabricApi> Mpi<P> {
             report: None,
             start_ns: now,
             in_alu: false,
+            wired: false,
         };
-        m.hello()?;
         m.add_comm(WORLD.0, 0, (0..size).collect());
         m.add_comm(SELF.0, 2, vec![rank]);
+        m.census()?;
+        m.wired = true;
         Ok(m)
     }
 
@@ -410,74 +440,64 @@ impl<P: FabricApi> Mpi<P> {
         }
     }
 
-    fn hello(&mut self) -> Result<(), Error> {
+    /// MPI_Init's wire-up: censuses on the collective ALU until one hears every rank.
+    ///
+    /// Each census is one OR reduction of 32 64-bit slots on [`CLASS`]; rank `r` fills slot
+    /// `r` with [`census_word`] (present bit, job size, torus coordinates) and the others
+    /// with 0. The engine completes a reduction when every endpoint *sourcing* the class has
+    /// contributed, so a census taken before some rank joined the class lacks that rank, and
+    /// the ones that took part contribute again ([`CENSUS_EVERY_NS`] later). Once the last
+    /// rank has joined, the next census needs everyone: it is the first complete one for
+    /// every rank alike, and each rank's single waiting contribution is consumed by it, so
+    /// nothing is left on the VC. No broadcasts are involved: there is nothing to overflow a
+    /// reception FIFO that a later reduction result needs (the start-up hellos this
+    /// replaced could, and lost results: ADR 0035).
+    fn census(&mut self) -> Result<(), Error> {
         let size = self.size;
-        let mut heard = 1u32 << self.rank;
         let all = u32::MAX >> (32 - size);
-        let ep = self.dma.ep;
-        // A hello when something new was heard, at most every HELLO_EVERY_NS otherwise,
-        // and the last one when done: a storm of them would overflow the 8-packet VC
-        // FIFO of a rank that finished and is busy elsewhere.
-        let mut last_sent: Option<(u64, u32)> = None;
+        let t0 = self.now();
         loop {
-            let mut payload = [0u8; 256];
-            while let Some(h) = self.p.tree_receive(ep, VC, &mut payload).map_err(fab)? {
-                let is_hello = Self::is_hello(h, &payload, size);
-                let r = u32::from(payload[4]);
-                if !is_hello || r >= size {
-                    self.stats.ignored += 1;
-                    continue;
+            let mut vals = [0u64; ALU_SLOTS];
+            vals[self.rank as usize] = census_word(size, self.dma.me);
+            self.alu_round_in("MPI_Init", bgpcoll::OP_OR, &mut vals)?;
+            let mut heard = 0u32;
+            for (r, &v) in vals.iter().enumerate().take(size as usize) {
+                let Some((n, c)) = census_read(v) else { continue };
+                if n != size {
+                    // Two jobs share the class, or a rank was started with another size.
+                    let mut s = String::new();
+                    let _ = write!(
+                        s,
+                        "rank {} in MPI_Init: rank {r} says the job has {n} ranks, not {size}",
+                        self.rank
+                    );
+                    self.report = Some(s);
+                    return Err(Error::Rank);
                 }
-                self.coords[r as usize] = Coords {
-                    x: payload[6],
-                    y: payload[8],
-                    z: payload[9],
-                };
+                self.coords[r] = c;
                 heard |= 1 << r;
             }
-            let done = heard & all == all;
-            let now = self.now();
-            let quiet = last_sent
-                .is_some_and(|(t, h)| h == heard && now.saturating_sub(t) < HELLO_EVERY_NS);
-            if quiet && !done {
-                self.stall_check("MPI_Init", |s| {
-                    let _ = write!(s, "heard ranks {heard:#x} of {size}");
-                })?;
-                (self.env.wait)(&mut self.p);
-                continue;
-            }
-            last_sent = Some((now, heard));
-            let hello = self.hello_packet(done);
-            self.p
-                .tree_inject(ep, VC, tree::bcast(CLASS, 0), &hello)
-                .map_err(fab)?;
-            if done {
+            if heard & all == all {
                 return Ok(());
             }
-            self.stall_check("MPI_Init", |s| {
-                let _ = write!(s, "heard ranks {heard:#x} of {size}");
-            })?;
-            (self.env.wait)(&mut self.p);
+            let now = self.now();
+            if now.saturating_sub(t0) > self.env.deadlock_ns {
+                let mut s = String::new();
+                let _ = write!(
+                    s,
+                    "rank {} waits in MPI_Init (heard ranks {heard:#x} of {size}) with no \
+                     progress for {} ms: deadlock",
+                    self.rank,
+                    self.env.deadlock_ns / 1_000_000
+                );
+                self.report = Some(s);
+                return Err(Error::Deadlock);
+            }
+            // Not everyone has joined yet: do not spin reductions at full speed meanwhile.
+            while self.now().saturating_sub(now) < CENSUS_EVERY_NS {
+                (self.env.wait)(&mut self.p);
+            }
         }
-    }
-
-    pub(crate) fn is_hello(h: u32, payload: &[u8; 256], size: u32) -> bool {
-        h & bgpcoll::HDR_P2P == 0
-            && bgpcoll::hdr_class(h) == CLASS
-            && payload[..4] == HELLO_MAGIC.to_be_bytes()
-            && u32::from(payload[5]) == size
-    }
-
-    pub(crate) fn hello_packet(&self, done: bool) -> [u8; 256] {
-        let mut hello = [0u8; 256];
-        hello[..4].copy_from_slice(&HELLO_MAGIC.to_be_bytes());
-        hello[4] = self.rank as u8;
-        hello[5] = self.size as u8;
-        hello[6] = self.dma.me.x;
-        hello[7] = u8::from(done);
-        hello[8] = self.dma.me.y;
-        hello[9] = self.dma.me.z;
-        hello
     }
 
     fn add_comm(&mut self, handle: u32, ctx: u32, group: Vec<u32>) {
@@ -596,6 +616,11 @@ impl<P: FabricApi> Mpi<P> {
     /// Moves everything that can move: takes in what arrived, continues rendezvous, sends
     /// what credits allow. True if anything moved.
     pub fn progress(&mut self) -> Result<bool, Error> {
+        if !self.wired {
+            // In MPI_Init: a rank that finished its census may already send to us, but we
+            // may not know its coordinates yet; its messages wait in the ring.
+            return Ok(false);
+        }
         let mut moved = false;
         let mut done = Vec::new();
         {
@@ -651,25 +676,16 @@ impl<P: FabricApi> Mpi<P> {
         }
         if !self.in_alu {
             // Outside an ALU reduction nothing on the VC is for us (a result needs our
-            // contribution): late hellos, stray broadcasts. Left there they would fill the
+            // contribution): stray broadcasts on the class. Left there they would fill the
             // 8-packet FIFO and the next result would be dropped.
             let mut junk = [0u8; 256];
-            let mut answer = false;
-            while let Some(h) = self
+            while self
                 .p
                 .tree_receive(self.dma.ep, VC, &mut junk)
                 .map_err(fab)?
+                .is_some()
             {
                 self.stats.ignored += 1;
-                // A rank still in MPI_Init (its hello says "not done") may have missed
-                // ours (its FIFO was full): say it again.
-                answer |= Self::is_hello(h, &junk, self.size) && junk[7] == 0;
-            }
-            if answer {
-                let hello = self.hello_packet(true);
-                self.p
-                    .tree_inject(self.dma.ep, VC, tree::bcast(CLASS, 0), &hello)
-                    .map_err(fab)?;
             }
         }
         moved |= self.rdv_progress()?;
