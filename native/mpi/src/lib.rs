@@ -73,16 +73,12 @@ fn census_word(size: u32, c: Coords) -> u64 {
 
 /// A census slot's (size, coordinates), if its rank took part.
 fn census_read(v: u64) -> Option<(u32, Coords)> {
-    (v & CENSUS_PRESENT != 0).then(|| {
-        (
-            (v >> 32) as u32 & 0xff,
-            Coords {
-                x: (v >> 16) as u8,
-                y: (v >> 8) as u8,
-                z: v as u8,
-            },
-        )
-    })
+    let c = Coords {
+        x: (v >> 16) as u8,
+        y: (v >> 8) as u8,
+        z: v as u8,
+    };
+    (v & CENSUS_PRESENT != 0).then_some(((v >> 32) as u32 & 0xff, c))
 }
 
 /// Why a call failed (MPI's error classes).
