@@ -4,10 +4,12 @@
 Usage:
     bench/insn_profile.py vmm [--skip N] [--listing]    # exitbench's mfdcr loop, in a VM
     bench/insn_profile.py ipc [--skip N] [--listing]    # ipcbench's inter-space call loop
+    bench/insn_profile.py fabric [--skip N] [--listing] # one native call to the fabric service
 
 Runs QEMU with `-singlestep -d exec,nochain` (one translation block per guest instruction,
 each execution logged), streams the log through a FIFO, and once the trigger instruction
-(exitbench's `mfdcr` of the UIC, or the `sc` of ipcbench's client) has executed `--skip`
+(exitbench's `mfdcr` of the UIC, the `sc` of ipcbench's client, or for `fabric` the `sc`
+of kestrel-fabric-ranks's IPC in its `ranks.bench=` loop of DMA register reads) has executed `--skip`
 times, records every executed pc up to its next execution: one round trip. The pcs are mapped
 to symbols of the ELF files (kernel, VMM or ipcbench, guest; `powerpc-linux-gnu-nm`) and
 printed as a per-symbol breakdown in execution order (consecutive pcs in one symbol form one
@@ -37,27 +39,30 @@ TRACE_RE = re.compile(rb"^Trace \d+: 0x[0-9a-f]+ \[[0-9a-f]+/([0-9a-f]+)/")
 
 
 class Symbols:
-    """Address -> symbol over several ELF files (each file's own address range)."""
+    """Address -> symbol over several ELF files. Files linked at overlapping addresses (two
+    programs) each name the pc, joined by " | "; a pc inside none is "?"."""
 
     def __init__(self, elves: list[tuple[str, Path]]):
-        self.addrs: list[int] = []
-        self.names: list[str] = []
-        rows = []
+        self.tables: list[tuple[list[int], list[str]]] = []
         for tag, elf in elves:
             out = subprocess.run([NM, "-n", "-C", str(elf)], check=True, capture_output=True,
                                  text=True).stdout
+            rows = []
             for line in out.splitlines():
                 parts = line.split(" ", 2)
                 if len(parts) == 3 and parts[1] in "tTwW":
                     rows.append((int(parts[0], 16), f"{tag}:{parts[2]}"))
-        rows.sort()
-        for a, n in rows:
-            self.addrs.append(a)
-            self.names.append(n)
+            rows.sort()
+            self.tables.append(([a for a, _ in rows], [n for _, n in rows]))
 
     def name(self, pc: int) -> str:
-        i = bisect.bisect_right(self.addrs, pc) - 1
-        return self.names[i] if i >= 0 else "?"
+        names = []
+        for addrs, syms in self.tables:
+            i = bisect.bisect_right(addrs, pc) - 1
+            # Within a file's text: past its last symbol by at most 64 KiB.
+            if i >= 0 and pc - addrs[i] < 0x10000:
+                names.append(syms[i])
+        return " | ".join(names) if names else "?"
 
 
 def insn_addrs(elf: Path, mnemonic: str) -> set[int]:
@@ -143,7 +148,7 @@ def report(period: list[int], syms: Symbols, listing: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("vmm", "ipc"))
+    ap.add_argument("what", choices=("vmm", "ipc", "fabric"))
     ap.add_argument("--skip", type=int, default=50, help="trigger executions to skip first")
     ap.add_argument("--listing", action="store_true", help="print every pc too")
     ap.add_argument("--timeout", type=int, default=900)
@@ -157,6 +162,18 @@ def main(argv: list[str] | None = None) -> int:
         node = qemu.kestrel_node(image, log, icount=True)
         elves = [("kernel", kernel), ("vmm", out / "kestrel-vmm"), ("guest", guest)]
         trigger = insn_addrs(guest, "mfdcr")
+    elif args.what == "fabric":
+        # Both programs are linked at the same addresses: a pc names a symbol of each, and
+        # the report shows both (the kernel's own addresses are distinct).
+        ranks = qemu.resolve_elf("kestrel-fabric-ranks")
+        service = qemu.resolve_elf("kestrel-fabric")
+        image = qemu.BootImage(root=qemu.Module("kestrel-root", qemu.resolve_elf("kestrel-root")),
+                               programs=[qemu.Module("kestrel-fabric", service),
+                                         qemu.Module("kestrel-rank0", ranks)])
+        node = qemu.kestrel_node(image, log, icount=True,
+                                 append=["ranks.n=1 ranks.bench=400"])
+        elves = [("kernel", kernel), ("fabric", service), ("ranks", ranks)]
+        trigger = sc_in(ranks, "kestrel_user::ipc::call_words")
     else:
         task = qemu.resolve_elf("ipcbench")
         image = qemu.BootImage(root=qemu.Module("ipcbench", task))

@@ -174,13 +174,27 @@ impl Service {
         self.dirty.set(true);
     }
 
-    /// Blocks until the service sends an event (or `timeout` passes), then collects the
-    /// changed endpoints (`TakeChanged`, which also re-arms the events). Other messages
-    /// are dropped.
+    /// Blocks until one of this thread's endpoints changes (or `timeout` passes) and
+    /// returns the changed endpoints (bit k = endpoint k), taking the change: one
+    /// `WaitChanged` call, which the service answers at once if something changed since
+    /// the last collection, else when something does. For a client that is its own event
+    /// thread (`attach` with this thread as `event`, as native programs do); a separate
+    /// event thread receives pushed `EVENT`s instead.
     pub fn wait(&mut self, timeout: kestrel_abi::Timeout) -> u32 {
-        let _ = kestrel_user::ipc::receive(self.thread, timeout);
+        use kestrel_abi::{Timeout, Timeouts};
+        let m = kestrel_user::ipc::Msg::from_words(&Request::WaitChanged {}.encode());
+        let (_, r, res) = kestrel_user::ipc::ipc(
+            self.thread,
+            self.thread,
+            Timeouts::new(Timeout::NEVER, timeout),
+            &m,
+        );
         self.note_event();
-        self.take_changed().unwrap_or(0)
+        if res.is_err() {
+            return 0;
+        }
+        let w = r.words();
+        reply::WaitChanged::decode(w.label, w.words()).map_or(0, |r| r.mask)
     }
 
     /// The service, for a call that may change the fabric (the next `take_changed` asks

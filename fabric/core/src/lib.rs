@@ -78,6 +78,18 @@ pub struct Coords {
 
 /// Number of endpoints one fabric serves.
 pub const MAX_ENDPOINTS: usize = torus::MAX_ENDPOINTS as usize;
+
+/// The indices of the set bits of `mask`, lowest first (endpoint masks are walked on every
+/// engine call: only the endpoints concerned, not all of them).
+fn bits(mut mask: u32) -> impl Iterator<Item = usize> {
+    core::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let k = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            k
+        })
+    })
+}
 /// Words of BIC line levels ([`FabricApi::irq_lines`]).
 pub const IRQ_WORDS: usize = bic::GROUPS as usize;
 
@@ -528,10 +540,7 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         self.budget = torus::INJECT_BUDGET_BYTES;
         self.desc_budget = torus::INJECT_BUDGET_DESCRIPTORS;
         let touched = core::mem::take(&mut self.touched);
-        for k in 0..MAX_ENDPOINTS {
-            if touched & (1 << k) == 0 {
-                continue;
-            }
+        for k in bits(touched) {
             let ep = EpId(k as u8);
             let now = self.irq_lines(ep);
             if let Some(e) = self.slot_mut(ep) {
@@ -572,6 +581,12 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         self.touch(ep);
     }
 
+    /// Whether any refusal waits for [`Fabric::take_refusals`] (a host asks before every
+    /// call's bookkeeping).
+    pub fn has_refusals(&self) -> bool {
+        self.refused != 0
+    }
+
     /// The host's side of refusals (issue 18: "a counted drop and one rate-limited log line
     /// naming the tenant"): for each endpoint refused something since the last call, its
     /// last refusal and how many there were; the host, which knows whose endpoint it is,
@@ -579,10 +594,7 @@ impl<M: Memory, L: Link> Fabric<M, L> {
     /// which is the tenant's own.
     pub fn take_refusals(&mut self, mut each: impl FnMut(EpId, Diagnostic, u32)) {
         let r = core::mem::take(&mut self.refused);
-        for k in 0..MAX_ENDPOINTS {
-            if r & (1 << k) == 0 {
-                continue;
-            }
+        for k in bits(r) {
             if let Some(e) = self.eps[k].as_deref_mut() {
                 if let Some((d, n)) = e.refusal.take() {
                     each(EpId(k as u8), d, n);

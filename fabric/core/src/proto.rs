@@ -19,7 +19,9 @@
 //! Events: when an endpoint's interrupt lines or frame queue change, the service sends
 //! [`EVENT`] (MR1 = mask of the changed endpoints of that event thread, bit k = endpoint k)
 //! to the event thread named at attach, with a zero timeout, and retries every millisecond
-//! until it is taken or the client collected the change with `TakeChanged`. An `EVENT` with
+//! until it is taken or the client collected the change with `TakeChanged`. An endpoint
+//! whose event thread is the thread that attached it gets no pushed events: that thread
+//! sleeps in `WaitChanged`, whose reply is the event. An `EVENT` with
 //! an empty mask is the service's liveness probe (sent after a second without requests):
 //! nothing changed.
 
@@ -130,17 +132,23 @@ kestrel_abi::ipc_protocol! {
             -> { found: u32, diagnostic: [u32; 4] };
         /// How many frames wait for the endpoint (`Fabric::frames_queued`).
         FRAMES_QUEUED = 17: FramesQueued, frames_queued { ep: u8 } -> { frames: u32 };
+        /// `TakeChanged` that waits: when none of the caller's endpoints changed, the
+        /// service answers when one does, and the caller's receive timeout bounds the wait.
+        /// The way a client whose event thread is the thread that attached (a native
+        /// program) sleeps until news: no event is pushed to such a thread, so nothing
+        /// is lost while it is busy and nothing is retried.
+        WAIT_CHANGED = 18: WaitChanged, wait_changed {} -> { mask: u32 };
     }
 }
 
 /// The last op.
-pub const LAST_OP: u16 = op::FRAMES_QUEUED;
+pub const LAST_OP: u16 = op::WAIT_CHANGED;
 
 impl Request {
     /// The endpoint the request names (all but `Attach` and `TakeChanged`).
     pub const fn ep(&self) -> Option<u8> {
         match *self {
-            Request::Attach { .. } | Request::TakeChanged {} => None,
+            Request::Attach { .. } | Request::TakeChanged {} | Request::WaitChanged {} => None,
             Request::Detach { ep }
             | Request::Info { ep }
             | Request::DmaRead { ep, .. }
@@ -363,6 +371,7 @@ mod tests {
             ep.clone().prop_map(|ep| Request::FrameReceive { ep }),
             ep.clone().prop_map(|ep| Request::IrqLines { ep }),
             Just(Request::TakeChanged {}),
+            Just(Request::WaitChanged {}),
             ep.clone().prop_map(|ep| Request::Stats { ep }),
             ep.clone().prop_map(|ep| Request::TakeDiagnostic { ep }),
             ep.prop_map(|ep| Request::FramesQueued { ep }),

@@ -234,6 +234,17 @@ struct Clients {
     owner: [ThreadId; MAX_ENDPOINTS],
     /// Where endpoint k's events go (nil: nowhere).
     event: [ThreadId; MAX_ENDPOINTS],
+    /// Bit k: `owner[k]` is not nil; and `event[k]` is not nil. Kept with the arrays (only
+    /// [`Clients::set`] writes them) because every call asks, and a walk over 32 endpoints
+    /// cost a few hundred instructions a call.
+    attached_mask: u32,
+    event_mask: u32,
+    /// Bit k: endpoint k's owner has called `WaitChanged` (a native program sleeping in
+    /// it): it gets no pushed events, the reply to its next `WaitChanged` is the event.
+    /// Owners that never call it (the VMM, whose loop receives `EVENT`s) keep getting them.
+    self_mask: u32,
+    /// Bit k: endpoint k's owner waits in `WaitChanged` for news (its reply is deferred).
+    waiters: u32,
     /// Endpoints changed since their client last collected them.
     changed: u32,
     /// Of those, the ones whose event thread has been told.
@@ -267,10 +278,19 @@ impl core::fmt::Display for TenantName {
 }
 
 impl Clients {
+    /// Endpoint k's owner and event thread (nil, nil: free).
+    fn set(&mut self, k: usize, owner: ThreadId, event: ThreadId) {
+        self.owner[k] = owner;
+        self.event[k] = event;
+        let bit = 1u32 << k;
+        self.attached_mask = (self.attached_mask & !bit) | if owner.is_nil() { 0 } else { bit };
+        self.event_mask = (self.event_mask & !bit) | if event.is_nil() { 0 } else { bit };
+        self.self_mask &= !bit;
+        self.waiters &= !bit;
+    }
+
     fn attached(&self) -> u32 {
-        (0..MAX_ENDPOINTS)
-            .filter(|&k| !self.owner[k].is_nil())
-            .fold(0, |m, k| m | 1 << k)
+        self.attached_mask
     }
 
     fn owned_by(&self, t: ThreadId) -> u32 {
@@ -280,16 +300,14 @@ impl Clients {
     }
 
     fn lowest_free(&self) -> Option<usize> {
-        (0..MAX_ENDPOINTS).find(|&k| self.owner[k].is_nil())
+        let k = (!self.attached_mask).trailing_zeros() as usize;
+        (k < MAX_ENDPOINTS).then_some(k)
     }
 
-    /// Endpoints with news for an event thread not yet told.
+    /// Endpoints with news for an event thread not yet told (pushed events: owners that
+    /// are their own event thread collect theirs with `WaitChanged`).
     fn untold(&self) -> u32 {
-        (0..MAX_ENDPOINTS)
-            .filter(|&k| !self.event[k].is_nil())
-            .fold(0, |m, k| m | 1 << k)
-            & self.changed
-            & !self.told
+        self.event_mask & !self.self_mask & self.changed & !self.told
     }
 }
 
@@ -306,6 +324,10 @@ fn serve(pager_thread: ThreadId) {
         clients: Clients {
             owner: [ThreadId::NIL; MAX_ENDPOINTS],
             event: [ThreadId::NIL; MAX_ENDPOINTS],
+            attached_mask: 0,
+            event_mask: 0,
+            self_mask: 0,
+            waiters: 0,
             changed: 0,
             told: 0,
             ever: false,
@@ -370,7 +392,8 @@ fn serve(pager_thread: ThreadId) {
         }
         if r.is_ok() {
             let (answer, attached) = s.handle(from, &msg, free, window);
-            reply = Some((from, answer));
+            // No answer: a `WaitChanged` with nothing new, answered by `tell` later.
+            reply = answer.map(|a| (from, a));
             keep = attached;
         }
         if (msg.tag.typed() != 0 || r.is_err()) && !keep {
@@ -385,6 +408,7 @@ fn serve(pager_thread: ThreadId) {
 impl Server {
     /// Sends the pending events, except to `except` (the thread about to get its reply).
     fn tell(&mut self, except: Option<ThreadId>) {
+        self.answer_waiters();
         let untold = self.clients.untold();
         if untold == 0 {
             return;
@@ -418,13 +442,40 @@ impl Server {
         }
     }
 
+    /// Answers the `WaitChanged` calls waiting for endpoints that changed (the reply takes
+    /// the change, as `TakeChanged`). A waiter that is gone or gave up (its call timed out)
+    /// is no longer waiting either way.
+    fn answer_waiters(&mut self) {
+        let ready = self.clients.waiters & self.clients.changed;
+        if ready == 0 {
+            return;
+        }
+        for k in 0..MAX_ENDPOINTS {
+            if ready & (1 << k) == 0 || self.clients.waiters & (1 << k) == 0 {
+                continue;
+            }
+            let to = self.clients.owner[k];
+            let own = self.clients.owned_by(to);
+            let mask = self.clients.changed & own;
+            self.clients.waiters &= !own;
+            let m = reply(Ok(reply::WaitChanged { mask }.encode()));
+            if kestrel_user::ipc::send(to, &m, Timeout::ZERO).is_ok() {
+                self.clients.changed &= !mask;
+                self.clients.told &= !mask;
+            }
+        }
+    }
+
     /// Checks that the clients still exist: a zero-timeout `EVENT` with an empty mask to
     /// each owner ("nothing changed"); an owner that is gone (`NoPartner`: its program ended
     /// or was stopped) loses its endpoints.
     fn probe(&mut self) {
         for k in 0..MAX_ENDPOINTS {
             let t = self.clients.owner[k];
-            if t.is_nil() || (0..k).any(|j| self.clients.owner[j] == t) {
+            if t.is_nil()
+                || (0..k).any(|j| self.clients.owner[j] == t)
+                || self.clients.waiters & (1 << k) != 0
+            {
                 continue;
             }
             let m = Msg::with_words(proto::EVENT, &[0]);
@@ -452,6 +503,9 @@ impl Server {
     /// Logs the engine's refusals, naming each endpoint's program and tenant, under the
     /// endpoint's rate limit.
     fn log_refusals(&mut self) {
+        if !self.fabric.has_refusals() {
+            return;
+        }
         let now = sys::timebase();
         let c = &mut self.clients;
         self.fabric.take_refusals(|ep, d, n| {
@@ -481,8 +535,7 @@ impl Server {
         self.clients.tenant[k] = TENANT_SELF;
         self.fabric.detach(EpId(k as u8));
         self.fabric.memory_mut().len[k] = 0;
-        self.clients.owner[k] = ThreadId::NIL;
-        self.clients.event[k] = ThreadId::NIL;
+        self.clients.set(k, ThreadId::NIL, ThreadId::NIL);
         self.clients.changed &= !(1 << k);
         self.clients.told &= !(1 << k);
         self.scrub_slot(k);
@@ -491,6 +544,9 @@ impl Server {
     /// Detaches the endpoints whose client took their pages back.
     fn reap_revoked(&mut self) {
         let r = REVOKED.load(Ordering::Relaxed) & self.clients.attached();
+        if r == 0 {
+            return;
+        }
         for k in 0..MAX_ENDPOINTS {
             if r & (1 << k) != 0 {
                 println!(
@@ -515,19 +571,39 @@ impl Server {
         msg: &Msg,
         free: Option<usize>,
         window: Fpage,
-    ) -> (Msg, bool) {
+    ) -> (Option<Msg>, bool) {
+        if self.clients.waiters != 0 {
+            // A thread that calls is not waiting in `WaitChanged` any more (that call
+            // timed out): a deferred answer now would be taken as this call's reply.
+            self.clients.waiters &= !self.clients.owned_by(from);
+        }
+        let (m, attached) = self.answer(from, msg, free, window);
+        if m.is_none() {
+            self.clients.waiters |= self.clients.owned_by(from);
+        }
+        (m, attached)
+    }
+
+    /// [`Server::handle`]'s answer; `None` defers a `WaitChanged` with nothing new.
+    fn answer(
+        &mut self,
+        from: ThreadId,
+        msg: &Msg,
+        free: Option<usize>,
+        window: Fpage,
+    ) -> (Option<Msg>, bool) {
         let w = msg.words();
         let Some(req) = (if msg.tag.untyped() <= proto::MAX_WORDS {
             Request::decode(w.label, w.words())
         } else {
             None
         }) else {
-            return (reply(Err(FabricErr::BadRequest)), false);
+            return (Some(reply(Err(FabricErr::BadRequest))), false);
         };
         if let Some(ep) = req.ep() {
             let k = usize::from(ep);
             if self.clients.owner[k] != from {
-                return (reply(Err(FabricErr::NotOwner)), false);
+                return (Some(reply(Err(FabricErr::NotOwner))), false);
             }
         }
         let mut call = Call {
@@ -536,19 +612,28 @@ impl Server {
             free,
             window,
         };
+        if let Request::WaitChanged {} = req {
+            self.clients.self_mask |= self.clients.owned_by(from);
+            self.collect();
+            self.log_refusals();
+            let mine = self.clients.changed & self.clients.owned_by(from);
+            if mine == 0 && self.clients.owned_by(from) != 0 {
+                return (None, false);
+            }
+        }
         let r = req.serve(self, &mut call);
         if let Request::Attach { .. } = req {
-            return (reply(r), r.is_ok());
+            return (Some(reply(r)), r.is_ok());
         }
         self.collect();
         self.log_refusals();
         // A revoked window or shared page makes the answer worthless.
         if let Some(ep) = req.ep() {
             if REVOKED.load(Ordering::Relaxed) & (1 << ep) != 0 {
-                return (reply(Err(FabricErr::Revoked)), false);
+                return (Some(reply(Err(FabricErr::Revoked))), false);
             }
         }
-        (reply(r), false)
+        (Some(reply(r)), false)
     }
 
     /// Attaches an endpoint in slot `free` for `from`, whose message `msg` maps its window
@@ -627,8 +712,7 @@ impl Server {
         }
         self.fabric.memory_mut().len[k] = u64::from(len);
         REVOKED.fetch_and(!(1 << k), Ordering::Relaxed);
-        self.clients.owner[k] = from;
-        self.clients.event[k] = event;
+        self.clients.set(k, from, event);
         self.clients.holders.hold(ep, g.program_no);
         self.clients.tenant[k] = tenant;
         self.clients.ever = true;
@@ -821,6 +905,13 @@ impl proto::Server for Server {
         }
         shared_write(usize::from(ep), shared::LINES, &b);
         Ok(reply::IrqLines {})
+    }
+
+    fn wait_changed(&mut self, c: &mut Call) -> Result<reply::WaitChanged, FabricErr> {
+        // Reached when there is news (or the caller holds no endpoint): `handle` defers
+        // the others.
+        let mask = self.take_changed(c)?.mask;
+        Ok(reply::WaitChanged { mask })
     }
 
     fn take_changed(&mut self, c: &mut Call) -> Result<reply::TakeChanged, FabricErr> {
