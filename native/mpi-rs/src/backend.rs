@@ -41,8 +41,7 @@ pub(crate) trait Backend {
     fn iprobe(&mut self, c: Comm, src: i32, tag: i32) -> Result<Option<Status>, Error>;
     fn probe(&mut self, c: Comm, src: i32, tag: i32) -> Result<Status, Error>;
     fn comm_dup(&mut self, c: Comm) -> Result<Comm, Error>;
-    fn comm_split(&mut self, c: Comm, color: Option<u32>, key: i32)
-        -> Result<Option<Comm>, Error>;
+    fn comm_split(&mut self, c: Comm, color: Option<u32>, key: i32) -> Result<Option<Comm>, Error>;
     fn comm_free(&mut self, c: Comm) -> Result<(), Error>;
     fn barrier(&mut self, c: Comm) -> Result<(), Error>;
     fn bcast(&mut self, c: Comm, buf: &mut [u8], root: i32) -> Result<(), Error>;
@@ -65,8 +64,7 @@ pub(crate) trait Backend {
         root: i32,
     ) -> Result<(), Error>;
     fn gather(&mut self, c: Comm, send: &[u8], recv: &mut [u8], root: i32) -> Result<(), Error>;
-    fn scatter(&mut self, c: Comm, send: &[u8], recv: &mut [u8], root: i32)
-        -> Result<(), Error>;
+    fn scatter(&mut self, c: Comm, send: &[u8], recv: &mut [u8], root: i32) -> Result<(), Error>;
     fn allgather(&mut self, c: Comm, send: &[u8], recv: &mut [u8]) -> Result<(), Error>;
     fn alltoall(&mut self, c: Comm, send: &[u8], recv: &mut [u8]) -> Result<(), Error>;
     fn eager_max(&self) -> usize;
@@ -75,9 +73,30 @@ pub(crate) trait Backend {
     fn signal_abort(&mut self, code: i32);
     /// Gives the endpoint back to the fabric.
     fn detach(&mut self);
+    /// Ends this rank if another rank ended the job (`platform::check_abort`).
+    fn check_abort(&mut self);
 }
 
-impl<P: FabricApi> Backend for Mpi<P> {
+/// The core with the platform's way of ending a rank that another rank ended.
+pub(crate) struct Core<P: FabricApi> {
+    pub(crate) mpi: Mpi<P>,
+    pub(crate) ended: fn(&mut P, kestrel_fabric::EpId, u32) -> !,
+}
+
+impl<P: FabricApi> core::ops::Deref for Core<P> {
+    type Target = Mpi<P>;
+    fn deref(&self) -> &Mpi<P> {
+        &self.mpi
+    }
+}
+
+impl<P: FabricApi> core::ops::DerefMut for Core<P> {
+    fn deref_mut(&mut self) -> &mut Mpi<P> {
+        &mut self.mpi
+    }
+}
+
+impl<P: FabricApi> Backend for Core<P> {
     fn rank(&self, c: Comm) -> Result<i32, Error> {
         Mpi::rank(self, c)
     }
@@ -136,12 +155,7 @@ impl<P: FabricApi> Backend for Mpi<P> {
     fn comm_dup(&mut self, c: Comm) -> Result<Comm, Error> {
         Mpi::comm_dup(self, c)
     }
-    fn comm_split(
-        &mut self,
-        c: Comm,
-        color: Option<u32>,
-        key: i32,
-    ) -> Result<Option<Comm>, Error> {
+    fn comm_split(&mut self, c: Comm, color: Option<u32>, key: i32) -> Result<Option<Comm>, Error> {
         Mpi::comm_split(self, c, color, key)
     }
     fn comm_free(&mut self, c: Comm) -> Result<(), Error> {
@@ -177,13 +191,7 @@ impl<P: FabricApi> Backend for Mpi<P> {
     fn gather(&mut self, c: Comm, send: &[u8], recv: &mut [u8], root: i32) -> Result<(), Error> {
         Mpi::gather(self, c, send, recv, root)
     }
-    fn scatter(
-        &mut self,
-        c: Comm,
-        send: &[u8],
-        recv: &mut [u8],
-        root: i32,
-    ) -> Result<(), Error> {
+    fn scatter(&mut self, c: Comm, send: &[u8], recv: &mut [u8], root: i32) -> Result<(), Error> {
         Mpi::scatter(self, c, send, recv, root)
     }
     fn allgather(&mut self, c: Comm, send: &[u8], recv: &mut [u8]) -> Result<(), Error> {
@@ -208,5 +216,11 @@ impl<P: FabricApi> Backend for Mpi<P> {
         let (p, dma) = self.dma();
         let ep = dma.ep;
         p.detach(ep);
+    }
+    fn check_abort(&mut self) {
+        let ended = self.ended;
+        let (p, dma) = self.mpi.dma();
+        let ep = dma.ep;
+        crate::platform::check_abort(p, ep, ended);
     }
 }

@@ -333,7 +333,11 @@ where
     O: Operation,
 {
     let (a, b) = (inbuf.as_datatype_ref(), inoutbuf.as_datatype_ref());
-    assert_eq!(a.base(), b.base(), "MPI_ERR_TYPE: buffers of different datatypes");
+    assert_eq!(
+        a.base(),
+        b.base(),
+        "MPI_ERR_TYPE: buffers of different datatypes"
+    );
     let mut acc: Vec<u8> = inbuf.bytes().to_vec();
     if let Err(e) = kestrel_mpi::combine(op.op(), a.base(), &mut acc, inoutbuf.bytes()) {
         panic!("MPI_Reduce_local: {e}");

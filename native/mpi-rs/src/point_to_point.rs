@@ -56,7 +56,7 @@ impl Status {
     /// [`crate::UNDEFINED`] when its size is no whole number of them.
     pub fn count<D: Datatype>(&self, d: D) -> Count {
         let size = d.datatype_ref().size();
-        if size == 0 || self.bytes % size != 0 {
+        if size == 0 || !self.bytes.is_multiple_of(size) {
             return crate::UNDEFINED;
         }
         Count::try_from(self.bytes / size).unwrap_or(crate::UNDEFINED)
@@ -180,7 +180,11 @@ pub trait Source: AsHandle {
     }
 
     /// MPI_Irecv into `buf` with any tag.
-    fn immediate_receive_into<'a, Sc, Buf>(&self, scope: Sc, buf: &'a mut Buf) -> Request<'a, Buf, Sc>
+    fn immediate_receive_into<'a, Sc, Buf>(
+        &self,
+        scope: Sc,
+        buf: &'a mut Buf,
+    ) -> Request<'a, Buf, Sc>
     where
         Sc: Scope<'a>,
         Buf: ?Sized + BufferMut,
@@ -402,7 +406,11 @@ impl Message {
 
 impl fmt::Debug for Message {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "Message {{ source: {}, tag: {} }}", self.source, self.tag)
+        write!(
+            f,
+            "Message {{ source: {}, tag: {} }}",
+            self.source, self.tag
+        )
     }
 }
 
@@ -416,7 +424,7 @@ impl MatchedReceiveVec for (Message, Status) {
     fn matched_receive_vec<Msg: Equivalence>(self) -> (Vec<Msg>, Status) {
         let (msg, st) = self;
         let size = Msg::equivalent_datatype().datatype_ref().size();
-        if size == 0 || st.bytes % size != 0 {
+        if size == 0 || !st.bytes.is_multiple_of(size) {
             msg.h.fail(
                 "MPI_Mrecv",
                 "MPI_ERR_TRUNCATE",
@@ -441,7 +449,12 @@ pub struct ReceiveFuture<T> {
 }
 
 impl<T: Equivalence> ReceiveFuture<T> {
-    fn deliver(h: &CommunicatorHandle, call: &str, st: kestrel_mpi::Status, data: &[u8]) -> (T, Status) {
+    fn deliver(
+        h: &CommunicatorHandle,
+        call: &str,
+        st: kestrel_mpi::Status,
+        data: &[u8],
+    ) -> (T, Status) {
         if let Some(e) = st.error {
             h.state.fatal(call, e.into());
         }

@@ -111,15 +111,14 @@ impl<'a, D: ?Sized, S: Scope<'a>> Request<'a, D, S> {
     }
 
     fn live(&self) -> &Live<'a> {
-        self.live.as_ref().expect("a request is live until completed")
+        self.live
+            .as_ref()
+            .expect("a request is live until completed")
     }
 
     /// Delivers a completed request's data and status; the request is done.
     fn complete(mut self, call: &str, st: kestrel_mpi::Status, data: Vec<u8>) -> Status {
-        let live = self
-            .live
-            .take()
-            .expect("a request is live until completed");
+        let live = self.live.take().expect("a request is live until completed");
         self.scope.unregister();
         if let Some(e) = st.error {
             live.state.fatal(call, e.into());

@@ -123,9 +123,18 @@ pub trait Communicator: AsHandle {
 
     /// MPI_Comm_dup: a new communicator with the same ranks, whose messages never match
     /// this one's. Collective.
+    ///
+    /// Both this and the splits end with a barrier on this communicator: the MPI core drops
+    /// a message on a communicator the receiving rank has not finished making yet, so no
+    /// rank may send on the new one before every rank has it (issue 19: a workaround until
+    /// the core keeps such messages).
     fn duplicate(&self) -> SimpleCommunicator {
         let h = self.as_handle();
-        let comm = h.call("MPI_Comm_dup", |b, c| b.comm_dup(c));
+        let comm = h.call("MPI_Comm_dup", |b, c| {
+            let new = b.comm_dup(c)?;
+            b.barrier(c)?;
+            Ok(new)
+        });
         SimpleCommunicator::owned(h.state.clone(), comm)
     }
 
@@ -138,7 +147,11 @@ pub trait Communicator: AsHandle {
     /// MPI_Comm_split: ranks of one colour, ordered by `key` and then by their rank here.
     fn split_by_color_with_key(&self, color: Color, key: Key) -> Option<SimpleCommunicator> {
         let h = self.as_handle();
-        let comm = h.call("MPI_Comm_split", |b, c| b.comm_split(c, color.0, key))?;
+        let comm = h.call("MPI_Comm_split", |b, c| {
+            let new = b.comm_split(c, color.0, key)?;
+            b.barrier(c)?;
+            Ok(new)
+        })?;
         Some(SimpleCommunicator::owned(h.state.clone(), comm))
     }
 

@@ -159,7 +159,9 @@ pub fn run<T: Send + 'static>(
     let mut engine = Engine::new(VecMemory::new());
     let mut eps = Vec::new();
     for _ in 0..n {
-        let (ep, base) = engine.attach(opts.window).expect("an endpoint for each rank");
+        let (ep, base) = engine
+            .attach(opts.window)
+            .expect("an endpoint for each rank");
         engine.grant(ep, Grant::ALL).expect("grant");
         engine.memory_mut().set_window(ep, opts.window as usize);
         eps.push((ep, base));
@@ -177,7 +179,10 @@ pub fn run<T: Send + 'static>(
                 .stack_size(16 << 20)
                 .spawn(move || {
                     let job = Job {
-                        fabric: Fabric { engine, ep },
+                        fabric: Fabric {
+                            engine: engine.clone(),
+                            ep,
+                        },
                         ep,
                         bus,
                         rank: rank as u32,
@@ -188,9 +193,21 @@ pub fn run<T: Send + 'static>(
                             deadlock_ns: opts.deadlock_ms * 1_000_000,
                         },
                         fatal,
+                        ended,
                     };
                     PENDING.with(|p| *p.borrow_mut() = Some(job));
-                    body()
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body()));
+                    r.unwrap_or_else(|e| {
+                        // Any panic (a failed assertion too) ends the whole job at once,
+                        // as a fatal MPI error does, rather than at the others' deadlock
+                        // timeout. A poisoned engine cannot be told; the others then end
+                        // at their next engine call.
+                        if !engine.is_poisoned() {
+                            let mut f = Fabric { engine, ep };
+                            super::signal_abort(&mut f, ep, rank as u32, 1);
+                        }
+                        std::panic::resume_unwind(e)
+                    })
                 })
                 .expect("a thread for each rank")
         })
@@ -215,9 +232,13 @@ fn wait(f: &mut Fabric) {
     std::thread::yield_now();
     let ep = f.ep;
     if let Some(from) = abort_seen(f, ep) {
-        f.detach(ep);
-        std::panic::panic_any(std::format!("ended: rank {from} ended the job"));
+        ended(f, ep, from);
     }
+}
+
+fn ended(f: &mut Fabric, ep: EpId, from: u32) -> ! {
+    f.detach(ep);
+    std::panic::panic_any(std::format!("ended: rank {from} ended the job"))
 }
 
 fn fatal(line: &str) -> ! {

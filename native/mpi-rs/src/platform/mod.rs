@@ -41,6 +41,10 @@ pub struct Job<P: FabricApi> {
     /// Prints a fatal error's line and ends this rank (never returns). By the time it is
     /// called the other ranks have been told and the endpoint is detached.
     pub fatal: fn(&str) -> !,
+    /// Ends this rank quietly because rank `from` ended the job (what `env.wait` does when
+    /// [`abort_seen`] says so); MPI_Finalize calls it too, so that no rank finishes
+    /// normally in a job that another rank ended.
+    pub ended: fn(&mut P, EpId, u32) -> !,
 }
 
 /// Broadcasts the abort packet from world rank `rank` on endpoint `ep`.
@@ -50,12 +54,14 @@ pub fn signal_abort<P: FabricApi>(p: &mut P, ep: EpId, rank: u32, code: i32) {
     packet[4..8].copy_from_slice(&rank.to_be_bytes());
     packet[8..12].copy_from_slice(&code.to_be_bytes());
     // Best effort: a fabric that refuses it leaves the others to their deadlock timeout.
-    let _ = p.tree_inject(
-        ep,
-        ABORT_VC,
-        tree::bcast(kestrel_mpi::CLASS, 0),
-        &packet,
-    );
+    let _ = p.tree_inject(ep, ABORT_VC, tree::bcast(kestrel_mpi::CLASS, 0), &packet);
+}
+
+/// Ends the rank (the platform's [`Job::ended`]) if another rank ended the job.
+pub(crate) fn check_abort<P: FabricApi>(p: &mut P, ep: EpId, ended: fn(&mut P, EpId, u32) -> !) {
+    if let Some(from) = abort_seen(p, ep) {
+        ended(p, ep, from)
+    }
 }
 
 /// Takes what waits on VC 0 of `ep`: `Some(rank)` when a rank of the job ended it.

@@ -18,10 +18,18 @@ pub fn job_with<T: Send + 'static>(
     opts: Options,
     body: impl Fn() -> T + Send + Sync + 'static,
 ) -> Vec<T> {
-    host::run(n, opts, body)
-        .into_iter()
+    let out = host::run(n, opts, body);
+    // The rank that ended the job first, not the ones it ended.
+    let failed = out
+        .iter()
         .enumerate()
-        .map(|(r, res)| res.unwrap_or_else(|e| panic!("rank {r} failed: {e}")))
+        .filter_map(|(r, res)| res.as_ref().err().map(|e| (r, e)))
+        .min_by_key(|(_, e)| e.starts_with("ended:"));
+    if let Some((r, e)) = failed {
+        panic!("rank {r} failed: {e}");
+    }
+    out.into_iter()
+        .map(|res| res.unwrap_or_else(|_| unreachable!()))
         .collect()
 }
 
