@@ -131,7 +131,8 @@ fn same_type(
 pub trait CommunicatorCollectives: Communicator {
     /// MPI_Barrier: returns once every rank entered it.
     fn barrier(&self) {
-        self.as_handle().call("MPI_Barrier", |b, c| b.barrier(c));
+        self.as_handle()
+            .call_collective("MPI_Barrier", |b, c| b.barrier(c));
     }
 
     /// MPI_Allgather: every rank's `sendbuf` (of one length everywhere), concatenated in rank
@@ -144,7 +145,7 @@ pub trait CommunicatorCollectives: Communicator {
         let send = sendbuf.bytes();
         let recv = recvbuf.bytes_mut();
         self.as_handle()
-            .call("MPI_Allgather", |b, c| b.allgather(c, send, recv));
+            .call_collective("MPI_Allgather", |b, c| b.allgather(c, send, recv));
     }
 
     /// MPI_Alltoall: block `r` of `sendbuf` to rank `r`, block `r` of `recvbuf` from it.
@@ -156,7 +157,7 @@ pub trait CommunicatorCollectives: Communicator {
         let send = sendbuf.bytes();
         let recv = recvbuf.bytes_mut();
         self.as_handle()
-            .call("MPI_Alltoall", |b, c| b.alltoall(c, send, recv));
+            .call_collective("MPI_Alltoall", |b, c| b.alltoall(c, send, recv));
     }
 
     /// MPI_Allreduce: `op` over every rank's `sendbuf`, element by element, into every
@@ -177,7 +178,7 @@ pub trait CommunicatorCollectives: Communicator {
         let send = sendbuf.bytes();
         let recv = recvbuf.bytes_mut();
         let op = op.op();
-        h.call("MPI_Allreduce", |b, c| b.allreduce(c, send, recv, dt, op));
+        h.call_collective("MPI_Allreduce", |b, c| b.allreduce(c, send, recv, dt, op));
     }
 }
 
@@ -204,7 +205,7 @@ pub trait Root: AsHandle {
         let root = self.root_rank();
         let buf = buffer.bytes_mut();
         self.as_handle()
-            .call("MPI_Bcast", |b, c| b.bcast(c, buf, root));
+            .call_collective("MPI_Bcast", |b, c| b.bcast(c, buf, root));
     }
 
     /// MPI_Gather at a rank that is not the root: sends `sendbuf` to it.
@@ -213,7 +214,7 @@ pub trait Root: AsHandle {
         let root = self.root_rank();
         not_root(h, "MPI_Gather", root, "gather_into_root");
         let send = sendbuf.bytes();
-        h.call("MPI_Gather", |b, c| b.gather(c, send, &mut [], root));
+        h.call_collective("MPI_Gather", |b, c| b.gather(c, send, &mut [], root));
     }
 
     /// MPI_Gather at the root: every rank's `sendbuf`, in rank order, into `recvbuf`.
@@ -227,7 +228,7 @@ pub trait Root: AsHandle {
         at_root(h, "MPI_Gather", root, "gather_into");
         let send = sendbuf.bytes();
         let recv = recvbuf.bytes_mut();
-        h.call("MPI_Gather", |b, c| b.gather(c, send, recv, root));
+        h.call_collective("MPI_Gather", |b, c| b.gather(c, send, recv, root));
     }
 
     /// MPI_Scatter at a rank that is not the root: its block of the root's buffer into
@@ -237,7 +238,7 @@ pub trait Root: AsHandle {
         let root = self.root_rank();
         not_root(h, "MPI_Scatter", root, "scatter_into_root");
         let recv = recvbuf.bytes_mut();
-        h.call("MPI_Scatter", |b, c| b.scatter(c, &[], recv, root));
+        h.call_collective("MPI_Scatter", |b, c| b.scatter(c, &[], recv, root));
     }
 
     /// MPI_Scatter at the root: block `r` of `sendbuf` to rank `r`, its own into `recvbuf`.
@@ -251,7 +252,7 @@ pub trait Root: AsHandle {
         at_root(h, "MPI_Scatter", root, "scatter_into");
         let send = sendbuf.bytes();
         let recv = recvbuf.bytes_mut();
-        h.call("MPI_Scatter", |b, c| b.scatter(c, send, recv, root));
+        h.call_collective("MPI_Scatter", |b, c| b.scatter(c, send, recv, root));
     }
 
     /// MPI_Reduce at a rank that is not the root: contributes `sendbuf`.
@@ -266,7 +267,7 @@ pub trait Root: AsHandle {
         let dt = sendbuf.as_datatype_ref().base();
         let send = sendbuf.bytes();
         let op = op.op();
-        h.call("MPI_Reduce", |b, c| {
+        h.call_collective("MPI_Reduce", |b, c| {
             b.reduce(c, send, &mut [], dt, op, root)
         });
     }
@@ -290,7 +291,7 @@ pub trait Root: AsHandle {
         let send = sendbuf.bytes();
         let recv = recvbuf.bytes_mut();
         let op = op.op();
-        h.call("MPI_Reduce", |b, c| b.reduce(c, send, recv, dt, op, root));
+        h.call_collective("MPI_Reduce", |b, c| b.reduce(c, send, recv, dt, op, root));
     }
 }
 

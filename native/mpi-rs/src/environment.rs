@@ -71,6 +71,20 @@ impl State {
         }
     }
 
+    /// [`State::call`] for a collective: afterwards, if another rank ended the job, this
+    /// rank ends too. A rank that ends the job gives its endpoint back, and the collective
+    /// network's reductions (the barrier among them) then complete without it: without
+    /// this check the others could leave a barrier the ended rank never entered.
+    pub(crate) fn call_collective<T>(
+        &self,
+        name: &str,
+        f: impl FnOnce(&mut dyn Backend) -> Result<T, kestrel_mpi::Error>,
+    ) -> T {
+        let v = self.call(name, f);
+        self.core.borrow_mut().check_abort();
+        v
+    }
+
     /// MPI_ERRORS_ARE_FATAL: one line naming the rank, the call and the error class, then
     /// the job ends: the other ranks are told (they end quietly, [`crate::platform`]) and
     /// this rank ends the platform's way (on Kestrel: the program exits with code 1; on the

@@ -119,6 +119,8 @@ pub mod environment;
 pub mod platform;
 pub mod point_to_point;
 pub mod request;
+#[cfg(feature = "selftest")]
+pub mod selftest;
 pub mod topology;
 
 pub use environment::{

@@ -37,6 +37,16 @@ impl CommunicatorHandle {
         self.state.call(name, |b| f(b, c))
     }
 
+    /// [`CommunicatorHandle::call`] for a collective ([`State::call_collective`]).
+    pub(crate) fn call_collective<T>(
+        &self,
+        name: &str,
+        f: impl FnOnce(&mut dyn crate::backend::Backend, Comm) -> Result<T, kestrel_mpi::Error>,
+    ) -> T {
+        let c = self.comm;
+        self.state.call_collective(name, |b| f(b, c))
+    }
+
     /// Ends the job with a face-level error.
     pub(crate) fn fail(&self, call: &str, class: &'static str, what: alloc::string::String) -> ! {
         self.state
@@ -130,7 +140,7 @@ pub trait Communicator: AsHandle {
     /// the core keeps such messages).
     fn duplicate(&self) -> SimpleCommunicator {
         let h = self.as_handle();
-        let comm = h.call("MPI_Comm_dup", |b, c| {
+        let comm = h.call_collective("MPI_Comm_dup", |b, c| {
             let new = b.comm_dup(c)?;
             b.barrier(c)?;
             Ok(new)
@@ -147,7 +157,7 @@ pub trait Communicator: AsHandle {
     /// MPI_Comm_split: ranks of one colour, ordered by `key` and then by their rank here.
     fn split_by_color_with_key(&self, color: Color, key: Key) -> Option<SimpleCommunicator> {
         let h = self.as_handle();
-        let comm = h.call("MPI_Comm_split", |b, c| {
+        let comm = h.call_collective("MPI_Comm_split", |b, c| {
             let new = b.comm_split(c, color.0, key)?;
             b.barrier(c)?;
             Ok(new)
