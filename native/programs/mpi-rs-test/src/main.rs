@@ -23,14 +23,15 @@
 
 extern crate alloc;
 
+use kestrel_user::{println, sys};
 use mpi::collective::SystemOperation;
 use mpi::selftest::{run, Sizes};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
-use kestrel_user::{println, sys};
 
 fn arg<'a>(args: &'a str, key: &str) -> Option<&'a str> {
-    args.split_ascii_whitespace().find_map(|a| a.strip_prefix(key))
+    args.split_ascii_whitespace()
+        .find_map(|a| a.strip_prefix(key))
 }
 
 /// Error case `kind`, rank `bad` erring: never returns on a rank the job's end reaches.
@@ -53,7 +54,9 @@ fn fail(world: &SimpleCommunicator, kind: &str, bad: i32) {
             }
             if me == bad {
                 let mut small = [0u8; 10];
-                world.process_at_rank(from).receive_into_with_tag(&mut small[..], 2);
+                world
+                    .process_at_rank(from)
+                    .receive_into_with_tag(&mut small[..], 2);
             }
             wait_for_bad();
         }
@@ -77,7 +80,9 @@ fn fail(world: &SimpleCommunicator, kind: &str, bad: i32) {
                 .process_at_rank((me + 1) % n)
                 .receive_with_tag::<u8>(42);
         }
-        _ => println!("mpirs {me}/{n}: no error case {kind:?} (rank, truncate, op, abort, deadlock)"),
+        _ => {
+            println!("mpirs {me}/{n}: no error case {kind:?} (rank, truncate, op, abort, deadlock)")
+        }
     }
     println!("mpirs {me}/{n}: error case {kind} did not end the job");
 }
