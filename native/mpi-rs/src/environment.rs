@@ -47,7 +47,7 @@ impl fmt::Display for Fault {
 pub(crate) struct State {
     core: RefCell<Box<dyn Backend>>,
     rank: u32,
-    fatal: fn(&str) -> !,
+    fatal: fn(&str, i32) -> !,
     finalized: Cell<bool>,
 }
 
@@ -109,7 +109,7 @@ impl State {
             }
         }
         self.finalized.set(true);
-        (self.fatal)(line)
+        (self.fatal)(line, code)
     }
 
     pub(crate) fn rank(&self) -> u32 {
@@ -245,14 +245,14 @@ pub fn initialize_with<P: FabricApi + 'static>(job: Job<P>) -> Option<Universe> 
     } = job;
     let mut mpi = match Mpi::init(fabric, ep, bus, rank, size, env) {
         Ok(m) => m,
-        Err(e) => fatal(&format!("rank {rank}: MPI_Init: {e}")),
+        Err(e) => fatal(&format!("rank {rank}: MPI_Init: {e}"), 1),
     };
     if let Err(e) = settle(&mut mpi) {
         let what = match (e, mpi.deadlock_report()) {
             (kestrel_mpi::Error::Deadlock, Some(r)) => format!("MPI_ERR_OTHER: deadlock: {r}"),
             _ => format!("{e}"),
         };
-        fatal(&format!("rank {rank}: MPI_Init: {what}"));
+        fatal(&format!("rank {rank}: MPI_Init: {what}"), 1);
     }
     Some(Universe {
         state: Rc::new(State {

@@ -61,10 +61,11 @@
 //! ```
 //!
 //! and the job ends: the failing rank tells the others (one collective broadcast,
-//! [`platform`]), each of them ends quietly at its next wait, and the failing rank ends (on
-//! Kestrel its program exits with code 1; on the host its thread panics with the line).
+//! [`platform`]), each of them ends quietly at its next wait (and at the latest in its next
+//! collective or in MPI_Finalize), and the failing rank ends (on Kestrel every program of the
+//! job exits with code 1; on the host the threads panic, the failing one with the line).
 //! [`traits::Communicator::abort`] ends the job the same way (`rank R: MPI_Abort: called with
-//! error code N`). Errors a program can make: a rank outside the communicator (MPI_ERR_RANK,
+//! error code N`; on Kestrel that rank exits with code N). Errors a program can make: a rank outside the communicator (MPI_ERR_RANK,
 //! or MPI_ERR_ROOT for a root), a negative or too large tag (MPI_ERR_TAG), a receive buffer
 //! too small (MPI_ERR_TRUNCATE), buffers of the wrong sizes for a collective
 //! (MPI_ERR_COUNT), an operation not defined on the datatype, such as a bitwise operation on

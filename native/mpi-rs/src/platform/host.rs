@@ -241,7 +241,7 @@ fn ended(f: &mut Fabric, ep: EpId, from: u32) -> ! {
     std::panic::panic_any(std::format!("ended: rank {from} ended the job"))
 }
 
-fn fatal(line: &str) -> ! {
+fn fatal(line: &str, _code: i32) -> ! {
     std::eprintln!("{line}");
     std::panic::panic_any(line.to_string())
 }

@@ -15,8 +15,9 @@
 //!   deadlock timeout `mpi.deadlock_ms=` (default 60,000).
 //!
 //! The program must leave those addresses alone. A fatal error prints its line on the
-//! console (`[name] rank R: CALL: CLASS: ...`) and the program exits with code 1; a rank that
-//! sees another end the job detaches and exits with code 1 without a line. A failure to
+//! console (`[name] rank R: CALL: CLASS: ...`) and the program exits with code 1 (MPI_Abort:
+//! its code, if not 0); a rank that sees another end the job detaches and exits with code 1
+//! without a line. A failure to
 //! start (no RAM, no service, a rank not below `mpi.ranks=`) is one line naming the rank
 //! and MPI_Init, then the same exit.
 
@@ -76,7 +77,7 @@ pub(crate) fn launch() -> Option<Universe> {
     let heap = arg::<u32>(args, "mpi.heap_mib=").unwrap_or(16).min(256) << 20;
     let deadlock_ms: u64 = arg(args, "mpi.deadlock_ms=").unwrap_or(60_000);
     let rank = rank_from_name();
-    let fail = |what: &str| -> ! { fatal(&format!("rank {rank}: MPI_Init: {what}")) };
+    let fail = |what: &str| -> ! { fatal(&format!("rank {rank}: MPI_Init: {what}"), 1) };
     if rank >= size {
         fail(&format!(
             "MPI_ERR_RANK: rank {rank} is not below mpi.ranks={size} (name the programs' modules ..0 to ..{})",
@@ -155,9 +156,9 @@ fn ended(p: &mut Service, ep: EpId, _from: u32) -> ! {
     rt::exit(1)
 }
 
-fn fatal(line: &str) -> ! {
+fn fatal(line: &str, code: i32) -> ! {
     println!("{line}");
-    rt::exit(1)
+    rt::exit(if code == 0 { 1 } else { code as u32 })
 }
 
 /// The time base in nanoseconds.

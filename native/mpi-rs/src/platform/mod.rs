@@ -38,9 +38,10 @@ pub struct Job<P: FabricApi> {
     /// The core's surroundings: its `wait` should call [`abort_seen`] and end the rank
     /// when another rank ended the job.
     pub env: Env<P>,
-    /// Prints a fatal error's line and ends this rank (never returns). By the time it is
-    /// called the other ranks have been told and the endpoint is detached.
-    pub fatal: fn(&str) -> !,
+    /// Prints a fatal error's line and ends this rank with an exit code (1, or MPI_Abort's
+    /// non-zero code); never returns. By the time it is called the other ranks have been
+    /// told and the endpoint is detached.
+    pub fatal: fn(&str, i32) -> !,
     /// Ends this rank quietly because rank `from` ended the job (what `env.wait` does when
     /// [`abort_seen`] says so); MPI_Finalize calls it too, so that no rank finishes
     /// normally in a job that another rank ended.
