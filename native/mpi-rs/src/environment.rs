@@ -205,9 +205,9 @@ pub enum Threading {
 
 /// MPI_Init on the platform this program runs on: `None` when this rank already
 /// initialized MPI, or when there is no platform to start on. On Kestrel
-/// ([`crate::platform::kestrel`]) the rank and size come from the program's module name and
+/// (`platform::kestrel`) the rank and size come from the program's module name and
 /// the boot arguments; on the host (feature `host`) from the job
-/// [`crate::platform::host::run`] started the thread in.
+/// `platform::host::run` started the thread in.
 pub fn initialize() -> Option<Universe> {
     #[cfg(feature = "host")]
     {

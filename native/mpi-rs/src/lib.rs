@@ -3,7 +3,7 @@
 //! same `use` lines and runs on Kestrel's MPI core (`kestrel-mpi`, ADR 0035), natively on the
 //! fabric service or, for tests, as threads over the fabric engine.
 //!
-//! ```ignore
+//! ```no_run
 //! use mpi::traits::*;
 //! use mpi::collective::SystemOperation;
 //!
@@ -78,8 +78,8 @@
 //! # Where it differs from rsmpi
 //!
 //! - **Platform.** There is no C library underneath: [`initialize`] starts the core on the
-//!   platform the program runs on ([`platform::kestrel`] on the PowerPC 440,
-//!   [`platform::host`] with the `host` feature); [`initialize_with`] starts it on any fabric
+//!   platform the program runs on (`platform::kestrel` on the PowerPC 440,
+//!   `platform::host` with the `host` feature); [`initialize_with`] starts it on any fabric
 //!   (a [`platform::Job`]). The crate is `no_std` + `alloc`.
 //! - **Threads.** The handles are not `Send`: only the thread that initialized MPI calls it
 //!   ([`initialize_with_threading`] answers `Funneled`).
@@ -99,8 +99,12 @@
 //!   reduce-scatter, nonblocking collectives, buffered and ready sends, groups, inter- and
 //!   topology communicators, attributes, names, spawning. The core has MAXLOC/MINLOC, which
 //!   rsmpi's `SystemOperation` does not name; this face does not either.
-//! - **Status** carries the byte count ([`point_to_point::Status::bytes`]) besides rsmpi's
-//!   accessors; `count` of a size that is no whole number of the datatype is
+//! - **Arrays** `[T; N]` are `Equivalence` types themselves (one value of N elements), so a
+//!   buffer `&[1, 2, 3]` counts 1 where rsmpi counts 3; the bytes sent, a receiver's
+//!   `Status::count` of `T` and the reductions (element by element) are the same.
+//! - **Additions:** [`Universe::eager_limit`], [`point_to_point::Status::bytes`],
+//!   [`collective::SystemOperation::all`], [`TAG_UB`], and the checks of `selftest` (feature
+//!   `selftest`); `count` of a size that is no whole number of the datatype is
 //!   [`UNDEFINED`].
 //!
 //! # Reductions

@@ -1,7 +1,7 @@
 //! Where a rank runs: what [`crate::initialize_with`] needs ([`Job`]), how a fatal error
 //! ends the whole job ([`signal_abort`], [`abort_seen`]), and the two platforms: Kestrel's
-//! fabric service ([`kestrel`], on the PowerPC 440) and threads over the engine on the host
-//! ([`host`], feature `host`).
+//! fabric service (`kestrel`, on the PowerPC 440) and threads over the engine on the host
+//! (`host`, feature `host`).
 //!
 //! **Ending the job.** The MPI core has no abort message, so the face has its own: a rank
 //! whose call fails broadcasts one collective packet on the MPI class
