@@ -156,6 +156,54 @@ pub fn run<T: Send + 'static>(
     opts: Options,
     body: impl Fn() -> T + Send + Sync + 'static,
 ) -> Vec<Result<T, String>> {
+    spawn(n, opts, move |engine, ep, bus, rank| {
+        let job = Job {
+            fabric: Fabric { engine, ep },
+            ep,
+            bus,
+            rank,
+            size: n,
+            env: kestrel_mpi::Env {
+                wait,
+                now_ns,
+                deadlock_ns: opts.deadlock_ms * 1_000_000,
+            },
+            fatal,
+            ended,
+        };
+        PENDING.with(|p| *p.borrow_mut() = Some(job));
+        body()
+    })
+}
+
+/// Runs `body` on the MPI core alone (no face, no start-up barrier) as every rank of an
+/// `n`-rank job, one thread each: for tests of the core as the face meets it
+/// (`tests/core_races.rs`). A blocking call with no progress for the deadlock timeout
+/// returns the core's `Error::Deadlock`.
+pub fn run_core<T: Send + 'static>(
+    n: u32,
+    opts: Options,
+    body: impl Fn(&mut kestrel_mpi::Mpi<Fabric>) -> T + Send + Sync + 'static,
+) -> Vec<Result<T, String>> {
+    spawn(n, opts, move |engine, ep, bus, rank| {
+        let env = kestrel_mpi::Env {
+            wait,
+            now_ns,
+            deadlock_ns: opts.deadlock_ms * 1_000_000,
+        };
+        let fabric = Fabric { engine, ep };
+        let mut m = kestrel_mpi::Mpi::init(fabric, ep, bus, rank, n, env)
+            .unwrap_or_else(|e| panic!("rank {rank}: MPI_Init: {e}"));
+        body(&mut m)
+    })
+}
+
+/// An engine with `n` endpoints and a thread per rank running `rank(engine, ep, bus, rank)`.
+fn spawn<T: Send + 'static>(
+    n: u32,
+    opts: Options,
+    rank: impl Fn(Arc<Mutex<Engine<VecMemory>>>, EpId, u64, u32) -> T + Send + Sync + 'static,
+) -> Vec<Result<T, String>> {
     let mut engine = Engine::new(VecMemory::new());
     let mut eps = Vec::new();
     for _ in 0..n {
@@ -167,44 +215,29 @@ pub fn run<T: Send + 'static>(
         eps.push((ep, base));
     }
     let engine = Arc::new(Mutex::new(engine));
-    let body = Arc::new(body);
+    let body = Arc::new(rank);
     let threads: Vec<_> = eps
         .into_iter()
         .enumerate()
-        .map(|(rank, (ep, bus))| {
+        .map(|(r, (ep, bus))| {
             let engine = engine.clone();
             let body = body.clone();
             std::thread::Builder::new()
-                .name(std::format!("rank {rank}"))
+                .name(std::format!("rank {r}"))
                 .stack_size(16 << 20)
                 .spawn(move || {
-                    let job = Job {
-                        fabric: Fabric {
-                            engine: engine.clone(),
-                            ep,
-                        },
-                        ep,
-                        bus,
-                        rank: rank as u32,
-                        size: n,
-                        env: kestrel_mpi::Env {
-                            wait,
-                            now_ns,
-                            deadlock_ns: opts.deadlock_ms * 1_000_000,
-                        },
-                        fatal,
-                        ended,
-                    };
-                    PENDING.with(|p| *p.borrow_mut() = Some(job));
-                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body()));
-                    r.unwrap_or_else(|e| {
+                    let mine = engine.clone();
+                    let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        body(mine, ep, bus, r as u32)
+                    }));
+                    res.unwrap_or_else(|e| {
                         // Any panic (a failed assertion too) ends the whole job at once,
                         // as a fatal MPI error does, rather than at the others' deadlock
                         // timeout. A poisoned engine cannot be told; the others then end
                         // at their next engine call.
                         if !engine.is_poisoned() {
                             let mut f = Fabric { engine, ep };
-                            super::signal_abort(&mut f, ep, rank as u32, 1);
+                            super::signal_abort(&mut f, ep, r as u32, 1);
                         }
                         std::panic::resume_unwind(e)
                     })
