@@ -73,7 +73,9 @@
 //! root form of a rooted collective called by another rank or the other way round
 //! (MPI_ERR_ROOT), a call after the universe was dropped, and a blocking call that waits
 //! with no progress for the platform's deadlock timeout (MPI_ERR_OTHER: deadlock, with the
-//! core's line saying what the rank waits for).
+//! core's line saying what the rank waits for). A negative count, an unknown datatype or an
+//! unknown operation cannot be written here: counts are buffer lengths and datatypes and
+//! operations are types and constructors.
 //!
 //! # Where it differs from rsmpi
 //!
