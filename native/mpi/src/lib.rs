@@ -458,7 +458,9 @@ impl<P: FabricApi> Mpi<P> {
             self.alu_round_in("MPI_Init", bgpcoll::OP_OR, &mut vals)?;
             let mut heard = 0u32;
             for (r, &v) in vals.iter().enumerate().take(size as usize) {
-                let Some((n, c)) = census_read(v) else { continue };
+                let Some((n, c)) = census_read(v) else {
+                    continue;
+                };
                 if n != size {
                     // Two jobs share the class, or a rank was started with another size.
                     let mut s = String::new();

@@ -10,8 +10,11 @@
 //! scheduler. The lock word is one `AtomicU32` (lwarx/stwcx. on the 440).
 //!
 //! The arena costs `HEAP_BYTES` of `.bss` in every task that turns the feature on: the kernel
-//! backs a root task's `.bss` page by page at load time. Allocation failure ends in Rust's
-//! default allocation-error handler (a panic, hence the task's panic handler).
+//! backs a root task's `.bss` page by page at load time. A task that needs more gives the
+//! heap one more region of its own memory (RAM from the root task) with [`add_region`];
+//! allocations then come from that region first and from the arena when it is full.
+//! Allocation failure ends in Rust's default allocation-error handler (a panic, hence the
+//! task's panic handler).
 
 use crate::sys::{my_id, thread_switch};
 use core::alloc::{GlobalAlloc, Layout};
@@ -40,16 +43,19 @@ pub struct KestrelHeap {
     /// Thread id of the lock holder, `ThreadId::NIL` (0) when free.
     owner: AtomicU32,
     heap: UnsafeCell<Heap>,
+    /// The region [`add_region`] gave (empty until then).
+    more: UnsafeCell<Heap>,
 }
 
-// SAFETY: `heap` is only reached through a `HeapGuard`, which `lock` hands to one thread
-// at a time (the lock word names it) and whose drop gives the lock back.
+// SAFETY: `heap` and `more` are only reached through a `HeapGuard`, which `lock` hands to
+// one thread at a time (the lock word names it) and whose drop gives the lock back.
 unsafe impl Sync for KestrelHeap {}
 
 #[global_allocator]
 static GLOBAL: KestrelHeap = KestrelHeap {
     owner: AtomicU32::new(ThreadId::NIL.0),
     heap: UnsafeCell::new(Heap::empty()),
+    more: UnsafeCell::new(Heap::empty()),
 };
 
 impl KestrelHeap {
@@ -102,6 +108,15 @@ impl DerefMut for HeapGuard<'_> {
     }
 }
 
+impl HeapGuard<'_> {
+    /// The added region's heap.
+    fn more(&mut self) -> &mut Heap {
+        // SAFETY: as in `deref_mut`: the guard holds the lock, and `&mut self` makes this
+        // borrow its only one.
+        unsafe { &mut *self.owner.more.get() }
+    }
+}
+
 impl Drop for HeapGuard<'_> {
     fn drop(&mut self) {
         self.owner.owner.store(ThreadId::NIL.0, Ordering::Release);
@@ -115,7 +130,8 @@ unsafe impl GlobalAlloc for KestrelHeap {
         let Some(mut heap) = self.lock() else {
             return ptr::null_mut();
         };
-        heap.allocate_first_fit(layout)
+        let more = heap.more().allocate_first_fit(layout);
+        more.or_else(|()| heap.allocate_first_fit(layout))
             .map_or(ptr::null_mut(), NonNull::as_ptr)
     }
 
@@ -123,15 +139,47 @@ unsafe impl GlobalAlloc for KestrelHeap {
         let Some(p) = NonNull::new(p) else { return };
         // Re-entry (impossible short of a bug) leaks the block rather than deadlocking.
         let Some(mut heap) = self.lock() else { return };
-        // SAFETY: the caller passes a block `alloc` returned for this same `layout`.
-        unsafe { heap.deallocate(p, layout) };
+        let more = heap.more();
+        if (more.bottom()..more.top()).contains(&p.as_ptr()) {
+            // SAFETY: the caller passes a block `alloc` returned for this same `layout`,
+            // and it lies in the added region, so that heap gave it.
+            unsafe { more.deallocate(p, layout) };
+        } else {
+            // SAFETY: as above; outside the added region, the arena's heap gave it.
+            unsafe { heap.deallocate(p, layout) };
+        }
     }
 }
 
-/// `(used, free)` bytes of the arena.
+/// `(used, free)` bytes of the arena and the added region.
 pub fn usage() -> (usize, usize) {
     match GLOBAL.lock() {
-        Some(heap) => (heap.used(), heap.free()),
+        Some(mut heap) => {
+            let (u, f) = (heap.used(), heap.free());
+            let more = heap.more();
+            (u + more.used(), f + more.free())
+        }
         None => (0, HEAP_BYTES),
     }
+}
+
+/// Gives the heap `len` more bytes at `start` (once: `false` if it already has a region,
+/// or if the calling thread holds the heap's lock).
+///
+/// # Safety
+///
+/// `[start, start + len)` is memory of this space, mapped read-write, used by nothing else
+/// for as long as the task lives (RAM the root task granted, say), and `len` is at least a
+/// few dozen bytes.
+pub unsafe fn add_region(start: *mut u8, len: usize) -> bool {
+    let Some(mut heap) = GLOBAL.lock() else {
+        return false;
+    };
+    let more = heap.more();
+    if more.size() != 0 {
+        return false;
+    }
+    // SAFETY: the caller's promise: the region is ours, mapped and unused, for good.
+    unsafe { more.init(start, len) };
+    true
 }

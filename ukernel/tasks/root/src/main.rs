@@ -38,8 +38,9 @@ use kestrel_user::mem::{boot_modules, map_reply, PageFault};
 use kestrel_user::{println, rt, sys};
 use ram::Ram;
 
-/// Most programs the root task runs.
-const MAX_PROGRAMS: usize = 8;
+/// Most programs the root task runs (an 8-rank native MPI job is 9 with the fabric
+/// service).
+const MAX_PROGRAMS: usize = 16;
 /// The program that gets the vCPU and device rights when `root.vcpu=` and
 /// `root.devices=` are not given.
 const DEFAULT_VMM: &str = "kestrel-vmm";
