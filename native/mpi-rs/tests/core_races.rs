@@ -1,7 +1,7 @@
-//! Two problems of the MPI core (`kestrel-mpi`) that the face meets, as tests of the core
-//! alone (`mpi::platform::host::run_core`): both fail on the core as it is and are ignored until it is
-//! fixed (`cargo test -p kestrel-mpi-rs --test core_races -- --ignored`). The face works
-//! around the first (ADR 0036: a barrier after making a communicator); the second it cannot.
+//! Two problems the MPI core (`kestrel-mpi`) had, as tests of the core alone
+//! (`mpi::platform::host::run_core`): both failed on the core before it kept messages on a
+//! communicator it had not made yet (`Mpi::made`) and turned eager sends stuck on credits
+//! into rendezvous (`eager_to_rts`, ADR 0035).
 
 use kestrel_mpi::{wire, Datatype, Mpi, Op, WORLD};
 use mpi::platform::host::{run_core, Fabric, Options};
@@ -27,7 +27,6 @@ fn job<T: Send + 'static>(
 /// making (its MPI_Comm_dup's allreduce) drops the message (`Stats::bad`): the receive
 /// for it never completes. Fails at the first or second round on a 2-core host.
 #[test]
-#[ignore = "the core drops messages on a context the receiver has not made yet (issue 19)"]
 fn a_message_on_a_communicator_not_made_yet_is_kept() {
     let out = job(8, 4 << 20, 5_000, |m: &mut Mpi<Fabric>| {
         let me = m.rank(WORLD).unwrap();
@@ -58,7 +57,6 @@ fn a_message_on_a_communicator_not_made_yet_is_kept() {
 /// owes less than the half that makes it send a CREDIT, and it waits for the large message:
 /// a deadlock, though MPI requires the send to complete once its receive is posted.
 #[test]
-#[ignore = "an eager send can wait forever for credits the receiver owes (issue 19)"]
 fn eager_sends_complete_when_the_receiver_takes_a_later_message_first() {
     let out = job(2, 1 << 20, 3_000, |m: &mut Mpi<Fabric>| {
         let l = m.limits_now();

@@ -51,6 +51,8 @@ pub const CLASS: u32 = bgpcoll::MPI_CLASS;
 pub const CHUNK_MAX: usize = 512 * 1024;
 /// Reception-ring bytes kept for messages that are not MPI's (bgnet frames).
 pub const FOREIGN_RESERVE: u32 = 4096;
+/// Messages kept for communicators not made yet before more are dropped (counted).
+pub const EARLY_MAX: usize = 4096;
 /// Non-MPI messages kept for [`Mpi::take_foreign`] before more are dropped (counted).
 pub const FOREIGN_QUEUE: usize = 64;
 /// The reception counter a rendezvous receive uses.
@@ -211,6 +213,8 @@ pub struct Stats {
     pub chunks: u32,
     /// Sends that waited for credits at least once.
     pub credit_waits: u32,
+    /// Eager sends turned into rendezvous because the receiver's data pool was full.
+    pub eager_as_rts: u32,
 }
 
 /// The flow-control numbers this job runs with (ADR 0035).
@@ -334,6 +338,10 @@ pub struct Mpi<P: FabricApi> {
     start_ns: u64,
     /// Inside an ALU reduction: the VC's packets are left for it.
     pub(crate) in_alu: bool,
+    /// EAGER and RTS messages (in order per sender) on a context this rank has not made
+    /// yet: a peer that finished MPI_Comm_dup or _split sends on the new communicator while
+    /// we are still in it. Delivered when the communicator is made ([`Mpi::made`]).
+    early: Vec<(u32, Hdr, Vec<u8>, u32)>,
     /// The start-up census is done: every rank's coordinates are known, so torus
     /// messages can be told apart by sender. Until then they stay in the ring.
     wired: bool,
@@ -401,6 +409,7 @@ impl<P: FabricApi> Mpi<P> {
             report: None,
             start_ns: now,
             in_alu: false,
+            early: Vec::new(),
             wired: false,
         };
         m.add_comm(WORLD.0, 0, (0..size).collect());
@@ -777,7 +786,13 @@ impl<P: FabricApi> Mpi<P> {
             .get(&(h.ctx & !1))
             .and_then(|c| self.comms.get(c))
         else {
-            self.stats.bad += 1;
+            // A communicator still being made here (or never: a broken peer). Eager data is
+            // bounded by the sender's credits, which stay out until it is matched.
+            if h.ctx >= 4 && self.early.len() < EARLY_MAX {
+                self.early.push((src_world, h, payload, cost));
+            } else {
+                self.stats.bad += 1;
+            }
             return Ok(());
         };
         let Some(src) = comm.group.iter().position(|&w| w == src_world) else {
@@ -1158,6 +1173,13 @@ impl<P: FabricApi> Mpi<P> {
                             peer.waited = true;
                             self.stats.credit_waits += 1;
                         }
+                        if data_pool {
+                            // The data pool comes back only as the receiver matches, and it
+                            // may want a later message first (legal with Isend): what waits
+                            // goes by rendezvous instead, its RTS through the control pool,
+                            // which comes back as soon as the receiver takes a message in.
+                            self.eager_to_rts(d);
+                        }
                         break;
                     }
                     *used += cost;
@@ -1193,6 +1215,34 @@ impl<P: FabricApi> Mpi<P> {
             }
         }
         Ok(moved)
+    }
+
+    /// Turns every eager message waiting for `dest`'s data pool into a rendezvous send: its
+    /// data stays here, an RTS with the same sequence number goes to the control queue.
+    fn eager_to_rts(&mut self, dest: u32) {
+        let stage = self.limits.send_stage.1;
+        let waiting = core::mem::take(&mut self.peers[dest as usize].out_data);
+        for o in waiting {
+            let Some(id) = o.req else { continue };
+            let hdr = Hdr {
+                kind: RTS,
+                a: id,
+                d: stage,
+                ..o.hdr
+            };
+            if let Some(r) = self.reqs.get_mut(&id) {
+                r.state = State::SendRdv {
+                    dest,
+                    data: o.payload,
+                };
+            }
+            self.stats.eager_as_rts += 1;
+            self.peers[dest as usize].out_ctl.push_back(Out {
+                hdr,
+                payload: Vec::new(),
+                req: None,
+            });
+        }
     }
 
     // ---- point to point ------------------------------------------------------------
@@ -1554,6 +1604,7 @@ impl<P: FabricApi> Mpi<P> {
         let h = self.next_comm;
         self.next_comm += 1;
         self.add_comm(h, ctx, group);
+        self.made(ctx)?;
         Ok(Comm(h))
     }
 
@@ -1588,7 +1639,24 @@ impl<P: FabricApi> Mpi<P> {
         let h = self.next_comm;
         self.next_comm += 1;
         self.add_comm(h, ctx, group);
+        self.made(ctx)?;
         Ok(Some(Comm(h)))
+    }
+
+    /// Delivers, in arrival order, what came early on communicator context `ctx` (its
+    /// point-to-point and collective halves).
+    fn made(&mut self, ctx: u32) -> Result<(), Error> {
+        if self.early.is_empty() {
+            return Ok(());
+        }
+        let (now, later) = core::mem::take(&mut self.early)
+            .into_iter()
+            .partition::<Vec<_>, _>(|e| e.1.ctx & !1 == ctx);
+        self.early = later;
+        for (src, h, payload, cost) in now {
+            self.deliver(src, h, payload, cost)?;
+        }
+        Ok(())
     }
 
     /// MPI_Comm_free (WORLD and SELF cannot be freed).
