@@ -1,0 +1,410 @@
+//! `kestrel-mpibench`: the native half of `just bench mpi` (issue 19, bench/mpi.py). N ranks
+//! (2 to 8) of this program on the MPI core (`kestrel-mpi`) over the node's fabric service,
+//! timed with the time base (under `-icount shift=0` 0.4 ticks per guest instruction):
+//!
+//! - **ping-pong** between ranks 0 and 1 (`mpibench.pingpong=1`): for each message size
+//!   (0 bytes, then powers of two from 1 byte to `mpibench.max=BYTES`, default 4 MiB) one
+//!   checked warm-up round trip, then `mpibench.trials=T` (default 3) trials of K round trips
+//!   (K from 100 down to 2 as the size grows, see [`iters`]); rank 0 prints the best trial
+//!   (as NetPIPE does). One-way latency is ticks / (2 K);
+//! - **allreduce** over all N ranks, for integer sum on the collective's ALU (`U64`) and
+//!   double sum in software (`F64`, a binomial tree and a broadcast, ADR 0035), 1 and 128
+//!   elements each: a checked warm-up, then T trials of 100 calls each, best trial.
+//!
+//! Start it under module names ending in the rank (`mpibench0` .. `mpibench7`) with
+//! `mpibench.n=N`. Every rank attaches a 2 MiB window (rendezvous moves chunks of up to
+//! 512 KiB), and ranks 0 and 1 of a ping-pong add a heap region of their own RAM for the
+//! messages (the core copies a send and completes a receive into the heap).
+//! `mpibench.jitter=J` makes rank r spin J*(r+1)*1000 loop steps before MPI_Init: the
+//! driver's retry after a hang (the core has an intermittent deadlock, ADR 0035's successor
+//! is fixing it) then starts from a different interleaving.
+//!
+//! Output (rank 0 unless said), one line each:
+//! `mpibench: ranks N timebase_hz HZ window BYTES eager_max BYTES`,
+//! `mpibench: pingpong bytes B iters K trials T best TICKS ok`,
+//! `mpibench: allreduce type U64|F64 count C iters K trials T best TICKS ok`,
+//! `mpibench: done`; on failure `mpibench: FAILED rank R: WHY` (a deadlock names the call it
+//! waits in) from the rank that saw it. "ok" becomes "WRONG" when a check failed.
+#![no_std]
+#![no_main]
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+extern crate alloc;
+
+use alloc::vec;
+use alloc::vec::Vec;
+use kestrel_abi::Timeout;
+use kestrel_fabric::FabricApi;
+use kestrel_fabric_client::service::{Service, Window};
+use kestrel_mpi::{Datatype, Env, Mpi, Op, WORLD};
+use kestrel_user::{println, root, sys};
+
+/// The DMA window (2 MiB, naturally aligned) and the endpoint's shared page.
+const WINDOW: u32 = 0x2000_0000;
+const WINDOW_LEN: u32 = 2 << 20;
+const SHARED: u32 = 0x2040_0000;
+/// Where a ping-pong rank's heap region goes.
+const HEAP_VA: u32 = 0x2100_0000;
+/// Round trips per trial of the smallest messages.
+const MAX_ITERS: u32 = 100;
+/// Bytes a trial of a large size moves at least one way (so K = this / size, at least 2).
+const TRIAL_BYTES: usize = 8 << 20;
+const TAG: i32 = 7;
+/// Allreduce calls per trial.
+const ALLREDUCE_ITERS: u32 = 100;
+/// Elements per allreduce.
+const COUNTS: [usize; 2] = [1, 128];
+
+/// Round trips per ping-pong trial of `size` bytes.
+fn iters(size: usize) -> u32 {
+    let k = TRIAL_BYTES / size.max(1);
+    (k as u32).clamp(2, MAX_ITERS)
+}
+
+/// The time base in nanoseconds (MPI_Wtime, the core's deadlock timeout).
+fn now_ns() -> u64 {
+    (u128::from(sys::timebase()) * 1_000_000_000 / u128::from(tb_hz())) as u64
+}
+
+fn tb_hz() -> u64 {
+    static HZ: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+    let mut hz = HZ.load(core::sync::atomic::Ordering::Relaxed);
+    if hz == 0 {
+        hz = sys::kernel_info(kestrel_abi::kinfo::CLOCK)
+            .map(|v| v[0])
+            .unwrap_or(0)
+            .max(1_000_000);
+        HZ.store(hz, core::sync::atomic::Ordering::Relaxed);
+    }
+    u64::from(hz)
+}
+
+/// Sleeps until the fabric service's next event (or 100 ms): what the ranks program and the
+/// MPI faces do (the default).
+fn wait(p: &mut Service) {
+    p.wait(Timeout::from_us(100_000));
+}
+
+/// Polls instead (`mpibench.wait=yield`): gives the processor to whoever else is ready and
+/// returns at once, so a waiting rank never sleeps through a deferred event.
+fn wait_yield(_: &mut Service) {
+    sys::thread_switch(kestrel_abi::ThreadId::NIL);
+}
+
+/// Byte `i` of the message of `size` bytes sent in direction `dir` (0: 0 to 1).
+fn pattern(i: usize, size: usize, dir: u8) -> u8 {
+    (i as u32)
+        .wrapping_mul(2_654_435_761)
+        .wrapping_add(size as u32)
+        .to_be_bytes()[0]
+        ^ dir
+}
+
+/// The options on the command line.
+struct Opts {
+    n: u32,
+    max: usize,
+    trials: u32,
+    pingpong: bool,
+    allreduce: bool,
+    jitter: u32,
+    deadlock_s: u64,
+    poll: bool,
+}
+
+fn options() -> Opts {
+    let mut buf = [0u8; kestrel_abi::BOOTARGS_LEN];
+    let len = sys::bootargs(&mut buf);
+    let args = core::str::from_utf8(&buf[..len]).unwrap_or("");
+    let mut o = Opts {
+        n: 2,
+        max: 4 << 20,
+        trials: 3,
+        pingpong: true,
+        allreduce: true,
+        jitter: 0,
+        deadlock_s: 60,
+        poll: false,
+    };
+    for a in args.split_ascii_whitespace() {
+        let Some((k, v)) = a.strip_prefix("mpibench.").and_then(|a| a.split_once('=')) else {
+            continue;
+        };
+        if k == "wait" {
+            o.poll = v == "yield";
+            continue;
+        }
+        let Ok(v) = v.parse::<u64>() else { continue };
+        match k {
+            "n" => o.n = v as u32,
+            "max" => o.max = v as usize,
+            "trials" => o.trials = (v as u32).max(1),
+            "pingpong" => o.pingpong = v != 0,
+            "allreduce" => o.allreduce = v != 0,
+            "jitter" => o.jitter = v as u32,
+            "deadlock_s" => o.deadlock_s = v.max(1),
+            _ => {}
+        }
+    }
+    o
+}
+
+/// This copy's rank: the number its module name ends with.
+fn my_rank() -> Option<u32> {
+    let (name, n) = kestrel_user::rt::program_name();
+    let digits = name[..n]
+        .iter()
+        .rev()
+        .take_while(|c| c.is_ascii_digit())
+        .count();
+    core::str::from_utf8(&name[n - digits..n])
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// The sizes of the ping-pong: 0, then 1, 2, 4, ... up to `max`.
+fn sizes(max: usize) -> impl Iterator<Item = usize> {
+    core::iter::once(0).chain((0..31).map(|k| 1usize << k).take_while(move |&s| s <= max))
+}
+
+/// Gives the heap a region of `bytes` of RAM from the root task (ping-pong ranks).
+fn grow_heap(bytes: u32) -> Result<(), &'static str> {
+    root::ram(HEAP_VA, bytes, 20).map_err(|_| "the root task has no RAM for the heap region")?;
+    // SAFETY: the root task just mapped `bytes` of zeroed RAM at HEAP_VA in this space for
+    // good; nothing else in this program uses that range.
+    unsafe { kestrel_user::heap::add_region(HEAP_VA as *mut u8, bytes as usize) }
+        .map_err(|_| "the heap refused the region")
+}
+
+fn pingpong(mpi: &mut Mpi<Service>, o: &Opts, me: u32) -> Result<(), kestrel_mpi::Error> {
+    let peer = 1 - me as i32;
+    let mut out = vec![0u8; o.max];
+    let mut got = vec![0u8; o.max];
+    for size in sizes(o.max) {
+        let dir = me as u8;
+        for (i, b) in out[..size].iter_mut().enumerate() {
+            *b = pattern(i, size, dir);
+        }
+        mpi.barrier(WORLD)?;
+        // The warm-up round trip, checked.
+        let st = if me == 0 {
+            mpi.send(WORLD, peer, TAG, &out[..size])?;
+            mpi.recv(WORLD, peer, TAG, &mut got[..size])?
+        } else {
+            let st = mpi.recv(WORLD, peer, TAG, &mut got[..size])?;
+            mpi.send(WORLD, peer, TAG, &out[..size])?;
+            st
+        };
+        let ok = st.bytes == size
+            && got[..size]
+                .iter()
+                .enumerate()
+                .all(|(i, &b)| b == pattern(i, size, 1 - dir));
+        let k = iters(size);
+        let mut best = u64::MAX;
+        for _ in 0..o.trials {
+            mpi.barrier(WORLD)?;
+            let t0 = sys::timebase();
+            for _ in 0..k {
+                if me == 0 {
+                    mpi.send(WORLD, peer, TAG, &out[..size])?;
+                    mpi.recv(WORLD, peer, TAG, &mut got[..size])?;
+                } else {
+                    mpi.recv(WORLD, peer, TAG, &mut got[..size])?;
+                    mpi.send(WORLD, peer, TAG, &out[..size])?;
+                }
+            }
+            best = best.min(sys::timebase() - t0);
+        }
+        // Both ranks' checks count: rank 1 tells rank 0 through a MIN reduction.
+        let mut all_ok = [0u8; 8];
+        mpi.allreduce(
+            WORLD,
+            &u64::from(ok).to_ne_bytes(),
+            &mut all_ok,
+            Datatype::U64,
+            Op::Min,
+        )?;
+        if me == 0 {
+            println!(
+                "mpibench: pingpong bytes {size} iters {k} trials {} best {best} {}",
+                o.trials,
+                if u64::from_ne_bytes(all_ok) == 1 {
+                    "ok"
+                } else {
+                    "WRONG"
+                }
+            );
+        }
+    }
+    Ok(())
+}
+
+fn allreduce(mpi: &mut Mpi<Service>, o: &Opts, me: u32) -> Result<(), kestrel_mpi::Error> {
+    let n = u64::from(o.n);
+    for (dt, name) in [(Datatype::U64, "U64"), (Datatype::F64, "F64")] {
+        for count in COUNTS {
+            // Element i of rank r: (r + 1) * (i + 1), halved for doubles (exact sums).
+            let mut send = Vec::with_capacity(8 * count);
+            for i in 0..count as u64 {
+                let v = u64::from(me + 1) * (i + 1);
+                match dt {
+                    Datatype::F64 => send.extend_from_slice(&(v as f64 * 0.5).to_ne_bytes()),
+                    _ => send.extend_from_slice(&v.to_ne_bytes()),
+                }
+            }
+            let mut recv = vec![0u8; send.len()];
+            mpi.barrier(WORLD)?;
+            mpi.allreduce(WORLD, &send, &mut recv, dt, Op::Sum)?;
+            let ok = recv.chunks(8).enumerate().all(|(i, e)| {
+                let want = n * (n + 1) / 2 * (i as u64 + 1);
+                let e: [u8; 8] = e.try_into().expect("8 bytes");
+                match dt {
+                    Datatype::F64 => f64::from_ne_bytes(e) == want as f64 * 0.5,
+                    _ => u64::from_ne_bytes(e) == want,
+                }
+            });
+            let mut best = u64::MAX;
+            for _ in 0..o.trials {
+                mpi.barrier(WORLD)?;
+                let t0 = sys::timebase();
+                for _ in 0..ALLREDUCE_ITERS {
+                    mpi.allreduce(WORLD, &send, &mut recv, dt, Op::Sum)?;
+                }
+                best = best.min(sys::timebase() - t0);
+            }
+            let mut all_ok = [0u8; 8];
+            mpi.allreduce(
+                WORLD,
+                &u64::from(ok).to_ne_bytes(),
+                &mut all_ok,
+                Datatype::U64,
+                Op::Min,
+            )?;
+            if me == 0 {
+                println!(
+                    "mpibench: allreduce type {name} count {count} iters {ALLREDUCE_ITERS} trials {} best {best} {}",
+                    o.trials,
+                    if u64::from_ne_bytes(all_ok) == 1 { "ok" } else { "WRONG" }
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+#[no_mangle]
+pub extern "C" fn task_main() {
+    let _ = sys::set_name("mpibench");
+    let o = options();
+    let Some(me) = my_rank().filter(|&r| r < o.n) else {
+        println!(
+            "mpibench: FAILED: name the modules mpibench0 .. mpibench{} (mpibench.n={})",
+            o.n.saturating_sub(1),
+            o.n
+        );
+        root::exit(2);
+    };
+    if !(2..=8).contains(&o.n) {
+        println!("mpibench: FAILED rank {me}: mpibench.n must be 2 to 8");
+        root::exit(2);
+    }
+    let plays = o.pingpong && me < 2;
+    if plays && o.max > 0 {
+        // The two message buffers, the core's copy of a send and the receive it completes
+        // into, and room for the rest.
+        let bytes = (4 * o.max as u32 + (2 << 20)).next_multiple_of(1 << 20);
+        if let Err(e) = grow_heap(bytes) {
+            println!("mpibench: FAILED rank {me}: {e} ({bytes} bytes)");
+            root::exit(1);
+        }
+    }
+    if let Err(e) = root::ram(WINDOW, WINDOW_LEN, WINDOW_LEN.trailing_zeros())
+        .and_then(|_| root::ram(SHARED, 4096, 12))
+    {
+        println!("mpibench: FAILED rank {me}: no memory for the window: {e}");
+        root::exit(1);
+    }
+    // Each rank at its own moment (a retry's different interleaving).
+    let mut x = 1u32;
+    for _ in 0..o.jitter.saturating_mul(me + 1).saturating_mul(1000) {
+        x = core::hint::black_box(x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223));
+    }
+    let mut port = match Service::connect() {
+        Ok(s) => s,
+        Err(e) => {
+            println!("mpibench: FAILED rank {me}: {e}");
+            root::exit(1);
+        }
+    };
+    let (ep, bus) = match port.attach(Window::new(WINDOW, WINDOW_LEN, SHARED)) {
+        Ok(a) => a,
+        Err(e) => {
+            println!("mpibench: FAILED rank {me}: cannot attach to the fabric: {e}");
+            root::exit(1);
+        }
+    };
+    let env = Env {
+        wait: if o.poll { wait_yield } else { wait },
+        now_ns,
+        deadlock_ns: o.deadlock_s * 1_000_000_000,
+    };
+    let mut mpi = match Mpi::init(port, ep, bus, me, o.n, env) {
+        Ok(m) => m,
+        Err(e) => {
+            println!("mpibench: FAILED rank {me}: MPI_Init: {e}");
+            root::exit(1);
+        }
+    };
+    if me == 0 {
+        let l = mpi.limits_now();
+        println!(
+            "mpibench: ranks {} timebase_hz {} window {WINDOW_LEN} eager_max {} stage {} wait {}",
+            o.n,
+            tb_hz(),
+            l.eager_max,
+            l.send_stage.1,
+            if o.poll { "yield" } else { "event" }
+        );
+    }
+    let run = |mpi: &mut Mpi<Service>| -> Result<(), kestrel_mpi::Error> {
+        mpi.barrier(WORLD)?;
+        if o.pingpong {
+            if plays {
+                pingpong(mpi, &o, me)?;
+            } else {
+                // Ranks 2.. join the ping-pong's barriers and checks only.
+                for _ in sizes(o.max) {
+                    mpi.barrier(WORLD)?;
+                    for _ in 0..o.trials {
+                        mpi.barrier(WORLD)?;
+                    }
+                    let mut r = [0u8; 8];
+                    mpi.allreduce(WORLD, &1u64.to_ne_bytes(), &mut r, Datatype::U64, Op::Min)?;
+                }
+            }
+        }
+        if o.allreduce {
+            allreduce(mpi, &o, me)?;
+        }
+        mpi.barrier(WORLD)
+    };
+    let code = match run(&mut mpi) {
+        Ok(()) => {
+            if me == 0 {
+                println!("mpibench: done");
+            }
+            0
+        }
+        Err(e) => {
+            match mpi.deadlock_report() {
+                Some(line) => println!("mpibench: FAILED rank {me}: {line}"),
+                None => println!("mpibench: FAILED rank {me}: {e}"),
+            }
+            1
+        }
+    };
+    mpi.fabric().detach(ep);
+    root::exit(code);
+}
