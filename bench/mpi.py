@@ -66,7 +66,12 @@ RANKS = (2, 4, 8)
 NP_LEGS = {"linux_loopback": "native", "vm_virtio": "virtio", "vm_torus": "torus",
            "vm_collective": "collective"}
 VM_LEGS = tuple(leg for leg in NP_LEGS if leg.startswith("vm_"))
-KESTREL_LEGS = tuple(f"kestrel{n}" for n in RANKS) + ("kestrel_yield",)
+# Kestrel leg -> (ranks, ranks per program). The root task runs at most 8 programs, one of
+# them the fabric service, so 8 ranks run as 4 programs of 2 rank threads each;
+# kestrel4_threads measures 4 ranks that way too, to show what sharing a program changes.
+KESTREL_RANKS = {"kestrel2": (2, 1), "kestrel4": (4, 1), "kestrel8": (8, 2), "kestrel4_threads": (4, 2),
+                 "kestrel_yield": (2, 1)}
+KESTREL_LEGS = tuple(KESTREL_RANKS)
 LEGS = (*KESTREL_LEGS, *NP_LEGS, "npmpi")
 DEFAULT_LEGS = tuple(leg for leg in LEGS if leg != "vm_collective")
 # The headline sizes.
@@ -83,7 +88,8 @@ NPMPI = qemu.ROOT / "scripts" / "build-npmpi.sh"
 NPMPI_SKIP = 3
 
 HEADER_RE = re.compile(r"mpibench: ranks (?P<ranks>\d+) timebase_hz (?P<hz>\d+) window (?P<window>\d+) "
-                       r"eager_max (?P<eager>\d+) stage (?P<stage>\d+) wait (?P<wait>\w+)\s*$")
+                       r"eager_max (?P<eager>\d+) stage (?P<stage>\d+) wait (?P<wait>\w+) "
+                       r"ranks_per_program (?P<per>\d+)\s*$")
 PINGPONG_RE = re.compile(r"mpibench: pingpong bytes (?P<bytes>\d+) iters (?P<iters>\d+) trials (?P<trials>\d+) "
                          r"best (?P<best>\d+) (?P<check>ok|WRONG)\s*$")
 ALLREDUCE_RE = re.compile(r"mpibench: allreduce type (?P<type>\w+) count (?P<count>\d+) iters (?P<iters>\d+) "
@@ -129,7 +135,7 @@ def parse_kestrel(console: str) -> dict:
                     f"{last if last is not None else 'none'}, {len(allreduce)} allreduce lines)")
     return {"ranks": int(head["ranks"]), "timebase_hz": int(head["hz"]), "window": int(head["window"]),
             "eager_max": int(head["eager"]), "stage": int(head["stage"]), "wait": head["wait"],
-            "pingpong": pingpong, "allreduce": allreduce}
+            "ranks_per_program": int(head["per"]), "pingpong": pingpong, "allreduce": allreduce}
 
 
 def mbit_s(size: int, one_way_ticks: float, hz: int = TIMEBASE_HZ) -> float | None:
@@ -323,7 +329,9 @@ def markdown(s: dict) -> str:
                 cells.append(fmt(hit["ticks"], 1) if hit else "-")
             path = "collective ALU" if typ == "U64" else "software tree + broadcast"
             rows.append((f"{typ} x {count} ({path})", *cells))
-        names = [f"{s['legs'][leg].get('ranks', leg)} ranks" for leg in legs]
+        names = [f"{s['legs'][leg]['ranks']} ranks" + (f" ({s['legs'][leg]['ranks_per_program']} per program)"
+                                                       if s['legs'][leg].get('ranks_per_program', 1) > 1 else "")
+                 for leg in legs]
         lines += bench.md_table(("type x elements", *names), rows, "l" + "r" * len(legs))
     lines += ["", f"Method: {s['method']}.", ""]
     return "\n".join(lines)
@@ -351,21 +359,22 @@ def plot(s: dict, out: Path) -> str | None:
         ax.set_title(f"ping-pong {title} (-icount)")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
-    kinds = sorted({(a["type"], a["count"]) for leg, t in s["allreduce"].items() if leg != "kestrel_yield" for a in t})
+    kinds = sorted({(a["type"], a["count"]) for t in s["allreduce"].values() for a in t})
+    line_legs = [leg for leg in ("kestrel2", "kestrel4", "kestrel8") if leg in s["allreduce"]]
     for typ, count in kinds:
-        xs, ys = [], []
-        for leg, t in s["allreduce"].items():
-            hit = next((a for a in t if (a["type"], a["count"]) == (typ, count)), None)
-            if leg != "kestrel_yield" and hit:
-                xs.append(s["legs"][leg]["ranks"])
-                ys.append(hit["ticks"])
-        red.plot(xs, ys, marker="o", label=f"{typ} x {count}")
+        def ticks(leg: str) -> float | None:
+            hit = next((a for a in s["allreduce"].get(leg, []) if (a["type"], a["count"]) == (typ, count)), None)
+            return hit["ticks"] if hit else None
+        pts = [(s["legs"][leg]["ranks"], ticks(leg)) for leg in line_legs if ticks(leg) is not None]
+        line, = red.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=f"{typ} x {count}")
+        if ticks("kestrel4_threads") is not None:
+            red.plot([4], [ticks("kestrel4_threads")], marker="s", mfc="none", color=line.get_color())
     red.set_xscale("log", base=2)
     red.set_xticks(list(RANKS), [str(n) for n in RANKS])
     red.set_yscale("log")
     red.set_xlabel("ranks")
     red.set_ylabel("time-base ticks per call")
-    red.set_title("allreduce (SUM) on Kestrel")
+    red.set_title("allreduce (SUM) on Kestrel; squares: 2 ranks per program")
     red.grid(True, which="both", alpha=0.3)
     red.legend(fontsize=7)
     missing = [leg for leg, e in s["legs"].items() if not e["measured"]]
@@ -382,22 +391,24 @@ def plot(s: dict, out: Path) -> str | None:
 # Running
 
 
-def kestrel_args(leg: str, a: argparse.Namespace) -> tuple[int, list[str]]:
-    """(ranks, kernel command-line words) of a Kestrel leg."""
+def kestrel_args(leg: str, a: argparse.Namespace) -> tuple[int, int, list[str]]:
+    """(ranks, ranks per program, kernel command-line words) of a Kestrel leg."""
+    n, per = KESTREL_RANKS[leg]
     if leg == "kestrel_yield":
-        return 2, [f"mpibench.max={a.max}", "mpibench.allreduce=0", "mpibench.wait=yield"]
-    n = int(leg.removeprefix("kestrel"))
-    words = [f"mpibench.max={a.max}"] if n == 2 else ["mpibench.pingpong=0"]
-    return n, words
+        return n, per, [f"mpibench.max={a.max}", "mpibench.allreduce=0", "mpibench.wait=yield"]
+    words = [f"mpibench.max={a.max}"] if leg == "kestrel2" else ["mpibench.pingpong=0"]
+    return n, per, words
 
 
 def kestrel_node(leg: str, a: argparse.Namespace, jitter: int, log: Path) -> qemu.Node:
-    n, words = kestrel_args(leg, a)
+    n, per, words = kestrel_args(leg, a)
     out = qemu.out_dir()
     programs = [qemu.Module(qemu.FABRIC_SERVICE, out / qemu.FABRIC_SERVICE)]
-    programs += [qemu.Module(f"mpibench{r}", out / "kestrel-mpibench") for r in range(n)]
+    # Program mpibenchR runs ranks R .. R + per - 1.
+    programs += [qemu.Module(f"mpibench{r}", out / "kestrel-mpibench") for r in range(0, n, per)]
     image = qemu.BootImage(root=qemu.Module("kestrel-root", out / "kestrel-root"), programs=programs)
-    words = [f"mpibench.n={n}", f"mpibench.deadlock_s={a.deadlock_s}", f"mpibench.jitter={jitter}", *words]
+    words = [f"mpibench.n={n}", f"mpibench.threads={per}", f"mpibench.deadlock_s={a.deadlock_s}",
+             f"mpibench.jitter={jitter}", *words]
     return qemu.kestrel_node(image, log.with_suffix(".bootmod"), append=words, mem_mb=KESTREL_RAM_MB, icount=True)
 
 
@@ -426,7 +437,8 @@ def run_kestrel(leg: str, a: argparse.Namespace, index: int) -> dict:
             attempts.append({"jitter": attempt, "result": f"failed: {err}", "log": str(log)})
             return {"reason": f"failed: {err}", "attempts": attempts}
         attempts.append({"jitter": attempt, "result": "ok", "log": str(log)})
-        figures = {"ranks": got["ranks"], "eager_max": got["eager_max"], "rendezvous_stage": got["stage"],
+        figures = {"ranks": got["ranks"], "ranks_per_program": got["ranks_per_program"],
+                   "eager_max": got["eager_max"], "rendezvous_stage": got["stage"],
                    "wait": got["wait"], "curve": pingpong_curve(got["pingpong"]),
                    "allreduce": allreduce_table(got["allreduce"])}
         return {"ok": figures, "attempts": attempts}
@@ -531,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run([str(qemu.ROOT / "guests" / "linux" / "build.sh")], check=True)
     npmpi = build_npmpi() if "npmpi" in legs else (None, "not run (--legs)")
     if "npmpi" in legs and npmpi[0] is None:
-        print(f"mpi: npmpi: skipped: {npmpi[1]}", flush=True)
+        print(f"mpi: npmpi: {npmpi[1]}", flush=True)
     params = {"max": a.max, "np_upper": a.np_upper, "vm_upper": a.vm_upper, "nrepeat": a.nrepeat,
               "deadlock_s": a.deadlock_s, "retries": a.retries, "runs": a.runs, "legs": legs}
     runs = []

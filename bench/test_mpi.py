@@ -4,7 +4,8 @@ import unittest
 import mpi
 from framework.bench import BenchError
 
-HEADER = "mpibench: ranks 2 timebase_hz 400000000 window 2097152 eager_max 4816 stage 1024000 wait event"
+HEADER = ("mpibench: ranks 2 timebase_hz 400000000 window 2097152 eager_max 4816 stage 1024000 wait event "
+          "ranks_per_program 1")
 
 
 def kestrel_console(pingpong=((8, 100, 6_000_000), (1 << 20, 8, 320_000_000)), allreduce=(("U64", 1, 3_800_000),),
@@ -30,6 +31,7 @@ class ParseTest(unittest.TestCase):
                              (2, 400_000_000, 4816, "event"))
             self.assertEqual([p["bytes"] for p in got["pingpong"]], [8, 1 << 20])
             self.assertEqual(got["allreduce"][0]["best_ticks"], 3_800_000)
+            self.assertEqual(got["ranks_per_program"], 1)
 
     def test_a_hang_is_worth_a_retry(self):
         with self.assertRaises(mpi.Retry):
@@ -81,6 +83,8 @@ class SummaryTest(unittest.TestCase):
                          "attempts": [{"jitter": 0, "result": "hang: x", "log": "a"},
                                       {"jitter": 1, "result": "ok", "log": "b"}]},
             "kestrel4": {"ok": {"ranks": 4, "curve": [], "allreduce": [{"type": "U64", "count": 1, "ticks": 4000.0}]}},
+            "kestrel8": {"ok": {"ranks": 8, "ranks_per_program": 2, "curve": [],
+                                "allreduce": [{"type": "U64", "count": 1, "ticks": 9000.0}]}},
             "linux_loopback": {"ok": {"curve": curve([(8, 4860.0), (1 << 20, 200_000.0)])}},
             "vm_virtio": {"ok": {"curve": curve([(8, 117_000.0)])}},
             "vm_torus": {"ok": {"curve": curve([(8, 210_000.0)])}},
@@ -99,7 +103,8 @@ class SummaryTest(unittest.TestCase):
                           "native_over_loopback_bandwidth_1mib": True})
         self.assertEqual(s["legs"]["npmpi"], {"measured": False, "reason": "skipped: no library"})
         self.assertEqual(len(s["legs"]["kestrel2"]["attempts"]), 2)
-        self.assertEqual(sorted(s["allreduce"]), ["kestrel2", "kestrel4"])
+        self.assertEqual(sorted(s["allreduce"]), ["kestrel2", "kestrel4", "kestrel8"])
+        self.assertIn("| 8 ranks (2 per program) |", mpi.markdown(s))
 
     def test_missed_and_missing(self):
         legs = self.legs()
@@ -119,10 +124,11 @@ class LegsTest(unittest.TestCase):
     def test_kestrel_legs(self):
         class A:
             max = 1 << 20
-        self.assertEqual(mpi.kestrel_args("kestrel2", A), (2, ["mpibench.max=1048576"]))
-        self.assertEqual(mpi.kestrel_args("kestrel8", A), (8, ["mpibench.pingpong=0"]))
-        n, words = mpi.kestrel_args("kestrel_yield", A)
-        self.assertEqual(n, 2)
+        self.assertEqual(mpi.kestrel_args("kestrel2", A), (2, 1, ["mpibench.max=1048576"]))
+        self.assertEqual(mpi.kestrel_args("kestrel8", A), (8, 2, ["mpibench.pingpong=0"]))
+        self.assertEqual(mpi.kestrel_args("kestrel4_threads", A), (4, 2, ["mpibench.pingpong=0"]))
+        n, per, words = mpi.kestrel_args("kestrel_yield", A)
+        self.assertEqual((n, per), (2, 1))
         self.assertIn("mpibench.wait=yield", words)
 
 

@@ -12,15 +12,19 @@
 //!   elements each: a checked warm-up, then T trials of 100 calls each, best trial.
 //!
 //! Start it under module names ending in the rank (`mpibench0` .. `mpibench7`) with
-//! `mpibench.n=N`. Every rank attaches a 2 MiB window (rendezvous moves chunks of up to
-//! 512 KiB), and ranks 0 and 1 of a ping-pong add a heap region of their own RAM for the
-//! messages (the core copies a send and completes a receive into the heap).
+//! `mpibench.n=N`. With `mpibench.threads=2` a program runs two ranks, R (the module's
+//! number) and R + 1, the second in a thread of its own (`mpibench0`, `mpibench2`, ...): the
+//! root task runs at most 8 programs, one of them the fabric service, so 8 ranks need it.
+//! Every rank attaches its own 2 MiB window (rendezvous moves chunks of up to 512 KiB), and
+//! ranks 0 and 1 of a ping-pong add a heap region of their own RAM for the messages (the
+//! core copies a send and completes a receive into the heap).
 //! `mpibench.jitter=J` makes rank r spin J*(r+1)*1000 loop steps before MPI_Init: the
 //! driver's retry after a hang (the core has an intermittent deadlock, ADR 0035's successor
 //! is fixing it) then starts from a different interleaving.
 //!
 //! Output (rank 0 unless said), one line each:
-//! `mpibench: ranks N timebase_hz HZ window BYTES eager_max BYTES`,
+//! `mpibench: ranks N timebase_hz HZ window BYTES eager_max BYTES stage BYTES wait
+//! event|yield ranks_per_program T`,
 //! `mpibench: pingpong bytes B iters K trials T best TICKS ok`,
 //! `mpibench: allreduce type U64|F64 count C iters K trials T best TICKS ok`,
 //! `mpibench: done`; on failure `mpibench: FAILED rank R: WHY` (a deadlock names the call it
@@ -33,18 +37,25 @@ extern crate alloc;
 
 use alloc::vec;
 use alloc::vec::Vec;
-use kestrel_abi::Timeout;
+use core::sync::atomic::{AtomicU32, Ordering};
+use kestrel_abi::{ThreadId, Timeout};
 use kestrel_fabric::FabricApi;
 use kestrel_fabric_client::service::{Service, Window};
 use kestrel_mpi::{Datatype, Env, Mpi, Op, WORLD};
 use kestrel_user::{println, root, sys};
 
-/// The DMA window (2 MiB, naturally aligned) and the endpoint's shared page.
+/// The first rank's DMA window (2 MiB, naturally aligned), its shared page right above;
+/// the next rank thread's `RANK_STRIDE` higher.
 const WINDOW: u32 = 0x2000_0000;
 const WINDOW_LEN: u32 = 2 << 20;
-const SHARED: u32 = 0x2040_0000;
-/// Where a ping-pong rank's heap region goes.
-const HEAP_VA: u32 = 0x2100_0000;
+const RANK_STRIDE: u32 = 4 << 20;
+/// Where the first rank's heap region goes (a ping-pong rank's), the next `HEAP_STRIDE`
+/// higher.
+const HEAP_VA: u32 = 0x2400_0000;
+const HEAP_STRIDE: u32 = 32 << 20;
+/// Most ranks one program runs (`mpibench.threads`): the root task runs at most 8 programs,
+/// one of them the fabric service, and grants a program 2 fabric endpoints.
+const MAX_THREADS: u32 = 2;
 /// Round trips per trial of the smallest messages.
 const MAX_ITERS: u32 = 100;
 /// Bytes a trial of a large size moves at least one way (so K = this / size, at least 2).
@@ -88,7 +99,7 @@ fn wait(p: &mut Service) {
 /// Polls instead (`mpibench.wait=yield`): gives the processor to whoever else is ready and
 /// returns at once, so a waiting rank never sleeps through a deferred event.
 fn wait_yield(_: &mut Service) {
-    sys::thread_switch(kestrel_abi::ThreadId::NIL);
+    sys::thread_switch(ThreadId::NIL);
 }
 
 /// Byte `i` of the message of `size` bytes sent in direction `dir` (0: 0 to 1).
@@ -110,6 +121,7 @@ struct Opts {
     jitter: u32,
     deadlock_s: u64,
     poll: bool,
+    threads: u32,
 }
 
 fn options() -> Opts {
@@ -125,6 +137,7 @@ fn options() -> Opts {
         jitter: 0,
         deadlock_s: 60,
         poll: false,
+        threads: 1,
     };
     for a in args.split_ascii_whitespace() {
         let Some((k, v)) = a.strip_prefix("mpibench.").and_then(|a| a.split_once('=')) else {
@@ -143,6 +156,7 @@ fn options() -> Opts {
             "allreduce" => o.allreduce = v != 0,
             "jitter" => o.jitter = v as u32,
             "deadlock_s" => o.deadlock_s = v.max(1),
+            "threads" => o.threads = v as u32,
             _ => {}
         }
     }
@@ -168,12 +182,15 @@ fn sizes(max: usize) -> impl Iterator<Item = usize> {
     core::iter::once(0).chain((0..31).map(|k| 1usize << k).take_while(move |&s| s <= max))
 }
 
-/// Gives the heap a region of `bytes` of RAM from the root task (ping-pong ranks).
-fn grow_heap(bytes: u32) -> Result<(), &'static str> {
-    root::ram(HEAP_VA, bytes, 20).map_err(|_| "the root task has no RAM for the heap region")?;
-    // SAFETY: the root task just mapped `bytes` of zeroed RAM at HEAP_VA in this space for
-    // good; nothing else in this program uses that range.
-    unsafe { kestrel_user::heap::add_region(HEAP_VA as *mut u8, bytes as usize) }
+/// Gives the heap a region of `bytes` of RAM from the root task at `va` (ping-pong ranks).
+fn grow_heap(va: u32, bytes: u32) -> Result<(), &'static str> {
+    if bytes > HEAP_STRIDE {
+        return Err("mpibench.max is too large for the heap region");
+    }
+    root::ram(va, bytes, 20).map_err(|_| "the root task has no RAM for the heap region")?;
+    // SAFETY: the root task just mapped `bytes` of zeroed RAM at `va` in this space for
+    // good; nothing else in this program uses that range (each rank its own stride).
+    unsafe { kestrel_user::heap::add_region(va as *mut u8, bytes as usize) }
         .map_err(|_| "the heap refused the region")
 }
 
@@ -294,37 +311,33 @@ fn allreduce(mpi: &mut Mpi<Service>, o: &Opts, me: u32) -> Result<(), kestrel_mp
     Ok(())
 }
 
-#[no_mangle]
-pub extern "C" fn task_main() {
-    let _ = sys::set_name("mpibench");
-    let o = options();
-    let Some(me) = my_rank().filter(|&r| r < o.n) else {
-        println!(
-            "mpibench: FAILED: name the modules mpibench0 .. mpibench{} (mpibench.n={})",
-            o.n.saturating_sub(1),
-            o.n
-        );
-        root::exit(2);
-    };
-    if !(2..=8).contains(&o.n) {
-        println!("mpibench: FAILED rank {me}: mpibench.n must be 2 to 8");
-        root::exit(2);
-    }
+/// Ranks of this program still running (the first thread waits for the others).
+static RUNNING: AtomicU32 = AtomicU32::new(0);
+/// The worst exit code of this program's ranks.
+static WORST: AtomicU32 = AtomicU32::new(0);
+/// Stack of each extra rank thread (from the heap; the runtime's pool stacks are 8 KiB).
+const THREAD_STACK: usize = 128 * 1024;
+
+/// Runs rank `me`, this program's `local`-th (0: the first thread): memory, the fabric,
+/// MPI_Init, the measurements. Returns the rank's exit code.
+fn rank(o: &Opts, me: u32, local: u32) -> u32 {
+    let window = WINDOW + local * RANK_STRIDE;
+    let shared = window + WINDOW_LEN;
     let plays = o.pingpong && me < 2;
     if plays && o.max > 0 {
         // The two message buffers, the core's copy of a send and the receive it completes
         // into, and room for the rest.
         let bytes = (4 * o.max as u32 + (2 << 20)).next_multiple_of(1 << 20);
-        if let Err(e) = grow_heap(bytes) {
+        if let Err(e) = grow_heap(HEAP_VA + local * HEAP_STRIDE, bytes) {
             println!("mpibench: FAILED rank {me}: {e} ({bytes} bytes)");
-            root::exit(1);
+            return 1;
         }
     }
-    if let Err(e) = root::ram(WINDOW, WINDOW_LEN, WINDOW_LEN.trailing_zeros())
-        .and_then(|_| root::ram(SHARED, 4096, 12))
+    if let Err(e) = root::ram(window, WINDOW_LEN, WINDOW_LEN.trailing_zeros())
+        .and_then(|_| root::ram(shared, 4096, 12))
     {
         println!("mpibench: FAILED rank {me}: no memory for the window: {e}");
-        root::exit(1);
+        return 1;
     }
     // Each rank at its own moment (a retry's different interleaving).
     let mut x = 1u32;
@@ -335,14 +348,15 @@ pub extern "C" fn task_main() {
         Ok(s) => s,
         Err(e) => {
             println!("mpibench: FAILED rank {me}: {e}");
-            root::exit(1);
+            return 1;
         }
     };
-    let (ep, bus) = match port.attach(Window::new(WINDOW, WINDOW_LEN, SHARED)) {
+    // The attaching thread gets the endpoint's events: each rank thread attaches its own.
+    let (ep, bus) = match port.attach(Window::new(window, WINDOW_LEN, shared)) {
         Ok(a) => a,
         Err(e) => {
             println!("mpibench: FAILED rank {me}: cannot attach to the fabric: {e}");
-            root::exit(1);
+            return 1;
         }
     };
     let env = Env {
@@ -354,25 +368,26 @@ pub extern "C" fn task_main() {
         Ok(m) => m,
         Err(e) => {
             println!("mpibench: FAILED rank {me}: MPI_Init: {e}");
-            root::exit(1);
+            return 1;
         }
     };
     if me == 0 {
         let l = mpi.limits_now();
         println!(
-            "mpibench: ranks {} timebase_hz {} window {WINDOW_LEN} eager_max {} stage {} wait {}",
+            "mpibench: ranks {} timebase_hz {} window {WINDOW_LEN} eager_max {} stage {} wait {} ranks_per_program {}",
             o.n,
             tb_hz(),
             l.eager_max,
             l.send_stage.1,
-            if o.poll { "yield" } else { "event" }
+            if o.poll { "yield" } else { "event" },
+            o.threads
         );
     }
     let run = |mpi: &mut Mpi<Service>| -> Result<(), kestrel_mpi::Error> {
         mpi.barrier(WORLD)?;
         if o.pingpong {
             if plays {
-                pingpong(mpi, &o, me)?;
+                pingpong(mpi, o, me)?;
             } else {
                 // Ranks 2.. join the ping-pong's barriers and checks only.
                 for _ in sizes(o.max) {
@@ -386,7 +401,7 @@ pub extern "C" fn task_main() {
             }
         }
         if o.allreduce {
-            allreduce(mpi, &o, me)?;
+            allreduce(mpi, o, me)?;
         }
         mpi.barrier(WORLD)
     };
@@ -406,5 +421,81 @@ pub extern "C" fn task_main() {
         }
     };
     mpi.fabric().detach(ep);
-    root::exit(code);
+    code
+}
+
+/// An extra rank thread: `arg` is its rank << 8 | its index in this program.
+extern "C" fn rank_thread(arg: u32) {
+    let o = options();
+    let code = rank(&o, arg >> 8, arg & 0xff);
+    WORST.fetch_max(code, Ordering::Relaxed);
+    RUNNING.fetch_sub(1, Ordering::Release);
+}
+
+/// Starts rank `me` as this program's `local`-th rank, in a thread of its own.
+fn spawn_rank(me: u32, local: u32) -> Result<(), &'static str> {
+    let id = root::thread().map_err(|_| "no thread number for a rank thread")?;
+    let stack = alloc::boxed::Box::leak(vec![0u8; THREAD_STACK].into_boxed_slice());
+    let sp = (stack.as_mut_ptr() as u32 + THREAD_STACK as u32 - 16) & !15;
+    // SAFETY: `sp` and the word after it lie inside `stack`, which is leaked (it lives as
+    // long as the program) and used by nothing but the thread about to start there; these
+    // are the two words `__kestrel_thread_start` reads at its initial stack pointer.
+    unsafe {
+        let p = sp as *mut u32;
+        p.write_volatile(rank_thread as *const () as usize as u32);
+        p.add(1).write_volatile(me << 8 | local);
+    }
+    RUNNING.fetch_add(1, Ordering::Relaxed);
+    let started = kestrel_abi::root::Client::create_thread(
+        &root::Root,
+        id,
+        sys::my_id(),
+        ThreadId::ROOT,
+        kestrel_abi::root::PROGRAM_CEILING,
+        kestrel_user::rt::thread_entry_stub(),
+        sp,
+    );
+    if started.is_err() {
+        RUNNING.fetch_sub(1, Ordering::Relaxed);
+        return Err("the root task would not start a rank thread");
+    }
+    Ok(())
+}
+
+#[no_mangle]
+pub extern "C" fn task_main() {
+    let _ = sys::set_name("mpibench");
+    let o = options();
+    let first = my_rank().filter(|&r| r < o.n);
+    let Some(first) = first else {
+        println!(
+            "mpibench: FAILED: name the modules mpibench0 .. mpibench{} (mpibench.n={})",
+            o.n.saturating_sub(1),
+            o.n
+        );
+        root::exit(2);
+    };
+    if !(2..=8).contains(&o.n) || !(1..=MAX_THREADS).contains(&o.threads) {
+        println!(
+            "mpibench: FAILED rank {first}: mpibench.n must be 2 to 8, mpibench.threads 1 to {MAX_THREADS}"
+        );
+        root::exit(2);
+    }
+    // Ranks first .. first + threads - 1 (below n) run here, the first in this thread.
+    let mut worst = 0;
+    for local in 1..o.threads {
+        let me = first + local;
+        if me < o.n {
+            if let Err(e) = spawn_rank(me, local) {
+                println!("mpibench: FAILED rank {me}: {e}");
+                worst = 1;
+            }
+        }
+    }
+    worst = worst.max(rank(&o, first, 0));
+    while RUNNING.load(Ordering::Acquire) > 0 {
+        // The root task only ever replies: a receive from it ends in its timeout.
+        let _ = kestrel_user::ipc::receive(ThreadId::ROOT, Timeout::from_us(10_000));
+    }
+    root::exit(worst.max(WORST.load(Ordering::Relaxed)));
 }
