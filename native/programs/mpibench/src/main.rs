@@ -90,10 +90,14 @@ fn tb_hz() -> u64 {
     u64::from(hz)
 }
 
-/// Sleeps until the fabric service's next event (or 100 ms): what the ranks program and the
-/// MPI faces do (the default).
+/// How long a waiting rank sleeps at most (`mpibench.wait_ms`, default 100 as in the ranks
+/// program): a wake-up the service never sends costs this much.
+static WAIT_US: AtomicU32 = AtomicU32::new(100_000);
+
+/// Sleeps until the fabric service's next event (or `WAIT_US`): what the ranks program and
+/// the MPI faces do (the default).
 fn wait(p: &mut Service) {
-    p.wait(Timeout::from_us(100_000));
+    p.wait(Timeout::from_us(WAIT_US.load(Ordering::Relaxed)));
 }
 
 /// Polls instead (`mpibench.wait=yield`): gives the processor to whoever else is ready and
@@ -157,6 +161,7 @@ fn options() -> Opts {
             "jitter" => o.jitter = v as u32,
             "deadlock_s" => o.deadlock_s = v.max(1),
             "threads" => o.threads = v as u32,
+            "wait_ms" => WAIT_US.store((v as u32).clamp(1, 1000) * 1000, Ordering::Relaxed),
             _ => {}
         }
     }
