@@ -120,6 +120,21 @@ class SummaryTest(unittest.TestCase):
             self.assertIn(want, text)
 
 
+class NotesTest(unittest.TestCase):
+    def test_event_waits_against_polling(self):
+        legs = {"kestrel2": {"measured": True, "curve": curve([(8, 100.0), (1 << 20, 9000.0)])},
+                "kestrel_yield": {"measured": True, "curve": curve([(8, 110.0), (1 << 20, 1000.0)])},
+                "kestrel_wait10": {"measured": True, "curve": curve([(1 << 20, 2000.0)])},
+                "kestrel8": {"measured": True, "ranks": 8, "ranks_per_program": 2}}
+        notes = mpi.report_notes({"legs": legs})
+        self.assertEqual(len(notes), 2)
+        self.assertIn("4 programs of 2 rank threads", notes[0])
+        self.assertIn("at 1,048,576 bytes: 9,000 against 1,000 ticks", notes[1])
+        self.assertIn("(`kestrel_wait10`) it is 2,000", notes[1])
+        legs["kestrel2"]["curve"] = curve([(8, 100.0), (1 << 20, 1500.0)])
+        self.assertEqual(len(mpi.report_notes({"legs": legs})), 1)
+
+
 class LegsTest(unittest.TestCase):
     def test_kestrel_legs(self):
         class A:
