@@ -4,16 +4,18 @@
 (bamboo's 400 MHz time base advances 0.4 ticks per guest instruction), and every figure is in
 time-base ticks of guest time:
 
-- `kestrel` (2, 4, 8 ranks): kestrel-mpibench (native/programs/mpibench), N native ranks on the
-  MPI core (kestrel-mpi) over the node's fabric service, timing itself with the time base
-  (`mftb`). Ping-pong between ranks 0 and 1 of 2 ranks over message sizes 0 and 1 byte to
-  --max in powers of two: one-way time = the best of 3 trials of K round trips / 2K (K = 100
-  for small sizes, fewer above 80 KiB). Allreduce with 2, 4 and 8 ranks, integer sum (U64, the
-  collective network's ALU) and double sum (F64, software: a binomial tree and a broadcast),
-  of 1 and 128 elements: per call = the best of 3 trials of 100 calls / 100. The ranks wait
-  for the fabric service's events, as MPI programs on the core do; `kestrel_yield` repeats
-  the 2-rank ping-pong with ranks that poll instead (`mpibench.wait=yield`), which shows what
-  the service's deferred events cost.
+- `kestrel2`, `kestrel4`, `kestrel8`: kestrel-mpibench (native/programs/mpibench), N native
+  ranks on the MPI core (kestrel-mpi) over the node's fabric service, timing itself with the
+  time base (`mftb`). Ping-pong between ranks 0 and 1 of 2 ranks over message sizes 0 and 1
+  byte to --max in powers of two: one-way time = the best of 3 trials of K round trips / 2K
+  (K = 100 for small sizes, fewer above 80 KiB). Allreduce with 2, 4 and 8 ranks, integer sum
+  (U64, the collective network's ALU) and double sum (F64, software: a binomial tree and a
+  broadcast), of 1 and 128 elements: per call = the best of 3 trials of 100 calls / 100. The
+  root task runs at most 8 programs and one is the fabric service, so 8 ranks run as 4
+  programs of 2 rank threads; `kestrel4_threads` runs 4 ranks that way too. The ranks wait for
+  the fabric service's events, as MPI programs on the core do; `kestrel_yield` repeats the
+  2-rank ping-pong with ranks that poll instead (`mpibench.wait=yield`) and `kestrel_wait10`
+  with a 10 ms instead of a 100 ms timeout on the wait, which show what waiting costs.
 - `linux_loopback`: NPtcp between two processes of one Linux natively on bamboo over TCP
   loopback (bench/net.py's native path, guest script net-bench), sizes 1 byte to --np-upper in
   NetPIPE's steps (-p 0), --nrepeat round trips per trial, best of 3 trials. NPtcp times with
@@ -23,8 +25,9 @@ time-base ticks of guest time:
   sizes up to --vm-upper.
 - `npmpi`: NetPIPE's MPI module NPmpi, unmodified, built against Kestrel's mpi.h and MPI
   library (scripts/build-npmpi.sh), as a job of 2 ranks on the Linux personality beside the
-  fabric service; its np.out (NPtcp's format) as kestrel-linux lists it after the job. Skipped,
-  with one line, while the C library (libkestrel_mpi_c.a) is not built.
+  fabric service, sizes up to --npmpi-upper; its np.out (NPtcp's format) as kestrel-linux lists
+  it after the job. Skipped, with one line, while the C library (libkestrel_mpi_c.a) is not
+  built.
 
 Headline figures (bench/results/mpi.json): `native_latency_8b`, `linux_loopback_latency_8b`,
 `vm_best_latency_8b` (one-way ticks of an 8-byte message) and their ratios, and the 1 MiB
@@ -287,7 +290,8 @@ def markdown(s: dict) -> str:
              "Latency = one-way time of one message (half a round trip), best of 3 trials; "
              f"bandwidth = bytes x 8 / one-way guest time. Ping-pong up to {p['max']:,} bytes on "
              f"Kestrel, NPtcp up to {p['np_upper']:,} bytes in native Linux and {p['vm_upper']:,} "
-             f"bytes between VMs, {p['nrepeat']} round trips per NPtcp trial.", "",
+             f"bytes between VMs, NPmpi up to {p.get('npmpi_upper', p['max']):,} bytes, {p['nrepeat']} round "
+             "trips per NetPIPE trial.", "",
              "## Headline figures and targets (reported, never a failure)", ""]
     vm = s["vm_best_path"] or "no VM path"
     rows = [("`native_latency_8b` (Kestrel MPI, 2 ranks)", fmt(s["native_latency_8b"], 1)),
@@ -531,7 +535,7 @@ def run_npmpi(npmpi: Path | None, why: str, a: argparse.Namespace, index: int) -
     log = qemu.logs_dir() / "bench" / "mpi" / f"npmpi-run{index}.log"
     print(f"mpi: npmpi run {index} (log {log})", file=sys.stderr, flush=True)
     try:
-        image, words = qemu.linux_job_image(npmpi, 2, args=["-l", "1", "-u", str(a.max), "-p", "0",
+        image, words = qemu.linux_job_image(npmpi, 2, args=["-l", "1", "-u", str(a.npmpi_upper), "-p", "0",
                                                            "-n", str(a.nrepeat)])
         node = qemu.kestrel_node(image, log.with_suffix(".bootmod"), append=words, mem_mb=KESTREL_RAM_MB,
                                  icount=True)
@@ -563,6 +567,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max", type=int, default=4 << 20, help="largest Kestrel and NPmpi message (4 MiB)")
     ap.add_argument("--np-upper", type=int, default=4 << 20, help="NPtcp's largest message in native Linux")
     ap.add_argument("--vm-upper", type=int, default=65536, help="NPtcp's largest message between VMs")
+    ap.add_argument("--npmpi-upper", type=int, default=1 << 20, help="NPmpi's largest message (1 MiB)")
     ap.add_argument("--nrepeat", type=int, default=20, help="NPtcp/NPmpi round trips per trial")
     ap.add_argument("--deadlock-s", type=int, default=10, help="guest seconds without progress a rank calls a hang")
     ap.add_argument("--retries", type=int, default=2, help="more attempts of a Kestrel leg that hangs")
@@ -588,7 +593,8 @@ def main(argv: list[str] | None = None) -> int:
     npmpi = build_npmpi() if "npmpi" in legs else (None, "not run (--legs)")
     if "npmpi" in legs and npmpi[0] is None:
         print(f"mpi: npmpi: {npmpi[1]}", flush=True)
-    params = {"max": a.max, "np_upper": a.np_upper, "vm_upper": a.vm_upper, "nrepeat": a.nrepeat,
+    params = {"max": a.max, "np_upper": a.np_upper, "vm_upper": a.vm_upper, "npmpi_upper": a.npmpi_upper,
+              "nrepeat": a.nrepeat,
               "deadlock_s": a.deadlock_s, "retries": a.retries, "runs": a.runs, "legs": legs}
     runs = []
     for index in range(1, a.runs + 1):
