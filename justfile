@@ -35,11 +35,19 @@ run *ARGS: setup
     scripts/build-target.sh "${packages[@]}"
     exec scripts/vm-linux.sh "$@"
 
-# Run a job: N ranks (1..8) of the static Linux program PROG at once under the Linux personality, beside the fabric service (`just mpi prog 4 ARG...`; build PROG with scripts/kestrel-cc; each rank reads KESTREL_RANK/KESTREL_SIZE; options before PROG: --no-fabric, --timeout SECS, default 120; docs/adr/0034-linux-personality.md)
+# Run a job: N ranks (1..8) of the static Linux program PROG at once under the Linux personality, beside the fabric service (`just mpi prog 4 ARG...`; build PROG with scripts/kestrel-cc or kestrel-mpicc; each rank reads KESTREL_RANK/KESTREL_SIZE; options before PROG: --no-fabric, --timeout SECS, default 120; docs/adr/0034-linux-personality.md). PROG `NPmpi` is NetPIPE's MPI module, built here by scripts/build-npmpi.sh (`just mpi --timeout 600 NPmpi 2 -u 1048576`)
 [positional-arguments]
 mpi *ARGS: setup
+    #!/usr/bin/env bash
+    set -euo pipefail
     scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-linux -p kestrel-fabric-service
-    scripts/linux-job.sh "$@"
+    for a in "$@"; do
+        if [[ $a == NPmpi && ! -e NPmpi ]]; then
+            scripts/build-npmpi.sh >/dev/null
+            break
+        fi
+    done
+    exec scripts/linux-job.sh "$@"
 
 # Boot the native IPC demo (kestrel-demo, started by the root task) under QEMU
 demo: setup
@@ -66,7 +74,7 @@ soak SEED="": setup
 lint: setup
     scripts/lint.sh
 
-# Run a benchmark by name (available: ipc, exits, table1, net, shared-fabric, noise)
+# Run a benchmark by name (available: ipc, exits, table1, net, shared-fabric, noise, mpi)
 bench NAME: setup
     #!/usr/bin/env bash
     set -euo pipefail
@@ -77,7 +85,8 @@ bench NAME: setup
         net) exec python3 bench/net.py ;;
         shared-fabric) exec python3 bench/shared_fabric.py ;;
         noise) exec python3 bench/noise.py ;;
-        *) echo "unknown benchmark {{ quote(NAME) }}; available: ipc, exits, table1, net, shared-fabric, noise" >&2; exit 1 ;;
+        mpi) exec python3 bench/mpi.py ;;
+        *) echo "unknown benchmark {{ quote(NAME) }}; available: ipc, exits, table1, net, shared-fabric, noise, mpi" >&2; exit 1 ;;
     esac
 
 # Boot a bare-metal guest (ELF name, e.g. kestrel-selftest) in a VM under Kestrel's VMM

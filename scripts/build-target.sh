@@ -11,7 +11,7 @@ set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-default_packages=(kestrel-kernel kestrel-root kestrel-fabric-service kestrel-echo kestrel-fabric-ranks kestrel-mpi-rs-test kestrel-demo kestrel-checksum kestrel-sysfuzz kestrel-linux ktest ipcbench kestrel-vmm kestrel-exitbench kestrel-fwq kestrel-selftest kestrel-isolation kestrel-vmdiag kestrel-hostile)
+default_packages=(kestrel-kernel kestrel-root kestrel-fabric-service kestrel-echo kestrel-fabric-ranks kestrel-mpi-rs-test kestrel-mpibench kestrel-demo kestrel-checksum kestrel-sysfuzz kestrel-linux ktest ipcbench kestrel-vmm kestrel-exitbench kestrel-fwq kestrel-selftest kestrel-isolation kestrel-vmdiag kestrel-hostile)
 package_args=()
 extra=()
 while (($# > 0)); do

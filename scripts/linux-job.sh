@@ -6,10 +6,11 @@
 #
 #   scripts/linux-job.sh [--no-fabric] [--timeout SECS] PROG N [ARGS...]
 #
-# PROG is a static 32-bit PowerPC executable (e.g. built by scripts/kestrel-cc); ARGS go to
-# every rank's argv (words without spaces or commas). A rank that faults or exits non-zero
-# ends the job with one line naming it and the cause. The machine stops by itself when
-# kestrel-linux and kestrel-fabric have ended (the fabric service ends after its last
+# PROG is a static 32-bit PowerPC executable (e.g. built by scripts/kestrel-cc), or the name
+# NPmpi for NetPIPE's MPI module as scripts/build-npmpi.sh builds it (target/netpipe/NPmpi);
+# ARGS go to every rank's argv (words without spaces or commas). A rank that faults or exits
+# non-zero ends the job with one line naming it and the cause. The machine stops by itself
+# when kestrel-linux and kestrel-fabric have ended (the fabric service ends after its last
 # endpoint detaches, or, when it holds none, once the root task says no other program runs;
 # --no-fabric leaves it out). Builds nothing (`just mpi` does).
 # The console log is target/logs/job-NAME.log.
@@ -23,7 +24,7 @@ while (($# > 0)); do
     case $1 in
         --no-fabric) fabric=0; shift ;;
         --timeout) (($# >= 2)) || die "--timeout needs seconds"; timeout=$2; shift 2 ;;
-        -h | --help) sed -n '2,16s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,17s/^# \{0,1\}//p' "$0"; exit 0 ;;
         *) break ;;
     esac
 done
@@ -31,6 +32,10 @@ done
 prog=$1
 ranks=$2
 shift 2
+if [[ $prog == NPmpi && ! -e $prog ]]; then
+    prog=$KESTREL_TARGET_DIR/netpipe/NPmpi
+    [[ -f $prog ]] || die "NPmpi is not built: scripts/build-npmpi.sh (\`just mpi NPmpi ...\` builds it)"
+fi
 [[ -f $prog ]] || die "$prog: no such file"
 [[ $ranks =~ ^[1-8]$ ]] || die "N: from 1 to 8 ranks (kestrel-linux runs at most 8 programs at once)"
 header=$(powerpc-linux-gnu-readelf -h "$prog" 2>/dev/null) || die "$prog: not an ELF file"

@@ -6,28 +6,28 @@
 #
 #   guests/linux/build-tools.sh
 #
-# Pattern of build-busybox.sh: the source comes from `apt-get source --download-only` (which
-# needs the deb-src entries scripts/setup.sh adds); compiler CROSS_COMPILE=powerpc-linux-gnu-
-# against the powerpc cross glibc (libc6-dev-powerpc-cross), linked static.
+# Pattern of build-busybox.sh: the source comes from `apt-get source --download-only`
+# (sources.sh, which NetPIPE's MPI module for Kestrel, scripts/build-npmpi.sh, shares);
+# compiler CROSS_COMPILE=powerpc-linux-gnu- against the powerpc cross glibc
+# (libc6-dev-powerpc-cross), linked static.
 #   - iperf: Debian's patches applied by dpkg-source, `autoreconf -fi` as Debian's debhelper
 #     runs it, configured as debian/rules does (--enable-fastsampling) plus
 #     --host=powerpc-linux-gnu and --enable-static-bin. iperf is C++ (g++-powerpc-linux-gnu).
-#   - netpipe: the registry serves the .dsc and the upstream tarball but answers 404 for
-#     netpipe_3.7.2-8.debian.tar.xz (checked 2026-11-24), so the upstream tarball is built as
-#     it is, without Debian's packaging patches. apt checks each file it fetches against its
-#     signed index; the tarball's SHA-256 is checked here against the .dsc's
-#     Checksums-Sha256 too, since dpkg-source (which would) cannot run without the Debian part.
-#     Built with upstream's own `make tcp` rule.
+#   - netpipe: the upstream tarball, checked and unpacked by sources.sh (its header says why
+#     without Debian's part), built with upstream's own `make tcp` rule.
 #
 # Cache: ${XDG_CACHE_HOME:-~/.cache}/kestrel/<tool>/<key>/ (tool: iperf, netpipe), where <key>
 # hashes the source package version, the cross compilers' and cross glibc's versions, this
-# script and lib.sh; fetch, unpack, configure and make logs stay in that folder. When the key
-# matches nothing is downloaded or built. Results in guests/linux/out/: iperf and NPtcp.
+# script, lib.sh and sources.sh; fetch, unpack, configure and make logs stay in that folder.
+# When the key matches nothing is downloaded or built. Results in guests/linux/out/: iperf and
+# NPtcp.
 # Each binary is checked to be a static PowerPC executable and, when qemu-ppc-static is
 # installed, to start under `qemu-ppc-static -cpu 440epb` (the guest's CPU).
 set -euo pipefail
 # shellcheck source=guests/linux/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=guests/linux/sources.sh
+source "$(dirname "${BASH_SOURCE[0]}")/sources.sh"
 
 need_tool "${CROSS_COMPILE}gcc" "${CROSS_COMPILE}g++" make apt-get dpkg-source autoreconf sha256sum \
     tar xz
@@ -38,33 +38,6 @@ libc_version=$(dpkg-query -W -f '${Version}' libc6-dev-powerpc-cross)
 gxx_version=$(dpkg-query -W -f '${Version}' g++-12-powerpc-linux-gnu 2>/dev/null ||
     "${CROSS_COMPILE}g++" -dumpfullversion)
 jobs=$(nproc)
-apt_opts=(-q)
-# As root, apt downloads as user _apt, who cannot write into a folder under /root.
-[[ $(id -u) -ne 0 ]] || apt_opts+=(-o APT::Sandbox::User=root)
-
-# source_dsc PACKAGE: the .dsc file name apt would fetch, read from its source index (no
-# download). --print-uris lines are: 'URL' FILE SIZE HASH.
-source_dsc() {
-    local dsc
-    dsc=$(apt-get source --print-uris -qq "$1" 2>/dev/null | awk '$2 ~ /\.dsc$/ { print $2; exit }')
-    [[ -n $dsc ]] ||
-        die "apt knows no $1 source package: run scripts/setup.sh (it adds deb-src entries)"
-    echo "$dsc"
-}
-
-# dsc_version PACKAGE DSC: the version in a .dsc file name (PACKAGE_VERSION.dsc).
-dsc_version() {
-    local v=${2#"$1"_}
-    echo "${v%.dsc}"
-}
-
-# fetch PACKAGE VERSION DIR: apt-get source --download-only into DIR (log DIR/fetch.log).
-# Returns non-zero when apt could not fetch every file; the caller decides what it needs.
-fetch() {
-    local pkg=$1 version=$2 dir=$3
-    (cd "$dir" && apt-get "${apt_opts[@]}" source --download-only "$pkg=${version#*:}") >"$dir/fetch.log" 2>&1 ||
-        (cd "$dir" && apt-get "${apt_opts[@]}" source --download-only "$pkg") >>"$dir/fetch.log" 2>&1
-}
 
 # check_binary FILE PATTERN ARGS...: fail unless FILE is a static PowerPC executable and, when
 # qemu-ppc-static is installed, running it under `qemu-ppc-static -cpu 440epb` (the guest's
@@ -105,7 +78,7 @@ build_iperf() {
     version=$(dsc_version iperf "$dsc")
     key=$(cache_key "iperf source $version" "gcc-powerpc-linux-gnu $(cross_gcc_version)" \
         "g++-powerpc-linux-gnu $gxx_version" "libc6-dev-powerpc-cross $libc_version" \
-        "${BASH_SOURCE[0]}" "$LINUX_GUEST_DIR/lib.sh")
+        "${BASH_SOURCE[0]}" "$LINUX_GUEST_DIR/lib.sh" "$LINUX_GUEST_DIR/sources.sh")
     cache=$KESTREL_CACHE/iperf
     dir=$cache/$key
     lock_cache "$cache"
@@ -146,11 +119,12 @@ build_iperf() {
 }
 
 build_netpipe() {
-    local dsc version key cache dir src orig want got
+    local dsc version key cache dir src
     dsc=$(source_dsc netpipe)
     version=$(dsc_version netpipe "$dsc")
     key=$(cache_key "netpipe source $version" "gcc-powerpc-linux-gnu $(cross_gcc_version)" \
-        "libc6-dev-powerpc-cross $libc_version" "${BASH_SOURCE[0]}" "$LINUX_GUEST_DIR/lib.sh")
+        "libc6-dev-powerpc-cross $libc_version" "${BASH_SOURCE[0]}" "$LINUX_GUEST_DIR/lib.sh" \
+        "$LINUX_GUEST_DIR/sources.sh")
     cache=$KESTREL_CACHE/netpipe
     dir=$cache/$key
     lock_cache "$cache"
@@ -161,20 +135,7 @@ build_netpipe() {
         say "building NetPIPE $version into $dir (key $key)"
         rm -rf "$dir"
         mkdir -p "$dir"
-        # The Debian part (netpipe_*.debian.tar.xz) answers 404 (see the header); apt then
-        # fails after fetching the .dsc and the upstream tarball, which is all that is used.
-        fetch netpipe "$version" "$dir" || say "apt-get source netpipe reported an error (expected: the Debian part is missing); see $dir/fetch.log"
-        [[ -f $dir/$dsc ]] || die "apt-get source did not fetch $dsc; see $dir/fetch.log"
-        # The upstream tarball as the .dsc's Checksums-Sha256 names it (lines: HASH SIZE FILE).
-        read -r want orig < <(awk '/^Checksums-Sha256:/ { on = 1; next } /^[^ ]/ { on = 0 }
-            on && $3 ~ /\.orig\.tar\./ { print $1, $3; exit }' "$dir/$dsc")
-        [[ -n ${orig:-} && -f $dir/$orig ]] ||
-            die "apt-get source did not fetch the upstream tarball ${orig:-named in $dsc}; see $dir/fetch.log"
-        got=$(sha256sum "$dir/$orig" | cut -d' ' -f1)
-        [[ $got == "$want" ]] || die "$orig: SHA-256 $got, but $dsc says $want"
-        mkdir -p "$dir/src"
-        tar -xf "$dir/$orig" -C "$dir/src" --strip-components=1 >"$dir/unpack.log" 2>&1 ||
-            die "unpacking $orig failed; see $dir/unpack.log"
+        netpipe_source "$dsc" "$version" "$dir"
         src=$dir/src
         # Upstream's rule: $(CC) $(CFLAGS) src/netpipe.c src/tcp.c -DTCP -o NPtcp -Isrc.
         run_logged "$dir/make.log" "make NPtcp" \

@@ -6,6 +6,7 @@ what guests/linux/init gives VM k's interfaces for the interactive shell (the be
 copy scripts bring one interface up at a time on `SCRIPT_NET`)."""
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 from . import console, constants
@@ -95,19 +96,45 @@ def native_node(script: str | None = None, *, append: str | None = None,
 def vm_node(archive: Path, script: str | None = None, *, vms: int = 1, vm_mem_mb: int | None = None,
             append: str | None = None, kernel_args: list[str] = (), natives: list[str] = (),
             icount: bool = False, console: str = "batch", policy: Path | None = None,
-            programs: list[Module] = (), modules: list[Module] = ()) -> Node:
+            programs: list[Module] = (), modules: list[Module] = (), initrd: Path | None = None) -> Node:
     """The Linux guest in `vms` Kestrel VMs (as scripts/vm-linux.sh boots it), on the node's
     fabric service (unless `kernel_args` say `vmm.fabric=local`), with the native programs
     `natives` (by package name) and `programs` (named modules) beside the VMM, the fabric
     policy `policy`, more modules `modules` (e.g. `bare<i>`: VM i runs that bare-metal guest
     instead) and `kernel_args` on the Kestrel command line; the boot archive goes to
-    `archive`. Checks that the VMs fit (LaunchError otherwise)."""
+    `archive`; `initrd` replaces the guest's initramfs (e.g. one from `initramfs_with`).
+    Checks that the VMs fit (LaunchError otherwise)."""
     out = out_dir()
+    initrd = initrd or INITRAMFS
     programs = [*(Module(name, resolve_elf(name)) for name in natives), *programs]
-    image = vmm_image(VMLINUX, initrd=INITRAMFS, cmdline=cmdline(append, script=script),
+    image = vmm_image(VMLINUX, initrd=initrd, cmdline=cmdline(append, script=script),
                       natives=programs, shared_fabric=shares_fabric(kernel_args), policy=policy)
     image.modules += list(modules)
-    check_vm_memory(vm_mem_mb or VMM_DEFAULT_MEM_MB, vms, INITRAMFS.stat().st_size, len(image.pack()))
+    check_vm_memory(vm_mem_mb or VMM_DEFAULT_MEM_MB, vms, initrd.stat().st_size, len(image.pack()))
     return kestrel_node(image, archive, kernel=out / "kestrel-kernel",
                         append=[*vmm_cmdline(vms, vm_mem_mb), *kernel_args],
                         mem_mb=KESTREL_RAM_MB, icount=icount, console=console)
+
+
+def newc_archive(files: list[tuple[str, bytes, int]]) -> bytes:
+    """A cpio archive in the kernel's initramfs format (newc, `070701`) of `files`: (path
+    without the leading slash, contents, mode bits such as 0o100755), owned by root, time 0,
+    then the trailer. The folders must exist already (in the archive this one follows)."""
+    def entry(ino: int, name: str, mode: int, data: bytes) -> bytes:
+        fields = (ino, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(name) + 1, 0)
+        head = b"070701" + b"".join(f"{v:08X}".encode() for v in fields) + name.encode() + b"\0"
+        pad = lambda n: b"\0" * (-n % 4)  # noqa: E731
+        return head + pad(len(head)) + data + pad(len(data))
+    out = b"".join(entry(i + 1, name, mode, data) for i, (name, data, mode) in enumerate(files))
+    return out + entry(0, "TRAILER!!!", 0, b"")
+
+
+def initramfs_with(files: list[tuple[str, bytes, int]], out: Path, base: Path = INITRAMFS) -> Path:
+    """The guest's initramfs `base` with `files` added (see `newc_archive`), written to `out`:
+    the kernel unpacks concatenated compressed archives one after the other, so the files
+    arrive without rebuilding the guest (e.g. a test program and its /scripts entry)."""
+    data = base.read_bytes()
+    data += b"\0" * (-len(data) % 4)  # zeros between archives are skipped
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(data + gzip.compress(newc_archive(files), mtime=0))
+    return out

@@ -34,3 +34,39 @@ def test_script_output():
     two = "\n".join(f"[vm1] {l}" for l in CONSOLE.splitlines())
     assert linux.script_output(two, 1) == out and linux.script_output(two, 0) is None
     assert linux.script_output(CONSOLE, keep_kestrel=True)[2] == "root: kestrel-vmm started"
+
+
+
+def read_newc(data: bytes) -> list[tuple[str, bytes, int]]:
+    """The entries of a newc archive (the format as the kernel's init/initramfs.c reads it)."""
+    out, at = [], 0
+    while True:
+        assert data[at:at + 6] == b"070701", f"no newc magic at {at}"
+        f = [int(data[at + 6 + 8 * i:at + 14 + 8 * i], 16) for i in range(13)]
+        mode, size, namesize = f[1], f[6], f[11]
+        name_at = at + 110
+        name = data[name_at:name_at + namesize - 1].decode()
+        assert data[name_at + namesize - 1] == 0
+        body = name_at + namesize + (-(name_at + namesize) % 4)
+        if name == "TRAILER!!!":
+            return out
+        out.append((name, data[body:body + size], mode))
+        at = body + size + (-(body + size) % 4)
+
+
+def test_newc_archive_round_trips():
+    files = [("bin/prog", b"\x7fELF12345", 0o100755), ("scripts/prog", b"#!/bin/sh\n", 0o100755)]
+    data = linux.newc_archive(files)
+    assert len(data) % 4 == 0
+    assert read_newc(data) == files
+
+
+def test_initramfs_with_appends_a_gzip_member(tmp_path):
+    import gzip
+    base = tmp_path / "base.cpio.gz"
+    base.write_bytes(gzip.compress(linux.newc_archive([("a", b"1", 0o100644)])) + b"x")
+    out = linux.initramfs_with([("b", b"22", 0o100644)], tmp_path / "out.cpio.gz", base=base)
+    data, head = out.read_bytes(), base.read_bytes()
+    start = len(head) + (-len(head) % 4)
+    assert data[:len(head)] == head and data[len(head):start] == b"\0" * (start - len(head))
+    assert read_newc(gzip.decompress(data[start:])) == [("b", b"22", 0o100644)]

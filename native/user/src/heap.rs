@@ -10,11 +10,12 @@
 //! scheduler. The lock word is one `AtomicU32` (lwarx/stwcx. on the 440).
 //!
 //! The arena costs `HEAP_BYTES` of `.bss` in every task that turns the feature on: the kernel
-//! backs a root task's `.bss` page by page at load time. A task that needs more gives the
-//! heap one more region of its own memory (RAM from the root task) with [`add_region`];
-//! allocations then come from that region first and from the arena when it is full.
-//! Allocation failure ends in Rust's default allocation-error handler (a panic, hence the
-//! task's panic handler).
+//! backs a root task's `.bss` page by page at load time. A task that needs more (a benchmark
+//! moving multi-megabyte messages) adds up to [`MAX_REGIONS`] regions of its own RAM at run
+//! time with [`add_region`] (e.g. from `root::ram`), so the arena stays small for every other
+//! task. An allocation tries the arena first, then each region in the order added; a block
+//! goes back to the heap whose range holds it. Allocation failure ends in Rust's
+//! default allocation-error handler (a panic, hence the task's panic handler).
 
 use crate::sys::{my_id, thread_switch};
 use core::alloc::{GlobalAlloc, Layout};
@@ -28,6 +29,52 @@ use linked_list_allocator::Heap;
 
 /// Bytes in the heap arena (2 MiB).
 pub const HEAP_BYTES: usize = 2 << 20;
+/// Regions a task may add besides the arena ([`add_region`]).
+pub const MAX_REGIONS: usize = 4;
+/// The smallest region [`add_region`] takes (room for the allocator's own bookkeeping).
+pub const MIN_REGION: usize = 4096;
+
+/// Why [`add_region`] refused a region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegionError {
+    /// [`MAX_REGIONS`] regions were added already.
+    Full,
+    /// Shorter than [`MIN_REGION`], not 16-byte aligned, or wrapping around the address space.
+    BadRegion,
+    /// The region overlaps the arena or a region added before.
+    Overlaps,
+    /// Called while this thread holds the heap lock (from inside an allocation).
+    Busy,
+}
+
+impl core::fmt::Display for RegionError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            RegionError::Full => "the heap has all the regions it can take",
+            RegionError::BadRegion => "a heap region must be 16-byte aligned and at least 4 KiB",
+            RegionError::Overlaps => "the region overlaps the heap's memory",
+            RegionError::Busy => "the heap is locked by this thread",
+        })
+    }
+}
+
+/// The arena's heap and the regions added at run time.
+struct Heaps {
+    arena: Heap,
+    more: [Heap; MAX_REGIONS],
+    added: usize,
+}
+
+impl Heaps {
+    /// The arena, then the regions added.
+    fn each(&mut self) -> impl Iterator<Item = &mut Heap> {
+        core::iter::once(&mut self.arena).chain(self.more[..self.added].iter_mut())
+    }
+
+    fn holding(&mut self, p: *mut u8) -> Option<&mut Heap> {
+        self.each().find(|h| h.bottom() <= p && p < h.top())
+    }
+}
 
 #[repr(C, align(16))]
 struct Arena(UnsafeCell<MaybeUninit<[u8; HEAP_BYTES]>>);
@@ -42,20 +89,21 @@ static ARENA: Arena = Arena(UnsafeCell::new(MaybeUninit::uninit()));
 pub struct KestrelHeap {
     /// Thread id of the lock holder, `ThreadId::NIL` (0) when free.
     owner: AtomicU32,
-    heap: UnsafeCell<Heap>,
-    /// The region [`add_region`] gave (empty until then).
-    more: UnsafeCell<Heap>,
+    heap: UnsafeCell<Heaps>,
 }
 
-// SAFETY: `heap` and `more` are only reached through a `HeapGuard`, which `lock` hands to
-// one thread at a time (the lock word names it) and whose drop gives the lock back.
+// SAFETY: `heap` is only reached through a `HeapGuard`, which `lock` hands to one thread
+// at a time (the lock word names it) and whose drop gives the lock back.
 unsafe impl Sync for KestrelHeap {}
 
 #[global_allocator]
 static GLOBAL: KestrelHeap = KestrelHeap {
     owner: AtomicU32::new(ThreadId::NIL.0),
-    heap: UnsafeCell::new(Heap::empty()),
-    more: UnsafeCell::new(Heap::empty()),
+    heap: UnsafeCell::new(Heaps {
+        arena: Heap::empty(),
+        more: [const { Heap::empty() }; MAX_REGIONS],
+        added: 0,
+    }),
 };
 
 impl KestrelHeap {
@@ -77,7 +125,7 @@ impl KestrelHeap {
             }
         }
         let mut guard = HeapGuard { owner: self };
-        let heap = &mut *guard;
+        let heap = &mut guard.arena;
         if heap.size() == 0 {
             // SAFETY: the arena is static, `HEAP_BYTES` long and used by nothing else; it is
             // handed to the heap exactly once (the heap is empty only before), under the lock.
@@ -87,14 +135,14 @@ impl KestrelHeap {
     }
 }
 
-/// The heap lock, held: the only way to reach the [`Heap`]; dropping it unlocks.
+/// The heap lock, held: the only way to reach the [`Heaps`]; dropping it unlocks.
 struct HeapGuard<'a> {
     owner: &'a KestrelHeap,
 }
 
 impl Deref for HeapGuard<'_> {
-    type Target = Heap;
-    fn deref(&self) -> &Heap {
+    type Target = Heaps;
+    fn deref(&self) -> &Heaps {
         // SAFETY: the guard exists only while its thread holds the lock, so no other
         // reference to the heap exists but the ones borrowed from this guard.
         unsafe { &*self.owner.heap.get() }
@@ -102,18 +150,9 @@ impl Deref for HeapGuard<'_> {
 }
 
 impl DerefMut for HeapGuard<'_> {
-    fn deref_mut(&mut self) -> &mut Heap {
+    fn deref_mut(&mut self) -> &mut Heaps {
         // SAFETY: as in `deref`; `&mut self` makes this borrow the guard's only one.
         unsafe { &mut *self.owner.heap.get() }
-    }
-}
-
-impl HeapGuard<'_> {
-    /// The added region's heap.
-    fn more(&mut self) -> &mut Heap {
-        // SAFETY: as in `deref_mut`: the guard holds the lock, and `&mut self` makes this
-        // borrow its only one.
-        unsafe { &mut *self.owner.more.get() }
     }
 }
 
@@ -123,63 +162,70 @@ impl Drop for HeapGuard<'_> {
     }
 }
 
-// SAFETY: allocations come from the arena through `Heap`, which never hands out overlapping
-// live blocks and honours the layout's size and alignment; `lock` serialises all access.
+// SAFETY: allocations come from the arena or an added region through `Heap`, which never
+// hands out overlapping live blocks and honours the layout's size and alignment; the heaps'
+// memory is disjoint (`add_region` checks), so a block goes back to the one heap holding it;
+// `lock` serialises all access.
 unsafe impl GlobalAlloc for KestrelHeap {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let Some(mut heap) = self.lock() else {
+        let Some(mut heaps) = self.lock() else {
             return ptr::null_mut();
         };
-        let more = heap.more().allocate_first_fit(layout);
-        more.or_else(|()| heap.allocate_first_fit(layout))
-            .map_or(ptr::null_mut(), NonNull::as_ptr)
+        let block = heaps.each().find_map(|h| h.allocate_first_fit(layout).ok());
+        block.map_or(ptr::null_mut(), NonNull::as_ptr)
     }
 
     unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
         let Some(p) = NonNull::new(p) else { return };
         // Re-entry (impossible short of a bug) leaks the block rather than deadlocking.
-        let Some(mut heap) = self.lock() else { return };
-        let more = heap.more();
-        if (more.bottom()..more.top()).contains(&p.as_ptr()) {
-            // SAFETY: the caller passes a block `alloc` returned for this same `layout`,
-            // and it lies in the added region, so that heap gave it.
-            unsafe { more.deallocate(p, layout) };
-        } else {
-            // SAFETY: as above; outside the added region, the arena's heap gave it.
+        let Some(mut heaps) = self.lock() else { return };
+        if let Some(heap) = heaps.holding(p.as_ptr()) {
+            // SAFETY: the caller passes a block `alloc` returned for this same `layout`, and
+            // it came from this heap, the only one whose memory holds it.
             unsafe { heap.deallocate(p, layout) };
         }
     }
 }
 
-/// `(used, free)` bytes of the arena and the added region.
+/// Adds `[start, start + len)` to the heap: allocations the arena cannot satisfy come from
+/// there (for tasks that need more than [`HEAP_BYTES`]).
+///
+/// # Safety
+/// The memory must be mapped read-write in this space for the rest of the task's life and
+/// used by nothing else: from now on the allocator owns it.
+pub unsafe fn add_region(start: *mut u8, len: usize) -> Result<(), RegionError> {
+    let a = start as usize;
+    if len < MIN_REGION || !a.is_multiple_of(16) || a.checked_add(len).is_none() {
+        return Err(RegionError::BadRegion);
+    }
+    let mut heaps = GLOBAL.lock().ok_or(RegionError::Busy)?;
+    if heaps.added == MAX_REGIONS {
+        return Err(RegionError::Full);
+    }
+    let end = a + len;
+    let overlaps = heaps
+        .each()
+        .any(|h| (h.bottom() as usize) < end && a < h.top() as usize);
+    if overlaps {
+        return Err(RegionError::Overlaps);
+    }
+    let k = heaps.added;
+    // SAFETY: the caller gives mapped memory nobody else uses; it overlaps no heap's
+    // memory (checked above), and this heap slot is empty (slots fill in order).
+    unsafe { heaps.more[k].init(start, len) };
+    heaps.added += 1;
+    Ok(())
+}
+
+/// `(used, free)` bytes of the arena and the regions added.
 pub fn usage() -> (usize, usize) {
     match GLOBAL.lock() {
-        Some(mut heap) => {
-            let (u, f) = (heap.used(), heap.free());
-            let more = heap.more();
-            (u + more.used(), f + more.free())
+        Some(mut heaps) => {
+            let sums = heaps
+                .each()
+                .fold((0, 0), |(u, f), h| (u + h.used(), f + h.free()));
+            sums
         }
         None => (0, HEAP_BYTES),
     }
-}
-
-/// Gives the heap `len` more bytes at `start` (once: `false` if it already has a region,
-/// or if the calling thread holds the heap's lock).
-///
-/// # Safety
-///
-/// `[start, start + len)` is memory of this space, mapped read-write, used by nothing else
-/// for as long as the task lives (RAM the root task granted, say), and `len` is at least a
-/// few dozen bytes.
-pub unsafe fn add_region(start: *mut u8, len: usize) -> bool {
-    let Some(mut heap) = GLOBAL.lock() else {
-        return false;
-    };
-    let more = heap.more();
-    if more.size() != 0 {
-        return false;
-    }
-    // SAFETY: the caller's promise: the region is ours, mapped and unused, for good.
-    unsafe { more.init(start, len) };
-    true
 }

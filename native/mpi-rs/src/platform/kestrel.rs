@@ -107,7 +107,12 @@ pub(crate) fn launch() -> Option<Universe> {
         }
         // SAFETY: the root task just granted `heap` bytes of RAM at HEAP_VA, mapped
         // read-write in this space; nothing else of this program uses that range.
-        unsafe { kestrel_user::heap::add_region(HEAP_VA as *mut u8, heap as usize) };
+        if let Err(e) = unsafe { kestrel_user::heap::add_region(HEAP_VA as *mut u8, heap as usize) }
+        {
+            fail(&format!(
+                "MPI_ERR_NO_MEM: the heap refused its region: {e:?}"
+            ));
+        }
     }
     if let Err(e) = root::ram(WINDOW_VA, window, window.trailing_zeros())
         .and_then(|_| root::ram(SHARED_VA, 4096, 12))
