@@ -342,7 +342,13 @@ fn serve(pager_thread: ThreadId) {
     );
     let mut reply: Option<(ThreadId, Msg)> = None;
     loop {
-        if s.clients.ever && s.clients.attached() == 0 && !LINGER.load(Ordering::Relaxed) {
+        // The last endpoint went, and no other program is left that could attach one (a
+        // job's ranks may attach after a VM that powered off detached).
+        if s.clients.ever
+            && s.clients.attached() == 0
+            && !LINGER.load(Ordering::Relaxed)
+            && root::running() == Ok(0)
+        {
             if let Some((to, m)) = reply.take() {
                 let _ = kestrel_user::ipc::send(to, &m, Timeout::ZERO);
             }
