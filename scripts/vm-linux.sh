@@ -17,6 +17,8 @@
 # --ranks N PROG also runs a job beside the VMs: kestrel-linux starts N ranks (1 to 8) of the
 # static Linux executable PROG at once (`linux.job=NAME:N`, docs/adr/0034-linux-personality.md);
 # the ranks' lines carry `[kestrel-linux] NAME.R: `; a failing rank ends the job, not the VMs.
+# The ranks and the fabric service run above the vCPUs (root.hpc=kestrel-linux,kestrel-fabric),
+# so busy VMs do not hold the job back.
 # N or --vms N boots N VMs at once (kestrel-vmm's `vmm.vms=N`, 1 to 4), each with its own RAM,
 # vCPU and console; their lines are prefixed `[vmI] ` and Ctrl-] then a VM number moves the
 # console input. QEMU exits when every VM powered off.
@@ -114,7 +116,7 @@ fi
 if [[ -n $ranks ]]; then
     rank_name=$(basename "$rank_prog")
     args+=(--program "kestrel-linux=$KESTREL_OUT/kestrel-linux" --module "$rank_name=$rank_prog"
-        --append "linux.job=$rank_name:$ranks")
+        --append "linux.job=$rank_name:$ranks root.hpc=kestrel-linux,kestrel-fabric")
 fi
 for n in "${natives[@]}"; do
     args+=(--program "$n=$KESTREL_OUT/$n")

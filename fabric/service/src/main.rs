@@ -383,7 +383,11 @@ fn serve(pager_thread: ThreadId) {
                 if let Some((to, m)) = reply.take() {
                     let _ = kestrel_user::ipc::send(to, &m, Timeout::ZERO);
                 }
-                println!("no endpoint and no other program left; exiting");
+                if s.clients.ever {
+                    println!("the last endpoint detached; exiting");
+                } else {
+                    println!("no endpoint and no other program left; exiting");
+                }
                 root::exit(0);
             }
             continue;

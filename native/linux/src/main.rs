@@ -50,6 +50,12 @@ const STATE_VA: u32 = 0x6800_0000;
 const SPACES_VA: u32 = 0x6c00_0000;
 /// Priority of a program's thread: below the server, so replies are never held up.
 const PROGRAM_PRIORITY: u32 = kestrel_abi::root::PROGRAM_CEILING - 1;
+/// A program's priority when the personality is an HPC program (`root.hpc=kestrel-linux`):
+/// above the vCPUs, below the personality server itself.
+const HPC_PRIORITY: u32 = kestrel_abi::root::HPC_CEILING - 1;
+/// The programs' priority: [`HPC_PRIORITY`] when `root.hpc=` names kestrel-linux.
+static PRIORITY: core::sync::atomic::AtomicU32 =
+    core::sync::atomic::AtomicU32::new(PROGRAM_PRIORITY);
 /// Distinct unknown call numbers reported in full per program.
 const ENOSYS_LINES: usize = 16;
 /// Programs (ranks) running at once.
@@ -134,6 +140,9 @@ pub extern "C" fn task_main() {
             root::exit(1);
         }
     };
+    if kestrel_abi::root::arg_list(args, "root.hpc=").any(|n| n == "kestrel-linux") {
+        PRIORITY.store(HPC_PRIORITY, core::sync::atomic::Ordering::Relaxed);
+    }
     let mut prog_args = heapless::Vec::<&str, MAX_ARGS>::new();
     for a in kestrel_abi::root::arg_list(args, "linux.args=") {
         if prog_args.push(a).is_err() {
@@ -364,7 +373,10 @@ fn start(state: &mut State, slot: usize, l: &Launch, image_va: &mut u32) -> Resu
     };
     // The thread's first instruction fetch faults to us; we answer only after `LINUX`
     // has marked its space, so it never runs an `sc` as a Kestrel program.
-    if let Err(e) = root::spawn_space(tid, entry, sp, PROGRAM_PRIORITY, sys::my_id()) {
+    // Above the vCPUs when the root task runs the personality there (`root.hpc=`, as a
+    // job beside busy VMs needs: HPC programs first, ADR 0034), else among the programs.
+    let prio = PRIORITY.load(core::sync::atomic::Ordering::Relaxed);
+    if let Err(e) = root::spawn_space(tid, entry, sp, prio, sys::my_id()) {
         return fail(state, format_args!("cannot create its thread: {e:?}"));
     }
     if let Err(e) = root::linux(tid) {
