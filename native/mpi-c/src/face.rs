@@ -141,7 +141,9 @@ impl<P: FabricApi> Face<P> {
     /// `MPI_Comm_dup`: the new communicator's handle.
     pub fn comm_dup(&mut self, h: c_int) -> Result<c_int, ErrorClass> {
         let c = self.comm(h)?;
+        self.comms.room()?;
         let new = core(&self.last, self.mpi.comm_dup(c))?;
+        self.settle(c)?;
         self.comms.add(new, h)
     }
 
@@ -149,10 +151,24 @@ impl<P: FabricApi> Face<P> {
     pub fn comm_split(&mut self, h: c_int, color: c_int, key: c_int) -> Result<c_int, ErrorClass> {
         let c = self.comm(h)?;
         let color = args::split_color(color)?;
-        match core(&self.last, self.mpi.comm_split(c, color, key))? {
+        self.comms.room()?;
+        let new = core(&self.last, self.mpi.comm_split(c, color, key))?;
+        self.settle(c)?;
+        match new {
             Some(new) => self.comms.add(new, h),
             None => Ok(abi::MPI_COMM_NULL),
         }
+    }
+
+    /// A barrier on the parent of a communicator just made, so that no rank sends on the new
+    /// one before every rank knows it. The core drops a message whose context it does not
+    /// know yet (counted in `Stats::bad`, its credits lost): without this, the first
+    /// collective on a new communicator lost the messages of the ranks that got there first
+    /// (a barrier right after `MPI_Comm_dup` deadlocked every time, host and target). Once
+    /// any rank has left this barrier, every rank of the parent has entered it, after making
+    /// the new communicator.
+    fn settle(&mut self, parent: Comm) -> Result<(), ErrorClass> {
+        core(&self.last, self.mpi.barrier(parent))
     }
 
     /// `MPI_Comm_free` (not of `MPI_COMM_WORLD` or `MPI_COMM_SELF`: `Err(Comm)`).

@@ -99,6 +99,16 @@ impl Comms {
         Ok(h)
     }
 
+    /// `Ok` when the core's next communicator number still fits a handle (checked before the
+    /// core makes one): `Err(Intern)` once 2^24 were made.
+    pub fn room(&self) -> Result<(), ErrorClass> {
+        let last = self.live.values().map(|e| e.0 .0).max().unwrap_or(0);
+        if last >= INDEX_MASK {
+            return Err(ErrorClass::Intern);
+        }
+        Ok(())
+    }
+
     /// Forgets `h` (`MPI_Comm_free`, after the core freed it): `Err(Comm)` for the
     /// predefined communicators and anything not live.
     pub fn remove(&mut self, h: c_int) -> Result<Comm, ErrorClass> {
