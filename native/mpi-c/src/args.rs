@@ -286,8 +286,9 @@ fn decimal(text: &[u8]) -> Option<u32> {
     if text.is_empty() || text.len() > 9 || !text.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    text.iter()
-        .try_fold(0u32, |v, d| v.checked_mul(10)?.checked_add(u32::from(d - b'0')))
+    text.iter().try_fold(0u32, |v, d| {
+        v.checked_mul(10)?.checked_add(u32::from(d - b'0'))
+    })
 }
 
 /// This rank's place in the job from the values of `KESTREL_RANK` and `KESTREL_SIZE`
@@ -462,7 +463,10 @@ mod tests {
         assert_eq!(deadlock_ns(Some(b"x"), 1), 61_000_000_000);
         assert_eq!(split_color(abi::MPI_UNDEFINED), Ok(None));
         assert_eq!(split_color(-3), Err(ErrorClass::Arg));
-        assert_eq!(thread_level(abi::MPI_THREAD_MULTIPLE), abi::MPI_THREAD_FUNNELED);
+        assert_eq!(
+            thread_level(abi::MPI_THREAD_MULTIPLE),
+            abi::MPI_THREAD_FUNNELED
+        );
         assert_eq!(thread_level(abi::MPI_THREAD_SINGLE), abi::MPI_THREAD_SINGLE);
     }
 

@@ -36,13 +36,16 @@ fn error(_call: &'static str, class: ErrorClass) -> c_int {
 /// `errorclass` is null or points to a writable `int`.
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Error_class(errorcode: c_int, errorclass: *mut c_int) -> c_int {
-    code("MPI_Error_class", (|| {
-        let class = error::error_class(errorcode)?;
-        // SAFETY: the caller passes null or a writable int; null is refused by as_mut.
-        let out = unsafe { errorclass.as_mut() }.ok_or(ErrorClass::Arg)?;
-        *out = class;
-        Ok(())
-    })())
+    code(
+        "MPI_Error_class",
+        (|| {
+            let class = error::error_class(errorcode)?;
+            // SAFETY: the caller passes null or a writable int; null is refused by as_mut.
+            let out = unsafe { errorclass.as_mut() }.ok_or(ErrorClass::Arg)?;
+            *out = class;
+            Ok(())
+        })(),
+    )
 }
 
 /// `MPI_Error_string`: `string` must have room for `MPI_MAX_ERROR_STRING` characters.
@@ -56,21 +59,24 @@ pub unsafe extern "C" fn MPI_Error_string(
     string: *mut c_char,
     resultlen: *mut c_int,
 ) -> c_int {
-    code("MPI_Error_string", (|| {
-        if string.is_null() {
-            return Err(ErrorClass::Arg);
-        }
-        // SAFETY: the caller passes null (refused) or a writable int.
-        let len_out = unsafe { resultlen.as_mut() }.ok_or(ErrorClass::Arg)?;
-        // SAFETY: not null (checked above); MPI requires MPI_MAX_ERROR_STRING bytes there, and
-        // nothing else refers to them during the call.
-        let buf = unsafe {
-            core::slice::from_raw_parts_mut(string.cast::<u8>(), MPI_MAX_ERROR_STRING as usize)
-        };
-        let len = error::error_string(errorcode, buf)?;
-        *len_out = c_int::try_from(len).map_err(|_| ErrorClass::Intern)?;
-        Ok(())
-    })())
+    code(
+        "MPI_Error_string",
+        (|| {
+            if string.is_null() {
+                return Err(ErrorClass::Arg);
+            }
+            // SAFETY: the caller passes null (refused) or a writable int.
+            let len_out = unsafe { resultlen.as_mut() }.ok_or(ErrorClass::Arg)?;
+            // SAFETY: not null (checked above); MPI requires MPI_MAX_ERROR_STRING bytes there, and
+            // nothing else refers to them during the call.
+            let buf = unsafe {
+                core::slice::from_raw_parts_mut(string.cast::<u8>(), MPI_MAX_ERROR_STRING as usize)
+            };
+            let len = error::error_string(errorcode, buf)?;
+            *len_out = c_int::try_from(len).map_err(|_| ErrorClass::Intern)?;
+            Ok(())
+        })(),
+    )
 }
 
 /// `MPI_Get_version`.
@@ -93,12 +99,15 @@ pub unsafe extern "C" fn MPI_Get_version(version: *mut c_int, subversion: *mut c
 /// `size` is null or points to a writable `int`.
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_size(datatype: MPI_Datatype, size: *mut c_int) -> c_int {
-    code("MPI_Type_size", (|| {
-        let bytes = datatype::type_size(datatype)?;
-        // SAFETY: the caller passes null (refused) or a writable int.
-        *unsafe { size.as_mut() }.ok_or(ErrorClass::Arg)? = bytes;
-        Ok(())
-    })())
+    code(
+        "MPI_Type_size",
+        (|| {
+            let bytes = datatype::type_size(datatype)?;
+            // SAFETY: the caller passes null (refused) or a writable int.
+            *unsafe { size.as_mut() }.ok_or(ErrorClass::Arg)? = bytes;
+            Ok(())
+        })(),
+    )
 }
 
 /// `MPI_Get_count`: elements received, from the status's byte count; `MPI_UNDEFINED` when the
@@ -113,20 +122,23 @@ pub unsafe extern "C" fn MPI_Get_count(
     datatype: MPI_Datatype,
     count: *mut c_int,
 ) -> c_int {
-    code("MPI_Get_count", (|| {
-        let datatype = Datatype::from_handle(datatype)?;
-        if status.cast_mut() == abi::MPI_STATUS_IGNORE {
-            return Err(ErrorClass::Arg);
-        }
-        // SAFETY: the caller passes null (refused), MPI_STATUS_IGNORE (refused above) or a
-        // readable MPI_Status.
-        let status = unsafe { status.as_ref() }.ok_or(ErrorClass::Arg)?;
-        // SAFETY: the caller passes null (refused) or a writable int.
-        let out = unsafe { count.as_mut() }.ok_or(ErrorClass::Arg)?;
-        let bytes = usize::try_from(status.kestrel_count).map_err(|_| ErrorClass::Arg)?;
-        *out = datatype::get_count(datatype, bytes);
-        Ok(())
-    })())
+    code(
+        "MPI_Get_count",
+        (|| {
+            let datatype = Datatype::from_handle(datatype)?;
+            if status.cast_mut() == abi::MPI_STATUS_IGNORE {
+                return Err(ErrorClass::Arg);
+            }
+            // SAFETY: the caller passes null (refused), MPI_STATUS_IGNORE (refused above) or a
+            // readable MPI_Status.
+            let status = unsafe { status.as_ref() }.ok_or(ErrorClass::Arg)?;
+            // SAFETY: the caller passes null (refused) or a writable int.
+            let out = unsafe { count.as_mut() }.ok_or(ErrorClass::Arg)?;
+            let bytes = usize::try_from(status.kestrel_count).map_err(|_| ErrorClass::Arg)?;
+            *out = datatype::get_count(datatype, bytes);
+            Ok(())
+        })(),
+    )
 }
 
 #[cfg(test)]

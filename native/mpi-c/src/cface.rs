@@ -29,6 +29,7 @@ use crate::face::{Completion, Face, RecvBuf};
 use crate::handles::Errhandler;
 use crate::op;
 use crate::platform;
+use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
 use core::cell::UnsafeCell;
@@ -50,7 +51,7 @@ struct Lib {
 
 enum Phase {
     Before,
-    Running(Lib),
+    Running(Box<Lib>),
     After,
 }
 
@@ -335,13 +336,13 @@ fn init(name: &'static str, required: c_int) -> c_int {
         };
         let mut mpi = s.mpi;
         let me = mpi.dma().1.me;
-        *phase = Phase::Running(Lib {
+        *phase = Phase::Running(Box::new(Lib {
             face: Face::new(mpi),
             ep: s.ep,
             rank: s.rank,
             thread_level: args::thread_level(required),
             name: format!("kestrel-node-{}.{}.{}", me.x, me.y, me.z),
-        });
+        }));
         abi::MPI_SUCCESS
     })
     .unwrap_or(ErrorClass::Other.code())
@@ -602,7 +603,9 @@ pub unsafe extern "C" fn MPI_Comm_split(
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
     // SAFETY: the caller's promise: null or readable.
-    let h = unsafe { comm.as_ref() }.copied().unwrap_or(abi::MPI_COMM_NULL);
+    let h = unsafe { comm.as_ref() }
+        .copied()
+        .unwrap_or(abi::MPI_COMM_NULL);
     call("MPI_Comm_free", On::Comm(h), |l| {
         // SAFETY: the caller's promise.
         let c = unsafe { mem::out(comm) }?;
@@ -857,6 +860,20 @@ unsafe fn peek(request: *const MPI_Request) -> MPI_Request {
         .unwrap_or(abi::MPI_REQUEST_NULL)
 }
 
+/// The first handle of a request array of `count` (`MPI_REQUEST_NULL` if none), for choosing
+/// the error handler before the call.
+///
+/// # Safety
+/// `requests` is null or holds `count` readable handles.
+unsafe fn first_request(count: c_int, requests: *const MPI_Request) -> MPI_Request {
+    if count > 0 {
+        // SAFETY: the caller's promise; at least one handle.
+        unsafe { peek(requests) }
+    } else {
+        abi::MPI_REQUEST_NULL
+    }
+}
+
 /// `MPI_Wait`: the request becomes `MPI_REQUEST_NULL`; a null request gives the empty status.
 ///
 /// # Safety
@@ -951,7 +968,9 @@ unsafe fn arrays<'a>(
     let n = args::count(count)?;
     let rbytes = n.saturating_mul(core::mem::size_of::<MPI_Request>());
     let sbytes = n.saturating_mul(core::mem::size_of::<MPI_Status>());
-    if sts != abi::MPI_STATUSES_IGNORE && args::overlap((reqs as usize, rbytes), (sts as usize, sbytes)) {
+    if sts != abi::MPI_STATUSES_IGNORE
+        && args::overlap((reqs as usize, rbytes), (sts as usize, sbytes))
+    {
         return Err(ErrorClass::Arg);
     }
     // SAFETY: the caller's promise.
@@ -972,8 +991,8 @@ pub unsafe extern "C" fn MPI_Waitall(
     array_of_requests: *mut MPI_Request,
     array_of_statuses: *mut MPI_Status,
 ) -> c_int {
-    // SAFETY: the caller's promise (the first handle, if any).
-    let first = if count > 0 { unsafe { peek(array_of_requests) } } else { abi::MPI_REQUEST_NULL };
+    // SAFETY: the caller's promise (the array holds `count` handles).
+    let first = unsafe { first_request(count, array_of_requests) };
     call("MPI_Waitall", On::Request(first), |l| {
         // SAFETY: the caller's promise.
         let (reqs, sts) = unsafe { arrays(count, array_of_requests, array_of_statuses) }?;
@@ -993,8 +1012,8 @@ pub unsafe extern "C" fn MPI_Testall(
     flag: *mut c_int,
     array_of_statuses: *mut MPI_Status,
 ) -> c_int {
-    // SAFETY: the caller's promise (the first handle, if any).
-    let first = if count > 0 { unsafe { peek(array_of_requests) } } else { abi::MPI_REQUEST_NULL };
+    // SAFETY: the caller's promise (the array holds `count` handles).
+    let first = unsafe { first_request(count, array_of_requests) };
     call("MPI_Testall", On::Request(first), |l| {
         // SAFETY: the caller's promise.
         let (reqs, sts) = unsafe { arrays(count, array_of_requests, array_of_statuses) }?;
@@ -1026,8 +1045,8 @@ pub unsafe extern "C" fn MPI_Waitany(
     index: *mut c_int,
     status: *mut MPI_Status,
 ) -> c_int {
-    // SAFETY: the caller's promise (the first handle, if any).
-    let first = if count > 0 { unsafe { peek(array_of_requests) } } else { abi::MPI_REQUEST_NULL };
+    // SAFETY: the caller's promise (the array holds `count` handles).
+    let first = unsafe { first_request(count, array_of_requests) };
     call("MPI_Waitany", On::Request(first), |l| {
         let n = args::count(count)?;
         // SAFETY: the caller's promise.

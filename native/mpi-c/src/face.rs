@@ -69,7 +69,10 @@ pub struct Face<P: FabricApi> {
 
 /// A core call's result with its error as a class; the error itself is kept in `last` (the
 /// fatal line says more than the class: a deadlock's report, the fabric's refusal).
-fn core<T>(last: &Cell<Option<kestrel_mpi::Error>>, r: Result<T, kestrel_mpi::Error>) -> Result<T, ErrorClass> {
+fn core<T>(
+    last: &Cell<Option<kestrel_mpi::Error>>,
+    r: Result<T, kestrel_mpi::Error>,
+) -> Result<T, ErrorClass> {
     r.map_err(|e| {
         last.set(Some(e));
         args::class(e)
@@ -116,9 +119,7 @@ impl<P: FabricApi> Face<P> {
 
     /// The communicator a pending request's errors go to (MPI_COMM_WORLD if it is none).
     pub fn request_comm(&self, r: c_int) -> c_int {
-        self.reqs
-            .get(r)
-            .map_or(abi::MPI_COMM_WORLD, |p| p.comm)
+        self.reqs.get(r).map_or(abi::MPI_COMM_WORLD, |p| p.comm)
     }
 
     /// `MPI_Comm_set_errhandler`.
@@ -251,7 +252,10 @@ impl<P: FabricApi> Face<P> {
         let (c, n) = self.comm_size(h)?;
         let src = args::source(src, n)?;
         let tag = args::recv_tag(tag)?;
-        let r = core(&self.last, self.mpi.irecv(c, src, tag, Self::capacity(dt, buf.len())))?;
+        let r = core(
+            &self.last,
+            self.mpi.irecv(c, src, tag, Self::capacity(dt, buf.len())),
+        )?;
         let (st, data) = core(&self.last, self.mpi.wait(r))?;
         args::unpack(dt, &data, buf);
         Ok(args::status(&st))
@@ -299,7 +303,11 @@ impl<P: FabricApi> Face<P> {
         let src = args::source(src, n)?;
         let rtag = args::recv_tag(rtag)?;
         let data = args::pack(sdt, sbuf);
-        let rr = core(&self.last, self.mpi.irecv(c, src, rtag, Self::capacity(rdt, rbuf.len())))?;
+        let rr = core(
+            &self.last,
+            self.mpi
+                .irecv(c, src, rtag, Self::capacity(rdt, rbuf.len())),
+        )?;
         let sr = core(&self.last, self.mpi.isend(c, dest, stag, &data, false))?;
         let mut done = core(&self.last, self.mpi.waitall(&[rr, sr]))?;
         let (st, got) = done.swap_remove(0);
@@ -325,7 +333,10 @@ impl<P: FabricApi> Face<P> {
         let (c, n) = self.comm_size(h)?;
         let src = args::source(src, n)?;
         let tag = args::recv_tag(tag)?;
-        Ok(args::status(&core(&self.last, self.mpi.probe(c, src, tag))?))
+        Ok(args::status(&core(
+            &self.last,
+            self.mpi.probe(c, src, tag),
+        )?))
     }
 
     // ---- completion ---------------------------------------------------------------
@@ -414,10 +425,7 @@ impl<P: FabricApi> Face<P> {
     }
 
     /// `MPI_Testall`: every completion once all are complete (none is taken before).
-    pub fn testall(
-        &mut self,
-        rs: &[c_int],
-    ) -> Result<Option<Vec<Option<Completion>>>, ErrorClass> {
+    pub fn testall(&mut self, rs: &[c_int]) -> Result<Option<Vec<Option<Completion>>>, ErrorClass> {
         let (at, reqs) = self.live(rs)?;
         match core(&self.last, self.mpi.testall(&reqs))? {
             None => Ok(None),
@@ -471,10 +479,15 @@ impl<P: FabricApi> Face<P> {
         op: Op,
         root: i32,
     ) -> Result<Option<Vec<u8>>, ErrorClass> {
-        let n = usize::try_from(core(&self.last, self.mpi.size(c))?).map_err(|_| ErrorClass::Intern)?;
+        let n =
+            usize::try_from(core(&self.last, self.mpi.size(c))?).map_err(|_| ErrorClass::Intern)?;
         let at_root = core(&self.last, self.mpi.rank(c))? == root;
         let k = send.len();
-        let mut all = if at_root { vec![0u8; k * n] } else { Vec::new() };
+        let mut all = if at_root {
+            vec![0u8; k * n]
+        } else {
+            Vec::new()
+        };
         core(&self.last, self.mpi.gather(c, send, &mut all, root))?;
         if !at_root {
             return Ok(None);
@@ -547,7 +560,10 @@ impl<P: FabricApi> Face<P> {
             None => recv.to_vec(),
         };
         match args::core_datatype(dt) {
-            Some(cdt) => core(&self.last, self.mpi.allreduce(c, &mine, recv, cdt, args::core_op(op))),
+            Some(cdt) => core(
+                &self.last,
+                self.mpi.allreduce(c, &mine, recv, cdt, args::core_op(op)),
+            ),
             None => {
                 if let Some(r) = self.fold(c, &mine, count, dt, op, 0)? {
                     recv.copy_from_slice(&r);

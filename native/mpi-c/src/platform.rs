@@ -112,7 +112,9 @@ pub fn start() -> Result<Started, String> {
         deadlock_ns,
     };
     let mpi = Mpi::init(service, ep, bus, rank, size, env).map_err(|e| match e {
-        kestrel_mpi::Error::Deadlock => String::from("the other ranks did not start MPI (deadlock)"),
+        kestrel_mpi::Error::Deadlock => {
+            String::from("the other ranks did not start MPI (deadlock)")
+        }
         e => format!("{e}"),
     })?;
     Ok(Started { mpi, ep, rank })

@@ -38,8 +38,15 @@ fn collectives_on(f: &mut Face<Shared>, comm: i32) -> usize {
         bad += usize::from(early.is_some());
         f.barrier(comm).unwrap();
         let v = ints(&[rank * 10 + round]);
-        f.send(comm, (rank + 1) % size, 600 + round, Datatype::Int, &v, false)
-            .unwrap();
+        f.send(
+            comm,
+            (rank + 1) % size,
+            600 + round,
+            Datatype::Int,
+            &v,
+            false,
+        )
+        .unwrap();
         let mut got = [0u8; 4];
         let left = (rank + size - 1) % size;
         let st = f
@@ -63,7 +70,9 @@ fn collectives_on(f: &mut Face<Shared>, comm: i32) -> usize {
         };
         f.gather(comm, Some(&mine), &mut all, root).unwrap();
         if rank == root {
-            let want: Vec<i32> = (0..size).flat_map(|i| [i * 2 + root, i * 2 + root + 1]).collect();
+            let want: Vec<i32> = (0..size)
+                .flat_map(|i| [i * 2 + root, i * 2 + root + 1])
+                .collect();
             bad += usize::from(to_ints(&all) != want);
             // In place: the root's block is in the receive buffer already.
             all.fill(0xff);
@@ -81,7 +90,12 @@ fn collectives_on(f: &mut Face<Shared>, comm: i32) -> usize {
         let mut part = [0u8; 12];
         f.scatter(comm, &src, Some(&mut part), root).unwrap();
         bad += usize::from(
-            to_ints(&part) != [root * 1000 + rank * 3, root * 1000 + rank * 3 + 1, root * 1000 + rank * 3 + 2],
+            to_ints(&part)
+                != [
+                    root * 1000 + rank * 3,
+                    root * 1000 + rank * 3 + 1,
+                    root * 1000 + rank * 3 + 2,
+                ],
         );
     }
     let mut all = vec![0u8; 4 * size as usize];
@@ -113,8 +127,15 @@ fn collectives_on_world_a_dup_and_a_split() {
         assert_eq!(f.size(half).unwrap(), 4);
         assert_eq!(f.rank(half).unwrap(), (7 - me) / 2);
         let mut sum = [0u8; 4];
-        f.allreduce(half, Some(&ints(&[me])), &mut sum, 1, Datatype::Int, Op::Sum)
-            .unwrap();
+        f.allreduce(
+            half,
+            Some(&ints(&[me])),
+            &mut sum,
+            1,
+            Datatype::Int,
+            Op::Sum,
+        )
+        .unwrap();
         assert_eq!(to_ints(&sum), [if me % 2 == 1 { 16 } else { 12 }]);
         bad += collectives_on(f, half);
         f.comm_free(half).unwrap();
@@ -144,12 +165,25 @@ fn point_to_point_with_mpi_h_numbers() {
         let partner = me ^ 1;
         // Wildcards (mpi.h's MPI_ANY_SOURCE is -2, MPI_ANY_TAG -1) and the status.
         if me % 2 == 0 {
-            f.send(WORLD, partner, 40 + me, Datatype::Int, &ints(&[me; 3]), false)
-                .unwrap();
+            f.send(
+                WORLD,
+                partner,
+                40 + me,
+                Datatype::Int,
+                &ints(&[me; 3]),
+                false,
+            )
+            .unwrap();
         } else {
             let mut buf = [0u8; 16];
             let st = f
-                .recv(WORLD, abi::MPI_ANY_SOURCE, abi::MPI_ANY_TAG, Datatype::Int, &mut buf)
+                .recv(
+                    WORLD,
+                    abi::MPI_ANY_SOURCE,
+                    abi::MPI_ANY_TAG,
+                    Datatype::Int,
+                    &mut buf,
+                )
                 .unwrap();
             assert_eq!((st.MPI_SOURCE, st.MPI_TAG), (partner, 40 + partner));
             assert_eq!(st.kestrel_count, 12);
@@ -187,8 +221,14 @@ fn point_to_point_with_mpi_h_numbers() {
         assert_eq!(st.kestrel_count, 36);
         for i in 0..3 {
             let e = &back[16 * i..16 * i + 16];
-            assert_eq!(f64::from_ne_bytes(e[..8].try_into().unwrap()), i as f64 + 0.5);
-            assert_eq!(i32::from_ne_bytes(e[8..12].try_into().unwrap()), partner * 10 + i as i32);
+            assert_eq!(
+                f64::from_ne_bytes(e[..8].try_into().unwrap()),
+                i as f64 + 0.5
+            );
+            assert_eq!(
+                i32::from_ne_bytes(e[8..12].try_into().unwrap()),
+                partner * 10 + i as i32
+            );
             assert_eq!(&e[12..], &[0x11; 4], "padding untouched");
         }
         // A synchronous send returns once the receive matched.
@@ -201,10 +241,19 @@ fn point_to_point_with_mpi_h_numbers() {
             assert_eq!(to_ints(&v), [partner]);
         }
         // Truncation: the status says so, and the first bytes are there.
-        f.send(WORLD, partner, 9, Datatype::Int, &ints(&[1, 2, 3, 4]), false)
-            .unwrap();
+        f.send(
+            WORLD,
+            partner,
+            9,
+            Datatype::Int,
+            &ints(&[1, 2, 3, 4]),
+            false,
+        )
+        .unwrap();
         let mut small = [0u8; 8];
-        let st = f.recv(WORLD, partner, 9, Datatype::Int, &mut small).unwrap();
+        let st = f
+            .recv(WORLD, partner, 9, Datatype::Int, &mut small)
+            .unwrap();
         assert_eq!(st.MPI_ERROR, abi::MPI_ERR_TRUNCATE);
         assert_eq!(args::status_result(&st), Err(ErrorClass::Truncate));
         assert_eq!(to_ints(&small), [1, 2]);
@@ -213,7 +262,17 @@ fn point_to_point_with_mpi_h_numbers() {
         let left = (me + 7) % 8;
         let mut got = [0u8; 4];
         let st = f
-            .sendrecv(WORLD, &ints(&[me]), Datatype::Int, right, 3, &mut got, Datatype::Int, left, 3)
+            .sendrecv(
+                WORLD,
+                &ints(&[me]),
+                Datatype::Int,
+                right,
+                3,
+                &mut got,
+                Datatype::Int,
+                left,
+                3,
+            )
             .unwrap();
         assert_eq!((to_ints(&got)[0], st.MPI_SOURCE), (left, left));
         f.send(WORLD, right, 21, Datatype::Char, b"hello", false)
@@ -234,7 +293,10 @@ fn requests_complete_in_any_order() {
         let me = f.rank(WORLD).unwrap();
         let bufs: Vec<Vec<u8>> = (0..8).map(|_| vec![0u8; 16]).collect();
         let mut reqs: Vec<i32> = (0..8)
-            .map(|r| f.irecv(WORLD, r, 1, into(&bufs[r as usize], Datatype::Int)).unwrap())
+            .map(|r| {
+                f.irecv(WORLD, r, 1, into(&bufs[r as usize], Datatype::Int))
+                    .unwrap()
+            })
             .collect();
         for r in 0..8 {
             let data = ints(&[1000 * me + r; 4]);
@@ -242,7 +304,10 @@ fn requests_complete_in_any_order() {
         }
         assert!(reqs.iter().all(|&h| h as u32 >> 24 == 0x6c));
         // A handle twice in one call, or a handle that is no request, is refused.
-        assert_eq!(f.waitall(&[reqs[0], reqs[0]]).err(), Some(ErrorClass::Request));
+        assert_eq!(
+            f.waitall(&[reqs[0], reqs[0]]).err(),
+            Some(ErrorClass::Request)
+        );
         assert_eq!(f.wait(abi::MPI_COMM_WORLD).err(), Some(ErrorClass::Request));
         // Wait in reverse order; each receive's data comes with its completion.
         for (i, &h) in reqs.iter().enumerate().rev() {
@@ -261,8 +326,12 @@ fn requests_complete_in_any_order() {
         f.barrier(WORLD).unwrap();
         // Waitall and Testall with null requests among them; Waitany's order.
         let b = vec![0u8; 4];
-        let r = f.irecv(WORLD, abi::MPI_ANY_SOURCE, 2, into(&b, Datatype::Int)).unwrap();
-        let s = f.isend(WORLD, (me + 1) % 8, 2, Datatype::Int, &ints(&[me]), false).unwrap();
+        let r = f
+            .irecv(WORLD, abi::MPI_ANY_SOURCE, 2, into(&b, Datatype::Int))
+            .unwrap();
+        let s = f
+            .isend(WORLD, (me + 1) % 8, 2, Datatype::Int, &ints(&[me]), false)
+            .unwrap();
         let set = [abi::MPI_REQUEST_NULL, r, s];
         let done = loop {
             if let Some(done) = f.testall(&set).unwrap() {
@@ -272,8 +341,11 @@ fn requests_complete_in_any_order() {
         assert!(done[0].is_none());
         assert_eq!(done[1].as_ref().unwrap().status.MPI_SOURCE, (me + 7) % 8);
         assert!(f.waitany(&[abi::MPI_REQUEST_NULL; 3]).unwrap().is_none());
-        let r2 = f.irecv(WORLD, (me + 7) % 8, 3, into(&b, Datatype::Int)).unwrap();
-        f.send(WORLD, (me + 1) % 8, 3, Datatype::Int, &ints(&[me]), false).unwrap();
+        let r2 = f
+            .irecv(WORLD, (me + 7) % 8, 3, into(&b, Datatype::Int))
+            .unwrap();
+        f.send(WORLD, (me + 1) % 8, 3, Datatype::Int, &ints(&[me]), false)
+            .unwrap();
         let (i, c) = f.waitany(&[abi::MPI_REQUEST_NULL, r2]).unwrap().unwrap();
         assert_eq!((i, to_ints(&c.data)[0]), (1, (me + 7) % 8));
         f.barrier(WORLD).unwrap();
@@ -287,7 +359,7 @@ fn element(dt: Datatype, r: i32, i: usize) -> Vec<u8> {
         fn kestrel_mpi_ldouble_from_double(value: f64, out: *mut core::ffi::c_void);
     }
     let v = if dt == Datatype::CBool {
-        i64::from((r as usize + i) % 3 != 0)
+        i64::from(!(r as usize + i).is_multiple_of(3))
     } else {
         ((r as usize + i) % 4) as i64
     };
@@ -326,21 +398,29 @@ fn every_reduction_against_a_serial_fold() {
         let mut checked = 0;
         for (k, dt) in kestrel_mpi_c::datatype::ALL.iter().copied().enumerate() {
             for o in op::ALL.iter().copied().filter(|o| o.accepts(dt)) {
-                let buf = |r: i32| -> Vec<u8> { (0..COUNT).flat_map(|i| element(dt, r, i)).collect() };
+                let buf =
+                    |r: i32| -> Vec<u8> { (0..COUNT).flat_map(|i| element(dt, r, i)).collect() };
                 let mut want = buf(0);
                 for r in 1..8 {
                     reduce_local(o, dt, &buf(r), &mut want, COUNT).unwrap();
                 }
                 let mine = buf(me);
                 let mut got = vec![0u8; mine.len()];
-                f.allreduce(WORLD, Some(&mine), &mut got, COUNT, dt, o).unwrap();
+                f.allreduce(WORLD, Some(&mine), &mut got, COUNT, dt, o)
+                    .unwrap();
                 assert_eq!(got, want, "allreduce {o:?} on {}", dt.name());
                 let mut inplace = mine.clone();
-                f.allreduce(WORLD, None, &mut inplace, COUNT, dt, o).unwrap();
+                f.allreduce(WORLD, None, &mut inplace, COUNT, dt, o)
+                    .unwrap();
                 assert_eq!(inplace, want, "in place {o:?} on {}", dt.name());
                 let root = (k % 8) as i32;
-                let mut red = if me == root { vec![0u8; mine.len()] } else { Vec::new() };
-                f.reduce(WORLD, Some(&mine), &mut red, COUNT, dt, o, root).unwrap();
+                let mut red = if me == root {
+                    vec![0u8; mine.len()]
+                } else {
+                    Vec::new()
+                };
+                f.reduce(WORLD, Some(&mine), &mut red, COUNT, dt, o, root)
+                    .unwrap();
                 if me == root {
                     assert_eq!(red, want, "reduce {o:?} on {}", dt.name());
                 }
@@ -357,25 +437,55 @@ fn refusals_and_error_handlers() {
     job(2, 5_000, |f: &mut Face<Shared>| {
         let me = f.rank(WORLD).unwrap();
         let x = ints(&[1]);
-        assert_eq!(f.send(WORLD, 2, 0, Datatype::Int, &x, false), Err(ErrorClass::Rank));
-        assert_eq!(f.send(WORLD, abi::MPI_ANY_SOURCE, 0, Datatype::Int, &x, false), Err(ErrorClass::Rank));
-        assert_eq!(f.send(WORLD, 0, -7, Datatype::Int, &x, false), Err(ErrorClass::Tag));
-        assert_eq!(f.send(WORLD, 0, abi::MPI_ANY_TAG, Datatype::Int, &x, false), Err(ErrorClass::Tag));
-        assert_eq!(f.send(abi::MPI_COMM_NULL, 0, 0, Datatype::Int, &x, false), Err(ErrorClass::Comm));
-        assert_eq!(f.recv(WORLD, 5, 0, Datatype::Int, &mut [0; 4]).err(), Some(ErrorClass::Rank));
+        assert_eq!(
+            f.send(WORLD, 2, 0, Datatype::Int, &x, false),
+            Err(ErrorClass::Rank)
+        );
+        assert_eq!(
+            f.send(WORLD, abi::MPI_ANY_SOURCE, 0, Datatype::Int, &x, false),
+            Err(ErrorClass::Rank)
+        );
+        assert_eq!(
+            f.send(WORLD, 0, -7, Datatype::Int, &x, false),
+            Err(ErrorClass::Tag)
+        );
+        assert_eq!(
+            f.send(WORLD, 0, abi::MPI_ANY_TAG, Datatype::Int, &x, false),
+            Err(ErrorClass::Tag)
+        );
+        assert_eq!(
+            f.send(abi::MPI_COMM_NULL, 0, 0, Datatype::Int, &x, false),
+            Err(ErrorClass::Comm)
+        );
+        assert_eq!(
+            f.recv(WORLD, 5, 0, Datatype::Int, &mut [0; 4]).err(),
+            Some(ErrorClass::Rank)
+        );
         assert_eq!(f.bcast(WORLD, &mut [0; 4], 2), Err(ErrorClass::Root));
-        assert_eq!(f.reduce(WORLD, Some(&x), &mut [0; 4], 1, Datatype::Int, Op::Sum, -1), Err(ErrorClass::Root));
+        assert_eq!(
+            f.reduce(WORLD, Some(&x), &mut [0; 4], 1, Datatype::Int, Op::Sum, -1),
+            Err(ErrorClass::Root)
+        );
         assert_eq!(f.barrier(abi::MPI_COMM_NULL), Err(ErrorClass::Comm));
         assert_eq!(f.comm_split(WORLD, -4, 0), Err(ErrorClass::Arg));
         // MPI_IN_PLACE is the root's only.
         if me == 1 {
-            assert_eq!(f.reduce(WORLD, None, &mut [], 1, Datatype::Int, Op::Sum, 0), Err(ErrorClass::Buffer));
+            assert_eq!(
+                f.reduce(WORLD, None, &mut [], 1, Datatype::Int, Op::Sum, 0),
+                Err(ErrorClass::Buffer)
+            );
         }
         // Error handlers: set, refused, inherited.
         use kestrel_mpi_c::handles::Errhandler;
         assert_eq!(f.errhandler(WORLD), Errhandler::Fatal);
-        assert_eq!(f.set_errhandler(WORLD, abi::MPI_ERRHANDLER_NULL), Err(ErrorClass::Arg));
-        assert_eq!(f.set_errhandler(abi::MPI_COMM_NULL, abi::MPI_ERRORS_RETURN), Err(ErrorClass::Comm));
+        assert_eq!(
+            f.set_errhandler(WORLD, abi::MPI_ERRHANDLER_NULL),
+            Err(ErrorClass::Arg)
+        );
+        assert_eq!(
+            f.set_errhandler(abi::MPI_COMM_NULL, abi::MPI_ERRORS_RETURN),
+            Err(ErrorClass::Comm)
+        );
         f.set_errhandler(WORLD, abi::MPI_ERRORS_RETURN).unwrap();
         let dup = f.comm_dup(WORLD).unwrap();
         assert_eq!(f.errhandler(dup), Errhandler::Return);
@@ -387,7 +497,10 @@ fn refusals_and_error_handlers() {
         assert_eq!(f.take_core_error(), Some(kestrel_mpi::Error::Deadlock));
         assert_eq!(f.take_core_error(), None);
         let report = f.core().deadlock_report().unwrap().to_string();
-        assert!(report.starts_with(&format!("rank {me} waits in ")), "{report}");
+        assert!(
+            report.starts_with(&format!("rank {me} waits in ")),
+            "{report}"
+        );
         assert!(report.contains("tag 42"), "{report}");
     });
 }

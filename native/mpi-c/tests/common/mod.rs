@@ -16,7 +16,9 @@ pub struct Shared(Arc<Mutex<Fabric<VecMemory>>>);
 
 impl Shared {
     fn f(&self) -> std::sync::MutexGuard<'_, Fabric<VecMemory>> {
-        self.0.lock().expect("a rank panicked with the engine locked")
+        self.0
+            .lock()
+            .expect("a rank panicked with the engine locked")
     }
 }
 
@@ -50,7 +52,13 @@ impl FabricApi for Shared {
     fn dcr_write(&mut self, ep: EpId, d: u32, v: u32) -> Result<(), FabricError> {
         self.f().dcr_write(ep, d, v)
     }
-    fn tree_inject(&mut self, ep: EpId, vc: usize, h: u32, p: &[u8; 256]) -> Result<(), FabricError> {
+    fn tree_inject(
+        &mut self,
+        ep: EpId,
+        vc: usize,
+        h: u32,
+        p: &[u8; 256],
+    ) -> Result<(), FabricError> {
         self.f().tree_inject(ep, vc, h, p)
     }
     fn tree_receive(
@@ -135,7 +143,8 @@ pub fn job<T: Send + 'static>(
                         now_ns,
                         deadlock_ns: deadlock_ms * 1_000_000,
                     };
-                    let m = kestrel_mpi::Mpi::init(s, ep, base, r as u32, n, env).expect("MPI_Init");
+                    let m =
+                        kestrel_mpi::Mpi::init(s, ep, base, r as u32, n, env).expect("MPI_Init");
                     body(&mut Face::new(m))
                 })
                 .unwrap()
