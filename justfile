@@ -16,10 +16,11 @@ default:
 setup:
     scripts/setup.sh
 
-# Build the host crates and the PowerPC 440 ELF files
+# Build the host crates, the PowerPC 440 ELF files and the MPI C library for Linux programs (libkestrel_mpi_c.a, what scripts/kestrel-mpicc links)
 build: setup
     {{ cargo }} build
     scripts/build-target.sh
+    scripts/build-mpi-c.sh
 
 # Boot Linux in Kestrel VMs to interactive shells: `just run` (one VM), `just run 2` (two), your own guest with `--kernel VMLINUX --initrd FILE --append ARGS --mem MB`, native programs beside the VMs with `--native NAME`, a job of N ranks of a static Linux program with `--ranks N PROG` (e.g. `just run 2 --ranks 4 prog --script smoke`); ARGS go to scripts/vm-linux.sh (e.g. --script smoke)
 [positional-arguments]
@@ -35,12 +36,13 @@ run *ARGS: setup
     scripts/build-target.sh "${packages[@]}"
     exec scripts/vm-linux.sh "$@"
 
-# Run a job: N ranks (1..8) of the static Linux program PROG at once under the Linux personality, beside the fabric service (`just mpi prog 4 ARG...`; build PROG with scripts/kestrel-cc or kestrel-mpicc; each rank reads KESTREL_RANK/KESTREL_SIZE; options before PROG: --no-fabric, --timeout SECS, default 120; docs/adr/0034-linux-personality.md). PROG `NPmpi` is NetPIPE's MPI module, built here by scripts/build-npmpi.sh (`just mpi --timeout 600 NPmpi 2 -u 1048576`)
+# Run a job: N ranks (1..8) of the static Linux program PROG at once under the Linux personality, beside the fabric service (`just mpi prog 4 ARG...`; build an MPI program with scripts/kestrel-mpicc, which this recipe's build of libkestrel_mpi_c.a serves, any other with scripts/kestrel-cc; each rank reads KESTREL_RANK/KESTREL_SIZE; options before PROG: --no-fabric, --timeout SECS (default 120), --mem MB (default 256); docs/adr/0034-linux-personality.md). PROG `NPmpi` is NetPIPE's MPI module, built here by scripts/build-npmpi.sh (`just mpi --timeout 600 NPmpi 2 -u 1048576`)
 [positional-arguments]
 mpi *ARGS: setup
     #!/usr/bin/env bash
     set -euo pipefail
     scripts/build-target.sh -p kestrel-kernel -p kestrel-root -p kestrel-linux -p kestrel-fabric-service
+    scripts/build-mpi-c.sh
     for a in "$@"; do
         if [[ $a == NPmpi && ! -e NPmpi ]]; then
             scripts/build-npmpi.sh >/dev/null

@@ -9,6 +9,9 @@
 #   KESTREL_TARGET_DIR  cargo's target directory (honours CARGO_TARGET_DIR)
 #   KESTREL_OUT      where the PowerPC 440 ELF files land
 #   KESTREL_QEMU     the QEMU binary
+#   KESTREL_LINUX_RUSTFLAGS  rustc's flags for Rust code inside Linux-personality programs
+#                    (powerpc-unknown-linux-gnu: build-kcall.sh, build-mpi-c.sh): the 440 core,
+#                    which has no isel
 
 KESTREL_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export KESTREL_ROOT
@@ -29,7 +32,8 @@ fi
 KESTREL_TARGET_DIR=${CARGO_TARGET_DIR:-$KESTREL_ROOT/target}
 KESTREL_OUT=$KESTREL_TARGET_DIR/powerpc-440-none/release
 KESTREL_QEMU=${KESTREL_QEMU:-qemu-system-ppc}
-export KESTREL_TARGET_DIR KESTREL_OUT KESTREL_QEMU
+KESTREL_LINUX_RUSTFLAGS=${KESTREL_LINUX_RUSTFLAGS:-"-C target-cpu=440 -C target-feature=-isel"}
+export KESTREL_TARGET_DIR KESTREL_OUT KESTREL_QEMU KESTREL_LINUX_RUSTFLAGS
 
 # die MESSAGE...: print "<script>: MESSAGE" on stderr and exit 1.
 die() {

@@ -30,9 +30,10 @@ cd "$KESTREL_ROOT"
 export PATH=/usr/bin:$PATH
 # Every member for the target (the host crates are no_std too and are the target crates'
 # dependencies anyway), so a new program is linted without being listed here. Not
-# kestrel-kcall: it is built for Linux programs (powerpc-unknown-linux-gnu) and turns on
-# kestrel-user's `linux` feature, which would reach every program of a shared build; it is
-# linted on its own target (clippy_kcall).
+# kestrel-kcall, nor kestrel-mpi-c's feature `target`: they are built for Linux programs
+# (powerpc-unknown-linux-gnu) and turn on kestrel-user's `linux` feature, which would reach
+# every program of a shared build; they are linted on their own target (clippy_kcall), as
+# build-kcall.sh and build-mpi-c.sh build them.
 target_args=(--workspace --exclude kestrel-fuzz --exclude kestrel-kcall)
 clippy_target() {
     RUSTC_BOOTSTRAP=1 "$KESTREL_CARGO" clippy --release \
@@ -40,9 +41,11 @@ clippy_target() {
         -Zjson-target-spec --target ukernel/powerpc-440-none.json "${target_args[@]}" "$@"
 }
 clippy_kcall() {
+    CARGO_TARGET_POWERPC_UNKNOWN_LINUX_GNU_RUSTFLAGS=$KESTREL_LINUX_RUSTFLAGS \
     RUSTC_BOOTSTRAP=1 "$KESTREL_CARGO" clippy --release \
         -Zbuild-std=core,compiler_builtins,alloc -Zbuild-std-features=compiler-builtins-mem \
-        --target powerpc-unknown-linux-gnu -p kestrel-kcall "$@"
+        --target powerpc-unknown-linux-gnu -p kestrel-kcall -p kestrel-mpi-c \
+        --features kestrel-mpi-c/target "$@"
 }
 
 if $report; then
@@ -67,6 +70,6 @@ echo "lint: clippy, host crates"
 "$KESTREL_CARGO" clippy --all-targets -- -D warnings
 echo "lint: clippy, PowerPC 440 crates"
 clippy_target -- -D warnings
-echo "lint: clippy, kestrel-kcall (powerpc-unknown-linux-gnu)"
+echo "lint: clippy, kestrel-kcall and libkestrel_mpi_c.a (powerpc-unknown-linux-gnu)"
 clippy_kcall -- -D warnings
 echo "lint: OK"

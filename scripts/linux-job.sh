@@ -4,7 +4,7 @@
 # at once (`linux.job=NAME:N`, docs/adr/0034-linux-personality.md). Each rank finds its rank
 # and the job size in KESTREL_RANK / KESTREL_SIZE; its console lines are prefixed NAME.R.
 #
-#   scripts/linux-job.sh [--no-fabric] [--timeout SECS] PROG N [ARGS...]
+#   scripts/linux-job.sh [--no-fabric] [--timeout SECS] [--mem MB] PROG N [ARGS...]
 #
 # PROG is a static 32-bit PowerPC executable (e.g. built by scripts/kestrel-cc), or the name
 # NPmpi for NetPIPE's MPI module as scripts/build-npmpi.sh builds it (target/netpipe/NPmpi);
@@ -12,7 +12,9 @@
 # non-zero ends the job with one line naming it and the cause. The machine stops by itself
 # when kestrel-linux and kestrel-fabric have ended (the fabric service ends after its last
 # endpoint detaches, or, when it holds none, once the root task says no other program runs;
-# --no-fabric leaves it out). Builds nothing (`just mpi` does).
+# --no-fabric leaves it out). --mem is the machine's RAM in MiB: by default 256, the most
+# Kestrel's bamboo takes (eight ranks moving multi-megabyte MPI messages do not fit in QEMU's
+# default 128). Builds nothing (`just mpi` does).
 # The console log is target/logs/job-NAME.log.
 set -euo pipefail
 # shellcheck source=scripts/common.sh
@@ -20,15 +22,17 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 fabric=1
 timeout=120
+mem=256
 while (($# > 0)); do
     case $1 in
         --no-fabric) fabric=0; shift ;;
         --timeout) (($# >= 2)) || die "--timeout needs seconds"; timeout=$2; shift 2 ;;
-        -h | --help) sed -n '2,17s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        --mem) (($# >= 2)) || die "--mem needs MiB"; mem=$2; shift 2 ;;
+        -h | --help) sed -n '2,18s/^# \{0,1\}//p' "$0"; exit 0 ;;
         *) break ;;
     esac
 done
-(($# >= 2)) || die "usage: linux-job.sh [--no-fabric] [--timeout SECS] PROG N [ARGS...]"
+(($# >= 2)) || die "usage: linux-job.sh [--no-fabric] [--timeout SECS] [--mem MB] PROG N [ARGS...]"
 prog=$1
 ranks=$2
 shift 2
@@ -53,6 +57,7 @@ if (($# > 0)); then
 fi
 args=(kestrel --root "kestrel-root=$KESTREL_OUT/kestrel-root"
     --log "$KESTREL_TARGET_DIR/logs/job-$name.log" --timeout "$timeout")
+args+=(--mem "$mem")
 ((fabric)) && args+=(--program "kestrel-fabric=$KESTREL_OUT/kestrel-fabric")
 args+=(--program "kestrel-linux=$KESTREL_OUT/kestrel-linux" --module "$name=$prog" --append "$append")
 exec python3 "$KESTREL_ROOT/scripts/kestrel_qemu.py" "${args[@]}"

@@ -2,14 +2,15 @@
 """Kestrel's test runner (`just test`): builds what the tests boot, runs every tier, even after
 a failure, and ends with one line per tier and one for all of them:
 
-    build: 2 passed, 0 failed
+    build: 3 passed, 0 failed
     host: 485 passed, 0 failed, 2 skipped
     ...
     all: 772 passed, 0 failed, 2 skipped
 
 It exits 1 when anything failed. Tiers, in order (docs/TESTING.md says what each holds):
 
-    build       scripts/build-target.sh (every target ELF) and guests/linux/build.sh, one test each
+    build       scripts/build-target.sh (every target ELF), scripts/build-mpi-c.sh (the MPI C
+                library for Linux programs) and guests/linux/build.sh, one test each
     host        `cargo test`: the pure crates' unit, property and integration tests, fuzz replays
     unit        pytest tests/unit and bench/: the framework, the Rust-constant mirrors, the
                 verdict logic of the system tests and the benchmark drivers' parsers
@@ -176,7 +177,7 @@ def python_with_pytest() -> str | None:
 
 def run_build() -> Result:
     r = Result()
-    for cmd in (["scripts/build-target.sh"], ["guests/linux/build.sh"]):
+    for cmd in (["scripts/build-target.sh"], ["scripts/build-mpi-c.sh"], ["guests/linux/build.sh"]):
         status, _ = stream(cmd)
         if status == 0:
             r.passed += 1

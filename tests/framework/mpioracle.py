@@ -1,7 +1,9 @@
 """The differential oracle for Kestrel's MPI C library (issue 19): the C test programs in
 tests/mpi build against Debian's MPICH (`mpicc`) and run with `mpiexec -n 8` on this host; their
 output must equal tests/mpi/expected/NAME.out, which a Kestrel run of the same program (built
-with scripts/kestrel-mpicc) must equal too.
+with scripts/kestrel-mpicc, run as an 8-rank job: tests/functional/test_mpi_c.py) must equal too.
+The Kestrel side's console is read here as well: rank 0's lines, the job's end, the library's
+own (fatal) lines.
 
 The expected files are MPICH's output, committed, and rewritten by
 
@@ -44,6 +46,19 @@ ABORTING = {
     "abort": "abort: rank 3 will call MPI_Abort with code 7",
     "fatal": "fatal: rank 0 sends to rank 8 under MPI_ERRORS_ARE_FATAL",
 }
+
+# Programs for Kestrel only, with the first line rank 0 prints: MPICH would never end them.
+# `deadlock`: every rank receives what nobody sends; Kestrel's library ends the job with one
+# line naming the rank and the call it waits in.
+KESTREL_ONLY = {
+    "deadlock": "deadlock: every rank receives what nobody sends",
+}
+# The machine's RAM for a Kestrel job of these programs (p2p.c's multi-megabyte messages on 8
+# ranks do not fit in QEMU's default 128 MiB).
+KESTREL_MEM_MB = 256
+# What kestrel-linux puts before a rank's console line (`[kestrel-linux] NAME.R: `).
+SERVER_PREFIX = "[kestrel-linux] "
+KESTREL_MPICC = ROOT / "scripts" / "kestrel-mpicc"
 
 # -Wno-stringop-overflow: gcc 12 warns that MPI_STATUSES_IGNORE (the address 1) is an array
 # of size 0 when it is passed where the prototype has `MPI_Status []`.
@@ -93,6 +108,49 @@ def check_kestrel_header(name: str, compiler: str = "gcc") -> None:
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         raise OracleError(f"{' '.join(cmd)} failed:\n{r.stderr}")
+
+
+def build_kestrel(name: str, outdir: Path) -> Path:
+    """scripts/kestrel-mpicc (Debian's cross gcc, Kestrel's mpi.h and libkestrel_mpi_c.a) builds
+    tests/mpi/NAME.c into outdir for the 440."""
+    exe = outdir / name
+    cmd = [str(KESTREL_MPICC), *CFLAGS, "-o", str(exe), str(source(name))]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise OracleError(f"{' '.join(cmd)} failed:\n{r.stderr}")
+    return exe
+
+
+def rank_lines(console: list[str], name: str, rank: int = 0) -> list[str]:
+    """The lines rank `rank` of Kestrel job `name` printed, in order, without kestrel-linux's
+    prefix (`[kestrel-linux] NAME.RANK: `)."""
+    tag = f"{SERVER_PREFIX}{name}.{rank}: "
+    return [line[len(tag):] for line in console if line.startswith(tag)]
+
+
+def job_code(console: list[str], name: str) -> int | None:
+    """How Kestrel job `name` ended: 0 when every rank exited with 0, the job's code when a rank
+    ended it, None when the console does not say (it never ended)."""
+    for line in console:
+        if line.startswith(f"{SERVER_PREFIX}kestrel-linux: job {name}: all ") and \
+                line.endswith(" ranks exited with code 0"):
+            return 0
+        prefix = f"{SERVER_PREFIX}kestrel-linux: job {name} ended (code "
+        if line.startswith(prefix) and line.endswith(")"):
+            return int(line[len(prefix):-1])
+    return None
+
+
+def library_lines(console: list[str], name: str) -> list[str]:
+    """The lines Kestrel's MPI library printed itself in job `name` (fatal errors, MPI_Abort),
+    from any rank, without kestrel-linux's prefix: `kestrel-mpi: rank R: CALL: ...`."""
+    out = []
+    for line in console:
+        if line.startswith(f"{SERVER_PREFIX}{name}."):
+            text = line.split(": ", 1)[1] if ": " in line else ""
+            if text.startswith("kestrel-mpi: "):
+                out.append(text)
+    return out
 
 
 def mpiexec(exe: Path, ranks: int = RANKS, timeout: float = 300) -> Run:

@@ -3,7 +3,8 @@ and prints exactly tests/mpi/expected/NAME.out, the output a Kestrel run must pr
 framework/mpioracle.py). Also: every program compiles against Kestrel's own mpi.h, with the host
 gcc and the PowerPC cross gcc, so the tests use only the ABI Kestrel declares; mpi.h alone is
 clean C99; scripts/kestrel-mpicc compiles for the 440 and refuses to link while the library is
-missing."""
+missing; the oracle reads a Kestrel job's console (rank 0's lines, the job's end, the library's
+own lines) as tests/functional/test_mpi_c.py needs."""
 import os
 import subprocess
 
@@ -45,7 +46,8 @@ def test_aborting_program_ends_every_rank(name, outdir):
 
 
 @pytest.mark.parametrize("compiler", ["gcc", "powerpc-linux-gnu-gcc"])
-@pytest.mark.parametrize("name", [*mpioracle.PROGRAMS, *sorted(mpioracle.ABORTING)])
+@pytest.mark.parametrize("name", [*mpioracle.PROGRAMS, *sorted(mpioracle.ABORTING),
+                                  *sorted(mpioracle.KESTREL_ONLY)])
 def test_program_uses_only_kestrels_abi(name, compiler):
     mpioracle.check_kestrel_header(name, compiler)
 
@@ -86,3 +88,35 @@ def test_kestrel_mpicc_says_when_the_library_is_missing(tmp_path):
                        env={**os.environ, "KESTREL_MPI_LIB": str(tmp_path / "nothing.a")})
     assert r.returncode != 0
     assert "not built yet" in r.stderr and not (tmp_path / "p2p").exists()
+
+
+CONSOLE = """\
+[kestrel-linux] kestrel-linux: job p2p: starting 8 ranks
+[kestrel-linux] kestrel-linux: p2p.0: system call 300 not implemented; returning ENOSYS
+[kestrel-linux] p2p.1: not rank 0
+[kestrel-linux] p2p.0: [0] first: yes
+[kestrel-fabric] endpoint 0 detached by its client
+[kestrel-linux] p2p.0: [1] second: 3 bad
+[kestrel-linux] p2p.10: [10] not rank 0 either
+[kestrel-linux] kestrel-linux: job p2p: all 8 ranks exited with code 0
+""".splitlines()
+
+FATAL = """\
+[kestrel-linux] fatal.0: fatal: rank 0 sends to rank 8 under MPI_ERRORS_ARE_FATAL
+[kestrel-linux] fatal.0: kestrel-mpi: rank 0: MPI_Send: MPI_ERR_RANK: invalid rank
+[kestrel-linux] kestrel-linux: job fatal: rank 0 of 8 (fatal.0) exited with code 6; stopping the job
+[kestrel-linux] kestrel-linux: job fatal ended (code 6)
+""".splitlines()
+
+
+def test_reading_a_kestrel_jobs_console():
+    assert mpioracle.rank_lines(CONSOLE, "p2p") == ["[0] first: yes", "[1] second: 3 bad"]
+    assert mpioracle.rank_lines(CONSOLE, "p2p", 1) == ["not rank 0"]
+    assert mpioracle.job_code(CONSOLE, "p2p") == 0
+    assert mpioracle.job_code(CONSOLE, "errors") is None
+    assert mpioracle.library_lines(CONSOLE, "p2p") == []
+    assert mpioracle.job_code(FATAL, "fatal") == 6
+    assert mpioracle.library_lines(FATAL, "fatal") == [
+        "kestrel-mpi: rank 0: MPI_Send: MPI_ERR_RANK: invalid rank"]
+    assert mpioracle.rank_lines(FATAL, "fatal")[0] == mpioracle.ABORTING["fatal"]
+    assert mpioracle.job_code(FATAL[:2], "fatal") is None

@@ -62,6 +62,11 @@ const ENOSYS_LINES: usize = 16;
 pub const MAX_PROGRAMS: usize = 8;
 /// Arguments after argv[0] (`linux.args=`).
 const MAX_ARGS: usize = 16;
+/// The longest console line a program writes that is printed whole: one kernel write
+/// (`kestrel_user::console::LINE`), the most a line can be before the console splits it (the
+/// server's prefix and the program's name come on top, and the console continues a longer
+/// line unprefixed). Longer lines are cut here.
+pub const LINE: usize = kestrel_user::console::LINE;
 
 /// What the server keeps across programs.
 pub struct State {
@@ -92,7 +97,7 @@ pub struct Program {
     pub name: heapless::String<48>,
     pub tid: ThreadId,
     /// Partial console lines of descriptors 1 and 2.
-    pub line: [heapless::Vec<u8, 160>; 2],
+    pub line: [heapless::Vec<u8, LINE>; 2],
     /// Unknown call numbers already reported, and how many calls were not reported.
     pub enosys_seen: heapless::Vec<u32, ENOSYS_LINES>,
     pub enosys_quiet: u32,

@@ -201,7 +201,7 @@ fn console(p: &mut Program, fd: u32, bytes: &[u8]) {
     }
 }
 
-fn emit(name: &str, line: &mut heapless::Vec<u8, 160>) {
+fn emit(name: &str, line: &mut heapless::Vec<u8, { crate::LINE }>) {
     match core::str::from_utf8(line) {
         Ok(s) => println!("{name}: {s}"),
         Err(_) => {

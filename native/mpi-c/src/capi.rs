@@ -2,9 +2,10 @@
 //! `MPI_Error_string`, `MPI_Get_version`, `MPI_Type_size`, `MPI_Get_count`. Each validates its
 //! arguments (null pointers are `MPI_ERR_ARG`), then writes its results.
 //!
-//! Errors are returned as their class; invoking the error handler of `MPI_COMM_WORLD` (which
-//! aborts under the default `MPI_ERRORS_ARE_FATAL`) is the core's, like every other MPI_*
-//! function (README.md, "What remains").
+//! An error goes to `MPI_COMM_WORLD`'s error handler (these calls name no communicator): in
+//! the library (feature `target`, `cface::world_error`) that ends the job under the default
+//! `MPI_ERRORS_ARE_FATAL` and returns the class under `MPI_ERRORS_RETURN`; without the feature
+//! (host tests) the class is returned.
 
 use crate::abi::{MPI_Datatype, MPI_Status, MPI_MAX_ERROR_STRING, MPI_SUCCESS};
 use crate::datatype::{self, Datatype};
@@ -12,11 +13,21 @@ use crate::error::{self, ErrorClass};
 use crate::{abi, env};
 use core::ffi::{c_char, c_int};
 
-fn code(result: Result<(), ErrorClass>) -> c_int {
+fn code(call: &'static str, result: Result<(), ErrorClass>) -> c_int {
     match result {
         Ok(()) => MPI_SUCCESS,
-        Err(class) => class.code(),
+        Err(class) => error(call, class),
     }
+}
+
+#[cfg(feature = "target")]
+fn error(call: &'static str, class: ErrorClass) -> c_int {
+    crate::cface::world_error(call, class)
+}
+
+#[cfg(not(feature = "target"))]
+fn error(_call: &'static str, class: ErrorClass) -> c_int {
+    class.code()
 }
 
 /// `MPI_Error_class`.
@@ -25,13 +36,16 @@ fn code(result: Result<(), ErrorClass>) -> c_int {
 /// `errorclass` is null or points to a writable `int`.
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Error_class(errorcode: c_int, errorclass: *mut c_int) -> c_int {
-    code((|| {
-        let class = error::error_class(errorcode)?;
-        // SAFETY: the caller passes null or a writable int; null is refused by as_mut.
-        let out = unsafe { errorclass.as_mut() }.ok_or(ErrorClass::Arg)?;
-        *out = class;
-        Ok(())
-    })())
+    code(
+        "MPI_Error_class",
+        (|| {
+            let class = error::error_class(errorcode)?;
+            // SAFETY: the caller passes null or a writable int; null is refused by as_mut.
+            let out = unsafe { errorclass.as_mut() }.ok_or(ErrorClass::Arg)?;
+            *out = class;
+            Ok(())
+        })(),
+    )
 }
 
 /// `MPI_Error_string`: `string` must have room for `MPI_MAX_ERROR_STRING` characters.
@@ -45,21 +59,24 @@ pub unsafe extern "C" fn MPI_Error_string(
     string: *mut c_char,
     resultlen: *mut c_int,
 ) -> c_int {
-    code((|| {
-        if string.is_null() {
-            return Err(ErrorClass::Arg);
-        }
-        // SAFETY: the caller passes null (refused) or a writable int.
-        let len_out = unsafe { resultlen.as_mut() }.ok_or(ErrorClass::Arg)?;
-        // SAFETY: not null (checked above); MPI requires MPI_MAX_ERROR_STRING bytes there, and
-        // nothing else refers to them during the call.
-        let buf = unsafe {
-            core::slice::from_raw_parts_mut(string.cast::<u8>(), MPI_MAX_ERROR_STRING as usize)
-        };
-        let len = error::error_string(errorcode, buf)?;
-        *len_out = c_int::try_from(len).map_err(|_| ErrorClass::Intern)?;
-        Ok(())
-    })())
+    code(
+        "MPI_Error_string",
+        (|| {
+            if string.is_null() {
+                return Err(ErrorClass::Arg);
+            }
+            // SAFETY: the caller passes null (refused) or a writable int.
+            let len_out = unsafe { resultlen.as_mut() }.ok_or(ErrorClass::Arg)?;
+            // SAFETY: not null (checked above); MPI requires MPI_MAX_ERROR_STRING bytes there, and
+            // nothing else refers to them during the call.
+            let buf = unsafe {
+                core::slice::from_raw_parts_mut(string.cast::<u8>(), MPI_MAX_ERROR_STRING as usize)
+            };
+            let len = error::error_string(errorcode, buf)?;
+            *len_out = c_int::try_from(len).map_err(|_| ErrorClass::Intern)?;
+            Ok(())
+        })(),
+    )
 }
 
 /// `MPI_Get_version`.
@@ -70,7 +87,7 @@ pub unsafe extern "C" fn MPI_Error_string(
 pub unsafe extern "C" fn MPI_Get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
     // SAFETY: the caller passes null (refused) or writable ints.
     let (Some(v), Some(s)) = (unsafe { version.as_mut() }, unsafe { subversion.as_mut() }) else {
-        return ErrorClass::Arg.code();
+        return error("MPI_Get_version", ErrorClass::Arg);
     };
     (*v, *s) = env::version();
     MPI_SUCCESS
@@ -82,12 +99,15 @@ pub unsafe extern "C" fn MPI_Get_version(version: *mut c_int, subversion: *mut c
 /// `size` is null or points to a writable `int`.
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_size(datatype: MPI_Datatype, size: *mut c_int) -> c_int {
-    code((|| {
-        let bytes = datatype::type_size(datatype)?;
-        // SAFETY: the caller passes null (refused) or a writable int.
-        *unsafe { size.as_mut() }.ok_or(ErrorClass::Arg)? = bytes;
-        Ok(())
-    })())
+    code(
+        "MPI_Type_size",
+        (|| {
+            let bytes = datatype::type_size(datatype)?;
+            // SAFETY: the caller passes null (refused) or a writable int.
+            *unsafe { size.as_mut() }.ok_or(ErrorClass::Arg)? = bytes;
+            Ok(())
+        })(),
+    )
 }
 
 /// `MPI_Get_count`: elements received, from the status's byte count; `MPI_UNDEFINED` when the
@@ -102,20 +122,23 @@ pub unsafe extern "C" fn MPI_Get_count(
     datatype: MPI_Datatype,
     count: *mut c_int,
 ) -> c_int {
-    code((|| {
-        let datatype = Datatype::from_handle(datatype)?;
-        if status.cast_mut() == abi::MPI_STATUS_IGNORE {
-            return Err(ErrorClass::Arg);
-        }
-        // SAFETY: the caller passes null (refused), MPI_STATUS_IGNORE (refused above) or a
-        // readable MPI_Status.
-        let status = unsafe { status.as_ref() }.ok_or(ErrorClass::Arg)?;
-        // SAFETY: the caller passes null (refused) or a writable int.
-        let out = unsafe { count.as_mut() }.ok_or(ErrorClass::Arg)?;
-        let bytes = usize::try_from(status.kestrel_count).map_err(|_| ErrorClass::Arg)?;
-        *out = datatype::get_count(datatype, bytes);
-        Ok(())
-    })())
+    code(
+        "MPI_Get_count",
+        (|| {
+            let datatype = Datatype::from_handle(datatype)?;
+            if status.cast_mut() == abi::MPI_STATUS_IGNORE {
+                return Err(ErrorClass::Arg);
+            }
+            // SAFETY: the caller passes null (refused), MPI_STATUS_IGNORE (refused above) or a
+            // readable MPI_Status.
+            let status = unsafe { status.as_ref() }.ok_or(ErrorClass::Arg)?;
+            // SAFETY: the caller passes null (refused) or a writable int.
+            let out = unsafe { count.as_mut() }.ok_or(ErrorClass::Arg)?;
+            let bytes = usize::try_from(status.kestrel_count).map_err(|_| ErrorClass::Arg)?;
+            *out = datatype::get_count(datatype, bytes);
+            Ok(())
+        })(),
+    )
 }
 
 #[cfg(test)]

@@ -1,24 +1,37 @@
 //! Kestrel's MPI C library, Rust side: the ABI of `include/mpi.h` (read in by bindgen at build
-//! time, so no handle, constant or struct layout is written twice) and the parts of the C
-//! library that need no MPI core:
+//! time, so no handle, constant or struct layout is written twice), the pure parts of the C
+//! library, host-tested, and the C face over the MPI core (`kestrel-mpi`):
 //!
 //! - [`error`]: the error classes, `MPI_Error_class`, `MPI_Error_string`;
 //! - [`datatype`]: the predefined datatypes, their sizes and extents (`MPI_Type_size`);
 //! - [`op`]: the predefined operations and which datatypes each accepts (MPI 3.1 §5.9.2);
 //! - [`reduce`]: the reduction kernels for every operation on every type it accepts;
-//! - [`env`]: `MPI_Get_version`, `MPI_Wtick` from a timebase frequency.
+//! - [`env`]: `MPI_Get_version`, `MPI_Wtick` from a timebase frequency;
+//! - [`args`]: validation and translation of a call's arguments, statuses, the job's
+//!   environment;
+//! - [`handles`]: the communicator and request tables;
+//! - [`face`]: one rank's library ([`face::Face`]) over the core, generic over the fabric, every
+//!   MPI call on decoded arguments (host-tested over the engine, `tests/face.rs`).
 //!
-//! [`capi`] has the `extern "C"` functions among those that need no core (`MPI_Error_class`,
-//! `MPI_Error_string`, `MPI_Get_version`, `MPI_Type_size`, `MPI_Get_count`). The other `MPI_*`
-//! entry points wrap the MPI core (native/mpi's successor, being written); they are not here
-//! yet: README.md lists what remains. `tests/abi_drift.rs`
-//! compiles a C probe against mpi.h and fails when anything here disagrees with the C compiler.
+//! [`capi`] has the `extern "C"` functions that need no core (`MPI_Error_class`,
+//! `MPI_Error_string`, `MPI_Get_version`, `MPI_Type_size`, `MPI_Get_count`). With the feature
+//! `target` (only for `powerpc-unknown-linux-gnu`: `scripts/build-mpi-c.sh` builds the static
+//! library `libkestrel_mpi_c.a`), `cface` has every other `MPI_*` function of mpi.h over
+//! [`face::Face`] on the node's fabric service, and `platform` what they need from Kestrel and
+//! glibc. `tests/abi_drift.rs` compiles a C probe against mpi.h and fails when anything here
+//! disagrees with the C compiler.
 
 #![no_std]
 #![forbid(unsafe_op_in_unsafe_fn)]
 
+extern crate alloc;
 #[cfg(test)]
 extern crate std;
+
+// The static library carries kestrel-kcall's C calls (kestrel_lookup, kestrel_fabric_attach,
+// ...) and its allocator over glibc's heap, so a program links one archive.
+#[cfg(feature = "target")]
+use kestrel_kcall as _;
 
 /// The C ABI as bindgen reads it from `include/mpi.h`, plus the pointer constants (macros that
 /// cast an integer to a pointer, which bindgen cannot read; the drift test checks them).
@@ -47,9 +60,16 @@ pub mod constants {
     include!(concat!(env!("OUT_DIR"), "/constants.rs"));
 }
 
+pub mod args;
 pub mod capi;
+#[cfg(feature = "target")]
+mod cface;
 pub mod datatype;
 pub mod env;
 pub mod error;
+pub mod face;
+pub mod handles;
 pub mod op;
+#[cfg(feature = "target")]
+mod platform;
 pub mod reduce;

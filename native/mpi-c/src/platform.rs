@@ -1,0 +1,142 @@
+//! What the C face needs from its surroundings (feature `target`): a Linux-personality
+//! program on Kestrel (docs/adr/0034-linux-personality.md) with glibc. The job's place from
+//! the environment kestrel-linux gives each rank (`KESTREL_RANK`, `KESTREL_SIZE`), an endpoint
+//! of the node's fabric service over the rank's own memory, the core started on it
+//! (`MPI_Init`), the time base (`MPI_Wtime`, the deadlock timeout), and the way out: one line
+//! on the console, then `exit`.
+//!
+//! glibc's functions used here: `getenv`, `write`, `exit`. Kestrel calls go through
+//! kestrel-user's `linux` feature (the fabric client's IPC, the kernel's clock).
+
+use crate::args::{self, JobError};
+use alloc::alloc::{alloc_zeroed, Layout};
+use alloc::format;
+use alloc::string::String;
+use core::ffi::{c_char, c_int, c_void, CStr};
+use core::sync::atomic::{AtomicU32, Ordering};
+use kestrel_abi::Timeout;
+use kestrel_fabric::{EpId, FabricApi};
+use kestrel_fabric_client::service::{Service, Window};
+use kestrel_mpi::{Env, Mpi};
+use kestrel_user::sys;
+
+extern "C" {
+    fn getenv(name: *const c_char) -> *mut c_char;
+    fn write(fd: c_int, buf: *const c_void, n: usize) -> isize;
+    fn exit(status: c_int) -> !;
+}
+
+/// Bytes of the endpoint's DMA window, naturally aligned in the rank's heap. The core's
+/// rendezvous stages are the window above the SPI layer's 48 KiB, in halves (ADR 0035): about
+/// 488 KiB each here, so a multi-megabyte message moves in a few chunks (the 64 KiB minimum
+/// would take one chunk per 8 KiB).
+const WINDOW: usize = 1 << 20;
+/// The endpoint's shared page.
+const PAGE: usize = 4096;
+
+/// The value of environment variable `name` (a NUL-terminated name).
+fn env(name: &CStr) -> Option<&'static [u8]> {
+    // SAFETY: `name` is NUL-terminated; getenv returns null or a NUL-terminated string in the
+    // environment, which this single-threaded program does not change while MPI runs.
+    let p = unsafe { getenv(name.as_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: not null, NUL-terminated (above), and it lives as long as the environment.
+    Some(unsafe { CStr::from_ptr(p) }.to_bytes())
+}
+
+/// This rank's place in the job, from its environment.
+pub fn job() -> Result<(u32, u32), JobError> {
+    args::job(env(c"KESTREL_RANK"), env(c"KESTREL_SIZE"))
+}
+
+/// The time base's frequency in Hz (the kernel's `CLOCK` info), asked once.
+pub fn timebase_hz() -> u64 {
+    static HZ: AtomicU32 = AtomicU32::new(0);
+    let mut hz = HZ.load(Ordering::Relaxed);
+    if hz == 0 {
+        hz = sys::kernel_info(kestrel_abi::kinfo::CLOCK)
+            .map(|v| v[0])
+            .unwrap_or(0)
+            .max(1_000_000);
+        HZ.store(hz, Ordering::Relaxed);
+    }
+    u64::from(hz)
+}
+
+/// Time-base ticks since the machine started.
+pub fn ticks() -> u64 {
+    sys::timebase()
+}
+
+/// Nanoseconds since the machine started (the core's clock).
+fn now_ns() -> u64 {
+    (u128::from(ticks()) * 1_000_000_000 / u128::from(timebase_hz())) as u64
+}
+
+/// Sleeps until the fabric service tells of something for this endpoint, or 100 ms.
+fn wait(p: &mut Service) {
+    p.wait(Timeout::from_us(100_000));
+}
+
+/// A rank that runs: its core on its endpoint.
+pub struct Started {
+    pub mpi: Mpi<Service>,
+    pub ep: EpId,
+    pub rank: u32,
+}
+
+/// `MPI_Init`'s work: attaches an endpoint of the fabric service over memory of this rank's
+/// heap (kept until the process ends; the service's mapping of it goes with the endpoint) and
+/// starts the core on it, which waits until every rank of the job has done the same. The
+/// error is the sentence for the fatal line.
+pub fn start() -> Result<Started, String> {
+    let (rank, size) = job().map_err(|e| String::from(e.message()))?;
+    let deadlock_ns = args::deadlock_ns(env(c"KESTREL_MPI_DEADLOCK_SECONDS"), rank);
+    let mut service = Service::connect()
+        .map_err(|e| format!("no fabric service ({e}): start the job with kestrel-fabric"))?;
+    let window = Layout::from_size_align(WINDOW, WINDOW).expect("a power of two");
+    let page = Layout::from_size_align(PAGE, PAGE).expect("a power of two");
+    // SAFETY: both layouts have a non-zero size.
+    let (w, s) = unsafe { (alloc_zeroed(window), alloc_zeroed(page)) };
+    if w.is_null() || s.is_null() {
+        return Err(String::from("no memory for the endpoint's window"));
+    }
+    let (ep, bus) = service
+        .attach(Window::new(w as u32, WINDOW as u32, s as u32))
+        .map_err(|e| format!("the fabric service refused an endpoint: {e}"))?;
+    let env = Env {
+        wait,
+        now_ns,
+        deadlock_ns,
+    };
+    let mpi = Mpi::init(service, ep, bus, rank, size, env).map_err(|e| match e {
+        kestrel_mpi::Error::Deadlock => {
+            String::from("the other ranks did not start MPI (deadlock)")
+        }
+        e => format!("{e}"),
+    })?;
+    Ok(Started { mpi, ep, rank })
+}
+
+/// Writes `line` to standard error (the console, prefixed with the rank's name by
+/// kestrel-linux), all of it or what the descriptor takes.
+pub fn say(line: &str) {
+    let mut b = line.as_bytes();
+    while !b.is_empty() {
+        // SAFETY: `b` is readable for its length; write reads only that.
+        let n = unsafe { write(2, b.as_ptr().cast(), b.len()) };
+        if n <= 0 {
+            return;
+        }
+        b = &b[(n as usize).min(b.len())..];
+    }
+}
+
+/// Ends the process the C way (atexit handlers run, stdio is flushed): kestrel-linux sees a
+/// non-zero code and stops the job's other ranks.
+pub fn end(code: c_int) -> ! {
+    // SAFETY: glibc's exit; it does not return.
+    unsafe { exit(code) }
+}
