@@ -280,3 +280,10 @@ pub const fn inj_ctr(c: u32, reg: u32) -> u32 {
 pub const fn rcv_ctr(c: u32, reg: u32) -> u32 {
     RCV_CTR + c * FIFO_STRIDE + reg
 }
+
+/// The bit of counter `c` of group `group` in a counter group status or hit-zero interrupt
+/// enable word ([`DCR_RCV_CTR_IRQ_EN`], [`DCR_INJ_CTR_IRQ_EN`]): one bit per 8-counter
+/// subgroup, `group * 8 + c / 8`, MSB first.
+pub const fn ctr_subgroup_bit(group: u32, c: u32) -> u32 {
+    0x8000_0000u32.wrapping_shr(group * 8 + c / 8)
+}

@@ -77,7 +77,7 @@ const fn rcv_bit(f: usize) -> u32 {
 
 /// The counter-subgroup bit of counter `c` of our group in a `group * 8 + c / 8` word.
 const fn subgroup_bit(c: usize) -> u32 {
-    bit(GROUP * 8 + (c / 8) as u32)
+    kestrel_bgp::dma::ctr_subgroup_bit(GROUP, c as u32)
 }
 
 /// A FIFO's four registers (addresses >> 4).

@@ -378,6 +378,16 @@ impl<P: FabricApi> Mpi<P> {
             z: me.z,
         };
         let dma = DmaGroup::setup(&mut p, ep, bus, me).map_err(fab)?;
+        // A rendezvous chunk's arrival (the counter reaching zero) raises an interrupt line,
+        // so a rank sleeping until its endpoint changes wakes for it.
+        let ie = dma::DCR_BASE + dma::DCR_RCV_CTR_IRQ_EN;
+        let v = p.dcr_read(ep, ie).map_err(fab)?;
+        p.dcr_write(
+            ep,
+            ie,
+            v | dma::ctr_subgroup_bit(dma::VM_GROUP, RDV_COUNTER),
+        )
+        .map_err(fab)?;
         let win = p
             .window(ep)
             .map(|w| w.1 as u32)
@@ -1034,6 +1044,10 @@ impl<P: FabricApi> Mpi<P> {
         self.stats.chunks += 1;
         self.p
             .dma_write(ep, dma::RCV_CTR_DISABLE + 4 * (c / 32), bit(c))
+            .map_err(fab)?;
+        // Lower the hit-zero line, so the next chunk's arrival changes it again.
+        self.p
+            .dma_write(ep, dma::RCV_CTR_CLEAR_HIT_ZERO + 4 * (c / 32), bit(c))
             .map_err(fab)?;
         self.p
             .dcr_write(ep, dma::DCR_BASE + dma::DCR_PUT_FROM + c, 0)
