@@ -336,8 +336,17 @@ fn init(name: &'static str, required: c_int) -> c_int {
         };
         let mut mpi = s.mpi;
         let me = mpi.dma().1.me;
+        let face = match Face::start(mpi) {
+            Ok(f) => f,
+            Err(class) => fatal(
+                &format!("{}", s.rank),
+                name,
+                class,
+                Some("the other ranks did not finish MPI_Init"),
+            ),
+        };
         *phase = Phase::Running(Box::new(Lib {
-            face: Face::new(mpi),
+            face,
             ep: s.ep,
             rank: s.rank,
             thread_level: args::thread_level(required),
