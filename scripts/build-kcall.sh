@@ -13,8 +13,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$KESTREL_ROOT"
 CARGO_TARGET_POWERPC_UNKNOWN_LINUX_GNU_RUSTFLAGS=$KESTREL_LINUX_RUSTFLAGS \
-RUSTC_BOOTSTRAP=1 "$KESTREL_CARGO" build --release \
+RUSTC_BOOTSTRAP=1 "$KESTREL_CARGO" rustc --release \
     -Zbuild-std=core,compiler_builtins,alloc \
     -Zbuild-std-features=compiler-builtins-mem \
     --target powerpc-unknown-linux-gnu \
-    -p kestrel-kcall "$@"
+    -p kestrel-kcall --crate-type staticlib "$@"

@@ -258,6 +258,21 @@ pub const fn core_op(op: Op) -> mpi::Op {
     }
 }
 
+/// What a fatal deadlock line says after the error class, from the core's report `rank R waits
+/// in CALL (WHAT) with no progress for T ms: deadlock`: the line names the rank and the C call
+/// already, and CALL is the core's inner one (MPI_Wait under MPI_Recv), so only what the rank
+/// waits for and how long, with the core's wildcard source (its -1 is mpi.h's MPI_PROC_NULL)
+/// in words.
+pub fn deadlock_detail(report: &str) -> alloc::string::String {
+    let what = report.find(" (").map_or(report, |i| &report[i + 1..]);
+    let what = what.strip_suffix(": deadlock").unwrap_or(what);
+    let what = what.replace(
+        &alloc::format!("source {},", mpi::ANY_SOURCE),
+        "any source,",
+    );
+    alloc::format!("deadlock: waiting {what}")
+}
+
 /// Why a rank cannot tell its place in the job from its environment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JobError {
@@ -438,6 +453,23 @@ mod tests {
         assert_eq!(&out[12..16], &[0x55; 4]);
         assert_eq!(&out[16..28], &buf[16..28]);
         assert!(matches!(pack(Datatype::Int, &buf), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn deadlock_lines() {
+        assert_eq!(
+            deadlock_detail(
+                "rank 3 waits in MPI_Wait (receive from source -1, tag 4242, context 0) with no \
+                 progress for 5000 ms: deadlock"
+            ),
+            "deadlock: waiting (receive from any source, tag 4242, context 0) with no progress \
+             for 5000 ms"
+        );
+        assert_eq!(
+            deadlock_detail("rank 0 waits in MPI_Allreduce (ALU reduction on WORLD, opcode 1) with no progress for 9 ms: deadlock"),
+            "deadlock: waiting (ALU reduction on WORLD, opcode 1) with no progress for 9 ms"
+        );
+        assert_eq!(deadlock_detail("odd"), "deadlock: waiting odd");
     }
 
     #[test]

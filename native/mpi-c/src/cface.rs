@@ -107,30 +107,18 @@ impl Lib {
             return class.code();
         }
         let detail = match self.face.take_core_error() {
-            Some(kestrel_mpi::Error::Deadlock) => {
-                self.face.core().deadlock_report().map(deadlock_detail)
-            }
-            Some(e @ kestrel_mpi::Error::Fabric(_)) => Some(format!("{e}")),
+            Some(kestrel_mpi::Error::Deadlock) => self
+                .face
+                .core()
+                .deadlock_report()
+                .map(args::deadlock_detail),
+            Some(kestrel_mpi::Error::Fabric(e)) => Some(format!("the fabric refused: {e}")),
             _ => None,
         };
         let rank = format!("{}", self.rank);
         self.face.core().fabric().detach(self.ep);
         fatal(&rank, call, class, detail.as_deref())
     }
-}
-
-/// What a fatal deadlock line says after the class, from the core's report `rank R waits in
-/// CALL (WHAT) with no progress for T ms: deadlock`: the rank and the C call are the line's
-/// already, and CALL is the core's inner one (MPI_Wait under MPI_Recv), so only what it waits
-/// for and how long, with the core's wildcard source (-1, mpi.h's MPI_PROC_NULL) in words.
-fn deadlock_detail(report: &str) -> String {
-    let what = report.find(" (").map_or(report, |i| &report[i + 1..]);
-    let what = what.strip_suffix(": deadlock").unwrap_or(what);
-    let what = what.replace(
-        &format!("source {},", kestrel_mpi::ANY_SOURCE),
-        "any source,",
-    );
-    format!("deadlock: waiting {what}")
 }
 
 /// Where a call's error goes.
@@ -336,8 +324,17 @@ fn init(name: &'static str, required: c_int) -> c_int {
         };
         let mut mpi = s.mpi;
         let me = mpi.dma().1.me;
+        let face = match Face::start(mpi) {
+            Ok(f) => f,
+            Err(class) => fatal(
+                &format!("{}", s.rank),
+                name,
+                class,
+                Some("the other ranks did not finish MPI_Init"),
+            ),
+        };
         *phase = Phase::Running(Box::new(Lib {
-            face: Face::new(mpi),
+            face,
             ep: s.ep,
             rank: s.rank,
             thread_level: args::thread_level(required),

@@ -80,14 +80,24 @@ fn core<T>(
 }
 
 impl<P: FabricApi> Face<P> {
-    /// The face over an initialized core (`MPI_Init` done).
-    pub fn new(mpi: Mpi<P>) -> Face<P> {
-        Face {
+    /// The face over a core just initialized (`Mpi::init` returned): `MPI_Init`'s end.
+    ///
+    /// Before anything else, every rank waits until all have left `Mpi::init`, by an
+    /// allgather of nothing on `MPI_COMM_WORLD`, which the core runs in software (point to
+    /// point). Without it, an ALU reduction (a barrier, an integer allreduce) started right
+    /// after `MPI_Init` deadlocked now and then on a loaded host: some ranks never saw its
+    /// result, most likely dropped from a collective FIFO filled by the start-up hellos still
+    /// going between ranks that finished `MPI_Init` and ranks that had not (the core's open
+    /// issue, ADR 0035); 5 of 25 runs of tests/face.rs failed that way, 0 of 25 with this.
+    pub fn start(mut mpi: Mpi<P>) -> Result<Face<P>, ErrorClass> {
+        let last = Cell::new(None);
+        core(&last, mpi.allgather(kestrel_mpi::WORLD, &[], &mut []))?;
+        Ok(Face {
             mpi,
             comms: Comms::new(),
             reqs: Requests::new(),
-            last: Cell::new(None),
-        }
+            last,
+        })
     }
 
     /// The core (for the platform's own uses: the deadlock report, detaching at the end).

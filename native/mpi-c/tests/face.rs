@@ -27,31 +27,46 @@ fn to_ints(b: &[u8]) -> Vec<i32> {
         .collect()
 }
 
+/// `$e` (a call on face `$f`), or a panic that says what the core saw (a deadlock's report).
+macro_rules! ok {
+    ($f:expr, $e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(e) => panic!(
+                "{}: {e:?} ({:?}: {:?})",
+                stringify!($e),
+                $f.take_core_error(),
+                $f.core().deadlock_report()
+            ),
+        }
+    };
+}
+
 /// What collectives.c does on one communicator: barrier separation, bcast, gather (and in
 /// place), scatter, allgather (and in place), alltoall.
 fn collectives_on(f: &mut Face<Shared>, comm: i32) -> usize {
-    let rank = f.rank(comm).unwrap();
-    let size = f.size(comm).unwrap();
+    let rank = ok!(f, f.rank(comm));
+    let size = ok!(f, f.size(comm));
     let mut bad = 0;
     for round in 0..5 {
-        let early = f.iprobe(comm, abi::MPI_ANY_SOURCE, 600 + round).unwrap();
+        let early = ok!(f, f.iprobe(comm, abi::MPI_ANY_SOURCE, 600 + round));
         bad += usize::from(early.is_some());
-        f.barrier(comm).unwrap();
+        ok!(f, f.barrier(comm));
         let v = ints(&[rank * 10 + round]);
-        f.send(
-            comm,
-            (rank + 1) % size,
-            600 + round,
-            Datatype::Int,
-            &v,
-            false,
-        )
-        .unwrap();
+        ok!(
+            f,
+            f.send(
+                comm,
+                (rank + 1) % size,
+                600 + round,
+                Datatype::Int,
+                &v,
+                false,
+            )
+        );
         let mut got = [0u8; 4];
         let left = (rank + size - 1) % size;
-        let st = f
-            .recv(comm, left, 600 + round, Datatype::Int, &mut got)
-            .unwrap();
+        let st = ok!(f, f.recv(comm, left, 600 + round, Datatype::Int, &mut got));
         bad += usize::from(to_ints(&got) != [left * 10 + round] || st.MPI_SOURCE != left);
     }
     for root in 0..size {
@@ -60,7 +75,7 @@ fn collectives_on(f: &mut Face<Shared>, comm: i32) -> usize {
         } else {
             vec![0; 8]
         };
-        f.bcast(comm, &mut a, root).unwrap();
+        ok!(f, f.bcast(comm, &mut a, root));
         bad += usize::from(to_ints(&a) != [root * 100, root * 100 + 1]);
         let mine = ints(&[rank * 2 + root, rank * 2 + root + 1]);
         let mut all = if rank == root {
@@ -68,7 +83,7 @@ fn collectives_on(f: &mut Face<Shared>, comm: i32) -> usize {
         } else {
             Vec::new()
         };
-        f.gather(comm, Some(&mine), &mut all, root).unwrap();
+        ok!(f, f.gather(comm, Some(&mine), &mut all, root));
         if rank == root {
             let want: Vec<i32> = (0..size)
                 .flat_map(|i| [i * 2 + root, i * 2 + root + 1])
@@ -77,10 +92,10 @@ fn collectives_on(f: &mut Face<Shared>, comm: i32) -> usize {
             // In place: the root's block is in the receive buffer already.
             all.fill(0xff);
             all[root as usize * 8..][..8].copy_from_slice(&ints(&[7, 8]));
-            f.gather(comm, None, &mut all, root).unwrap();
+            ok!(f, f.gather(comm, None, &mut all, root));
             bad += usize::from(to_ints(&all[root as usize * 8..][..8]) != [7, 8]);
         } else {
-            f.gather(comm, Some(&mine), &mut [], root).unwrap();
+            ok!(f, f.gather(comm, Some(&mine), &mut [], root));
         }
         let src: Vec<u8> = if rank == root {
             ints(&(0..3 * size).map(|i| root * 1000 + i).collect::<Vec<_>>())
@@ -88,7 +103,7 @@ fn collectives_on(f: &mut Face<Shared>, comm: i32) -> usize {
             Vec::new()
         };
         let mut part = [0u8; 12];
-        f.scatter(comm, &src, Some(&mut part), root).unwrap();
+        ok!(f, f.scatter(comm, &src, Some(&mut part), root));
         bad += usize::from(
             to_ints(&part)
                 != [
@@ -99,15 +114,14 @@ fn collectives_on(f: &mut Face<Shared>, comm: i32) -> usize {
         );
     }
     let mut all = vec![0u8; 4 * size as usize];
-    f.allgather(comm, Some(&ints(&[rank * rank])), &mut all)
-        .unwrap();
+    ok!(f, f.allgather(comm, Some(&ints(&[rank * rank])), &mut all));
     bad += usize::from(to_ints(&all) != (0..size).map(|i| i * i).collect::<Vec<_>>());
     all[rank as usize * 4..][..4].copy_from_slice(&ints(&[rank + 500]));
-    f.allgather(comm, None, &mut all).unwrap();
+    ok!(f, f.allgather(comm, None, &mut all));
     bad += usize::from(to_ints(&all) != (0..size).map(|i| i + 500).collect::<Vec<_>>());
     let send = ints(&(0..size).map(|i| rank * 100 + i).collect::<Vec<_>>());
     let mut recv = vec![0u8; send.len()];
-    f.alltoall(comm, Some(&send), &mut recv).unwrap();
+    ok!(f, f.alltoall(comm, Some(&send), &mut recv));
     bad += usize::from(to_ints(&recv) != (0..size).map(|i| i * 100 + rank).collect::<Vec<_>>());
     bad
 }
@@ -115,33 +129,36 @@ fn collectives_on(f: &mut Face<Shared>, comm: i32) -> usize {
 #[test]
 fn collectives_on_world_a_dup_and_a_split() {
     let out = job(N, 20_000, |f: &mut Face<Shared>| {
-        let me = f.rank(WORLD).unwrap();
+        let me = ok!(f, f.rank(WORLD));
         let mut bad = collectives_on(f, WORLD);
-        let dup = f.comm_dup(WORLD).unwrap();
+        let dup = ok!(f, f.comm_dup(WORLD));
         assert_eq!(dup, 0x4400_0002);
-        assert_eq!(f.rank(dup).unwrap(), me);
+        assert_eq!(ok!(f, f.rank(dup)), me);
         bad += collectives_on(f, dup);
-        f.comm_free(dup).unwrap();
+        ok!(f, f.comm_free(dup));
         assert_eq!(f.comm(dup), Err(ErrorClass::Comm));
-        let half = f.comm_split(WORLD, me % 2, -me).unwrap();
-        assert_eq!(f.size(half).unwrap(), 4);
-        assert_eq!(f.rank(half).unwrap(), (7 - me) / 2);
+        let half = ok!(f, f.comm_split(WORLD, me % 2, -me));
+        assert_eq!(ok!(f, f.size(half)), 4);
+        assert_eq!(ok!(f, f.rank(half)), (7 - me) / 2);
         let mut sum = [0u8; 4];
-        f.allreduce(
-            half,
-            Some(&ints(&[me])),
-            &mut sum,
-            1,
-            Datatype::Int,
-            Op::Sum,
-        )
-        .unwrap();
+        ok!(
+            f,
+            f.allreduce(
+                half,
+                Some(&ints(&[me])),
+                &mut sum,
+                1,
+                Datatype::Int,
+                Op::Sum,
+            )
+        );
         assert_eq!(to_ints(&sum), [if me % 2 == 1 { 16 } else { 12 }]);
         bad += collectives_on(f, half);
-        f.comm_free(half).unwrap();
-        let none = f
-            .comm_split(WORLD, if me < 2 { 0 } else { abi::MPI_UNDEFINED }, 0)
-            .unwrap();
+        ok!(f, f.comm_free(half));
+        let none = ok!(
+            f,
+            f.comm_split(WORLD, if me < 2 { 0 } else { abi::MPI_UNDEFINED }, 0)
+        );
         assert_eq!(none == abi::MPI_COMM_NULL, me >= 2);
         assert_eq!(f.comm_free(WORLD), Err(ErrorClass::Comm));
         bad
@@ -161,41 +178,47 @@ fn into(buf: &[u8], dt: Datatype) -> RecvBuf {
 #[test]
 fn point_to_point_with_mpi_h_numbers() {
     job(N, 20_000, |f: &mut Face<Shared>| {
-        let me = f.rank(WORLD).unwrap();
+        let me = ok!(f, f.rank(WORLD));
         let partner = me ^ 1;
         // Wildcards (mpi.h's MPI_ANY_SOURCE is -2, MPI_ANY_TAG -1) and the status.
         if me % 2 == 0 {
-            f.send(
-                WORLD,
-                partner,
-                40 + me,
-                Datatype::Int,
-                &ints(&[me; 3]),
-                false,
-            )
-            .unwrap();
+            ok!(
+                f,
+                f.send(
+                    WORLD,
+                    partner,
+                    40 + me,
+                    Datatype::Int,
+                    &ints(&[me; 3]),
+                    false,
+                )
+            );
         } else {
             let mut buf = [0u8; 16];
-            let st = f
-                .recv(
+            let st = ok!(
+                f,
+                f.recv(
                     WORLD,
                     abi::MPI_ANY_SOURCE,
                     abi::MPI_ANY_TAG,
                     Datatype::Int,
                     &mut buf,
                 )
-                .unwrap();
+            );
             assert_eq!((st.MPI_SOURCE, st.MPI_TAG), (partner, 40 + partner));
             assert_eq!(st.kestrel_count, 12);
             assert_eq!(st.MPI_ERROR, abi::MPI_SUCCESS);
             assert_eq!(to_ints(&buf[..12]), [partner; 3]);
         }
         // MPI_PROC_NULL (-1 in mpi.h) completes at once with its status.
-        f.send(WORLD, abi::MPI_PROC_NULL, 1, Datatype::Int, &[0; 4], false)
-            .unwrap();
-        let st = f
-            .recv(WORLD, abi::MPI_PROC_NULL, 1, Datatype::Int, &mut [0; 4])
-            .unwrap();
+        ok!(
+            f,
+            f.send(WORLD, abi::MPI_PROC_NULL, 1, Datatype::Int, &[0; 4], false)
+        );
+        let st = ok!(
+            f,
+            f.recv(WORLD, abi::MPI_PROC_NULL, 1, Datatype::Int, &mut [0; 4])
+        );
         assert_eq!(
             (st.MPI_SOURCE, st.MPI_TAG, st.kestrel_count),
             (abi::MPI_PROC_NULL, abi::MPI_ANY_TAG, 0)
@@ -207,17 +230,19 @@ fn point_to_point_with_mpi_h_numbers() {
             pairs[16 * i..16 * i + 8].copy_from_slice(&(i as f64 + 0.5).to_ne_bytes());
             pairs[16 * i + 8..16 * i + 12].copy_from_slice(&(me * 10 + i as i32).to_ne_bytes());
         }
-        f.send(WORLD, partner, 7, Datatype::DoubleInt, &pairs, false)
-            .unwrap();
-        f.send(WORLD, partner, 8, Datatype::DoubleInt, &pairs, false)
-            .unwrap();
+        ok!(
+            f,
+            f.send(WORLD, partner, 7, Datatype::DoubleInt, &pairs, false)
+        );
+        ok!(
+            f,
+            f.send(WORLD, partner, 8, Datatype::DoubleInt, &pairs, false)
+        );
         let mut raw = [0u8; 64];
-        let st = f.recv(WORLD, partner, 7, Datatype::Byte, &mut raw).unwrap();
+        let st = ok!(f, f.recv(WORLD, partner, 7, Datatype::Byte, &mut raw));
         assert_eq!(st.kestrel_count, 36);
         let mut back = vec![0x11u8; 48];
-        let st = f
-            .recv(WORLD, partner, 8, Datatype::DoubleInt, &mut back)
-            .unwrap();
+        let st = ok!(f, f.recv(WORLD, partner, 8, Datatype::DoubleInt, &mut back));
         assert_eq!(st.kestrel_count, 36);
         for i in 0..3 {
             let e = &back[16 * i..16 * i + 16];
@@ -233,27 +258,29 @@ fn point_to_point_with_mpi_h_numbers() {
         }
         // A synchronous send returns once the receive matched.
         if me % 2 == 0 {
-            f.send(WORLD, partner, 10, Datatype::Int, &ints(&[me]), true)
-                .unwrap();
+            ok!(
+                f,
+                f.send(WORLD, partner, 10, Datatype::Int, &ints(&[me]), true)
+            );
         } else {
             let mut v = [0u8; 4];
-            f.recv(WORLD, partner, 10, Datatype::Int, &mut v).unwrap();
+            ok!(f, f.recv(WORLD, partner, 10, Datatype::Int, &mut v));
             assert_eq!(to_ints(&v), [partner]);
         }
         // Truncation: the status says so, and the first bytes are there.
-        f.send(
-            WORLD,
-            partner,
-            9,
-            Datatype::Int,
-            &ints(&[1, 2, 3, 4]),
-            false,
-        )
-        .unwrap();
+        ok!(
+            f,
+            f.send(
+                WORLD,
+                partner,
+                9,
+                Datatype::Int,
+                &ints(&[1, 2, 3, 4]),
+                false,
+            )
+        );
         let mut small = [0u8; 8];
-        let st = f
-            .recv(WORLD, partner, 9, Datatype::Int, &mut small)
-            .unwrap();
+        let st = ok!(f, f.recv(WORLD, partner, 9, Datatype::Int, &mut small));
         assert_eq!(st.MPI_ERROR, abi::MPI_ERR_TRUNCATE);
         assert_eq!(args::status_result(&st), Err(ErrorClass::Truncate));
         assert_eq!(to_ints(&small), [1, 2]);
@@ -261,8 +288,9 @@ fn point_to_point_with_mpi_h_numbers() {
         let right = (me + 1) % 8;
         let left = (me + 7) % 8;
         let mut got = [0u8; 4];
-        let st = f
-            .sendrecv(
+        let st = ok!(
+            f,
+            f.sendrecv(
                 WORLD,
                 &ints(&[me]),
                 Datatype::Int,
@@ -273,34 +301,35 @@ fn point_to_point_with_mpi_h_numbers() {
                 left,
                 3,
             )
-            .unwrap();
+        );
         assert_eq!((to_ints(&got)[0], st.MPI_SOURCE), (left, left));
-        f.send(WORLD, right, 21, Datatype::Char, b"hello", false)
-            .unwrap();
-        let st = f.probe(WORLD, abi::MPI_ANY_SOURCE, 21).unwrap();
+        ok!(f, f.send(WORLD, right, 21, Datatype::Char, b"hello", false));
+        let st = ok!(f, f.probe(WORLD, abi::MPI_ANY_SOURCE, 21));
         assert_eq!((st.MPI_SOURCE, st.kestrel_count), (left, 5));
-        assert!(f.iprobe(WORLD, abi::MPI_ANY_SOURCE, 22).unwrap().is_none());
+        assert!(ok!(f, f.iprobe(WORLD, abi::MPI_ANY_SOURCE, 22)).is_none());
         let mut text = [0u8; 5];
-        f.recv(WORLD, left, 21, Datatype::Char, &mut text).unwrap();
+        ok!(f, f.recv(WORLD, left, 21, Datatype::Char, &mut text));
         assert_eq!(&text, b"hello");
-        f.barrier(WORLD).unwrap();
+        ok!(f, f.barrier(WORLD));
     });
 }
 
 #[test]
 fn requests_complete_in_any_order() {
     job(N, 20_000, |f: &mut Face<Shared>| {
-        let me = f.rank(WORLD).unwrap();
+        let me = ok!(f, f.rank(WORLD));
         let bufs: Vec<Vec<u8>> = (0..8).map(|_| vec![0u8; 16]).collect();
         let mut reqs: Vec<i32> = (0..8)
             .map(|r| {
-                f.irecv(WORLD, r, 1, into(&bufs[r as usize], Datatype::Int))
-                    .unwrap()
+                ok!(
+                    f,
+                    f.irecv(WORLD, r, 1, into(&bufs[r as usize], Datatype::Int))
+                )
             })
             .collect();
         for r in 0..8 {
             let data = ints(&[1000 * me + r; 4]);
-            reqs.push(f.isend(WORLD, r, 1, Datatype::Int, &data, false).unwrap());
+            reqs.push(ok!(f, f.isend(WORLD, r, 1, Datatype::Int, &data, false)));
         }
         assert!(reqs.iter().all(|&h| h as u32 >> 24 == 0x6c));
         // A handle twice in one call, or a handle that is no request, is refused.
@@ -311,7 +340,7 @@ fn requests_complete_in_any_order() {
         assert_eq!(f.wait(abi::MPI_COMM_WORLD).err(), Some(ErrorClass::Request));
         // Wait in reverse order; each receive's data comes with its completion.
         for (i, &h) in reqs.iter().enumerate().rev() {
-            let c = f.wait(h).unwrap().unwrap();
+            let c = ok!(f, f.wait(h)).unwrap();
             if i < 8 {
                 let rb = c.recv.unwrap();
                 assert_eq!(rb, into(&bufs[i], Datatype::Int));
@@ -322,33 +351,35 @@ fn requests_complete_in_any_order() {
             }
             assert_eq!(f.wait(h).err(), Some(ErrorClass::Request), "freed");
         }
-        assert!(f.wait(abi::MPI_REQUEST_NULL).unwrap().is_none());
-        f.barrier(WORLD).unwrap();
+        assert!(ok!(f, f.wait(abi::MPI_REQUEST_NULL)).is_none());
+        ok!(f, f.barrier(WORLD));
         // Waitall and Testall with null requests among them; Waitany's order.
         let b = vec![0u8; 4];
-        let r = f
-            .irecv(WORLD, abi::MPI_ANY_SOURCE, 2, into(&b, Datatype::Int))
-            .unwrap();
-        let s = f
-            .isend(WORLD, (me + 1) % 8, 2, Datatype::Int, &ints(&[me]), false)
-            .unwrap();
+        let r = ok!(
+            f,
+            f.irecv(WORLD, abi::MPI_ANY_SOURCE, 2, into(&b, Datatype::Int))
+        );
+        let s = ok!(
+            f,
+            f.isend(WORLD, (me + 1) % 8, 2, Datatype::Int, &ints(&[me]), false)
+        );
         let set = [abi::MPI_REQUEST_NULL, r, s];
         let done = loop {
-            if let Some(done) = f.testall(&set).unwrap() {
+            if let Some(done) = ok!(f, f.testall(&set)) {
                 break done;
             }
         };
         assert!(done[0].is_none());
         assert_eq!(done[1].as_ref().unwrap().status.MPI_SOURCE, (me + 7) % 8);
-        assert!(f.waitany(&[abi::MPI_REQUEST_NULL; 3]).unwrap().is_none());
-        let r2 = f
-            .irecv(WORLD, (me + 7) % 8, 3, into(&b, Datatype::Int))
-            .unwrap();
-        f.send(WORLD, (me + 1) % 8, 3, Datatype::Int, &ints(&[me]), false)
-            .unwrap();
-        let (i, c) = f.waitany(&[abi::MPI_REQUEST_NULL, r2]).unwrap().unwrap();
+        assert!(ok!(f, f.waitany(&[abi::MPI_REQUEST_NULL; 3])).is_none());
+        let r2 = ok!(f, f.irecv(WORLD, (me + 7) % 8, 3, into(&b, Datatype::Int)));
+        ok!(
+            f,
+            f.send(WORLD, (me + 1) % 8, 3, Datatype::Int, &ints(&[me]), false)
+        );
+        let (i, c) = ok!(f, f.waitany(&[abi::MPI_REQUEST_NULL, r2])).unwrap();
         assert_eq!((i, to_ints(&c.data)[0]), (1, (me + 7) % 8));
-        f.barrier(WORLD).unwrap();
+        ok!(f, f.barrier(WORLD));
     });
 }
 
@@ -394,7 +425,7 @@ fn element(dt: Datatype, r: i32, i: usize) -> Vec<u8> {
 fn every_reduction_against_a_serial_fold() {
     const COUNT: usize = 3;
     let out = job(N, 60_000, |f: &mut Face<Shared>| {
-        let me = f.rank(WORLD).unwrap();
+        let me = ok!(f, f.rank(WORLD));
         let mut checked = 0;
         for (k, dt) in kestrel_mpi_c::datatype::ALL.iter().copied().enumerate() {
             for o in op::ALL.iter().copied().filter(|o| o.accepts(dt)) {
@@ -406,12 +437,10 @@ fn every_reduction_against_a_serial_fold() {
                 }
                 let mine = buf(me);
                 let mut got = vec![0u8; mine.len()];
-                f.allreduce(WORLD, Some(&mine), &mut got, COUNT, dt, o)
-                    .unwrap();
+                ok!(f, f.allreduce(WORLD, Some(&mine), &mut got, COUNT, dt, o));
                 assert_eq!(got, want, "allreduce {o:?} on {}", dt.name());
                 let mut inplace = mine.clone();
-                f.allreduce(WORLD, None, &mut inplace, COUNT, dt, o)
-                    .unwrap();
+                ok!(f, f.allreduce(WORLD, None, &mut inplace, COUNT, dt, o));
                 assert_eq!(inplace, want, "in place {o:?} on {}", dt.name());
                 let root = (k % 8) as i32;
                 let mut red = if me == root {
@@ -419,8 +448,10 @@ fn every_reduction_against_a_serial_fold() {
                 } else {
                     Vec::new()
                 };
-                f.reduce(WORLD, Some(&mine), &mut red, COUNT, dt, o, root)
-                    .unwrap();
+                ok!(
+                    f,
+                    f.reduce(WORLD, Some(&mine), &mut red, COUNT, dt, o, root)
+                );
                 if me == root {
                     assert_eq!(red, want, "reduce {o:?} on {}", dt.name());
                 }
@@ -435,7 +466,7 @@ fn every_reduction_against_a_serial_fold() {
 #[test]
 fn refusals_and_error_handlers() {
     job(2, 5_000, |f: &mut Face<Shared>| {
-        let me = f.rank(WORLD).unwrap();
+        let me = ok!(f, f.rank(WORLD));
         let x = ints(&[1]);
         assert_eq!(
             f.send(WORLD, 2, 0, Datatype::Int, &x, false),
@@ -486,8 +517,8 @@ fn refusals_and_error_handlers() {
             f.set_errhandler(abi::MPI_COMM_NULL, abi::MPI_ERRORS_RETURN),
             Err(ErrorClass::Comm)
         );
-        f.set_errhandler(WORLD, abi::MPI_ERRORS_RETURN).unwrap();
-        let dup = f.comm_dup(WORLD).unwrap();
+        ok!(f, f.set_errhandler(WORLD, abi::MPI_ERRORS_RETURN));
+        let dup = ok!(f, f.comm_dup(WORLD));
         assert_eq!(f.errhandler(dup), Errhandler::Return);
         assert_eq!(f.errhandler(abi::MPI_COMM_NULL), Errhandler::Return);
         assert_eq!(f.errhandler(abi::MPI_COMM_SELF), Errhandler::Fatal);

@@ -111,6 +111,11 @@ fn now_ns() -> u64 {
     T0.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
 }
 
+/// One job at a time in this test binary: eight rank threads per job are plenty for a 2-core
+/// host, and jobs side by side made each one's timing (and so the MPI core's intermittent
+/// deadlock, see `Face::start`) depend on the others.
+static ONE_JOB: Mutex<()> = Mutex::new(());
+
 /// Runs `body` as every rank of an `n`-rank job, one thread each, each with its own [`Face`]
 /// (a blocking call that sees no progress for `deadlock_ms` fails), and returns the results
 /// in rank order.
@@ -119,6 +124,7 @@ pub fn job<T: Send + 'static>(
     deadlock_ms: u64,
     body: impl Fn(&mut Face<Shared>) -> T + Send + Sync + 'static,
 ) -> Vec<T> {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
     let mut f = Fabric::new(VecMemory::new());
     let mut eps = Vec::new();
     for _ in 0..n {
@@ -145,7 +151,7 @@ pub fn job<T: Send + 'static>(
                     };
                     let m =
                         kestrel_mpi::Mpi::init(s, ep, base, r as u32, n, env).expect("MPI_Init");
-                    body(&mut Face::new(m))
+                    body(&mut Face::start(m).expect("MPI_Init's end"))
                 })
                 .unwrap()
         })
