@@ -482,13 +482,18 @@ impl Server {
     fn probe(&mut self) {
         for k in 0..MAX_ENDPOINTS {
             let t = self.clients.owner[k];
-            if t.is_nil()
-                || (0..k).any(|j| self.clients.owner[j] == t)
-                || self.clients.waiters & (1 << k) != 0
-            {
+            if t.is_nil() || (0..k).any(|j| self.clients.owner[j] == t) {
                 continue;
             }
-            let m = Msg::with_words(proto::EVENT, &[0]);
+            // A thread waiting in `WaitChanged` gets its answer, "nothing changed" (an
+            // EVENT would be taken as that call's reply); a thread that is gone (its
+            // program ended while it waited) cannot take either.
+            let m = if self.clients.waiters & (1 << k) != 0 {
+                self.clients.waiters &= !self.clients.owned_by(t);
+                reply(Ok(reply::WaitChanged { mask: 0 }.encode()))
+            } else {
+                Msg::with_words(proto::EVENT, &[0])
+            };
             if let Err(e) = kestrel_user::ipc::send(t, &m, Timeout::ZERO) {
                 if e.error == IpcError::NoPartner {
                     for j in k..MAX_ENDPOINTS {
