@@ -5,11 +5,13 @@ Usage:
     bench/insn_profile.py vmm [--skip N] [--listing]    # exitbench's mfdcr loop, in a VM
     bench/insn_profile.py ipc [--skip N] [--listing]    # ipcbench's inter-space call loop
     bench/insn_profile.py fabric [--skip N] [--listing] # one native call to the fabric service
+    bench/insn_profile.py mpi [--size B] [--skip N] [--listing]  # one MPI message between 2 ranks
 
 Runs QEMU with `-singlestep -d exec,nochain` (one translation block per guest instruction,
 each execution logged), streams the log through a FIFO, and once the trigger instruction
 (exitbench's `mfdcr` of the UIC, the `sc` of ipcbench's client, or for `fabric` the `sc`
-of kestrel-fabric-ranks's IPC in its `ranks.bench=` loop of DMA register reads) has executed `--skip`
+of kestrel-fabric-ranks's IPC in its `ranks.bench=` loop of DMA register reads, for `mpi` the
+entry of `Mpi::isend_ctx` (Mpi::send) in mpibench's ping-pong of `--size` bytes (8), once per one-way message) has executed `--skip`
 times, records every executed pc up to its next execution: one round trip. The pcs are mapped
 to symbols of the ELF files (kernel, VMM or ipcbench, guest; `powerpc-linux-gnu-nm`) and
 printed as a per-symbol breakdown in execution order (consecutive pcs in one symbol form one
@@ -93,6 +95,17 @@ def sc_in(elf: Path, function: str) -> set[int]:
     return found
 
 
+def symbol_entry(elf: Path, name: str) -> set[int]:
+    """The addresses of the text symbols of `elf` whose demangled name contains `name`."""
+    out = subprocess.run([NM, "-C", str(elf)], check=True, capture_output=True, text=True).stdout
+    found = set()
+    for line in out.splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) == 3 and parts[1] in "tTwW" and name in parts[2]:
+            found.add(int(parts[0], 16))
+    return found
+
+
 def capture(node: qemu.Node, trigger: set[int], skip: int, timeout: int) -> list[int]:
     """Runs `node` single-stepped and returns the pcs of one trigger-to-trigger period."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -148,9 +161,10 @@ def report(period: list[int], syms: Symbols, listing: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("vmm", "ipc", "fabric"))
+    ap.add_argument("what", choices=("vmm", "ipc", "fabric", "mpi"))
     ap.add_argument("--skip", type=int, default=50, help="trigger executions to skip first")
     ap.add_argument("--listing", action="store_true", help="print every pc too")
+    ap.add_argument("--size", type=int, default=8, help="mpi: the message size")
     ap.add_argument("--timeout", type=int, default=900)
     args = ap.parse_args(argv)
     out = qemu.out_dir()
@@ -174,6 +188,21 @@ def main(argv: list[str] | None = None) -> int:
                                  append=["ranks.n=1 ranks.bench=400"])
         elves = [("kernel", kernel), ("fabric", service), ("ranks", ranks)]
         trigger = sc_in(ranks, "kestrel_user::ipc::call_words")
+    elif args.what == "mpi":
+        # Two programs of one rank each, the same ELF: the trigger (the entry of Mpi::send)
+        # runs once per one-way message, alternately in each rank.
+        bench = qemu.resolve_elf("kestrel-mpibench")
+        service = qemu.resolve_elf(qemu.FABRIC_SERVICE)
+        image = qemu.BootImage(root=qemu.Module("kestrel-root", qemu.resolve_elf("kestrel-root")),
+                               programs=[qemu.Module(qemu.FABRIC_SERVICE, service),
+                                         qemu.Module("mpibench0", bench),
+                                         qemu.Module("mpibench1", bench)])
+        node = qemu.kestrel_node(image, log, icount=True, mem_mb=256,
+                                 append=[f"mpibench.n=2 mpibench.threads=1 mpibench.min={args.size} "
+                                         f"mpibench.max={args.size}",
+                                         "mpibench.allreduce=0"])
+        elves = [("kernel", kernel), ("fabric", service), ("mpibench", bench)]
+        trigger = symbol_entry(bench, ">::isend_ctx")  # Mpi::send's body (inlined)
     else:
         task = qemu.resolve_elf("ipcbench")
         image = qemu.BootImage(root=qemu.Module("ipcbench", task))

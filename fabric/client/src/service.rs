@@ -18,7 +18,8 @@ use kestrel_abi::root::pieces;
 use kestrel_abi::{Fpage, MapItem, Rights, ThreadId, PAGE_SIZE};
 use kestrel_fabric::coll::PAYLOAD;
 use kestrel_fabric::proto::{
-    self, layout, mac_from_words, reply, shared, FabricErr, Request, MAX_ENDPOINTS, MAX_FRAME,
+    self, layout, mac_from_words, mirror, reply, shared, FabricErr, Request, MAX_ENDPOINTS,
+    MAX_FRAME,
 };
 use kestrel_fabric::{Coords, Diagnostic, EpId, FabricApi, FabricError, Stats, IRQ_WORDS};
 use kestrel_user::ipc::{call_words, IpcErr};
@@ -135,6 +136,8 @@ struct Attached {
     coords: Coords,
     node_address: u32,
     bus_base: u64,
+    /// The service keeps this endpoint's register mirror in its shared page.
+    mirrored: bool,
 }
 
 /// A connection to the fabric service: the fabric's calls as IPC ([`FabricApi`]).
@@ -248,6 +251,20 @@ impl Service {
         Ok(())
     }
 
+    /// Word `index` of `ep`'s register mirror, if the service keeps one (`None` for no
+    /// index: a register the mirror does not hold).
+    fn mirrored(&self, ep: EpId, index: Option<usize>) -> Option<u32> {
+        let i = index?;
+        let a = self.attached(ep).filter(|a| a.mirrored)?;
+        debug_assert!(i < mirror::WORDS);
+        let p = (a.shared as usize + shared::MIRROR) as *const u32;
+        // SAFETY: `a.shared` is the page-aligned shared page this client gave to `attach`,
+        // mapped read-write here for as long as the endpoint lives; the mirror lies inside
+        // it (`shared::MIRROR` asserts so) and `i` is one of its words. The service writes
+        // it only during our calls, never while this read runs.
+        Some(unsafe { p.add(i.min(mirror::WORDS - 1)).read_volatile() })
+    }
+
     /// Where `[offset, offset + n)` of `ep`'s window lies in this space.
     fn win(&self, ep: EpId, offset: u32, n: usize) -> Result<*mut u8, Error> {
         let a = self
@@ -325,7 +342,16 @@ impl FabricApi for Service {
                 },
                 node_address: r.node_address,
                 bus_base,
+                mirrored: false,
             };
+        }
+        // An endpoint a program attaches for itself is one it polls: the service keeps
+        // its polled registers in the shared page (`proto::mirror`). A VMM's endpoints for
+        // its VMs go without (their guests' reads arrive one by one as faults anyway).
+        if tenant == kestrel_abi::grants::TENANT_SELF && proto::Client::mirror(self, ep.0).is_ok() {
+            if let Some(a) = self.eps.get_mut(usize::from(ep.0)) {
+                a.mirrored = true;
+            }
         }
         Ok((ep, bus_base))
     }
@@ -353,7 +379,19 @@ impl FabricApi for Service {
     }
 
     fn dma_read(&mut self, ep: EpId, offset: u32) -> Result<u32, Error> {
+        if let Some(v) = self.mirrored(ep, mirror::index_of(offset)) {
+            return Ok(v);
+        }
         proto::Client::dma_read(self.changing(), ep.0, offset).map(|r| r.value)
+    }
+
+    fn dma_write2(&mut self, ep: EpId, first: (u32, u32), second: (u32, u32)) -> Result<(), Error> {
+        proto::Client::dma_write2(self.changing(), ep.0, first.0, first.1, second.0, second.1)
+            .map(|_| ())
+    }
+
+    fn registers_mirrored(&self, ep: EpId) -> bool {
+        self.attached(ep).is_some_and(|a| a.mirrored)
     }
 
     fn dma_write(&mut self, ep: EpId, offset: u32, value: u32) -> Result<(), Error> {
@@ -394,6 +432,11 @@ impl FabricApi for Service {
     }
 
     fn tree_status(&self, ep: EpId, vc: usize) -> u32 {
+        if vc < kestrel_bgp::coll::VCS as usize {
+            if let Some(v) = self.mirrored(ep, Some(mirror::TREE_STATUS + vc)) {
+                return v;
+            }
+        }
         proto::Client::tree_status(self, ep.0, vc as u32).map_or(0, |r| r.status)
     }
 

@@ -58,6 +58,27 @@ pub trait FabricApi {
     /// injection before returning.
     fn dma_write(&mut self, ep: EpId, offset: u32, value: u32) -> Result<(), Self::Error>;
 
+    /// Two [`FabricApi::dma_write`]s, `(offset, value)` each, in order (the second is not
+    /// made if the first fails): one call to the fabric service where it is one.
+    fn dma_write2(
+        &mut self,
+        ep: EpId,
+        first: (u32, u32),
+        second: (u32, u32),
+    ) -> Result<(), Self::Error> {
+        self.dma_write(ep, first.0, first.1)?;
+        self.dma_write(ep, second.0, second.1)
+    }
+
+    /// Whether `ep`'s polled registers (`proto::mirror`) are read without a call, their
+    /// receive-side changes waking the owner as interrupt lines do: then nothing needs
+    /// to re-arm a reception FIFO's threshold interrupt to be woken by the next packet.
+    /// False for the engine itself (its callers wait on interrupt lines).
+    fn registers_mirrored(&self, ep: EpId) -> bool {
+        let _ = ep;
+        false
+    }
+
     /// Reads a DCR as `ep` sees it: collective 0xC00..0xC7F, torus 0xC80..0xCFF, DMA
     /// 0xD00..0xDFF. Reading PRXF or PIXF clears it.
     fn dcr_read(&mut self, ep: EpId, dcr: u32) -> Result<u32, Self::Error>;

@@ -292,6 +292,24 @@ impl DmaRegs {
             .fold(0, |a, s| a | subgroup_bit(8 * s))
     }
 
+    /// Fills the DMA words of a register mirror (`proto::mirror`): what [`DmaRegs::read`]
+    /// answers at each mirrored offset.
+    pub fn fill_mirror(&self, out: &mut [u32; crate::proto::mirror::WORDS]) {
+        use crate::proto::mirror as m;
+        for (o, r) in out[m::INJ_HEAD..].iter_mut().zip(&self.inj) {
+            *o = r.get(FIFO_HEAD);
+        }
+        for (o, r) in out[m::RCV_TAIL..].iter_mut().zip(&self.rcv) {
+            *o = r.get(FIFO_TAIL);
+        }
+        out[m::RCV_HDR_TAIL] = self.rcv_hdr.get(FIFO_TAIL);
+        out[m::RCV_HIT_ZERO] = Self::ctr_word(self.rcv_ctr_zero, 0);
+        out[m::RCV_HIT_ZERO + 1] = Self::ctr_word(self.rcv_ctr_zero, 1);
+        for (o, c) in out[m::RCV_COUNT..].iter_mut().zip(&self.rcv_ctr) {
+            *o = c.count;
+        }
+    }
+
     /// A register read; `None` for a reserved or unaligned offset.
     pub fn read(&self, off: u32) -> Option<u32> {
         if off & 3 != 0 || off >= GROUP_SIZE as u32 {
@@ -671,6 +689,15 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         // The sender's identity as every receiver sees it: its own coordinates.
         let me = src_key(crate::FabricApi::coords(self, ep));
         let mut off = i.sent;
+        if direct {
+            if let Hop::Local(to) = hop {
+                // Inside the node a direct put is one copy, not a packet at a time.
+                off += self.put_local_bulk(ep, to, d, src + u64::from(off), off, max);
+                if off >= d.len && off > 0 {
+                    return true;
+                }
+            }
+        }
         loop {
             let n = (d.len - off).min(max);
             if n == 0 && (off > 0 || direct) {
@@ -830,6 +857,93 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         self.touch(to);
     }
 
+    /// A local direct put of message `d` from byte `off` (at bus address `src`) as one copy
+    /// of as many whole packets as the call's budget allows (all the rest if it allows),
+    /// with the outcome of delivering them one by one: the same counters (both sides'
+    /// packets and bytes, the injection and reception counters, hit-zero bits), the same
+    /// destination bytes. Returns the bytes moved; 0 whenever anything would make a packet
+    /// fail (refused, out of any range, counter off, overlapping source and destination):
+    /// then the packet loop delivers them and reports the error as it does.
+    fn put_local_bulk(
+        &mut self,
+        from: EpId,
+        to: EpId,
+        d: &Descriptor,
+        src: u64,
+        off: u32,
+        max: u32,
+    ) -> u32 {
+        let left = d.len - off;
+        let budget = u32::try_from(self.budget).unwrap_or(u32::MAX);
+        let n = if left <= budget {
+            left
+        } else {
+            budget / max * max
+        };
+        if n == 0 || max == 0 {
+            return 0;
+        }
+        let ctr_id = (d.sw[1] >> SW_RCV_CTR_SHIFT) & DESC_CTR_ID_MASK;
+        if ctr_id / COUNTERS != GROUP || self.slot(to).is_none() || !self.may_reach(from, to) {
+            return 0;
+        }
+        let c = (ctr_id % COUNTERS) as usize;
+        if !self.put_allowed(from, to, c) {
+            return 0;
+        }
+        let Some(e) = self.slot(to) else { return 0 };
+        if e.dma.in_reset() || e.dma.rcv_ctr_enabled & bit64(c) == 0 {
+            return 0;
+        }
+        let ctr = e.dma.rcv_ctr[c];
+        let lo = u64::from(ctr.base) << 4;
+        let hi = (u64::from(ctr.limit) << 4) + 16;
+        let at = lo + u64::from(d.sw[0].wrapping_add(off));
+        if at + u64::from(n) > hi {
+            return 0;
+        }
+        let (Some(from_off), Some(to_off)) = (
+            self.check(from, src, u64::from(n), crate::Dir::Inj),
+            self.check(to, at, u64::from(n), crate::Dir::Rcv),
+        ) else {
+            return 0;
+        };
+        if from == to && from_off < to_off + u64::from(n) && to_off < from_off + u64::from(n) {
+            return 0;
+        }
+        if self
+            .mem
+            .copy(from, from_off, to, to_off, u64::from(n))
+            .is_err()
+        {
+            // Part may have landed: the packet loop redoes it and reports the error.
+            return 0;
+        }
+        let packets = u64::from(n.div_ceil(max));
+        self.budget = self.budget.saturating_sub(u64::from(n));
+        let ic = (d.ctr_id % COUNTERS) as usize;
+        if let Some(e) = self.slot_mut(from) {
+            e.stats.dma_packets_sent += packets;
+            e.stats.dma_bytes_sent += u64::from(n);
+            let ctr = &mut e.dma.inj_ctr[ic];
+            if hits_zero(ctr.count, n, max) {
+                e.dma.inj_ctr_zero |= bit64(ic);
+            }
+            ctr.count = ctr.count.wrapping_sub(n);
+        }
+        if let Some(e) = self.slot_mut(to) {
+            let ctr = &mut e.dma.rcv_ctr[c];
+            if hits_zero(ctr.count, n, max) {
+                e.dma.rcv_ctr_zero |= bit64(c);
+            }
+            ctr.count = ctr.count.wrapping_sub(n);
+            e.stats.dma_packets_received += packets;
+            e.stats.dma_bytes_received += u64::from(n);
+        }
+        self.touch(to);
+        n
+    }
+
     /// Delivers a direct-put packet from `from` into `to`'s reception counter `ctr_id`.
     fn deliver_put(&mut self, from: EpId, to: EpId, ctr_id: u32, put: u32, payload: &[u8]) {
         if !self.reach_or_refuse(from, to) {
@@ -880,4 +994,11 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         e.stats.dma_bytes_received += payload.len() as u64;
         self.touch(to);
     }
+}
+
+/// Whether a counter at `count` reaches exactly zero after one of the packets of `n` bytes
+/// (`max` bytes each, the last one shorter) that are taken from it one at a time: what
+/// sets its hit-zero bit when a packet at a time takes them.
+fn hits_zero(count: u32, n: u32, max: u32) -> bool {
+    count != 0 && count <= n && (count == n || count.is_multiple_of(max))
 }

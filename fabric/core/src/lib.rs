@@ -53,6 +53,8 @@ pub mod link;
 pub mod mem;
 pub mod proto;
 pub mod quota;
+#[cfg(feature = "std")]
+pub mod shared;
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
@@ -81,7 +83,7 @@ pub const MAX_ENDPOINTS: usize = torus::MAX_ENDPOINTS as usize;
 
 /// The indices of the set bits of `mask`, lowest first (endpoint masks are walked on every
 /// engine call: only the endpoints concerned, not all of them).
-fn bits(mut mask: u32) -> impl Iterator<Item = usize> {
+pub fn bits(mut mask: u32) -> impl Iterator<Item = usize> {
     core::iter::from_fn(move || {
         (mask != 0).then(|| {
             let k = mask.trailing_zeros() as usize;
@@ -384,6 +386,9 @@ pub struct Fabric<M, L = LocalLink> {
     touched: u32,
     /// Endpoints whose lines or frame queue changed since `take_changed`.
     changed: u32,
+    /// Endpoints touched since [`Fabric::take_touched`]: only their register mirrors
+    /// ([`Fabric::mirror`]) can have changed.
+    dirty: u32,
     red: coll::Reductions,
     /// Endpoints whose injection FIFOs have work left (the budget ran out).
     pending: u32,
@@ -423,6 +428,7 @@ impl<M: Memory, L: Link> Fabric<M, L> {
             eps,
             touched: 0,
             changed: 0,
+            dirty: 0,
             red: coll::Reductions::default(),
             pending: 0,
             budget: torus::INJECT_BUDGET_BYTES,
@@ -460,6 +466,25 @@ impl<M: Memory, L: Link> Fabric<M, L> {
 
     fn slot_mut(&mut self, ep: EpId) -> Option<&mut Endpoint> {
         self.eps.get_mut(usize::from(ep.0))?.as_deref_mut()
+    }
+
+    /// The endpoints touched since the last call (bit k = `EpId(k)`): every other
+    /// endpoint's [`Fabric::mirror`] is as it was then. A host that keeps mirrors refreshes
+    /// these.
+    pub fn take_touched(&mut self) -> u32 {
+        core::mem::take(&mut self.dirty)
+    }
+
+    /// `ep`'s register mirror (`proto::mirror`): its DMA group's polled registers and its
+    /// collective status words, as `dma_read` and `tree_status` answer them. False (and
+    /// `out` untouched) for an endpoint that is not attached.
+    pub fn mirror(&self, ep: EpId, out: &mut [u32; proto::mirror::WORDS]) -> bool {
+        let Some(e) = self.slot(ep) else { return false };
+        e.dma.fill_mirror(out);
+        for v in 0..kestrel_bgp::coll::VCS as usize {
+            out[proto::mirror::TREE_STATUS + v] = e.coll.status(v);
+        }
+        true
     }
 
     fn touch(&mut self, ep: EpId) {
@@ -540,6 +565,7 @@ impl<M: Memory, L: Link> Fabric<M, L> {
         self.budget = torus::INJECT_BUDGET_BYTES;
         self.desc_budget = torus::INJECT_BUDGET_DESCRIPTORS;
         let touched = core::mem::take(&mut self.touched);
+        self.dirty |= touched;
         for k in bits(touched) {
             let ep = EpId(k as u8);
             let now = self.irq_lines(ep);

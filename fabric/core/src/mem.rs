@@ -26,6 +26,29 @@ pub trait Memory {
     fn read(&mut self, ep: EpId, offset: u64, buf: &mut [u8]) -> Result<(), MemError>;
     /// Writes `data` at `offset` inside endpoint `ep`'s window.
     fn write(&mut self, ep: EpId, offset: u64, data: &[u8]) -> Result<(), MemError>;
+
+    /// Copies `len` bytes from `from`'s window at `from_offset` to `to`'s at `to_offset`
+    /// (the engine passes ranges that do not overlap): a local direct put in one go. The
+    /// default goes through a small buffer, a read and a write at a time; a back end
+    /// that sees both windows copies directly. On an error part may have been copied.
+    fn copy(
+        &mut self,
+        from: EpId,
+        from_offset: u64,
+        to: EpId,
+        to_offset: u64,
+        len: u64,
+    ) -> Result<(), MemError> {
+        let mut buf = [0u8; 256];
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(buf.len() as u64) as usize;
+            self.read(from, from_offset + done, &mut buf[..n])?;
+            self.write(to, to_offset + done, &buf[..n])?;
+            done += n as u64;
+        }
+        Ok(())
+    }
 }
 
 /// Plain memory: one zeroed `Vec<u8>` per endpoint, sized by [`VecMemory::set_window`].

@@ -77,6 +77,71 @@ pub mod shared {
     pub const SIZE: usize = 4096;
     const _: () = assert!(PAYLOAD + super::MAX_FRAME <= LINES);
     const _: () = assert!(LINES + 4 * super::LINE_WORDS <= SIZE);
+    /// The register mirror ([`super::mirror`], [`super::mirror::WORDS`] native-order words)
+    /// of an endpoint the client asked `Mirror` for.
+    pub const MIRROR: usize = 2560;
+    const _: () = assert!(LINES + 4 * super::LINE_WORDS <= MIRROR);
+    const _: () = assert!(MIRROR + 4 * super::mirror::WORDS <= SIZE);
+}
+
+/// The register mirror: the DMA group registers and collective status words a native
+/// client polls while it waits for messages (FIFO pointers the DMA moves, reception
+/// counters), as word indexes into the mirror at [`shared::MIRROR`]. Real BG/P software
+/// reads these registers with loads from its mapped DMA page; through the service each
+/// read would be a call. The values are exactly what `DmaRead` (and `TreeStatus`) would
+/// answer at the end of the service's latest call.
+pub mod mirror {
+    use kestrel_bgp::{coll, dma};
+
+    /// Injection FIFO f's HEAD at `INJ_HEAD + f`.
+    pub const INJ_HEAD: usize = 0;
+    /// Reception FIFO f's TAIL at `RCV_TAIL + f`.
+    pub const RCV_TAIL: usize = INJ_HEAD + dma::INJ_FIFOS as usize;
+    /// The reception header FIFO's TAIL.
+    pub const RCV_HDR_TAIL: usize = RCV_TAIL + dma::RCV_FIFOS as usize;
+    /// The two reception-counter hit-zero words.
+    pub const RCV_HIT_ZERO: usize = RCV_HDR_TAIL + 1;
+    /// Reception counter c's COUNT at `RCV_COUNT + c`.
+    pub const RCV_COUNT: usize = RCV_HIT_ZERO + 2;
+    /// Collective VC v's status word at `TREE_STATUS + v`.
+    pub const TREE_STATUS: usize = RCV_COUNT + dma::COUNTERS as usize;
+    /// Words in the mirror.
+    pub const WORDS: usize = TREE_STATUS + coll::VCS as usize;
+    /// Words from here on say what arrived for the endpoint (a change is news for it);
+    /// those before move only by its own injections.
+    pub const RECEIVE_FIRST: usize = RCV_TAIL;
+
+    /// The mirror word that holds DMA register `offset` of the endpoint's group, if any.
+    pub const fn index_of(offset: u32) -> Option<usize> {
+        let stride = dma::FIFO_STRIDE;
+        if offset < dma::INJ_FIFO + dma::INJ_FIFOS * stride {
+            let rel = offset - dma::INJ_FIFO;
+            if rel % stride == dma::FIFO_HEAD {
+                return Some(INJ_HEAD + (rel / stride) as usize);
+            }
+            return None;
+        }
+        if offset >= dma::RCV_FIFO && offset < dma::RCV_FIFO + dma::RCV_FIFOS * stride {
+            let rel = offset - dma::RCV_FIFO;
+            if rel % stride == dma::FIFO_TAIL {
+                return Some(RCV_TAIL + (rel / stride) as usize);
+            }
+            return None;
+        }
+        if offset == dma::RCV_HDR_FIFO + dma::FIFO_TAIL {
+            return Some(RCV_HDR_TAIL);
+        }
+        if offset == dma::RCV_CTR_HIT_ZERO || offset == dma::RCV_CTR_HIT_ZERO + 4 {
+            return Some(RCV_HIT_ZERO + ((offset - dma::RCV_CTR_HIT_ZERO) / 4) as usize);
+        }
+        if offset >= dma::RCV_CTR && offset < dma::RCV_CTR + dma::COUNTERS * stride {
+            let rel = offset - dma::RCV_CTR;
+            if rel % stride == dma::CTR_COUNT {
+                return Some(RCV_COUNT + (rel / stride) as usize);
+            }
+        }
+        None
+    }
 }
 
 kestrel_abi::ipc_protocol! {
@@ -138,11 +203,22 @@ kestrel_abi::ipc_protocol! {
         /// program) sleeps until news: no event is pushed to such a thread, so nothing
         /// is lost while it is busy and nothing is retried.
         WAIT_CHANGED = 18: WaitChanged, wait_changed {} -> { mask: u32 };
+        /// From now on the service keeps the endpoint's register mirror ([`mirror`]) in its
+        /// shared page: refreshed before the service answers any call and after its timer
+        /// work, so the client reads those registers without a call. A change of a
+        /// receive-side word of the mirror counts as a change of the endpoint for
+        /// `WaitChanged` and `TakeChanged`, as a change of its interrupt lines does.
+        MIRROR = 19: Mirror, mirror { ep: u8 } -> {};
+        /// Two DMA register writes in one call, in order, as two `DmaWrite`s (the second
+        /// is not made if the first fails): an injection's counter increment and FIFO
+        /// tail.
+        DMA_WRITE2 = 20: DmaWrite2, dma_write2 { ep: u8, offset: u32, value: u32,
+            offset2: u32, value2: u32 } -> {};
     }
 }
 
 /// The last op.
-pub const LAST_OP: u16 = op::WAIT_CHANGED;
+pub const LAST_OP: u16 = op::DMA_WRITE2;
 
 impl Request {
     /// The endpoint the request names (all but `Attach` and `TakeChanged`).
@@ -163,7 +239,9 @@ impl Request {
             | Request::IrqLines { ep }
             | Request::Stats { ep }
             | Request::TakeDiagnostic { ep }
-            | Request::FramesQueued { ep } => Some(ep),
+            | Request::FramesQueued { ep }
+            | Request::Mirror { ep }
+            | Request::DmaWrite2 { ep, .. } => Some(ep),
         }
     }
 }
@@ -374,7 +452,15 @@ mod tests {
             Just(Request::WaitChanged {}),
             ep.clone().prop_map(|ep| Request::Stats { ep }),
             ep.clone().prop_map(|ep| Request::TakeDiagnostic { ep }),
-            ep.prop_map(|ep| Request::FramesQueued { ep }),
+            ep.clone().prop_map(|ep| Request::FramesQueued { ep }),
+            ep.clone().prop_map(|ep| Request::Mirror { ep }),
+            (ep, w, w, w, w).prop_map(|(ep, offset, value, offset2, value2)| Request::DmaWrite2 {
+                ep,
+                offset,
+                value,
+                offset2,
+                value2
+            }),
         ]
     }
 
@@ -399,6 +485,28 @@ mod tests {
             let (h, l) = mac_words(mac);
             prop_assert_eq!(mac_from_words(h, l), mac);
         }
+    }
+
+    /// Every mirror word below the collective's holds exactly one DMA register, and
+    /// `index_of` names only those.
+    #[test]
+    fn mirror_covers_each_word_once() {
+        let mut hits = [0u32; mirror::WORDS];
+        for off in (0..0x1000u32).step_by(4) {
+            if let Some(i) = mirror::index_of(off) {
+                hits[i] += 1;
+            }
+        }
+        assert!(
+            hits[..mirror::TREE_STATUS].iter().all(|&n| n == 1),
+            "{hits:?}"
+        );
+        assert!(hits[mirror::TREE_STATUS..].iter().all(|&n| n == 0));
+        assert_eq!(
+            mirror::index_of(kestrel_bgp::dma::inj_fifo(3, kestrel_bgp::dma::FIFO_TAIL)),
+            None
+        );
+        assert_eq!(mirror::index_of(2), None);
     }
 
     #[test]

@@ -51,8 +51,8 @@ use kestrel_abi::{
 };
 use kestrel_bgp::torus::coord_word;
 use kestrel_fabric::proto::{
-    self, layout, mac_words, reply, shared, FabricErr, Request, Words, LINE_WORDS, MAX_FRAME,
-    TREE_PAYLOAD,
+    self, layout, mac_words, mirror, reply, shared, FabricErr, Request, Words, LINE_WORDS,
+    MAX_FRAME, TREE_PAYLOAD,
 };
 use kestrel_fabric::quota::{Holders, QuotaFull};
 use kestrel_fabric::{
@@ -204,6 +204,26 @@ impl Memory for WindowMemory {
         unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
         Ok(())
     }
+
+    /// Both windows are mapped here: one copy, no bounce buffer.
+    fn copy(
+        &mut self,
+        from: EpId,
+        from_off: u64,
+        to: EpId,
+        to_off: u64,
+        len: u64,
+    ) -> Result<(), MemError> {
+        let n = usize::try_from(len).map_err(|_| MemError::OutOfRange)?;
+        let s = self.at(from, from_off, n)?;
+        let d = self.at(to, to_off, n)?;
+        // SAFETY: both ranges lie inside windows mapped in this space (checked by `at`;
+        // an unmapped page is the pager's scratch page); they do not overlap: different
+        // endpoints' windows are different slots, and the engine passes disjoint ranges of
+        // one window (`Memory::copy`).
+        unsafe { core::ptr::copy_nonoverlapping(s, d, n) };
+        Ok(())
+    }
 }
 
 /// Copies `buf.len()` bytes from endpoint k's shared page at `at`.
@@ -245,6 +265,8 @@ struct Clients {
     self_mask: u32,
     /// Bit k: endpoint k's owner waits in `WaitChanged` for news (its reply is deferred).
     waiters: u32,
+    /// Bit k: endpoint k's owner asked for its register mirror (`Mirror`).
+    mirrored: u32,
     /// Endpoints changed since their client last collected them.
     changed: u32,
     /// Of those, the ones whose event thread has been told.
@@ -287,6 +309,7 @@ impl Clients {
         self.event_mask = (self.event_mask & !bit) | if event.is_nil() { 0 } else { bit };
         self.self_mask &= !bit;
         self.waiters &= !bit;
+        self.mirrored &= !bit;
     }
 
     fn attached(&self) -> u32 {
@@ -314,6 +337,8 @@ impl Clients {
 struct Server {
     fabric: Fabric<WindowMemory>,
     clients: Clients,
+    /// The thread whose call is being answered (nil: the service's own timer work).
+    caller: ThreadId,
 }
 
 fn serve(pager_thread: ThreadId) {
@@ -328,6 +353,7 @@ fn serve(pager_thread: ThreadId) {
             event_mask: 0,
             self_mask: 0,
             waiters: 0,
+            mirrored: 0,
             changed: 0,
             told: 0,
             ever: false,
@@ -335,6 +361,7 @@ fn serve(pager_thread: ThreadId) {
             tenant: [TENANT_SELF; MAX_ENDPOINTS],
             log: [RateLimit::new(REFUSAL_LINES); MAX_ENDPOINTS],
         },
+        caller: ThreadId::NIL,
     };
     println!(
         "serving up to {MAX_ENDPOINTS} endpoints (thread {:?})",
@@ -576,6 +603,37 @@ impl Server {
     /// Collects the engine's changes.
     fn collect(&mut self) {
         self.clients.changed |= self.fabric.take_changed().unwrap_or(0) & self.clients.attached();
+        self.refresh_mirrors();
+    }
+
+    /// Rewrites the register mirror of every mirrored endpoint the engine touched since the
+    /// last refresh (the others are unchanged: `Fabric::take_touched`). A touched endpoint
+    /// has news for its owner, as a changed interrupt line is, unless the owner is the
+    /// caller: what its own call did is in the mirror it reads on return.
+    fn refresh_mirrors(&mut self) {
+        let touched = self.fabric.take_touched() & self.clients.mirrored;
+        if touched == 0 {
+            return;
+        }
+        for k in kestrel_fabric::bits(touched) {
+            self.publish_mirror(k);
+        }
+        let own = if self.caller.is_nil() {
+            0
+        } else {
+            self.clients.owned_by(self.caller)
+        };
+        self.clients.changed |= touched & !own;
+    }
+
+    fn publish_mirror(&mut self, k: usize) {
+        let p = (layout::slot(k) + layout::SHARED_OFFSET) as usize + shared::MIRROR;
+        // SAFETY: as in `shared_read`: endpoint k's shared page (or the scratch page) is
+        // mapped at this address, and the mirror lies inside it (`shared::MIRROR` asserts
+        // so); the page is page aligned, so the words are. Nothing else in this space
+        // refers to it, and the client reads it only between its calls.
+        let out = unsafe { &mut *(p as *mut [u32; mirror::WORDS]) };
+        self.fabric.mirror(EpId(k as u8), out);
     }
 
     /// Answers one message; the second value says whether it attached an endpoint (whose
@@ -627,6 +685,19 @@ impl Server {
             free,
             window,
         };
+        self.caller = from;
+        let answer = self.answer_call(from, req, &mut call);
+        self.caller = ThreadId::NIL;
+        answer
+    }
+
+    /// [`Server::answer`] for a decoded request from its endpoints' owner.
+    fn answer_call(
+        &mut self,
+        from: ThreadId,
+        req: Request,
+        call: &mut Call,
+    ) -> (Option<Msg>, bool) {
         if let Request::WaitChanged {} = req {
             self.clients.self_mask |= self.clients.owned_by(from);
             self.collect();
@@ -636,7 +707,7 @@ impl Server {
                 return (None, false);
             }
         }
-        let r = req.serve(self, &mut call);
+        let r = req.serve(self, call);
         if let Request::Attach { .. } = req {
             return (Some(reply(r)), r.is_ok());
         }
@@ -819,6 +890,34 @@ impl proto::Server for Server {
             .dma_write(EpId(ep), offset, value)
             .map_err(engine_err)?;
         Ok(reply::DmaWrite {})
+    }
+
+    fn dma_write2(
+        &mut self,
+        _: &mut Call,
+        ep: u8,
+        offset: u32,
+        value: u32,
+        offset2: u32,
+        value2: u32,
+    ) -> Result<reply::DmaWrite2, FabricErr> {
+        let ep = EpId(ep);
+        self.fabric
+            .dma_write(ep, offset, value)
+            .map_err(engine_err)?;
+        self.fabric
+            .dma_write(ep, offset2, value2)
+            .map_err(engine_err)?;
+        Ok(reply::DmaWrite2 {})
+    }
+
+    fn mirror(&mut self, _: &mut Call, ep: u8) -> Result<reply::Mirror, FabricErr> {
+        let k = usize::from(ep);
+        self.clients.mirrored |= 1 << k;
+        self.publish_mirror(k);
+        // What was there before the mirror existed is not news.
+        self.clients.changed &= !(1 << k);
+        Ok(reply::Mirror {})
     }
 
     fn dcr_read(&mut self, _: &mut Call, ep: u8, dcr: u32) -> Result<reply::DcrRead, FabricErr> {

@@ -6,9 +6,28 @@
  * predefined operations MPI 3.1 section 5.9.2 allows on the type and returns MPI_SUCCESS, or
  * MPI_ERR_OP for any other operation. The buffers need no alignment (memcpy).
  */
+#include <float.h>
 #include <mpi.h>
 #include <stddef.h>
 #include <string.h>
+
+/* Bytes of a long double that hold its value: the x87 format's 10 (its other bytes are
+ * padding, which a store leaves as whatever was on the stack), every byte otherwise. */
+#if LDBL_MANT_DIG == 64
+#define LDOUBLE_VALUE_BYTES 10
+#else
+#define LDOUBLE_VALUE_BYTES sizeof(long double)
+#endif
+
+/* Stores `v` at `out` with its padding zeroed: results are the same bytes on every rank
+ * and in every run, so they compare (and checksum) as bytes. */
+static void store_ldouble(void *out, long double v)
+{
+    unsigned char b[sizeof v];
+    memcpy(b, &v, sizeof v);
+    memset(b + LDOUBLE_VALUE_BYTES, 0, sizeof v - LDOUBLE_VALUE_BYTES);
+    memcpy(out, b, sizeof v);
+}
 
 struct ldouble_int {
     long double value;
@@ -40,7 +59,7 @@ int kestrel_mpi_reduce_long_double(int op, void *inout, const void *in, int coun
             a = a + b;
         else
             a = a * b;
-        memcpy((char *)inout + (size_t)i * sizeof a, &a, sizeof a);
+        store_ldouble((char *)inout + (size_t)i * sizeof a, a);
     }
     return MPI_SUCCESS;
 }
@@ -59,6 +78,7 @@ int kestrel_mpi_reduce_long_double_int(int op, void *inout, const void *in, int 
         } else if (b.value == a.value && b.index < a.index) {
             a.index = b.index;
         }
+        store_ldouble(&a.value, a.value);
         memcpy((char *)inout + (size_t)i * sizeof a, &a, sizeof a);
     }
     return MPI_SUCCESS;
@@ -67,8 +87,7 @@ int kestrel_mpi_reduce_long_double_int(int op, void *inout, const void *in, int 
 /* Conversions for the Rust tests, which cannot write a long double themselves. */
 void kestrel_mpi_ldouble_from_double(double value, void *out)
 {
-    long double v = value;
-    memcpy(out, &v, sizeof v);
+    store_ldouble(out, (long double)value);
 }
 
 double kestrel_mpi_ldouble_to_double(const void *in)

@@ -13,7 +13,6 @@ use alloc::alloc::{alloc_zeroed, Layout};
 use alloc::format;
 use alloc::string::String;
 use core::ffi::{c_char, c_int, c_void, CStr};
-use core::sync::atomic::{AtomicU32, Ordering};
 use kestrel_abi::Timeout;
 use kestrel_fabric::{EpId, FabricApi};
 use kestrel_fabric_client::service::{Service, Window};
@@ -53,16 +52,7 @@ pub fn job() -> Result<(u32, u32), JobError> {
 
 /// The time base's frequency in Hz (the kernel's `CLOCK` info), asked once.
 pub fn timebase_hz() -> u64 {
-    static HZ: AtomicU32 = AtomicU32::new(0);
-    let mut hz = HZ.load(Ordering::Relaxed);
-    if hz == 0 {
-        hz = sys::kernel_info(kestrel_abi::kinfo::CLOCK)
-            .map(|v| v[0])
-            .unwrap_or(0)
-            .max(1_000_000);
-        HZ.store(hz, Ordering::Relaxed);
-    }
-    u64::from(hz)
+    u64::from(sys::timebase_hz())
 }
 
 /// Time-base ticks since the machine started.
@@ -72,7 +62,7 @@ pub fn ticks() -> u64 {
 
 /// Nanoseconds since the machine started (the core's clock).
 fn now_ns() -> u64 {
-    (u128::from(ticks()) * 1_000_000_000 / u128::from(timebase_hz())) as u64
+    sys::now_ns()
 }
 
 /// Sleeps until the fabric service tells of something for this endpoint, or 100 ms.

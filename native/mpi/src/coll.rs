@@ -89,7 +89,7 @@ impl<P: FabricApi> Mpi<P> {
         self.in_alu = true;
         let r = self.block(
             call,
-            |s| {
+            |_, s| {
                 let _ = write!(s, "ALU reduction on WORLD, opcode {opcode}");
             },
             |m| {

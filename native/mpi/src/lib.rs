@@ -594,13 +594,17 @@ impl<P: FabricApi> Mpi<P> {
         (self.env.now_ns)()
     }
 
-    fn stall_check(&mut self, call: &str, detail: impl FnOnce(&mut String)) -> Result<(), Error> {
+    fn stall_check(
+        &mut self,
+        call: &str,
+        detail: impl FnOnce(&Self, &mut String),
+    ) -> Result<(), Error> {
         if self.now().saturating_sub(self.last_progress) <= self.env.deadlock_ns {
             return Ok(());
         }
         let mut s = String::new();
         let _ = write!(s, "rank {} waits in {call} (", self.rank);
-        detail(&mut s);
+        detail(self, &mut s);
         let _ = write!(
             s,
             ") with no progress for {} ms: deadlock",
@@ -611,22 +615,28 @@ impl<P: FabricApi> Mpi<P> {
     }
 
     /// Blocks until `done` says so, progressing; `call` and `detail` name the wait for a
-    /// deadlock report.
+    /// deadlock report (`detail` runs only then: formatting on every wait cost more than
+    /// a small message's whole trip).
     fn block(
         &mut self,
         call: &str,
-        detail: impl Fn(&mut String),
+        detail: impl Fn(&Self, &mut String),
         mut done: impl FnMut(&mut Self) -> Result<bool, Error>,
     ) -> Result<(), Error> {
         let t = self.now();
         self.last_progress = self.last_progress.max(t);
         loop {
-            self.progress()?;
+            let moved = self.progress()?;
             if done(self)? {
                 return Ok(());
             }
             self.stall_check(call, &detail)?;
-            (self.env.wait)(&mut self.p);
+            // Sleep only when this round moved nothing: what it sent (to ourselves, say)
+            // may already have arrived, and a fabric that mirrors our registers does not
+            // count our own call's effects as news that would wake us.
+            if !moved {
+                (self.env.wait)(&mut self.p);
+            }
         }
     }
 
@@ -691,10 +701,13 @@ impl<P: FabricApi> Mpi<P> {
             moved = true;
             self.incoming(w3, bytes)?;
         }
-        if !self.in_alu {
+        let queued = (self.p.tree_status(self.dma.ep, VC) >> bgpcoll::ST_RCV_HDRS_SHIFT)
+            & bgpcoll::ST_HDRS_MASK;
+        if !self.in_alu && queued != 0 {
             // Outside an ALU reduction nothing on the VC is for us (a result needs our
             // contribution): stray broadcasts on the class. Left there they would fill the
-            // 8-packet FIFO and the next result would be dropped.
+            // 8-packet FIFO and the next result would be dropped. (The status word costs
+            // no call where the service mirrors it.)
             let mut junk = [0u8; 256];
             while self
                 .p
@@ -1132,7 +1145,9 @@ impl<P: FabricApi> Mpi<P> {
     }
 
     /// Waits until the injection FIFO has sent everything (the send buffer and stage are
-    /// free again): a DMA register read continues the caller's own pending injections.
+    /// free again). HEAD may be mirrored (read without a call, which moves nothing): while
+    /// the FIFO is busy, a read of a register that is not (`INJ_NOT_EMPTY`) goes to the
+    /// fabric, and every such call continues the caller's own pending injections.
     fn inj_idle(&mut self) -> Result<(), Error> {
         let ep = self.dma.ep;
         let f = kestrel_spi::INJ_FIFO;
@@ -1148,6 +1163,7 @@ impl<P: FabricApi> Mpi<P> {
             if head == tail {
                 return Ok(());
             }
+            self.p.dma_read(ep, dma::INJ_NOT_EMPTY).map_err(fab)?;
         }
         Err(Error::Fabric(FabricError::BadRegister))
     }
@@ -1442,9 +1458,7 @@ impl<P: FabricApi> Mpi<P> {
 
     fn wait_named(&mut self, r: Request, call: &str) -> Result<(Status, Vec<u8>), Error> {
         if !self.is_done(r)? {
-            let mut d = String::new();
-            self.describe(r, &mut d);
-            self.block(call, |s| s.push_str(&d), |m| m.is_done(r))?;
+            self.block(call, |m, s| m.describe(r, s), |m| m.is_done(r))?;
         }
         self.take_done(r)?.ok_or(Error::Request)
     }
@@ -1454,14 +1468,13 @@ impl<P: FabricApi> Mpi<P> {
         for &r in rs {
             self.is_done(r)?;
         }
-        let mut d = String::new();
-        if let Some(&r) = rs.first() {
-            self.describe(r, &mut d);
-        }
         self.block(
             "MPI_Waitall",
-            |s| {
-                let _ = write!(s, "{} requests, first: {d}", rs.len());
+            |m, s| {
+                let _ = write!(s, "{} requests, first: ", rs.len());
+                if let Some(&r) = rs.first() {
+                    m.describe(r, s);
+                }
             },
             |m| {
                 for &r in rs {
@@ -1496,7 +1509,7 @@ impl<P: FabricApi> Mpi<P> {
         let mut hit = None;
         self.block(
             "MPI_Waitany",
-            |s| {
+            |_, s| {
                 let _ = write!(s, "{} requests", rs.len());
             },
             |m| {
@@ -1598,7 +1611,7 @@ impl<P: FabricApi> Mpi<P> {
         let mut got = None;
         self.block(
             "MPI_Probe",
-            |s| {
+            |_, s| {
                 let _ = write!(s, "source {src}, tag {tag}");
             },
             |m| {

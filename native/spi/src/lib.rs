@@ -245,13 +245,12 @@ impl DmaGroup {
         let at = layout::INJ + self.inj_tail * dma::DESC_BYTES;
         p.mem_write(self.ep, at, &raw)?;
         self.inj_tail = (self.inj_tail + 1) % layout::INJ_ENTRIES;
-        p.dma_write(
-            self.ep,
-            inj_ctr(INJ_COUNTER, dma::CTR_INCREMENT),
-            data.len() as u32,
-        )?;
         let tail = q(self.bus + u64::from(layout::INJ)) + self.inj_tail * dma::DESC_BYTES / 16;
-        p.dma_write(self.ep, inj_fifo(INJ_FIFO, dma::FIFO_TAIL), tail)?;
+        p.dma_write2(
+            self.ep,
+            (inj_ctr(INJ_COUNTER, dma::CTR_INCREMENT), data.len() as u32),
+            (inj_fifo(INJ_FIFO, dma::FIFO_TAIL), tail),
+        )?;
         Ok(true)
     }
 
@@ -263,8 +262,11 @@ impl DmaGroup {
         mut f: impl FnMut(&Packet),
     ) -> Result<usize, P::Error> {
         let ri = dma::VM_GROUP * dma::RCV_FIFOS + RCV_FIFO;
-        // Clear the latch first: a packet landing after the TAIL read raises it again.
-        p.dma_write(self.ep, dma::RCV_THRESHOLD_CLEAR + 4 * (ri / 32), bit(ri))?;
+        // Clear the latch first: a packet landing after the TAIL read raises it again. (Not
+        // needed where the registers are mirrored: a packet's arrival itself wakes us.)
+        if !p.registers_mirrored(self.ep) {
+            p.dma_write(self.ep, dma::RCV_THRESHOLD_CLEAR + 4 * (ri / 32), bit(ri))?;
+        }
         let start = q(self.bus + u64::from(layout::RX));
         let size = layout::RX_BYTES / 16;
         let tail = p.dma_read(self.ep, rcv_fifo(RCV_FIFO, dma::FIFO_TAIL))?;

@@ -27,6 +27,8 @@ pub mod heap;
 pub mod ipc;
 pub mod loader;
 pub mod mem;
+#[cfg(all(target_arch = "powerpc", not(feature = "linux")))]
+pub mod memops;
 pub mod pager;
 pub mod root;
 pub mod rt;

@@ -328,3 +328,38 @@ pub fn timebase() -> u64 {
         }
     }
 }
+
+/// The time base's frequency in Hz (the kernel's `kinfo::CLOCK`; at least 1 MHz), asked once.
+pub fn timebase_hz() -> u32 {
+    use core::sync::atomic::{AtomicU32, Ordering};
+    static HZ: AtomicU32 = AtomicU32::new(0);
+    let hz = HZ.load(Ordering::Relaxed);
+    if hz != 0 {
+        return hz;
+    }
+    let hz = kernel_info(kestrel_abi::kinfo::CLOCK)
+        .map(|v| v[0])
+        .unwrap_or(0)
+        .max(1_000_000);
+    HZ.store(hz, Ordering::Relaxed);
+    hz
+}
+
+/// Nanoseconds of time base since the machine started. A multiply by a 32.32 fixed-point
+/// factor worked out once, not a 128-bit division on every call: MPI asks on every wait
+/// (its deadlock clock and `MPI_Wtime`), and the division cost more than a small message's
+/// trip through the fabric. The factor's truncation is below 2^-32 of the value.
+pub fn now_ns() -> u64 {
+    use core::sync::atomic::{AtomicU32, Ordering};
+    // The factor's two halves (no 64-bit atomics here). Every thread that computes it
+    // stores the same value, so a read that mixes two threads' stores is still right.
+    static HI: AtomicU32 = AtomicU32::new(0);
+    static LO: AtomicU32 = AtomicU32::new(0);
+    let mut f = u64::from(HI.load(Ordering::Relaxed)) << 32 | u64::from(LO.load(Ordering::Relaxed));
+    if f == 0 {
+        f = ((1_000_000_000u128 << 32) / u128::from(timebase_hz())) as u64;
+        HI.store((f >> 32) as u32, Ordering::Relaxed);
+        LO.store(f as u32, Ordering::Relaxed);
+    }
+    ((u128::from(timebase()) * u128::from(f)) >> 32) as u64
+}

@@ -9,108 +9,14 @@
 
 use super::{abort_seen, Job};
 use crate::environment::Universe;
-use kestrel_fabric::coll::PAYLOAD;
-use kestrel_fabric::{
-    Coords, Diagnostic, EpId, Fabric as Engine, FabricApi, FabricError, Grant, Stats, VecMemory,
-    IRQ_WORDS,
-};
+use kestrel_fabric::{EpId, FabricApi};
 use std::cell::{Cell, RefCell};
 use std::string::{String, ToString};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::vec::Vec;
 
-/// One rank's view of the shared engine: every call locks it.
-pub struct Fabric {
-    engine: Arc<Mutex<Engine<VecMemory>>>,
-    ep: EpId,
-}
-
-impl Fabric {
-    fn f(&self) -> MutexGuard<'_, Engine<VecMemory>> {
-        self.engine
-            .lock()
-            .expect("a rank panicked with the engine locked")
-    }
-}
-
-impl FabricApi for Fabric {
-    type Error = FabricError;
-    type Window = u64;
-    fn attach(&mut self, w: u64) -> Result<(EpId, u64), FabricError> {
-        self.f().attach(w)
-    }
-    fn detach(&mut self, ep: EpId) {
-        self.f().detach(ep)
-    }
-    fn window(&self, ep: EpId) -> Option<(u64, u64)> {
-        self.f().window(ep)
-    }
-    fn coords(&self, ep: EpId) -> Coords {
-        self.f().coords(ep)
-    }
-    fn node_address(&self, ep: EpId) -> u32 {
-        self.f().node_address(ep)
-    }
-    fn dma_read(&mut self, ep: EpId, o: u32) -> Result<u32, FabricError> {
-        self.f().dma_read(ep, o)
-    }
-    fn dma_write(&mut self, ep: EpId, o: u32, v: u32) -> Result<(), FabricError> {
-        self.f().dma_write(ep, o, v)
-    }
-    fn dcr_read(&mut self, ep: EpId, d: u32) -> Result<u32, FabricError> {
-        self.f().dcr_read(ep, d)
-    }
-    fn dcr_write(&mut self, ep: EpId, d: u32, v: u32) -> Result<(), FabricError> {
-        self.f().dcr_write(ep, d, v)
-    }
-    fn tree_inject(
-        &mut self,
-        ep: EpId,
-        vc: usize,
-        h: u32,
-        p: &[u8; PAYLOAD],
-    ) -> Result<(), FabricError> {
-        self.f().tree_inject(ep, vc, h, p)
-    }
-    fn tree_receive(
-        &mut self,
-        ep: EpId,
-        vc: usize,
-        p: &mut [u8; PAYLOAD],
-    ) -> Result<Option<u32>, FabricError> {
-        self.f().tree_receive(ep, vc, p)
-    }
-    fn tree_status(&self, ep: EpId, vc: usize) -> u32 {
-        self.f().tree_status(ep, vc)
-    }
-    fn frame_send(&mut self, ep: EpId, fr: &[u8]) -> Result<(), FabricError> {
-        self.f().frame_send(ep, fr)
-    }
-    fn frame_receive(&mut self, ep: EpId, b: &mut [u8]) -> Result<Option<usize>, FabricError> {
-        self.f().frame_receive(ep, b)
-    }
-    fn frames_queued(&self, ep: EpId) -> usize {
-        self.f().frames_queued(ep)
-    }
-    fn irq_lines(&self, ep: EpId) -> [u32; IRQ_WORDS] {
-        self.f().irq_lines(ep)
-    }
-    fn take_changed(&mut self) -> Result<u32, FabricError> {
-        self.f().take_changed()
-    }
-    fn stats(&self, ep: EpId) -> Stats {
-        self.f().stats(ep)
-    }
-    fn take_diagnostic(&mut self, ep: EpId) -> Option<Diagnostic> {
-        self.f().take_diagnostic(ep)
-    }
-    fn mem_read(&mut self, ep: EpId, o: u32, b: &mut [u8]) -> Result<(), FabricError> {
-        self.f().mem_read(ep, o, b)
-    }
-    fn mem_write(&mut self, ep: EpId, o: u32, d: &[u8]) -> Result<(), FabricError> {
-        self.f().mem_write(ep, o, d)
-    }
-}
+/// The shared engine as a rank calls it: every call takes its lock.
+pub type Fabric = kestrel_fabric::shared::Shared;
 
 /// How [`run`] sets a job up.
 #[derive(Clone, Copy, Debug)]
@@ -132,6 +38,8 @@ impl Default for Options {
 }
 
 thread_local! {
+    /// This thread's (rank's) endpoint, for its waits' look for an abort.
+    static MY_EP: Cell<Option<EpId>> = const { Cell::new(None) };
     /// The rank this thread is, until [`crate::initialize`] takes it.
     static PENDING: RefCell<Option<Job<Fabric>>> = const { RefCell::new(None) };
     /// Whether this thread (rank) has called [`crate::initialize`].
@@ -158,7 +66,7 @@ pub fn run<T: Send + 'static>(
 ) -> Vec<Result<T, String>> {
     spawn(n, opts, move |engine, ep, bus, rank| {
         let job = Job {
-            fabric: Fabric { engine, ep },
+            fabric: engine,
             ep,
             bus,
             rank,
@@ -191,7 +99,7 @@ pub fn run_core<T: Send + 'static>(
             now_ns,
             deadlock_ns: opts.deadlock_ms * 1_000_000,
         };
-        let fabric = Fabric { engine, ep };
+        let fabric = engine;
         let mut m = kestrel_mpi::Mpi::init(fabric, ep, bus, rank, n, env)
             .unwrap_or_else(|e| panic!("rank {rank}: MPI_Init: {e}"));
         body(&mut m)
@@ -202,19 +110,9 @@ pub fn run_core<T: Send + 'static>(
 fn spawn<T: Send + 'static>(
     n: u32,
     opts: Options,
-    rank: impl Fn(Arc<Mutex<Engine<VecMemory>>>, EpId, u64, u32) -> T + Send + Sync + 'static,
+    rank: impl Fn(Fabric, EpId, u64, u32) -> T + Send + Sync + 'static,
 ) -> Vec<Result<T, String>> {
-    let mut engine = Engine::new(VecMemory::new());
-    let mut eps = Vec::new();
-    for _ in 0..n {
-        let (ep, base) = engine
-            .attach(opts.window)
-            .expect("an endpoint for each rank");
-        engine.grant(ep, Grant::ALL).expect("grant");
-        engine.memory_mut().set_window(ep, opts.window as usize);
-        eps.push((ep, base));
-    }
-    let engine = Arc::new(Mutex::new(engine));
+    let (engine, eps) = Fabric::with_endpoints(n, opts.window);
     let body = Arc::new(rank);
     let threads: Vec<_> = eps
         .into_iter()
@@ -227,6 +125,7 @@ fn spawn<T: Send + 'static>(
                 .stack_size(16 << 20)
                 .spawn(move || {
                     let mine = engine.clone();
+                    MY_EP.with(|m| m.set(Some(ep)));
                     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         body(mine, ep, bus, r as u32)
                     }));
@@ -235,8 +134,8 @@ fn spawn<T: Send + 'static>(
                         // as a fatal MPI error does, rather than at the others' deadlock
                         // timeout. A poisoned engine cannot be told; the others then end
                         // at their next engine call.
-                        if !engine.is_poisoned() {
-                            let mut f = Fabric { engine, ep };
+                        if !engine.0.is_poisoned() {
+                            let mut f = engine;
                             super::signal_abort(&mut f, ep, r as u32, 1);
                         }
                         std::panic::resume_unwind(e)
@@ -263,7 +162,9 @@ fn panic_message(e: &(dyn std::any::Any + Send)) -> String {
 
 fn wait(f: &mut Fabric) {
     std::thread::yield_now();
-    let ep = f.ep;
+    let Some(ep) = MY_EP.with(Cell::get) else {
+        return;
+    };
     if let Some(from) = abort_seen(f, ep) {
         ended(f, ep, from);
     }

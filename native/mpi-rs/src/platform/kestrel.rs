@@ -168,14 +168,5 @@ fn fatal(line: &str, code: i32) -> ! {
 
 /// The time base in nanoseconds.
 pub fn now_ns() -> u64 {
-    static HZ: AtomicU32 = AtomicU32::new(0);
-    let mut hz = HZ.load(Ordering::Relaxed);
-    if hz == 0 {
-        hz = sys::kernel_info(kestrel_abi::kinfo::CLOCK)
-            .map(|v| v[0])
-            .unwrap_or(0)
-            .max(1_000_000);
-        HZ.store(hz, Ordering::Relaxed);
-    }
-    (u128::from(sys::timebase()) * 1_000_000_000 / u128::from(hz)) as u64
+    sys::now_ns()
 }

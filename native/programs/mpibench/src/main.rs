@@ -3,7 +3,8 @@
 //! timed with the time base (under `-icount shift=0` 0.4 ticks per guest instruction):
 //!
 //! - **ping-pong** between ranks 0 and 1 (`mpibench.pingpong=1`): for each message size
-//!   (0 bytes, then powers of two from 1 byte to `mpibench.max=BYTES`, default 4 MiB) one
+//!   (0 bytes, then powers of two from 1 byte to `mpibench.max=BYTES`, default 4 MiB; only
+//!   those of at least `mpibench.min=BYTES`, default 0, for a profile of one size) one
 //!   checked warm-up round trip, then `mpibench.trials=T` (default 3) trials of K round trips
 //!   (K from 100 down to 2 as the size grows, see [`iters`]); rank 0 prints the best trial
 //!   (as NetPIPE does). One-way latency is ticks / (2 K);
@@ -74,20 +75,11 @@ fn iters(size: usize) -> u32 {
 
 /// The time base in nanoseconds (MPI_Wtime, the core's deadlock timeout).
 fn now_ns() -> u64 {
-    (u128::from(sys::timebase()) * 1_000_000_000 / u128::from(tb_hz())) as u64
+    sys::now_ns()
 }
 
 fn tb_hz() -> u64 {
-    static HZ: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
-    let mut hz = HZ.load(core::sync::atomic::Ordering::Relaxed);
-    if hz == 0 {
-        hz = sys::kernel_info(kestrel_abi::kinfo::CLOCK)
-            .map(|v| v[0])
-            .unwrap_or(0)
-            .max(1_000_000);
-        HZ.store(hz, core::sync::atomic::Ordering::Relaxed);
-    }
-    u64::from(hz)
+    u64::from(sys::timebase_hz())
 }
 
 /// How long a waiting rank sleeps at most (`mpibench.wait_ms`, default 100 as in the ranks
@@ -119,6 +111,7 @@ fn pattern(i: usize, size: usize, dir: u8) -> u8 {
 struct Opts {
     n: u32,
     max: usize,
+    min: usize,
     trials: u32,
     pingpong: bool,
     allreduce: bool,
@@ -135,6 +128,7 @@ fn options() -> Opts {
     let mut o = Opts {
         n: 2,
         max: 4 << 20,
+        min: 0,
         trials: 3,
         pingpong: true,
         allreduce: true,
@@ -155,6 +149,7 @@ fn options() -> Opts {
         match k {
             "n" => o.n = v as u32,
             "max" => o.max = v as usize,
+            "min" => o.min = v as usize,
             "trials" => o.trials = (v as u32).max(1),
             "pingpong" => o.pingpong = v != 0,
             "allreduce" => o.allreduce = v != 0,
@@ -182,9 +177,11 @@ fn my_rank() -> Option<u32> {
         .ok()
 }
 
-/// The sizes of the ping-pong: 0, then 1, 2, 4, ... up to `max`.
-fn sizes(max: usize) -> impl Iterator<Item = usize> {
-    core::iter::once(0).chain((0..31).map(|k| 1usize << k).take_while(move |&s| s <= max))
+/// The sizes of the ping-pong: 0, then 1, 2, 4, ... up to `max`; those below `min` left out.
+fn sizes(min: usize, max: usize) -> impl Iterator<Item = usize> {
+    core::iter::once(0)
+        .chain((0..31).map(|k| 1usize << k).take_while(move |&s| s <= max))
+        .filter(move |&s| s >= min)
 }
 
 /// Gives the heap a region of `bytes` of RAM from the root task at `va` (ping-pong ranks).
@@ -203,7 +200,7 @@ fn pingpong(mpi: &mut Mpi<Service>, o: &Opts, me: u32) -> Result<(), kestrel_mpi
     let peer = 1 - me as i32;
     let mut out = vec![0u8; o.max];
     let mut got = vec![0u8; o.max];
-    for size in sizes(o.max) {
+    for size in sizes(o.min, o.max) {
         let dir = me as u8;
         for (i, b) in out[..size].iter_mut().enumerate() {
             *b = pattern(i, size, dir);
@@ -395,7 +392,7 @@ fn rank(o: &Opts, me: u32, local: u32) -> u32 {
                 pingpong(mpi, o, me)?;
             } else {
                 // Ranks 2.. join the ping-pong's barriers and checks only.
-                for _ in sizes(o.max) {
+                for _ in sizes(o.min, o.max) {
                     mpi.barrier(WORLD)?;
                     for _ in 0..o.trials {
                         mpi.barrier(WORLD)?;

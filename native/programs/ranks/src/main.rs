@@ -273,16 +273,7 @@ impl core::fmt::Display for RunError {
 
 /// The time base in nanoseconds (MPI_Wtime, the deadlock timeout).
 fn now_ns() -> u64 {
-    static HZ: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
-    let mut hz = HZ.load(core::sync::atomic::Ordering::Relaxed);
-    if hz == 0 {
-        hz = sys::kernel_info(kestrel_abi::kinfo::CLOCK)
-            .map(|v| v[0])
-            .unwrap_or(0)
-            .max(1_000_000);
-        HZ.store(hz, core::sync::atomic::Ordering::Relaxed);
-    }
-    (u128::from(sys::timebase()) * 1_000_000_000 / u128::from(hz)) as u64
+    sys::now_ns()
 }
 
 fn wait(p: &mut Service) {

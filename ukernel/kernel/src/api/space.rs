@@ -459,6 +459,24 @@ pub fn refill(k: &mut Kernel, sid: u16, va: u32, access: Rights) -> bool {
     let Some((e, _)) = lookup_or_sigma0(k, sid, va) else {
         return false;
     };
+    install(k, sid, va, e, access)
+}
+
+/// [`refill`] for a pte that is already present: the TLB-miss fast path
+/// (`glue::trap::tlb_miss_fast`), which leaves sigma0's on-demand mappings and every
+/// fault to the general path. Returns false, having changed nothing, unless `va` is
+/// present in `sid` with `access`.
+#[inline(always)]
+pub fn refill_present(k: &mut Kernel, sid: u16, va: u32, access: Rights) -> bool {
+    match lookup(k, sid, va) {
+        Some((e, _)) => install(k, sid, va, e, access),
+        None => false,
+    }
+}
+
+/// Writes the TLB entry for `va` of `sid` from its pte `e` if `e` grants `access`.
+#[inline(always)]
+fn install(k: &mut Kernel, sid: u16, va: u32, e: u32, access: Rights) -> bool {
     if !effective_rights(e).contains(access) {
         return false;
     }

@@ -18,8 +18,47 @@ use kestrel_abi::{label, ExceptionClass, MsgTag, Rights, TracePoint, USER_BASE, 
 
 #[no_mangle]
 extern "C" fn kestrel_trap(frame: *mut TrapFrame, vec: u32) -> *mut TrapFrame {
+    if (vec == vector::DTLB_MISS || vec == vector::ITLB_MISS) && tlb_miss_fast(frame, vec) {
+        return frame;
+    }
     // SAFETY: the entry code passes the frame it has just filled.
     unsafe { dispatch(frame, vec, Insn::Unknown) }
+}
+
+/// The TLB-miss fast path: a native thread's miss on a page its space has present (the
+/// common case: the 440's 64-entry TLB holds only a few pages of each of the spaces an
+/// IPC round trip touches) is refilled and the thread resumed, without the general
+/// dispatcher's vCPU checks and scheduler pass. Anything else (a vCPU, a fault, sigma0's
+/// on-demand mappings, an address outside user space) returns false, having changed
+/// nothing, and takes the general path, which reads DEAR and ESR again.
+#[inline(never)]
+fn tlb_miss_fast(frame: *mut TrapFrame, vec: u32) -> bool {
+    let k = kernel();
+    // SAFETY: the entry code passes the frame it has just filled; only read here.
+    let saved_msr = unsafe { (*frame).regs.msr };
+    // A native user thread (vCPUs run in translation space 1).
+    if saved_msr & (msr::PR | msr::IS | msr::DS) != msr::PR {
+        return false;
+    }
+    let cur = k.current;
+    if k.threads[cur].vcpu != thread::NO_VCPU {
+        return false;
+    }
+    let (va, access) = if vec == vector::DTLB_MISS {
+        let write = spr::read::<{ ppc440::spr::ESR }>() & esr::ST != 0;
+        (
+            spr::read::<{ ppc440::spr::DEAR }>(),
+            if write { Rights::W } else { Rights::R },
+        )
+    } else {
+        // SAFETY: as above.
+        (unsafe { (*frame).regs.ip }, Rights::X)
+    };
+    if !(USER_BASE..USER_END).contains(&va) {
+        return false;
+    }
+    let sid = k.threads[cur].space;
+    space::refill_present(k, sid, va, access)
 }
 
 /// Program interrupts have their own entry: most are a guest kernel's privileged

@@ -73,6 +73,7 @@ pub static TESTS: &[Test] = &[
     ("kernel_info_and_timebase", errors::kernel_info_and_timebase),
     // Memory
     ("map_child_reads_page", mem::map_child_reads_page),
+    ("memops_match_a_byte_loop", mem::memops_match_a_byte_loop),
     (
         "map_shared_writes_both_ways",
         mem::map_shared_writes_both_ways,
