@@ -80,18 +80,11 @@ fn core<T>(
 }
 
 impl<P: FabricApi> Face<P> {
-    /// The face over a core just initialized (`Mpi::init` returned): `MPI_Init`'s end.
-    ///
-    /// Before anything else, every rank waits until all have left `Mpi::init`, by an
-    /// allgather of nothing on `MPI_COMM_WORLD`, which the core runs in software (point to
-    /// point). Without it, an ALU reduction (a barrier, an integer allreduce) started right
-    /// after `MPI_Init` deadlocked now and then on a loaded host: some ranks never saw its
-    /// result, most likely dropped from a collective FIFO filled by the start-up hellos still
-    /// going between ranks that finished `MPI_Init` and ranks that had not (the core's open
-    /// issue, ADR 0035); 5 of 25 runs of tests/face.rs failed that way, 0 of 25 with this.
-    pub fn start(mut mpi: Mpi<P>) -> Result<Face<P>, ErrorClass> {
+    /// The face over a core just initialized (`Mpi::init` returned): `MPI_Init`'s end. (The
+    /// core's wire-up is an ALU census that every rank leaves together, ADR 0035: nothing
+    /// more is needed before the first collective.)
+    pub fn start(mpi: Mpi<P>) -> Result<Face<P>, ErrorClass> {
         let last = Cell::new(None);
-        core(&last, mpi.allgather(kestrel_mpi::WORLD, &[], &mut []))?;
         Ok(Face {
             mpi,
             comms: Comms::new(),
@@ -154,7 +147,6 @@ impl<P: FabricApi> Face<P> {
         let c = self.comm(h)?;
         self.comms.room()?;
         let new = core(&self.last, self.mpi.comm_dup(c))?;
-        self.settle(c)?;
         self.comms.add(new, h)
     }
 
@@ -164,22 +156,10 @@ impl<P: FabricApi> Face<P> {
         let color = args::split_color(color)?;
         self.comms.room()?;
         let new = core(&self.last, self.mpi.comm_split(c, color, key))?;
-        self.settle(c)?;
         match new {
             Some(new) => self.comms.add(new, h),
             None => Ok(abi::MPI_COMM_NULL),
         }
-    }
-
-    /// A barrier on the parent of a communicator just made, so that no rank sends on the new
-    /// one before every rank knows it. The core drops a message whose context it does not
-    /// know yet (counted in `Stats::bad`, its credits lost): without this, the first
-    /// collective on a new communicator lost the messages of the ranks that got there first
-    /// (a barrier right after `MPI_Comm_dup` deadlocked every time, host and target). Once
-    /// any rank has left this barrier, every rank of the parent has entered it, after making
-    /// the new communicator.
-    fn settle(&mut self, parent: Comm) -> Result<(), ErrorClass> {
-        core(&self.last, self.mpi.barrier(parent))
     }
 
     /// `MPI_Comm_free` (not of `MPI_COMM_WORLD` or `MPI_COMM_SELF`: `Err(Comm)`).

@@ -243,17 +243,10 @@ pub fn initialize_with<P: FabricApi + 'static>(job: Job<P>) -> Option<Universe> 
         fatal,
         ended,
     } = job;
-    let mut mpi = match Mpi::init(fabric, ep, bus, rank, size, env) {
+    let mpi = match Mpi::init(fabric, ep, bus, rank, size, env) {
         Ok(m) => m,
         Err(e) => fatal(&format!("rank {rank}: MPI_Init: {e}"), 1),
     };
-    if let Err(e) = settle(&mut mpi) {
-        let what = match (e, mpi.deadlock_report()) {
-            (kestrel_mpi::Error::Deadlock, Some(r)) => format!("MPI_ERR_OTHER: deadlock: {r}"),
-            _ => format!("{e}"),
-        };
-        fatal(&format!("rank {rank}: MPI_Init: {what}"), 1);
-    }
     Some(Universe {
         state: Rc::new(State {
             core: RefCell::new(Box::new(Core { mpi, ended })),
@@ -262,30 +255,6 @@ pub fn initialize_with<P: FabricApi + 'static>(job: Job<P>) -> Option<Universe> 
             finalized: Cell::new(false),
         }),
     })
-}
-
-/// A barrier over point-to-point messages on the world, before the program sees MPI: when
-/// it ends every rank has finished the core's start-up, so no start-up hello is sent any
-/// more. Without it the hellos of slow starters can fill a fast rank's collective FIFO
-/// during its first ALU reduction and drop the result there (an intermittent deadlock of the
-/// core, issue 19). Tag [`kestrel_mpi::TAG_UB`] on the world cannot meet a program's
-/// message: no rank has returned from MPI_Init yet, and each rank's messages arrive in
-/// order.
-fn settle<P: FabricApi>(m: &mut Mpi<P>) -> Result<(), kestrel_mpi::Error> {
-    let (w, tag) = (kestrel_mpi::WORLD, kestrel_mpi::TAG_UB);
-    let n = m.size(w)?;
-    if m.rank(w)? == 0 {
-        for r in 1..n {
-            m.recv(w, r, tag, &mut [])?;
-        }
-        for r in 1..n {
-            m.send(w, r, tag, &[])?;
-        }
-    } else {
-        m.send(w, 0, tag, &[])?;
-        m.recv(w, 0, tag, &mut [])?;
-    }
-    Ok(())
 }
 
 /// MPI_Wtime: seconds since some time in the past (on Kestrel the time base, on the host

@@ -132,19 +132,11 @@ pub trait Communicator: AsHandle {
     }
 
     /// MPI_Comm_dup: a new communicator with the same ranks, whose messages never match
-    /// this one's. Collective.
-    ///
-    /// Both this and the splits end with a barrier on this communicator: the MPI core drops
-    /// a message on a communicator the receiving rank has not finished making yet, so no
-    /// rank may send on the new one before every rank has it (issue 19: a workaround until
-    /// the core keeps such messages).
+    /// this one's. Collective. (A message on it that reaches a rank still making it waits
+    /// there until the rank has it: `Mpi::made`.)
     fn duplicate(&self) -> SimpleCommunicator {
         let h = self.as_handle();
-        let comm = h.call_collective("MPI_Comm_dup", |b, c| {
-            let new = b.comm_dup(c)?;
-            b.barrier(c)?;
-            Ok(new)
-        });
+        let comm = h.call_collective("MPI_Comm_dup", |b, c| b.comm_dup(c));
         SimpleCommunicator::owned(h.state.clone(), comm)
     }
 
@@ -157,11 +149,7 @@ pub trait Communicator: AsHandle {
     /// MPI_Comm_split: ranks of one colour, ordered by `key` and then by their rank here.
     fn split_by_color_with_key(&self, color: Color, key: Key) -> Option<SimpleCommunicator> {
         let h = self.as_handle();
-        let comm = h.call_collective("MPI_Comm_split", |b, c| {
-            let new = b.comm_split(c, color.0, key)?;
-            b.barrier(c)?;
-            Ok(new)
-        })?;
+        let comm = h.call_collective("MPI_Comm_split", |b, c| b.comm_split(c, color.0, key))?;
         Some(SimpleCommunicator::owned(h.state.clone(), comm))
     }
 
