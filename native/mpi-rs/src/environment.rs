@@ -100,10 +100,14 @@ impl State {
         self.end(&format!("rank {}: {call}: {what}", self.rank), 1)
     }
 
-    /// Ends the job with `line` (MPI_Abort's way).
+    /// Ends the job with `line` (MPI_Abort's way). If another rank has ended it already
+    /// (its abort packet is here), this rank ends quietly instead: one line per job. Ranks
+    /// that wait on each other reach their deadlock timeouts together; the ones after the
+    /// first see its abort here.
     pub(crate) fn end(&self, line: &str, code: i32) -> ! {
         if let Ok(mut core) = self.core.try_borrow_mut() {
             if !self.finalized.get() {
+                core.check_abort();
                 core.signal_abort(code);
                 core.detach();
             }

@@ -45,6 +45,9 @@ pub const PROC_NULL: i32 = -2;
 pub const TAG_UB: i32 = 0x3fff_ffff;
 /// The collective VC the ALU reductions use (bgnet uses VC 0).
 pub const VC: usize = 1;
+/// How much longer each rank number waits before it calls a wait a deadlock (see
+/// `Mpi::stall_check`).
+pub const DEADLOCK_STAGGER_NS: u64 = 20_000_000;
 /// The class route of the ALU reductions and of the start-up census.
 pub const CLASS: u32 = bgpcoll::MPI_CLASS;
 /// Most bytes one direct put moves (one engine call moves at most 1 MiB).
@@ -599,7 +602,14 @@ impl<P: FabricApi> Mpi<P> {
         call: &str,
         detail: impl FnOnce(&Self, &mut String),
     ) -> Result<(), Error> {
-        if self.now().saturating_sub(self.last_progress) <= self.env.deadlock_ns {
+        // Ranks that wait on each other reach the timeout together; rank r waits r times
+        // `DEADLOCK_STAGGER_NS` longer, so the lowest reports first and the others have
+        // time to hear that it ended the job (one line per job, not one per rank).
+        let limit = self
+            .env
+            .deadlock_ns
+            .saturating_add(u64::from(self.rank) * DEADLOCK_STAGGER_NS);
+        if self.now().saturating_sub(self.last_progress) <= limit {
             return Ok(());
         }
         let mut s = String::new();
