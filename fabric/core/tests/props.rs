@@ -189,6 +189,36 @@ fn random_traffic_moves_data() {
     assert_eq!(f.stats(EpId(1)).dma_packets_received, 2);
 }
 
+/// A driver's send from endpoint `e`: descriptor `d` written at its injection FIFO 0's TAIL
+/// (when that lies in its window), then TAIL advanced (wrapping at END).
+fn post<M: kestrel_fabric::Memory>(
+    f: &mut Fabric<M>,
+    e: u8,
+    d: &[u32; 8],
+    bytes: impl Fn(&mut M) -> &mut Vec<u8>,
+) {
+    let ep = EpId(e);
+    let (Ok(tail), Ok(start), Ok(end)) = (
+        f.dma_read(ep, inj_fifo(0, FIFO_TAIL)),
+        f.dma_read(ep, inj_fifo(0, FIFO_START)),
+        f.dma_read(ep, inj_fifo(0, FIFO_END)),
+    ) else {
+        return;
+    };
+    let at = (u64::from(tail) << 4).wrapping_sub(base(e));
+    if at.checked_add(32).is_some_and(|x| x <= W as u64) {
+        let a = G + e as usize * (W + G) + at as usize;
+        let raw: Vec<u8> = d.iter().flat_map(|w| w.to_be_bytes()).collect();
+        bytes(f.memory_mut())[a..a + 32].copy_from_slice(&raw);
+    }
+    let next = if tail.wrapping_add(2) >= end {
+        start
+    } else {
+        tail.wrapping_add(2)
+    };
+    let _ = f.dma_write(ep, inj_fifo(0, FIFO_TAIL), next);
+}
+
 /// Runs `ops` on a fresh fabric (three configured endpoints and the bystander) and checks
 /// the isolation properties after every op; returns the packets delivered.
 fn run_ops(ops: Vec<Op>) -> Result<u64, TestCaseError> {
@@ -220,27 +250,7 @@ fn run_ops(ops: Vec<Op>) -> Result<u64, TestCaseError> {
                 let bytes: Vec<u8> = d.iter().flat_map(|w| w.to_be_bytes()).collect();
                 f.memory_mut().bytes[a..a + 32].copy_from_slice(&bytes);
             }
-            Op::Post(e, d) => {
-                let ep = EpId(e);
-                if let (Ok(tail), Ok(start), Ok(end)) = (
-                    f.dma_read(ep, inj_fifo(0, FIFO_TAIL)),
-                    f.dma_read(ep, inj_fifo(0, FIFO_START)),
-                    f.dma_read(ep, inj_fifo(0, FIFO_END)),
-                ) {
-                    let at = (u64::from(tail) << 4).wrapping_sub(base(e));
-                    if at.checked_add(32).is_some_and(|e| e <= W as u64) {
-                        let a = G + e as usize * (W + G) + at as usize;
-                        let bytes: Vec<u8> = d.iter().flat_map(|w| w.to_be_bytes()).collect();
-                        f.memory_mut().bytes[a..a + 32].copy_from_slice(&bytes);
-                    }
-                    let next = if tail.wrapping_add(2) >= end {
-                        start
-                    } else {
-                        tail.wrapping_add(2)
-                    };
-                    let _ = f.dma_write(ep, inj_fifo(0, FIFO_TAIL), next);
-                }
-            }
+            Op::Post(e, d) => post(&mut f, e, &d, |m| &mut m.bytes),
             Op::Tree(e, vc, h, s) => {
                 let p: [u8; 256] = pattern(256, s).try_into().unwrap();
                 let _ = f.tree_inject(EpId(e), vc, h, &p);
@@ -397,28 +407,7 @@ fn observe<M: kestrel_fabric::Memory>(
             Op::Dcr(e, d, v) => {
                 let _ = f.dcr_write(EpId(e), d, v);
             }
-            Op::Desc(e, _, d) | Op::Post(e, d) => {
-                // A driver's send: the descriptor at injection FIFO 0's TAIL, TAIL advanced.
-                let ep = EpId(e);
-                if let (Ok(tail), Ok(start), Ok(end)) = (
-                    f.dma_read(ep, inj_fifo(0, FIFO_TAIL)),
-                    f.dma_read(ep, inj_fifo(0, FIFO_START)),
-                    f.dma_read(ep, inj_fifo(0, FIFO_END)),
-                ) {
-                    let at = (u64::from(tail) << 4).wrapping_sub(base(e));
-                    if at.checked_add(32).is_some_and(|x| x <= W as u64) {
-                        let a = G + e as usize * (W + G) + at as usize;
-                        let raw: Vec<u8> = d.iter().flat_map(|w| w.to_be_bytes()).collect();
-                        bytes(f.memory_mut())[a..a + 32].copy_from_slice(&raw);
-                    }
-                    let next = if tail.wrapping_add(2) >= end {
-                        start
-                    } else {
-                        tail.wrapping_add(2)
-                    };
-                    let _ = f.dma_write(ep, inj_fifo(0, FIFO_TAIL), next);
-                }
-            }
+            Op::Desc(e, _, d) | Op::Post(e, d) => post(&mut f, e, &d, &bytes),
             _ => {}
         }
         f.poll();
