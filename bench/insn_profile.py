@@ -11,7 +11,7 @@ Runs QEMU with `-singlestep -d exec,nochain` (one translation block per guest in
 each execution logged), streams the log through a FIFO, and once the trigger instruction
 (exitbench's `mfdcr` of the UIC, the `sc` of ipcbench's client, or for `fabric` the `sc`
 of kestrel-fabric-ranks's IPC in its `ranks.bench=` loop of DMA register reads, for `mpi` the
-entry of `Mpi::isend_ctx` (Mpi::send) in mpibench's ping-pong of `--size` bytes (8), once per one-way message) has executed `--skip`
+entry of `Mpi::isend_full` (Mpi::send) in mpibench's ping-pong of `--size` bytes (8), once per one-way message) has executed `--skip`
 times, records every executed pc up to its next execution: one round trip. The pcs are mapped
 to symbols of the ELF files (kernel, VMM or ipcbench, guest; `powerpc-linux-gnu-nm`) and
 printed as a per-symbol breakdown in execution order (consecutive pcs in one symbol form one
@@ -106,8 +106,25 @@ def symbol_entry(elf: Path, name: str) -> set[int]:
     return found
 
 
-def capture(node: qemu.Node, trigger: set[int], skip: int, timeout: int) -> list[int]:
-    """Runs `node` single-stepped and returns the pcs of one trigger-to-trigger period."""
+def call_sites(elf: Path, targets: set[int]) -> set[int]:
+    """The addresses of `elf`'s `bl` instructions to any of `targets`."""
+    out = subprocess.run([OBJDUMP, "-d", str(elf)], check=True, capture_output=True,
+                         text=True).stdout
+    found = set()
+    for line in out.splitlines():
+        m = re.match(r"^\s*([0-9a-f]+):\s+(?:[0-9a-f]{2} ){4}\s*bl\s+([0-9a-f]+)", line)
+        if m and int(m.group(2), 16) in targets:
+            found.add(int(m.group(1), 16))
+    return found
+
+
+def capture(node: qemu.Node, trigger: set[int], skip: int, timeout: int,
+            callers: set[int] | None = None) -> list[int]:
+    """Runs `node` single-stepped and returns the pcs of one trigger-to-trigger period.
+    With `callers`, a trigger counts only after one of those pcs (its call sites) ran since
+    the last one counted (a TLB miss may come between the call and the entry): programs
+    linked at the same addresses (the fabric service and a native program) may run other
+    code at the trigger's address."""
     with tempfile.TemporaryDirectory() as tmp:
         fifo = Path(tmp) / "exec.log"
         os.mkfifo(fifo)
@@ -115,7 +132,7 @@ def capture(node: qemu.Node, trigger: set[int], skip: int, timeout: int) -> list
         cmd = ["timeout", str(timeout), *node.command()]
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
-        seen, period = 0, []
+        seen, period, armed = 0, [], callers is None
         try:
             with open(fifo, "rb", buffering=1 << 20) as log:
                 for line in log:
@@ -123,7 +140,10 @@ def capture(node: qemu.Node, trigger: set[int], skip: int, timeout: int) -> list
                     if not m:
                         continue
                     pc = int(m.group(1), 16)
-                    if pc in trigger:
+                    if callers is not None and pc in callers:
+                        armed = True
+                    if pc in trigger and armed:
+                        armed = callers is None
                         seen += 1
                         if seen == skip + 2:
                             break
@@ -170,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     out = qemu.out_dir()
     kernel = qemu.kestrel_kernel()
     log = qemu.logs_dir() / f"insn-profile-{args.what}.bootmod"
+    callers: set[int] | None = None
     if args.what == "vmm":
         guest = qemu.resolve_elf("kestrel-exitbench")
         image = qemu.vmm_image(guest)
@@ -202,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
                                          f"mpibench.max={args.size}",
                                          "mpibench.allreduce=0"])
         elves = [("kernel", kernel), ("fabric", service), ("mpibench", bench)]
-        trigger = symbol_entry(bench, ">::isend_ctx")  # Mpi::send's body (inlined)
+        trigger = symbol_entry(bench, ">::isend_full")  # Mpi::send's body (inlined)
+        callers = call_sites(bench, trigger)
     else:
         task = qemu.resolve_elf("ipcbench")
         image = qemu.BootImage(root=qemu.Module("ipcbench", task))
@@ -211,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         trigger = sc_in(task, "measure")
     if not trigger:
         raise SystemExit("insn_profile: no trigger instruction found")
-    period = capture(node, trigger, args.skip, args.timeout)
+    period = capture(node, trigger, args.skip, args.timeout, callers)
     report(period, Symbols(elves), args.listing)
     return 0
 

@@ -390,6 +390,12 @@ impl FabricApi for Service {
             .map(|_| ())
     }
 
+    fn window_offset_of(&self, ep: EpId, addr: usize, len: usize) -> Option<u32> {
+        let a = self.attached(ep)?;
+        let off = addr.checked_sub(a.window as usize)?;
+        (off.checked_add(len)? <= a.len as usize).then_some(off as u32)
+    }
+
     fn registers_mirrored(&self, ep: EpId) -> bool {
         self.attached(ep).is_some_and(|a| a.mirrored)
     }

@@ -165,4 +165,13 @@ pub trait FabricApi {
 
     /// Writes the caller's own view of `ep`'s window at `offset`.
     fn mem_write(&mut self, ep: EpId, offset: u32, data: &[u8]) -> Result<(), Self::Error>;
+
+    /// The window offset of the caller's memory `[addr, addr + len)` if all of it lies
+    /// inside `ep`'s window as the caller sees it, so the DMA can put from it or into it
+    /// directly (zero-copy rendezvous). `None` (the default) where the caller's memory is
+    /// not the window, as for the in-process engine whose windows are its own.
+    fn window_offset_of(&self, ep: EpId, addr: usize, len: usize) -> Option<u32> {
+        let _ = (ep, addr, len);
+        None
+    }
 }

@@ -116,4 +116,12 @@ impl FabricApi for Shared {
     fn mem_write(&mut self, ep: EpId, o: u32, d: &[u8]) -> Result<(), FabricError> {
         self.lock().mem_write(ep, o, d)
     }
+    /// Each window is a `Vec` of this process that never moves: memory inside it is the
+    /// window, as a Kestrel program's heap kept in its window is (host tests of zero-copy).
+    fn window_offset_of(&self, ep: EpId, addr: usize, len: usize) -> Option<u32> {
+        let f = self.lock();
+        let w = f.memory().window(ep);
+        let off = addr.checked_sub(w.as_ptr() as usize)?;
+        (off.checked_add(len)? <= w.len()).then_some(u32::try_from(off).ok()?)
+    }
 }

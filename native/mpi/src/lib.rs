@@ -50,8 +50,11 @@ pub const VC: usize = 1;
 pub const DEADLOCK_STAGGER_NS: u64 = 20_000_000;
 /// The class route of the ALU reductions and of the start-up census.
 pub const CLASS: u32 = bgpcoll::MPI_CLASS;
-/// Most bytes one direct put moves (one engine call moves at most 1 MiB).
-pub const CHUNK_MAX: usize = 512 * 1024;
+/// Most bytes one direct put moves (one engine call moves at most 1 MiB): a stage.
+pub const CHUNK_MAX: usize = layout::STAGE_MAX as usize;
+/// Window offset from which a program may keep its own memory (its heap) in its window:
+/// large messages from and into memory there go without a copy (`layout::FREE`).
+pub const WINDOW_FREE: u32 = layout::FREE;
 /// Reception-ring bytes kept for messages that are not MPI's (bgnet frames).
 pub const FOREIGN_RESERVE: u32 = 4096;
 /// Messages kept for communicators not made yet before more are dropped (counted).
@@ -214,6 +217,10 @@ pub struct Stats {
     pub ignored: u32,
     /// Rendezvous chunks received.
     pub chunks: u32,
+    /// Of those, chunks the DMA put straight into the receive's memory (in the window).
+    pub chunks_direct: u32,
+    /// Rendezvous chunks this rank put straight from the send's memory (in the window).
+    pub puts_direct: u32,
     /// Sends that waited for credits at least once.
     pub credit_waits: u32,
     /// Eager sends turned into rendezvous because the receiver's data pool was full.
@@ -278,16 +285,22 @@ struct Incoming {
 enum State {
     /// An eager send waiting for credits.
     SendEager,
-    /// A rendezvous send: `data` waits for CTS from `dest`.
+    /// A rendezvous send: `data` waits for CTS from `dest`; or, for a blocking send of
+    /// memory inside the window (`at`: window offset and length), nothing is copied and
+    /// `data` is empty: the chunks are put from the caller's buffer, which the call holds.
     SendRdv {
         dest: u32,
         data: Vec<u8>,
+        at: Option<(u32, usize)>,
     },
+    /// A posted receive of at most `cap` bytes; `into`: the window offset of a blocking
+    /// receive's buffer (inside the window), where a rendezvous message is put directly.
     Recv {
         ctx: u32,
         src: i32,
         tag: i32,
         cap: usize,
+        into: Option<u32>,
     },
     /// A matched rendezvous receive, in `rdv_wait` or active.
     RecvRdv {
@@ -298,6 +311,7 @@ enum State {
         len: usize,
         stage: u32,
         data: Vec<u8>,
+        into: Option<u32>,
         off: usize,
     },
     Done(Status, Vec<u8>),
@@ -307,10 +321,12 @@ struct Req {
     state: State,
 }
 
-/// A rendezvous receive whose chunk is on its way: `n` bytes at message offset `off`.
+/// A rendezvous receive whose chunk of `n` bytes is on its way, into the receive stage or
+/// (`direct`) straight into the receive's memory in the window.
 struct Active {
     req: u32,
     n: usize,
+    direct: bool,
 }
 
 /// One rank's MPI library.
@@ -448,7 +464,7 @@ impl<P: FabricApi> Mpi<P> {
             eager_max -= 1;
         }
         let user = layout::USER;
-        let free = win.saturating_sub(user) / 2 / 16 * 16;
+        let free = win.saturating_sub(user).min(2 * layout::STAGE_MAX) / 2 / 16 * 16;
         Limits {
             q_ctl,
             q_data,
@@ -876,12 +892,12 @@ impl<P: FabricApi> Mpi<P> {
     /// Receive `id` matched message `inc`.
     fn matched(&mut self, id: u32, inc: Incoming) -> Result<(), Error> {
         let Some(Req {
-            state: State::Recv { cap, .. },
+            state: State::Recv { cap, into, .. },
         }) = self.reqs.get(&id)
         else {
             return Err(Error::Request);
         };
-        let cap = *cap;
+        let (cap, into) = (*cap, *into);
         match inc.body {
             Unexp::Eager { mut data, cost } => {
                 self.peers[inc.src_world as usize].freed_data += cost;
@@ -948,7 +964,13 @@ impl<P: FabricApi> Mpi<P> {
                         sid,
                         len,
                         stage,
-                        data: vec![0; len],
+                        // A blocking receive's own buffer takes the data directly.
+                        data: if into.is_some() {
+                            Vec::new()
+                        } else {
+                            vec![0; len]
+                        },
+                        into,
                         off: 0,
                     };
                 }
@@ -990,6 +1012,8 @@ impl<P: FabricApi> Mpi<P> {
                     len,
                     stage,
                     off,
+                    data,
+                    into,
                     ..
                 },
         }) = self.reqs.get(&id)
@@ -998,9 +1022,16 @@ impl<P: FabricApi> Mpi<P> {
             return Err(Error::Request);
         };
         let (src_world, sid, len, stage, off) = (*src_world, *sid, *len, *stage, *off);
+        // Straight into the receive's memory where it lies in the window (a blocking
+        // receive's buffer, or the request's own buffer when the heap is there).
+        let direct = into.or_else(|| self.direct_offset(data.as_ptr() as usize, data.len()));
         let (so, sl) = self.limits.recv_stage;
         let n = (len - off)
-            .min(sl as usize)
+            .min(if direct.is_some() {
+                CHUNK_MAX
+            } else {
+                sl as usize
+            })
             .min(stage as usize)
             .min(CHUNK_MAX);
         if n == 0 {
@@ -1008,7 +1039,10 @@ impl<P: FabricApi> Mpi<P> {
             return Err(Error::Count);
         }
         let c = RDV_COUNTER;
-        let base = self.dma.bus + u64::from(so);
+        // The counter's base is in 16-byte units: a chunk starting elsewhere is put at an
+        // offset from it.
+        let at = self.dma.bus + u64::from(direct.map_or(so, |o| o + off as u32));
+        let (base, put) = (at & !15, at & 15);
         let from = self.coords[src_world as usize];
         let p = &mut self.p;
         let ep = self.dma.ep;
@@ -1019,7 +1053,7 @@ impl<P: FabricApi> Mpi<P> {
         p.dma_write(
             ep,
             dma::rcv_ctr(c, dma::CTR_LIMIT),
-            ((base + n as u64 - 1) >> 4) as u32,
+            ((at + n as u64 - 1) >> 4) as u32,
         )
         .map_err(fab)?;
         p.dma_write(ep, dma::rcv_ctr(c, dma::CTR_COUNT), n as u32)
@@ -1035,7 +1069,11 @@ impl<P: FabricApi> Mpi<P> {
         p.dma_write(ep, dma::RCV_CTR_ENABLE + 4 * (c / 32), bit(c))
             .map_err(fab)?;
         self.rdv_wait.pop_front();
-        self.active = Some(Active { req: id, n });
+        self.active = Some(Active {
+            req: id,
+            n,
+            direct: direct.is_some(),
+        });
         self.queue_ctl(
             src_world,
             Hdr {
@@ -1044,6 +1082,7 @@ impl<P: FabricApi> Mpi<P> {
                 b: dma::VM_GROUP * dma::COUNTERS + c,
                 c: off as u64,
                 d: n as u32,
+                len: put,
                 ..Hdr::default()
             },
         );
@@ -1052,7 +1091,7 @@ impl<P: FabricApi> Mpi<P> {
 
     /// Takes in a finished chunk of the active rendezvous receive.
     fn rdv_progress(&mut self) -> Result<bool, Error> {
-        let Some(Active { req, n }) = self.active else {
+        let Some(Active { req, n, direct }) = self.active else {
             return Ok(false);
         };
         let c = RDV_COUNTER;
@@ -1065,6 +1104,7 @@ impl<P: FabricApi> Mpi<P> {
             return Ok(false);
         }
         self.stats.chunks += 1;
+        self.stats.chunks_direct += u32::from(direct);
         self.p
             .dma_write(ep, dma::RCV_CTR_DISABLE + 4 * (c / 32), bit(c))
             .map_err(fab)?;
@@ -1091,9 +1131,11 @@ impl<P: FabricApi> Mpi<P> {
         else {
             return Err(Error::Request);
         };
-        self.p
-            .mem_read(ep, so, &mut data[*off..*off + n])
-            .map_err(fab)?;
+        if !direct {
+            self.p
+                .mem_read(ep, so, &mut data[*off..*off + n])
+                .map_err(fab)?;
+        }
         *off += n;
         if *off == *len {
             let st = Status {
@@ -1114,7 +1156,7 @@ impl<P: FabricApi> Mpi<P> {
     /// A CTS from `from` for send request `h.a`: put the chunk it names.
     fn cts(&mut self, from: u32, h: &Hdr) -> Result<(), Error> {
         let Some(Req {
-            state: State::SendRdv { dest, data },
+            state: State::SendRdv { dest, data, at },
         }) = self.reqs.get(&h.a)
         else {
             self.stats.bad += 1;
@@ -1125,19 +1167,33 @@ impl<P: FabricApi> Mpi<P> {
             return Ok(());
         }
         let (off, n) = (h.c as usize, h.d as usize);
+        let len = at.map_or(data.len(), |(_, l)| l);
         let (so, sl) = self.limits.send_stage;
         if n > 0 {
-            if off.checked_add(n).is_none_or(|e| e > data.len()) || n > sl as usize || n > CHUNK_MAX
-            {
+            if off.checked_add(n).is_none_or(|e| e > len) || n > CHUNK_MAX || h.len > 15 {
                 return Err(Error::Protocol);
             }
             let to = self.coords[from as usize];
-            let chunk = &data[off..off + n];
-            self.dma
-                .inject(&mut self.p, to, so, chunk, 0, h.b << 24, true)
-                .map_err(fab)?;
+            let (put, word3) = (h.len as u32, h.b << 24);
+            // Zero-copy from the window where the data lies there; else through the stage.
+            let direct = match at {
+                Some((o, _)) => Some(o + off as u32),
+                None => self.direct_offset(data[off..].as_ptr() as usize, n),
+            };
+            self.stats.puts_direct += u32::from(direct.is_some());
+            match direct {
+                Some(o) => self
+                    .dma
+                    .inject_at(&mut self.p, to, o, n as u32, put, word3, true),
+                None if n <= sl as usize => {
+                    let chunk = &data[off..off + n];
+                    self.dma
+                        .inject(&mut self.p, to, so, chunk, put, word3, true)
+                }
+                None => return Err(Error::Protocol),
+            }
+            .map_err(fab)?;
         }
-        let len = data.len();
         if n > 0 {
             self.inj_idle()?;
         }
@@ -1152,6 +1208,18 @@ impl<P: FabricApi> Mpi<P> {
             );
         }
         Ok(())
+    }
+
+    /// The window offset of this rank's memory `[addr, addr + len)` if it lies in the
+    /// window above the stages (`layout::FREE`), where the DMA reaches it directly.
+    fn direct_offset(&self, addr: usize, len: usize) -> Option<u32> {
+        if len == 0 {
+            return None;
+        }
+        let floor = self.limits.recv_stage.0 + self.limits.recv_stage.1;
+        self.p
+            .window_offset_of(self.dma.ep, addr, len)
+            .filter(|&o| o >= floor)
     }
 
     /// Waits until the injection FIFO has sent everything (the send buffer and stage are
@@ -1274,6 +1342,7 @@ impl<P: FabricApi> Mpi<P> {
                 r.state = State::SendRdv {
                     dest,
                     data: o.payload,
+                    at: None,
                 };
             }
             self.stats.eager_as_rts += 1;
@@ -1311,6 +1380,22 @@ impl<P: FabricApi> Mpi<P> {
         data: &[u8],
         sync: bool,
     ) -> Result<Request, Error> {
+        self.isend_full(c, coll, dest, tag, data, sync, false)
+    }
+
+    /// [`Mpi::isend_ctx`]; `borrow`: the caller waits for the request before `data` goes
+    /// (a blocking send), so a rendezvous send of memory in the window is not copied.
+    #[allow(clippy::too_many_arguments)]
+    fn isend_full(
+        &mut self,
+        c: Comm,
+        coll: bool,
+        dest: i32,
+        tag: i32,
+        data: &[u8],
+        sync: bool,
+        borrow: bool,
+    ) -> Result<Request, Error> {
         let cd = self.comm(c)?;
         let ctx = cd.ctx + u32::from(coll);
         if dest == PROC_NULL {
@@ -1341,9 +1426,19 @@ impl<P: FabricApi> Mpi<P> {
             self.flush()?;
             Ok(r)
         } else {
+            let at = if borrow {
+                self.direct_offset(data.as_ptr() as usize, data.len())
+            } else {
+                None
+            };
             let r = self.new_req(State::SendRdv {
                 dest: dw,
-                data: data.to_vec(),
+                data: if at.is_some() {
+                    Vec::new()
+                } else {
+                    data.to_vec()
+                },
+                at: at.map(|o| (o, data.len())),
             });
             let hdr = Hdr {
                 kind: RTS,
@@ -1369,6 +1464,20 @@ impl<P: FabricApi> Mpi<P> {
         tag: i32,
         cap: usize,
     ) -> Result<Request, Error> {
+        self.irecv_full(c, coll, src, tag, cap, None)
+    }
+
+    /// [`Mpi::irecv_ctx`]; `into`: the window offset of a blocking receive's buffer of
+    /// `cap` bytes, which a rendezvous message is put into directly.
+    fn irecv_full(
+        &mut self,
+        c: Comm,
+        coll: bool,
+        src: i32,
+        tag: i32,
+        cap: usize,
+        into: Option<u32>,
+    ) -> Result<Request, Error> {
         let cd = self.comm(c)?;
         let ctx = cd.ctx + u32::from(coll);
         if src == PROC_NULL {
@@ -1378,7 +1487,13 @@ impl<P: FabricApi> Mpi<P> {
             self.world_of(c, src)?;
         }
         Self::check_tag(tag, true)?;
-        let r = self.new_req(State::Recv { ctx, src, tag, cap });
+        let r = self.new_req(State::Recv {
+            ctx,
+            src,
+            tag,
+            cap,
+            into,
+        });
         let hit = self.unexpected.iter().position(|m| {
             m.ctx == ctx && (src == ANY_SOURCE || src == m.src) && (tag == ANY_TAG || tag == m.tag)
         });
@@ -1451,10 +1566,10 @@ impl<P: FabricApi> Mpi<P> {
                 s,
                 "receive from source {src}, tag {tag}, {off} of {len} bytes"
             ),
-            Some(State::SendRdv { dest, data }) => write!(
+            Some(State::SendRdv { dest, data, at }) => write!(
                 s,
                 "send of {} bytes to world rank {dest}, not matched",
-                data.len()
+                at.map_or(data.len(), |(_, l)| l)
             ),
             Some(State::SendEager) => write!(s, "eager send waiting for credits"),
             _ => write!(s, "request {}", r.0),
@@ -1540,21 +1655,59 @@ impl<P: FabricApi> Mpi<P> {
     /// MPI_Send (standard mode: returns once the data has left, or, above the eager
     /// limit, once the receiver has taken it).
     pub fn send(&mut self, c: Comm, dest: i32, tag: i32, data: &[u8]) -> Result<(), Error> {
-        let r = self.isend(c, dest, tag, data, false)?;
-        self.wait_named(r, "MPI_Send").map(|_| ())
+        let r = self.isend_full(c, false, dest, tag, data, false, true)?;
+        self.wait_borrowed(r, "MPI_Send").map(|_| ())
     }
 
     /// MPI_Ssend: returns once a receive has matched.
     pub fn ssend(&mut self, c: Comm, dest: i32, tag: i32, data: &[u8]) -> Result<(), Error> {
-        let r = self.isend(c, dest, tag, data, true)?;
-        self.wait_named(r, "MPI_Ssend").map(|_| ())
+        let r = self.isend_full(c, false, dest, tag, data, true, true)?;
+        self.wait_borrowed(r, "MPI_Ssend").map(|_| ())
+    }
+
+    /// [`Mpi::wait_named`] for a request that may use the caller's memory in the window
+    /// (a blocking send's data, a blocking receive's buffer): should the wait fail, the
+    /// request is withdrawn first, so the DMA never touches that memory after the call.
+    fn wait_borrowed(&mut self, r: Request, call: &str) -> Result<(Status, Vec<u8>), Error> {
+        let res = self.wait_named(r, call);
+        if res.is_err() {
+            self.withdraw(r);
+        }
+        res
+    }
+
+    /// Forgets request `r` wherever it waits; a rendezvous receive whose chunk is on its
+    /// way has its counter disarmed (whatever still comes for it is refused by the DMA).
+    /// The peer learns nothing: what it still sends for `r` is dropped as stray.
+    fn withdraw(&mut self, r: Request) {
+        if self.active.as_ref().is_some_and(|a| a.req == r.0) {
+            let (ep, c) = (self.dma.ep, RDV_COUNTER);
+            let _ = self
+                .p
+                .dma_write(ep, dma::RCV_CTR_DISABLE + 4 * (c / 32), bit(c));
+            let _ = self
+                .p
+                .dcr_write(ep, dma::DCR_BASE + dma::DCR_PUT_FROM + c, 0);
+            self.active = None;
+        }
+        self.posted.retain(|&id| id != r.0);
+        self.rdv_wait.retain(|&id| id != r.0);
+        self.reqs.remove(&r.0);
     }
 
     /// MPI_Recv into `buf`. A truncated message is `Err(Error::Truncate)`, as MPI returns
-    /// it (the first `buf.len()` bytes of an eager message are in `buf`).
+    /// it (the first `buf.len()` bytes of an eager message are in `buf`). A rendezvous
+    /// message is put straight into `buf` where it lies in the window.
     pub fn recv(&mut self, c: Comm, src: i32, tag: i32, buf: &mut [u8]) -> Result<Status, Error> {
-        let r = self.irecv(c, src, tag, buf.len())?;
-        let (st, d) = self.wait_named(r, "MPI_Recv")?;
+        let into = if buf.len() > self.limits.eager_max {
+            self.direct_offset(buf.as_ptr() as usize, buf.len())
+        } else {
+            None
+        };
+        let r = self.irecv_full(c, false, src, tag, buf.len(), into)?;
+        let (st, d) = self.wait_borrowed(r, "MPI_Recv")?;
+        // With `into` the DMA wrote the data into `buf` during the wait (d is empty).
+        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
         buf[..d.len()].copy_from_slice(&d);
         match st.error {
             Some(e) => Err(e),

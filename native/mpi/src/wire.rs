@@ -14,8 +14,10 @@ pub const EAGER: u8 = 1;
 /// Request to send: `len` bytes wait at the sender as request `a`, whose send stage
 /// holds `d` bytes.
 pub const RTS: u8 = 2;
-/// Clear to send: put bytes `c .. c + d` of request `a` into reception counter `b`;
-/// `d == 0` ends the request (matched, nothing more to move).
+/// Clear to send: put bytes `c .. c + d` of request `a` into reception counter `b`, at put
+/// offset `len` (0 to 15: the counter's base is in 16-byte units, a chunk put straight into
+/// a receive buffer starts where that buffer does); `d == 0` ends the request (matched,
+/// nothing more to move).
 pub const CTS: u8 = 3;
 /// Credits only.
 pub const CREDIT: u8 = 4;

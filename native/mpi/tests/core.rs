@@ -319,6 +319,84 @@ fn communicators_and_data_movement() {
     });
 }
 
+/// `len` bytes at `off` of this rank's window, as a Kestrel program that keeps its heap in
+/// its window has them (the engine's windows here are `Vec`s of this process).
+fn window_mem(m: &mut Mpi<Shared>, off: usize, len: usize) -> &'static mut [u8] {
+    let (p, g) = m.dma();
+    let ep = g.ep;
+    let ptr = {
+        let f = p.lock();
+        let w = f.memory().window(ep);
+        assert!(off + len <= w.len());
+        w.as_ptr() as *mut u8
+    };
+    // SAFETY: the window's `Vec` lives as long as the engine (the job) and never moves or
+    // grows; above `layout::FREE` the engine touches it only for the puts this test asks
+    // for, as the DMA touches a Kestrel program's heap in its window, and each call here
+    // takes a range no other live slice of the test covers.
+    unsafe { std::slice::from_raw_parts_mut(ptr.add(off), len) }
+}
+
+/// Rendezvous messages from and into memory inside the window go without a copy at that
+/// end (`Stats::puts_direct`, `chunks_direct`), mixed with ordinary memory at the other,
+/// unaligned, truncated; a blocking receive that fails withdraws its buffer from the DMA.
+#[test]
+fn zero_copy_from_and_into_the_window() {
+    let free = kestrel_spi::layout::FREE as usize;
+    let out = job(2, 16 << 20, 2_000, move |m: &mut Mpi<Shared>| {
+        let me = m.rank(WORLD).unwrap();
+        let n = (3 << 20) / 2 + 5;
+        if me == 0 {
+            let win = window_mem(m, free + 3, n);
+            win.copy_from_slice(&pattern(n, 1));
+            m.send(WORLD, 1, 1, win).unwrap(); // window -> window
+            m.send(WORLD, 1, 2, win).unwrap(); // window -> Vec
+            m.ssend(WORLD, 1, 3, &pattern(n, 3)).unwrap(); // Vec -> window
+                                                           // Truncated into the window: nothing beyond the buffer changes.
+            m.send(WORLD, 1, 4, &pattern(2 << 20, 4)).unwrap();
+        } else {
+            let into = window_mem(m, free + 7, n);
+            let st = m.recv(WORLD, 0, 1, into).unwrap();
+            assert_eq!(st.bytes, n);
+            assert!(*into == pattern(n, 1)[..], "window -> window");
+            let mut v = vec![0u8; n];
+            m.recv(WORLD, 0, 2, &mut v).unwrap();
+            assert!(v == pattern(n, 1), "window -> Vec");
+            into.fill(0);
+            m.recv(WORLD, 0, 3, into).unwrap();
+            assert!(*into == pattern(n, 3)[..], "Vec -> window");
+            let small = window_mem(m, free + (4 << 20), 1 << 20);
+            let canary = window_mem(m, free + (5 << 20), 4096);
+            canary.fill(0xee);
+            assert_eq!(m.recv(WORLD, 0, 4, small), Err(Error::Truncate));
+            assert!(canary.iter().all(|&b| b == 0xee));
+        }
+        // A blocking receive into the window that deadlocks is withdrawn: the message
+        // sent afterwards goes to a later receive, never into the old buffer.
+        let spot = window_mem(m, free + (8 << 20), n);
+        spot.fill(0xee);
+        let tag = if me == 0 { 42 } else { 43 };
+        assert_eq!(m.recv(WORLD, 1 - me, tag, spot), Err(Error::Deadlock));
+        if me == 1 {
+            m.send(WORLD, 0, 42, &pattern(n, 42)).unwrap();
+        } else {
+            let mut v = vec![0u8; n];
+            m.recv(WORLD, 1, 42, &mut v).unwrap();
+            assert!(v == pattern(n, 42));
+            assert!(
+                spot.iter().all(|&b| b == 0xee),
+                "a withdrawn buffer was written"
+            );
+        }
+        m.stats()
+    });
+    // Rank 0 put 2 chunks of each of two sends straight from its window; rank 1 took two
+    // messages of 2 chunks straight into its window.
+    assert!(out[0].puts_direct >= 4, "{:?}", out[0]);
+    assert!(out[1].chunks_direct >= 4, "{:?}", out[1]);
+    assert!(out[1].chunks > out[1].chunks_direct, "{:?}", out[1]);
+}
+
 #[test]
 fn error_cases() {
     job(2, WIN, 5_000, |m: &mut Mpi<Shared>| {

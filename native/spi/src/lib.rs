@@ -40,6 +40,13 @@ pub mod layout {
     pub const USER: u32 = 0xC000;
     /// The smallest window the layer works in.
     pub const MIN_WINDOW: u32 = 0x10000;
+    /// The most each of the MPI core's two rendezvous stages (above [`USER`]) takes.
+    pub const STAGE_MAX: u32 = 512 << 10;
+    /// Window offset from which on neither this layer nor the MPI core's stages use the
+    /// window: a program may keep its own memory there (its heap), and the MPI core then
+    /// puts large messages straight from it and into it (`FabricApi::window_offset_of`).
+    pub const FREE: u32 = 2 << 20;
+    const _: () = assert!(USER + 2 * STAGE_MAX <= FREE);
 }
 
 /// The injection FIFO, injection counter, reception FIFO and PID used (Kittyhawk's and
@@ -220,6 +227,22 @@ impl DmaGroup {
         direct: bool,
     ) -> Result<bool, P::Error> {
         p.mem_write(self.ep, buf, data)?;
+        self.inject_at(p, to, buf, data.len() as u32, put, word3, direct)
+    }
+
+    /// [`DmaGroup::inject`] of `len` bytes already at window offset `buf` (a zero-copy
+    /// put from memory the program keeps in its window, `layout::FREE` and above).
+    #[allow(clippy::too_many_arguments)]
+    pub fn inject_at<P: FabricApi>(
+        &mut self,
+        p: &mut P,
+        to: Coords,
+        buf: u32,
+        len: u32,
+        put: u32,
+        word3: u32,
+        direct: bool,
+    ) -> Result<bool, P::Error> {
         let hw0 = dma::HW_SK
             | dma::HW_CHUNKS_MASK << dma::HW_CHUNKS_SHIFT
             | if PID & 2 != 0 { dma::HW_PID0 } else { 0 }
@@ -232,7 +255,7 @@ impl DmaGroup {
             0,
             dma::VM_GROUP * dma::COUNTERS + INJ_COUNTER,
             buf,
-            data.len() as u32,
+            len,
             hw0,
             hw1,
             put,
@@ -248,7 +271,7 @@ impl DmaGroup {
         let tail = q(self.bus + u64::from(layout::INJ)) + self.inj_tail * dma::DESC_BYTES / 16;
         p.dma_write2(
             self.ep,
-            (inj_ctr(INJ_COUNTER, dma::CTR_INCREMENT), data.len() as u32),
+            (inj_ctr(INJ_COUNTER, dma::CTR_INCREMENT), len),
             (inj_fifo(INJ_FIFO, dma::FIFO_TAIL), tail),
         )?;
         Ok(true)

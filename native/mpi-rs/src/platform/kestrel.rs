@@ -5,12 +5,14 @@
 //!   is rank 3; a name without digits is rank 0) and the job's size from the boot argument
 //!   `mpi.ranks=N` (default 1);
 //! - asks the root task for RAM: the heap's second region (`mpi.heap_mib=`, default 16 MiB,
-//!   at [`HEAP_VA`]: the MPI core copies a send's data and completes a receive into its own
-//!   buffer, so a program moving multi-megabyte messages needs more than the runtime's
-//!   2 MiB arena), the endpoint's window (`mpi.window_kib=`, a power of two from 64 KiB to
-//!   64 MiB, default 1 MiB, at [`WINDOW_VA`]; its upper part holds the rendezvous stages,
-//!   so a larger window moves large messages in fewer chunks) and its shared page
-//!   ([`SHARED_VA`]);
+//!   at [`HEAP_VA`]: a program moving multi-megabyte messages needs more than the
+//!   runtime's 2 MiB arena), the endpoint's window and its shared page ([`SHARED_VA`]).
+//!   The window ends inside the heap: its first `WINDOW_FREE` bytes (2 MiB, at
+//!   [`WINDOW_VA`], right below the heap) hold the SPI's FIFOs and the rendezvous stages,
+//!   and the rest is the heap's first part, so large messages from and into memory there
+//!   go without a copy (ADR 0039). `mpi.window_kib=` sets its length (a multiple of 64 KiB
+//!   from 64 KiB to 64 MiB; default `WINDOW_FREE` plus the heap, at most 64 MiB; below
+//!   `WINDOW_FREE` the window holds no heap and every large message is staged);
 //! - attaches one endpoint of the fabric service and runs MPI_Init on it, with the
 //!   deadlock timeout `mpi.deadlock_ms=` (default 60,000).
 //!
@@ -30,12 +32,15 @@ use kestrel_fabric::{EpId, FabricApi};
 use kestrel_fabric_client::service::{Service, Window};
 use kestrel_user::{println, root, rt, sys};
 
-/// Where the endpoint's window goes (up to 64 MiB).
-pub const WINDOW_VA: u32 = 0x3000_0000;
+/// Where the endpoint's window starts: `WINDOW_FREE` bytes below the heap, which its upper
+/// part (up to 64 MiB in all) covers.
+pub const WINDOW_VA: u32 = HEAP_VA - kestrel_mpi::WINDOW_FREE;
 /// Where the endpoint's shared page goes.
 pub const SHARED_VA: u32 = 0x2fff_f000;
 /// Where the heap's region goes (up to 256 MiB).
 pub const HEAP_VA: u32 = 0x4000_0000;
+/// The longest window the fabric service takes.
+const WINDOW_MAX: u32 = kestrel_fabric::proto::layout::WINDOW_MAX;
 /// The heap's region comes from the root task in blocks of this many bytes.
 const HEAP_BLOCK: u32 = 4 << 20;
 
@@ -73,8 +78,11 @@ pub(crate) fn launch() -> Option<Universe> {
     let n = sys::bootargs(&mut buf);
     let args = core::str::from_utf8(&buf[..n]).unwrap_or("");
     let size: u32 = arg(args, "mpi.ranks=").unwrap_or(1);
-    let window = arg::<u32>(args, "mpi.window_kib=").unwrap_or(1024) << 10;
     let heap = arg::<u32>(args, "mpi.heap_mib=").unwrap_or(16).min(256) << 20;
+    let free = kestrel_mpi::WINDOW_FREE;
+    let window = arg::<u32>(args, "mpi.window_kib=")
+        .map(|k| k.saturating_mul(1024))
+        .unwrap_or((free + heap).min(WINDOW_MAX));
     let deadlock_ms: u64 = arg(args, "mpi.deadlock_ms=").unwrap_or(60_000);
     let rank = rank_from_name();
     let fail = |what: &str| -> ! { fatal(&format!("rank {rank}: MPI_Init: {what}"), 1) };
@@ -84,9 +92,9 @@ pub(crate) fn launch() -> Option<Universe> {
             size.max(1) - 1
         ));
     }
-    if !window.is_power_of_two() || !(64 << 10..=64 << 20).contains(&window) {
+    if !window.is_multiple_of(64 << 10) || !(64 << 10..=WINDOW_MAX).contains(&window) {
         fail(&format!(
-            "MPI_ERR_ARG: mpi.window_kib={} is no power of two from 64 to 65536",
+            "MPI_ERR_ARG: mpi.window_kib={} is no multiple of 64 from 64 to 65536",
             window >> 10
         ));
     }
@@ -114,9 +122,16 @@ pub(crate) fn launch() -> Option<Universe> {
             ));
         }
     }
-    if let Err(e) = root::ram(WINDOW_VA, window, window.trailing_zeros())
-        .and_then(|_| root::ram(SHARED_VA, 4096, 12))
-    {
+    // The window's own RAM: below the heap, and past it if the window reaches further.
+    let below = window.min(free);
+    let past = window.saturating_sub(free + heap);
+    let ram = root::ram(WINDOW_VA, below, below.trailing_zeros().min(21))
+        .and_then(|_| match past {
+            0 => Ok(()),
+            n => root::ram(HEAP_VA + heap, n, 16).map(|_| ()),
+        })
+        .and_then(|_| root::ram(SHARED_VA, 4096, 12));
+    if let Err(e) = ram {
         fail(&format!(
             "MPI_ERR_NO_MEM: no memory for the fabric window: {e}"
         ));

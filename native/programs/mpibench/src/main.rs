@@ -16,9 +16,11 @@
 //! `mpibench.n=N`. With `mpibench.threads=2` a program runs two ranks, R (the module's
 //! number) and R + 1, the second in a thread of its own (`mpibench0`, `mpibench2`, ...): the
 //! root task runs at most 8 programs, one of them the fabric service, so 8 ranks need it.
-//! Every rank attaches its own 2 MiB window (rendezvous moves chunks of up to 512 KiB), and
-//! ranks 0 and 1 of a ping-pong add a heap region of their own RAM for the messages (the
-//! core copies a send and completes a receive into the heap).
+//! Every rank attaches its own 2 MiB window (rendezvous moves chunks of up to 512 KiB);
+//! ranks 0 and 1 of a ping-pong attach a larger one whose part above `WINDOW_FREE` is a
+//! heap region for the messages, as a program that keeps its heap in its window: the core
+//! then puts a large message straight from the sender's buffer into the receiver's
+//! (zero-copy rendezvous, ADR 0039).
 //! `mpibench.jitter=J` makes rank r spin J*(r+1)*1000 loop steps before MPI_Init: the
 //! driver's retry after a hang (the core has an intermittent deadlock, ADR 0035's successor
 //! is fixing it) then starts from a different interleaving.
@@ -50,8 +52,8 @@ use kestrel_user::{println, root, sys};
 const WINDOW: u32 = 0x2000_0000;
 const WINDOW_LEN: u32 = 2 << 20;
 const RANK_STRIDE: u32 = 4 << 20;
-/// Where the first rank's heap region goes (a ping-pong rank's), the next `HEAP_STRIDE`
-/// higher.
+/// Where the first ping-pong rank's window with its heap region goes, the next
+/// `HEAP_STRIDE` higher (its shared page stays where the small window's is).
 const HEAP_VA: u32 = 0x2400_0000;
 const HEAP_STRIDE: u32 = 32 << 20;
 /// Most ranks one program runs (`mpibench.threads`): the root task runs at most 8 programs,
@@ -184,16 +186,26 @@ fn sizes(min: usize, max: usize) -> impl Iterator<Item = usize> {
         .filter(move |&s| s >= min)
 }
 
-/// Gives the heap a region of `bytes` of RAM from the root task at `va` (ping-pong ranks).
-fn grow_heap(va: u32, bytes: u32) -> Result<(), &'static str> {
-    if bytes > HEAP_STRIDE {
-        return Err("mpibench.max is too large for the heap region");
+/// A ping-pong rank's window at `va` with a heap region of `bytes` above
+/// `layout::FREE` in it: RAM from the root task in naturally aligned blocks of at most
+/// 4 MiB. Returns the window's length (a power of two).
+fn window_with_heap(va: u32, bytes: u32) -> Result<u32, &'static str> {
+    let len = (kestrel_mpi::WINDOW_FREE + bytes).next_power_of_two();
+    if len > HEAP_STRIDE {
+        return Err("mpibench.max is too large for the window's heap region");
     }
-    root::ram(va, bytes, 20).map_err(|_| "the root task has no RAM for the heap region")?;
-    // SAFETY: the root task just mapped `bytes` of zeroed RAM at `va` in this space for
-    // good; nothing else in this program uses that range (each rank its own stride).
-    unsafe { kestrel_user::heap::add_region(va as *mut u8, bytes as usize) }
-        .map_err(|_| "the heap refused the region")
+    let block = len.min(4 << 20);
+    for at in (0..len).step_by(block as usize) {
+        root::ram(va + at, block, block.trailing_zeros())
+            .map_err(|_| "the root task has no RAM for the window")?;
+    }
+    let heap = va + kestrel_mpi::WINDOW_FREE;
+    // SAFETY: the root task just mapped `len` bytes of zeroed RAM at `va` in this space for
+    // good; nothing else in this program uses `[heap, va + len)` (each rank its own stride;
+    // the SPI layer and the MPI core keep below `WINDOW_FREE`).
+    unsafe { kestrel_user::heap::add_region(heap as *mut u8, (va + len - heap) as usize) }
+        .map_err(|_| "the heap refused the region")?;
+    Ok(len)
 }
 
 fn pingpong(mpi: &mut Mpi<Service>, o: &Opts, me: u32) -> Result<(), kestrel_mpi::Error> {
@@ -323,21 +335,27 @@ const THREAD_STACK: usize = 128 * 1024;
 /// Runs rank `me`, this program's `local`-th (0: the first thread): memory, the fabric,
 /// MPI_Init, the measurements. Returns the rank's exit code.
 fn rank(o: &Opts, me: u32, local: u32) -> u32 {
-    let window = WINDOW + local * RANK_STRIDE;
+    let mut window = WINDOW + local * RANK_STRIDE;
+    let mut window_len = WINDOW_LEN;
     let shared = window + WINDOW_LEN;
     let plays = o.pingpong && me < 2;
-    if plays && o.max > 0 {
-        // The two message buffers, the core's copy of a send and the receive it completes
-        // into, and room for the rest.
+    let small = if plays && o.max > 0 {
+        // The two message buffers, room for the core's copies (nonblocking sends, eager
+        // messages) and the rest.
         let bytes = (4 * o.max as u32 + (2 << 20)).next_multiple_of(1 << 20);
-        if let Err(e) = grow_heap(HEAP_VA + local * HEAP_STRIDE, bytes) {
-            println!("mpibench: FAILED rank {me}: {e} ({bytes} bytes)");
-            return 1;
-        }
-    }
-    if let Err(e) = root::ram(window, WINDOW_LEN, WINDOW_LEN.trailing_zeros())
-        .and_then(|_| root::ram(shared, 4096, 12))
-    {
+        window = HEAP_VA + local * HEAP_STRIDE;
+        window_len = match window_with_heap(window, bytes) {
+            Ok(l) => l,
+            Err(e) => {
+                println!("mpibench: FAILED rank {me}: {e} ({bytes} bytes)");
+                return 1;
+            }
+        };
+        Ok(())
+    } else {
+        root::ram(window, WINDOW_LEN, WINDOW_LEN.trailing_zeros()).map(|_| ())
+    };
+    if let Err(e) = small.and_then(|_| root::ram(shared, 4096, 12)) {
         println!("mpibench: FAILED rank {me}: no memory for the window: {e}");
         return 1;
     }
@@ -354,7 +372,7 @@ fn rank(o: &Opts, me: u32, local: u32) -> u32 {
         }
     };
     // The attaching thread gets the endpoint's events: each rank thread attaches its own.
-    let (ep, bus) = match port.attach(Window::new(window, WINDOW_LEN, shared)) {
+    let (ep, bus) = match port.attach(Window::new(window, window_len, shared)) {
         Ok(a) => a,
         Err(e) => {
             println!("mpibench: FAILED rank {me}: cannot attach to the fabric: {e}");
@@ -376,7 +394,7 @@ fn rank(o: &Opts, me: u32, local: u32) -> u32 {
     if me == 0 {
         let l = mpi.limits_now();
         println!(
-            "mpibench: ranks {} timebase_hz {} window {WINDOW_LEN} eager_max {} stage {} wait {} ranks_per_program {}",
+            "mpibench: ranks {} timebase_hz {} window {window_len} eager_max {} stage {} wait {} ranks_per_program {}",
             o.n,
             tb_hz(),
             l.eager_max,
