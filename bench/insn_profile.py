@@ -6,6 +6,7 @@ Usage:
     bench/insn_profile.py ipc [--skip N] [--listing]    # ipcbench's inter-space call loop
     bench/insn_profile.py fabric [--skip N] [--listing] # one native call to the fabric service
     bench/insn_profile.py mpi [--size B] [--skip N] [--listing]  # one MPI message between 2 ranks
+    bench/insn_profile.py npmpi [--size B] [--skip N] [--listing]  # one NPmpi round trip (C face)
 
 Runs QEMU with `-singlestep -d exec,nochain` (one translation block per guest instruction,
 each execution logged), streams the log through a FIFO, and once the trigger instruction
@@ -106,6 +107,13 @@ def symbol_entry(elf: Path, name: str) -> set[int]:
     return found
 
 
+def symbol_exact(elf: Path, name: str) -> set[int]:
+    """The addresses of the text symbols of `elf` named exactly `name`."""
+    out = subprocess.run([NM, str(elf)], check=True, capture_output=True, text=True).stdout
+    return {int(p[0], 16) for p in (line.split(" ", 2) for line in out.splitlines())
+            if len(p) == 3 and p[1] in "tTwW" and p[2] == name}
+
+
 def call_sites(elf: Path, targets: set[int]) -> set[int]:
     """The addresses of `elf`'s `bl` instructions to any of `targets`."""
     out = subprocess.run([OBJDUMP, "-d", str(elf)], check=True, capture_output=True,
@@ -181,10 +189,10 @@ def report(period: list[int], syms: Symbols, listing: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("vmm", "ipc", "fabric", "mpi"))
+    ap.add_argument("what", choices=("vmm", "ipc", "fabric", "mpi", "npmpi"))
     ap.add_argument("--skip", type=int, default=50, help="trigger executions to skip first")
     ap.add_argument("--listing", action="store_true", help="print every pc too")
-    ap.add_argument("--size", type=int, default=8, help="mpi: the message size")
+    ap.add_argument("--size", type=int, default=8, help="mpi, npmpi: the message size")
     ap.add_argument("--timeout", type=int, default=900)
     args = ap.parse_args(argv)
     out = qemu.out_dir()
@@ -225,6 +233,19 @@ def main(argv: list[str] | None = None) -> int:
         elves = [("kernel", kernel), ("fabric", service), ("mpibench", bench)]
         trigger = symbol_entry(bench, ">::isend_full")  # Mpi::send's body (inlined)
         callers = call_sites(bench, trigger)
+    elif args.what == "npmpi":
+        # NetPIPE's MPI module on the C face (Linux personality), one size: the trigger is
+        # MPI_Send's entry from NPmpi's own call sites (one per round trip on rank 0's side).
+        npmpi = qemu.ROOT / "target" / "netpipe" / "NPmpi"
+        service = qemu.resolve_elf(qemu.FABRIC_SERVICE)
+        image, words = qemu.linux_job_image(npmpi, 2, args=["-l", str(args.size), "-u", str(args.size),
+                                                           "-p", "0", "-n", "50"])
+        node = qemu.kestrel_node(image, log, icount=True, mem_mb=256, append=words)
+        linux = qemu.out_dir() / "kestrel-linux"
+        debug = npmpi.with_name("NPmpi.debug")  # scripts/build-npmpi.sh: with symbols
+        elves = [("kernel", kernel), ("fabric", service), ("linux", linux), ("npmpi", debug)]
+        trigger = {a for a in symbol_entry(debug, "MPI_Send") if a in symbol_exact(debug, "MPI_Send")}
+        callers = call_sites(debug, trigger)
     else:
         task = qemu.resolve_elf("ipcbench")
         image = qemu.BootImage(root=qemu.Module("ipcbench", task))

@@ -8,6 +8,9 @@
 # ($KESTREL_LINUX_RUSTFLAGS: target-cpu 440 without isel). The library lands in
 #   target/powerpc-unknown-linux-gnu/release/libkestrel_mpi_c.a
 # where scripts/kestrel-mpicc finds it:  scripts/kestrel-mpicc -o prog prog.c
+# No compiler-builtins-mem: the archive is linked with glibc, whose memcpy/memset must be
+# the program's (compiler_builtins' would win the static link and copy a word per five
+# instructions, NetPIPE's own copies included).
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -17,6 +20,5 @@ command -v powerpc-linux-gnu-gcc >/dev/null ||
 CARGO_TARGET_POWERPC_UNKNOWN_LINUX_GNU_RUSTFLAGS=$KESTREL_LINUX_RUSTFLAGS \
 RUSTC_BOOTSTRAP=1 "$KESTREL_CARGO" rustc --release \
     -Zbuild-std=core,compiler_builtins,alloc \
-    -Zbuild-std-features=compiler-builtins-mem \
     --target powerpc-unknown-linux-gnu \
     -p kestrel-mpi-c --features target --crate-type staticlib "$@"

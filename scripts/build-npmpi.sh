@@ -77,5 +77,7 @@ fi
 out=$KESTREL_TARGET_DIR/netpipe
 mkdir -p "$out"
 cmp -s "$dir/NPmpi" "$out/NPmpi" || cp "$dir/NPmpi" "$out/NPmpi"
+# With its symbols, for bench/insn_profile.py npmpi (the stripped copy is what boots).
+cmp -s "$dir/src/NPmpi" "$out/NPmpi.debug" || cp "$dir/src/NPmpi" "$out/NPmpi.debug"
 say "NPmpi: $out/NPmpi ($(stat -c %s "$out/NPmpi") bytes, NetPIPE $version, key $key)"
 echo "$out/NPmpi"

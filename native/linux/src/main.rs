@@ -309,15 +309,19 @@ fn load_bounds(elf: &[u8], phoff: u32, phnum: u32, phent: u32) -> Option<(u32, u
 /// report (127) when it could not be started (one line says why).
 fn start(state: &mut State, slot: usize, l: &Launch, image_va: &mut u32) -> Result<Program, u32> {
     let name = l.name.as_str();
-    let image = match loader::load(l.elf, |bytes| {
-        let size = bytes.max(PAGE_SIZE).checked_next_power_of_two()?;
+    let image = match loader::load(l.elf, |bytes, at| {
+        // Congruent with the program's addresses modulo 64 KiB: large TLB entries.
+        let pad = loader::congruent(at);
+        let size = (bytes + pad)
+            .max(loader::LARGE_PAGE)
+            .checked_next_power_of_two()?;
         let va = image_va.next_multiple_of(size);
         if va.checked_add(size)? > IMAGE_VA.1 {
             return None;
         }
         ram_block(va, size)?;
         *image_va = va + size;
-        Some(va)
+        Some(va + pad)
     }) {
         Ok(l) => l,
         Err(e) => {

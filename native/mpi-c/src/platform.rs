@@ -20,16 +20,20 @@ use kestrel_mpi::{Env, Mpi};
 use kestrel_user::sys;
 
 extern "C" {
+    fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int;
+    fn realloc(p: *mut c_void, size: usize) -> *mut c_void;
     fn getenv(name: *const c_char) -> *mut c_char;
     fn write(fd: c_int, buf: *const c_void, n: usize) -> isize;
     fn exit(status: c_int) -> !;
 }
 
-/// Bytes of the endpoint's DMA window, naturally aligned in the rank's heap. The core's
-/// rendezvous stages are the window above the SPI layer's 48 KiB, in halves (ADR 0035): about
-/// 488 KiB each here, so a multi-megabyte message moves in a few chunks (the 64 KiB minimum
-/// would take one chunk per 8 KiB).
-const WINDOW: usize = 1 << 20;
+/// The endpoint's DMA window starts with the SPI layer's FIFOs and the core's rendezvous
+/// stages (`kestrel_mpi::WINDOW_FREE` bytes, stages of 512 KiB: ADR 0035, 0039); the rest
+/// is glibc's heap: after attaching, the window's block is shrunk to that first part and
+/// malloc, which keeps its freed memory (`keep_heap_memory`), serves the program's next
+/// blocks from the rest, so large messages from and into them go without a copy. Its
+/// length in MiB: `KESTREL_MPI_WINDOW_HEAP_MIB` (0 to 62, default 6).
+const WINDOW_HEAP_MIB: usize = 6;
 /// The endpoint's shared page.
 const PAGE: usize = 4096;
 
@@ -87,16 +91,46 @@ pub fn start() -> Result<Started, String> {
     let deadlock_ns = args::deadlock_ns(env(c"KESTREL_MPI_DEADLOCK_SECONDS"), rank);
     let mut service = Service::connect()
         .map_err(|e| format!("no fabric service ({e}): start the job with kestrel-fabric"))?;
-    let window = Layout::from_size_align(WINDOW, WINDOW).expect("a power of two");
+    let heap_mib = env(c"KESTREL_MPI_WINDOW_HEAP_MIB")
+        .and_then(|v| core::str::from_utf8(v).ok()?.trim().parse::<usize>().ok())
+        .unwrap_or(WINDOW_HEAP_MIB);
+    if heap_mib > 62 {
+        return Err(format!(
+            "KESTREL_MPI_WINDOW_HEAP_MIB={heap_mib} is above 62 (a window is at most 64 MiB)"
+        ));
+    }
+    let spi = kestrel_mpi::WINDOW_FREE as usize;
+    let len = spi + (heap_mib << 20);
     let page = Layout::from_size_align(PAGE, PAGE).expect("a power of two");
-    // SAFETY: both layouts have a non-zero size.
-    let (w, s) = unsafe { (alloc_zeroed(window), alloc_zeroed(page)) };
-    if w.is_null() || s.is_null() {
+    // SAFETY: the layout has a non-zero size.
+    let s = unsafe { alloc_zeroed(page) };
+    // Aligned so that the window goes to the service in few large pieces (an fpage's
+    // address and window offset must be aligned alike), and the kernel's large TLB entries.
+    let align = len.next_power_of_two().min(4 << 20);
+    let mut w: *mut c_void = core::ptr::null_mut();
+    // SAFETY: `w` is a valid place for the result; `align` is a power of two and a multiple
+    // of the pointer size.
+    if s.is_null() || unsafe { posix_memalign(&mut w, align, len) } != 0 || w.is_null() {
         return Err(String::from("no memory for the endpoint's window"));
     }
+    // SAFETY: posix_memalign just gave `len` >= `spi` bytes at `w`.
+    unsafe { core::ptr::write_bytes(w.cast::<u8>(), 0, spi) };
     let (ep, bus) = service
-        .attach(Window::new(w as u32, WINDOW as u32, s as u32))
+        .attach(Window::new(w as u32, len as u32, s as u32))
         .map_err(|e| format!("the fabric service refused an endpoint: {e}"))?;
+    if heap_mib > 0 {
+        // The window's upper part back to malloc (a shrink of a heap chunk stays in place:
+        // M_MMAP_MAX is 0), which keeps it and serves the next blocks from it.
+        // SAFETY: `w` is the live block posix_memalign gave, `spi` is not above its size.
+        let r = unsafe { realloc(w, spi) };
+        if r != w {
+            // glibc moved the block: the window's FIFOs would be free memory. Never seen;
+            // end rather than let malloc hand them out.
+            return Err(String::from(
+                "glibc moved the endpoint's window on a shrink (set KESTREL_MPI_WINDOW_HEAP_MIB=0)",
+            ));
+        }
+    }
     let env = Env {
         wait,
         now_ns,

@@ -59,15 +59,44 @@ impl Loaded {
         })
     }
 
+    /// [`Loaded::resolve`] for the whole `LARGE_PAGE` block around `va`, when one run of
+    /// the image holds all of it in a block of frames aligned alike: the block's address,
+    /// its frames and rights (a pager maps it in one go, and the kernel with one large TLB
+    /// entry).
+    pub fn resolve_block(&self, va: u32) -> Option<(u32, u32, Rights)> {
+        let base = va & !(LARGE_PAGE - 1);
+        self.runs.iter().find_map(|r| {
+            let end = r.first + r.pages * PAGE_SIZE;
+            let frames = r.frames.wrapping_add(base.wrapping_sub(r.first));
+            (base >= r.first && base + LARGE_PAGE <= end && frames % LARGE_PAGE == 0)
+                .then_some((base, frames, r.rights))
+        })
+    }
+
     /// Bytes of frames the image occupies.
     pub fn bytes(&self) -> u32 {
         self.runs.iter().map(|r| r.pages * PAGE_SIZE).sum()
     }
 }
 
-/// Loads `image`: `alloc(bytes)` returns the loader-space address of that many bytes of
-/// zeroed, contiguous, page-aligned memory.
-pub fn load(image: &[u8], mut alloc: impl FnMut(u32) -> Option<u32>) -> Result<Loaded, LoadError> {
+/// The block the kernel's large native TLB entries cover.
+pub const LARGE_PAGE: u32 = 64 << 10;
+
+/// Where in a block of `LARGE_PAGE`-aligned memory the pages for `va` go so that they lie at
+/// the same offset in a 64 KiB block as `va` (for [`load`]'s `alloc`: take that many bytes
+/// more, aligned to `LARGE_PAGE`, and start this far in).
+pub const fn congruent(va: u32) -> u32 {
+    va & (LARGE_PAGE - 1)
+}
+
+/// Loads `image`: `alloc(bytes, va)` returns the loader-space address of that many bytes of
+/// zeroed, contiguous, page-aligned memory for the pages from `va` on. Memory at the same
+/// offset in a 64 KiB block as `va` ([`congruent`]) lets the kernel map the image's full
+/// blocks with 64 KiB TLB entries.
+pub fn load(
+    image: &[u8],
+    mut alloc: impl FnMut(u32, u32) -> Option<u32>,
+) -> Result<Loaded, LoadError> {
     let plan = elf::load_plan(image, USER_BASE, USER_END).map_err(LoadError::Elf)?;
     let mut loaded = Loaded {
         entry: plan.entry,
@@ -90,7 +119,7 @@ pub fn load(image: &[u8], mut alloc: impl FnMut(u32) -> Option<u32>) -> Result<L
                 return Err(LoadError::Layout);
             }
             let pages = (last - own_first) / PAGE_SIZE + 1;
-            let frames = alloc(pages * PAGE_SIZE).ok_or(LoadError::NoMemory)?;
+            let frames = alloc(pages * PAGE_SIZE, own_first).ok_or(LoadError::NoMemory)?;
             let run = Run {
                 first: own_first,
                 pages,

@@ -481,6 +481,23 @@ fn install(k: &mut Kernel, sid: u16, va: u32, e: u32, access: Rights) -> bool {
         return false;
     }
     let pid = ensure_pid(k, sid);
+    // A whole 64 KiB block mapped alike and host-contiguous goes in one entry: sixteen
+    // times the TLB's reach for images, heaps and DMA windows the root task hands out in
+    // aligned blocks. Entries of this TID inside the block go first (the 440 must never
+    // match one address twice); every later pte change in the block flushes the entry
+    // (`flush_va`'s `tlbsx` finds the entry covering the page).
+    let (epn, rpn, size) = match block64(k, sid, va, e) {
+        Some(phys) => {
+            let base = va & !(BLOCK64 - 1);
+            for page in (base..base + BLOCK64).step_by(PAGE_SIZE as usize) {
+                if let Some(i) = tlb::flush_page(page, pid) {
+                    k.tlb.invalidate_slot(i as usize);
+                }
+            }
+            (base, phys, PageSize::K64)
+        }
+        None => (va & !(PAGE_SIZE - 1), e & !(PAGE_SIZE - 1), PageSize::K4),
+    };
     let mut w2 = 0;
     if e & Rights::R.0 as u32 != 0 {
         w2 |= flags::UR;
@@ -495,14 +512,39 @@ fn install(k: &mut Kernel, sid: u16, va: u32, e: u32, access: Rights) -> bool {
         w2 |= flags::I | flags::G;
     }
     let idx = k.tlb.insert_native(pid) as u32;
-    tlb::write(
-        idx,
-        pid,
-        (va & !(PAGE_SIZE - 1)) | flags::V | PageSize::K4.word0(),
-        e & !(PAGE_SIZE - 1),
-        w2,
-    );
+    tlb::write(idx, pid, epn | flags::V | size.word0(), rpn, w2);
     true
+}
+
+/// Bytes of the large pages native refills use.
+const BLOCK64: u32 = 64 << 10;
+
+/// The host-physical base of the 64 KiB block around `va` in native space `sid` if all its
+/// sixteen ptes are present with the flags of `va`'s pte `e` (neither device nor kernel
+/// pages) and map one 64 KiB-aligned host block in order; `None` otherwise (the scan stops
+/// at the first page that differs).
+#[inline(always)]
+fn block64(k: &Kernel, sid: u16, va: u32, e: u32) -> Option<u32> {
+    let flags = e & (PAGE_SIZE - 1);
+    if flags & (pte::DEVICE | pte::KERNEL) != 0 || k.spaces[sid as usize].vm {
+        return None;
+    }
+    let base = va & !(BLOCK64 - 1);
+    let phys = (e & !(PAGE_SIZE - 1)).wrapping_sub(va - base);
+    if phys & (BLOCK64 - 1) != 0 {
+        return None;
+    }
+    // A leaf covers 2 MiB, so the block's ptes are consecutive in one leaf.
+    let first = leaf_slot(&k.spaces[sid as usize], base)?;
+    for i in 0..BLOCK64 / PAGE_SIZE {
+        // SAFETY: `first` is the block's first pte in a leaf of this space (a kernel pool
+        // page); the block's 16 ptes (two words each) lie inside that leaf.
+        let v = unsafe { first.add(2 * i as usize).read() };
+        if v != (phys + i * PAGE_SIZE) | flags {
+            return None;
+        }
+    }
+    Some(phys)
 }
 
 /// Physical address of user byte `va` in `sid` if mapped with `access`.

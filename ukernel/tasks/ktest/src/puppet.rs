@@ -243,6 +243,17 @@ pub fn give(p: ThreadId, addr: u32, src: u32, rights: Rights) -> TestResult {
     Ok(())
 }
 
+/// Maps the root's `2^log2` bytes at `src` (naturally aligned) with `rights` to `addr` in
+/// puppet `p`.
+pub fn give_block(p: ThreadId, addr: u32, src: u32, log2: u32, rights: Rights) -> TestResult {
+    let fp = Fpage::new(src, log2, rights).ok_or("no such fpage")?;
+    let mut m = Msg::new(op::TAKE);
+    m.push_item(MapItem::map(addr, fp));
+    let reply = send_command(p, &m)?;
+    ensure!(reply.mr(1) == 2, "the puppet received no map item");
+    Ok(())
+}
+
 /// Has puppet `p` send its page at `addr` on to puppet `dest`.
 pub fn pass_on(p: ThreadId, dest: ThreadId, addr: u32, rights: Rights, grant: bool) -> TestResult {
     let code = command(

@@ -28,7 +28,7 @@ mod ram;
 
 use kestrel_abi::root::{self as proto, pieces, reply, Request, RootError};
 use kestrel_abi::{
-    bootmod, exreg, fault::exc, kinfo, label, tcflags, FrameRegs, MapItem, Rights, ThreadId,
+    bootmod, exreg, fault::exc, kinfo, label, tcflags, Fpage, FrameRegs, MapItem, Rights, ThreadId,
     Timeout, DEVICE_WINDOW, DEVICE_WINDOW_END, FIRST_THREAD_NO, MAX_THREAD_NO, PAGE_SIZE,
 };
 use kestrel_kcore::ratelimit::{Policy, RateLimit, Verdict};
@@ -213,8 +213,11 @@ impl Root {
             return;
         }
         let ram = &mut self.ram;
-        let image = match loader::load(module.data, |bytes| {
-            ram.alloc_zeroed(bytes, PAGE_SIZE.trailing_zeros())
+        let image = match loader::load(module.data, |bytes, va| {
+            // Congruent with the image's addresses modulo 64 KiB: large TLB entries.
+            let pad = loader::congruent(va);
+            let at = ram.alloc_zeroed(bytes + pad, loader::LARGE_PAGE.trailing_zeros())?;
+            Some(at + pad)
         }) {
             Ok(l) => l,
             Err(e) => {
@@ -350,7 +353,19 @@ impl Root {
     }
 
     fn page_fault(&mut self, p: usize, from: ThreadId, f: &PageFault) -> Msg {
-        match self.programs[p].image.resolve(f.addr) {
+        let image = &self.programs[p].image;
+        if let Some((base, frames, rights)) = image.resolve_block(f.addr) {
+            if let (true, Some(fp)) = (
+                rights.contains(f.access),
+                Fpage::new(frames, loader::LARGE_PAGE.trailing_zeros(), rights),
+            ) {
+                // The whole 64 KiB block: one fault instead of sixteen, one TLB entry.
+                let mut m = Msg::new(0);
+                m.push_item(MapItem::map(base, fp));
+                return m;
+            }
+        }
+        match image.resolve(f.addr) {
             Some((frame, rights)) if rights.contains(f.access) => map_reply(f.addr, frame, rights),
             _ => {
                 self.log(

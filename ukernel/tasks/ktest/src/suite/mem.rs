@@ -248,6 +248,100 @@ pub fn unmap_flush_own() -> TestResult {
     Ok(())
 }
 
+/// Sixteen of the pager's frames that are one 64 KiB-aligned host block, with frame `i`'s
+/// first word `tag + i` (the kernel refills such a block mapped alike with one 64 KiB
+/// entry, ADR 0040). The other frames taken on the way are freed on return.
+fn large_block(tag: u32) -> Result<[Frame; 16], &'static str> {
+    const BLOCK: u32 = 64 << 10;
+    let mut taken: [Option<Frame>; 96] = core::array::from_fn(|_| None);
+    let mut start = None;
+    for i in 0..taken.len() {
+        let f = Frame::alloc()?;
+        let va = f.va();
+        taken[i] = Some(f);
+        let run = match start {
+            Some(s) if va == taken[i - 1].as_ref().map_or(0, |p| p.va()) + PAGE => Some(s),
+            _ => (va % BLOCK == 0).then_some(i),
+        };
+        start = run;
+        if let Some(s) = run {
+            if i - s == 15 {
+                let block: [Frame; 16] =
+                    core::array::from_fn(|k| taken[s + k].take().expect("taken above"));
+                for (k, f) in block.iter().enumerate() {
+                    f.write(0, tag + k as u32);
+                }
+                return Ok(block);
+            }
+        }
+    }
+    Err("the pager gave no 16 contiguous frames of an aligned 64 KiB block")
+}
+
+const PAGE: u32 = kestrel_abi::PAGE_SIZE;
+
+/// A 64 KiB block mapped as one (one TLB entry covers it) still obeys every page's
+/// rights: once W is unmapped from one page, that page's writes fault, even after the
+/// other pages of the block were used again (whose entry must not grant it W).
+pub fn large_entry_follows_each_page() -> TestResult {
+    let block = large_block(0x6400_0000)?;
+    let p = Thread::space(puppet::entry(), 0)?;
+    puppet::give_block(p.id(), SHARED_BASE, block[0].va(), 16, Rights::RW)?;
+    let at = |k: u32| SHARED_BASE + k * PAGE;
+    for k in [5u32, 0, 15, 7] {
+        let v = puppet::read(p.id(), at(k))?;
+        ensure!(
+            v == 0x6400_0000 + k,
+            "the block reads wrong",
+            "page {k}: {v:#x}"
+        );
+    }
+    puppet::write(p.id(), at(3), 0x33)?;
+    ensure!(
+        block[3].read(0) == 0x33,
+        "a write through the block went elsewhere"
+    );
+    // W off page 3: its reads still work; pages 9 and 8 stay writable and readable.
+    sys::unmap(Fpage::page(block[3].va(), Rights::W), 0).map_err(|e| call_failed("Unmap(W)", e))?;
+    ensure!(
+        puppet::read(p.id(), at(3))? == 0x33,
+        "page 3 is not readable any more"
+    );
+    puppet::write(p.id(), at(9), 0x99)?;
+    ensure!(block[9].read(0) == 0x99, "page 9 is not writable any more");
+    ensure!(
+        puppet::read(p.id(), at(8))? == 0x6400_0008,
+        "page 8 reads wrong"
+    );
+    puppet::write_blocks(p.id(), at(3))?;
+    faulted_at(p.id(), at(3), true)?;
+    ensure!(
+        block[3].read(0) == 0x33,
+        "a write got through the downgraded page"
+    );
+    Ok(())
+}
+
+/// A 64 KiB block's page that goes away faults at once, though the block was mapped by
+/// one large entry a moment before.
+pub fn large_entry_unmapped_page_faults() -> TestResult {
+    let block = large_block(0x6500_0000)?;
+    let p = Thread::space(puppet::entry(), 0)?;
+    puppet::give_block(p.id(), SHARED_BASE, block[0].va(), 16, Rights::RW)?;
+    let at = |k: u32| SHARED_BASE + k * PAGE;
+    ensure!(
+        puppet::read(p.id(), at(2))? == 0x6500_0002,
+        "the block reads wrong"
+    );
+    ensure!(
+        puppet::read(p.id(), at(12))? == 0x6500_000c,
+        "the block reads wrong"
+    );
+    sys::unmap(Fpage::page(block[12].va(), Rights::RWX), 0).map_err(|e| call_failed("Unmap", e))?;
+    puppet::read_blocks(p.id(), at(12))?;
+    faulted_at(p.id(), at(12), false)
+}
+
 /// A child's stack comes page by page from the pager.
 pub fn pagefault_stack_pages() -> TestResult {
     let t = Thread::space(entry(stack_toucher), 0)?;

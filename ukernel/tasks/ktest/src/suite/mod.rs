@@ -90,6 +90,14 @@ pub static TESTS: &[Test] = &[
     ("unmap_revokes_recursively", mem::unmap_revokes_recursively),
     ("unmap_write_downgrades", mem::unmap_write_downgrades),
     ("unmap_flush_own", mem::unmap_flush_own),
+    (
+        "large_entry_follows_each_page",
+        mem::large_entry_follows_each_page,
+    ),
+    (
+        "large_entry_unmapped_page_faults",
+        mem::large_entry_unmapped_page_faults,
+    ),
     ("pagefault_stack_pages", mem::pagefault_stack_pages),
     (
         "pagefault_message_contents",
