@@ -154,6 +154,12 @@ pub fn status_result(st: &MPI_Status) -> Result<(), ErrorClass> {
     }
 }
 
+/// Whether point to point sends the elements of `dt` as they lie in memory ([`pack`]
+/// borrows the buffer, [`unpack`] copies it whole).
+pub fn packed_as_is(dt: Datatype) -> bool {
+    padded_pair(dt).is_none()
+}
+
 /// `(value bytes, index offset)` of a pair type whose C struct has padding, which point to
 /// point leaves out ([`pack`]); None for every other type.
 fn padded_pair(dt: Datatype) -> Option<(usize, usize)> {

@@ -1699,6 +1699,22 @@ impl<P: FabricApi> Mpi<P> {
     /// it (the first `buf.len()` bytes of an eager message are in `buf`). A rendezvous
     /// message is put straight into `buf` where it lies in the window.
     pub fn recv(&mut self, c: Comm, src: i32, tag: i32, buf: &mut [u8]) -> Result<Status, Error> {
+        let st = self.recv_status(c, src, tag, buf)?;
+        match st.error {
+            Some(e) => Err(e),
+            None => Ok(st),
+        }
+    }
+
+    /// [`Mpi::recv`] whose receive's own error (`Error::Truncate`) is in the status, as
+    /// `MPI_Wait` reports it: the result's error is the call's (a bad argument, a deadlock).
+    pub fn recv_status(
+        &mut self,
+        c: Comm,
+        src: i32,
+        tag: i32,
+        buf: &mut [u8],
+    ) -> Result<Status, Error> {
         let into = if buf.len() > self.limits.eager_max {
             self.direct_offset(buf.as_ptr() as usize, buf.len())
         } else {
@@ -1709,10 +1725,7 @@ impl<P: FabricApi> Mpi<P> {
         // With `into` the DMA wrote the data into `buf` during the wait (d is empty).
         core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
         buf[..d.len()].copy_from_slice(&d);
-        match st.error {
-            Some(e) => Err(e),
-            None => Ok(st),
-        }
+        Ok(st)
     }
 
     /// MPI_Sendrecv.
