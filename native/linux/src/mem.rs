@@ -8,6 +8,7 @@
 //! fault, reported and never served.
 
 use kestrel_abi::{Fpage, Rights, PAGE_SIZE};
+use kestrel_kcore::pagemap::PageMap;
 use kestrel_user::loader::Loaded;
 use kestrel_user::pager::{Frames, RootRam};
 use kestrel_user::sys;
@@ -89,8 +90,9 @@ pub struct Space {
     /// `mmap` areas `(start, end)`, page aligned.
     areas: [(u32, u32); MAX_AREAS],
     mmap_next: u32,
-    /// `(page, frame)` of every anonymous page, 0 page = free slot.
-    anon: [(u32, u32); MAX_ANON],
+    /// The frame of every anonymous page (a hash map: looked up on every fault and every
+    /// page of a system call's buffer).
+    anon: PageMap<MAX_ANON>,
 }
 
 impl Space {
@@ -102,7 +104,7 @@ impl Space {
     pub unsafe fn init_at(at: *mut Space, image: Loaded, image_end: u32) -> &'static mut Space {
         let brk_start = page_up(image_end).unwrap_or(image_end);
         // SAFETY: the caller vouches for `at`. Every field is written before the reference
-        // is made; the arrays of `(u32, u32)` are valid when zeroed.
+        // is made; the array of `(u32, u32)` and the `PageMap` are valid when zeroed.
         unsafe {
             core::ptr::addr_of_mut!((*at).areas).write_bytes(0, 1);
             core::ptr::addr_of_mut!((*at).anon).write_bytes(0, 1);
@@ -144,16 +146,14 @@ impl Mem<'_> {
             return Err(Fault::Outside);
         }
         let page = page_down(va);
-        if let Some(&(_, f)) = s.anon.iter().find(|a| a.0 == page) {
+        if let Some(f) = s.anon.get(page) {
             return Ok((f, Rights::RW));
         }
-        let slot = s
-            .anon
-            .iter()
-            .position(|a| a.0 == 0)
-            .ok_or(Fault::NoMemory)?;
         let f = self.pool.alloc().ok_or(Fault::NoMemory)?;
-        s.anon[slot] = (page, f);
+        if !s.anon.insert(page, f) {
+            self.pool.free(f);
+            return Err(Fault::NoMemory);
+        }
         Ok((f, Rights::RW))
     }
 
@@ -209,14 +209,15 @@ impl Mem<'_> {
     /// Releases the anonymous pages in `[start, end)`: unmapped from the program (the
     /// server's own mapping stays), then reused.
     fn release(&mut self, start: u32, end: u32) {
-        for a in self.space.anon.iter_mut() {
-            if a.0 != 0 && (start..end).contains(&a.0) {
+        let pool = &mut *self.pool;
+        self.space.anon.remove_where(
+            |page| (start..end).contains(&page),
+            |_, frame| {
                 // Revoke the program's mapping, derived from ours; ours stays.
-                let _ = sys::unmap(Fpage::page(a.1, Rights::RWX), 0);
-                self.pool.free(a.1);
-                *a = (0, 0);
-            }
-        }
+                let _ = sys::unmap(Fpage::page(frame, Rights::RWX), 0);
+                pool.free(frame);
+            },
+        );
     }
 
     /// Gives every anonymous page back to the pool (the program has ended).

@@ -27,6 +27,7 @@ extern crate std;
 pub mod bootinfo;
 pub mod elf;
 pub mod mapdb;
+pub mod pagemap;
 pub mod pid;
 pub mod prio;
 pub mod ramalloc;
