@@ -193,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip", type=int, default=50, help="trigger executions to skip first")
     ap.add_argument("--listing", action="store_true", help="print every pc too")
     ap.add_argument("--size", type=int, default=8, help="mpi, npmpi: the message size")
+    ap.add_argument("--max", type=int, default=0,
+                    help="mpi: mpibench.max (the largest size, which sizes the ranks' windows; "
+                         "default --size)")
     ap.add_argument("--timeout", type=int, default=900)
     args = ap.parse_args(argv)
     out = qemu.out_dir()
@@ -228,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
                                          qemu.Module("mpibench1", bench)])
         node = qemu.kestrel_node(image, log, icount=True, mem_mb=256,
                                  append=[f"mpibench.n=2 mpibench.threads=1 mpibench.min={args.size} "
-                                         f"mpibench.max={args.size}",
+                                         f"mpibench.max={args.max or args.size}",
                                          "mpibench.allreduce=0"])
         elves = [("kernel", kernel), ("fabric", service), ("mpibench", bench)]
         trigger = symbol_entry(bench, ">::isend_full")  # Mpi::send's body (inlined)

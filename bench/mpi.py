@@ -8,7 +8,8 @@ time-base ticks of guest time:
   ranks on the MPI core (kestrel-mpi) over the node's fabric service, timing itself with the
   time base (`mftb`). Ping-pong between ranks 0 and 1 of 2 ranks over message sizes 0 and 1
   byte to --max in powers of two: one-way time = the best of 3 trials of K round trips / 2K
-  (K = 100 for small sizes, fewer above 80 KiB). Allreduce with 2, 4 and 8 ranks, integer sum
+  (K = 100 for small sizes, fewer above 80 KiB), each trial after a barrier and one untimed
+  round trip. Allreduce with 2, 4 and 8 ranks, integer sum
   (U64, the collective network's ALU) and double sum (F64, software: a binomial tree and a
   broadcast), of 1 and 128 elements: per call = the best of 3 trials of 100 calls / 100. The
   root task runs at most 8 programs and one is the fabric service, so 8 ranks run as 4
@@ -259,7 +260,7 @@ METHOD = (
     "qemu-system-ppc -M bamboo -icount shift=0,sleep=off: guest time is instructions, and the "
     "400 MHz time base advances 0.4 ticks per guest instruction. Kestrel: kestrel-mpibench's "
     "ranks read the time base themselves (mftb) around each trial, one-way time = best of 3 "
-    "trials of K round trips / 2K, allreduce = best of 3 trials of 100 calls / 100; the ranks "
+    "trials of K round trips / 2K (each after a barrier and one untimed round trip), allreduce = best of 3 trials of 100 calls / 100; the ranks "
     "wait for the fabric service's events (kestrel_yield: they poll, yielding the processor). "
     "Linux: NPtcp 3.7.2 (-p 0, fixed round trips per trial, best of 3 trials) over TCP "
     "loopback in one native Linux and between two Linux VMs over virtio and bgnet; NPtcp's "
