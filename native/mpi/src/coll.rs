@@ -26,11 +26,11 @@ const ALU_VALUES: usize = crate::ALU_SLOTS;
 
 impl<P: FabricApi> Mpi<P> {
     fn csend(&mut self, c: Comm, dest: i32, tag: i32, data: &[u8]) -> Result<Request, Error> {
-        self.isend_ctx(c, true, dest, tag, data, false)
+        self.isend_full(c, true, dest, tag, data, false, false)
     }
 
     fn crecv(&mut self, c: Comm, src: i32, tag: i32, buf: &mut [u8]) -> Result<(), Error> {
-        let r = self.irecv_ctx(c, true, src, tag, buf.len())?;
+        let r = self.irecv_full(c, true, src, tag, buf.len(), None)?;
         let (st, d) = self.wait(r)?;
         if let Some(e) = st.error {
             return Err(e);
@@ -289,7 +289,7 @@ impl<P: FabricApi> Mpi<P> {
         }
         let rs = (0..n)
             .filter(|&r| r != me)
-            .map(|r| self.irecv_ctx(c, true, r, T_GATHER, k))
+            .map(|r| self.irecv_full(c, true, r, T_GATHER, k, None))
             .collect::<Result<Vec<_>, _>>()?;
         let got = self.waitall(&rs)?;
         recv[me as usize * k..][..k].copy_from_slice(send);
@@ -348,7 +348,7 @@ impl<P: FabricApi> Mpi<P> {
         let mut rs = Vec::new();
         for r in 0..n {
             if r != me {
-                rs.push(self.irecv_ctx(c, true, r as i32, T_ALLTOALL, k)?);
+                rs.push(self.irecv_full(c, true, r as i32, T_ALLTOALL, k, None)?);
             }
         }
         let mut ss = Vec::new();

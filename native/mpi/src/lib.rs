@@ -1371,22 +1371,11 @@ impl<P: FabricApi> Mpi<P> {
         }
     }
 
-    pub(crate) fn isend_ctx(
-        &mut self,
-        c: Comm,
-        coll: bool,
-        dest: i32,
-        tag: i32,
-        data: &[u8],
-        sync: bool,
-    ) -> Result<Request, Error> {
-        self.isend_full(c, coll, dest, tag, data, sync, false)
-    }
-
-    /// [`Mpi::isend_ctx`]; `borrow`: the caller waits for the request before `data` goes
-    /// (a blocking send), so a rendezvous send of memory in the window is not copied.
+    /// A send on `c`'s point-to-point context, or (`coll`) its collectives' context;
+    /// `borrow`: the caller waits for the request before `data` goes (a blocking send), so a
+    /// rendezvous send of memory in the window is not copied.
     #[allow(clippy::too_many_arguments)]
-    fn isend_full(
+    pub(crate) fn isend_full(
         &mut self,
         c: Comm,
         coll: bool,
@@ -1456,20 +1445,10 @@ impl<P: FabricApi> Mpi<P> {
         }
     }
 
-    pub(crate) fn irecv_ctx(
-        &mut self,
-        c: Comm,
-        coll: bool,
-        src: i32,
-        tag: i32,
-        cap: usize,
-    ) -> Result<Request, Error> {
-        self.irecv_full(c, coll, src, tag, cap, None)
-    }
-
-    /// [`Mpi::irecv_ctx`]; `into`: the window offset of a blocking receive's buffer of
-    /// `cap` bytes, which a rendezvous message is put into directly.
-    fn irecv_full(
+    /// A receive on `c`'s point-to-point context, or (`coll`) its collectives' context;
+    /// `into`: the window offset of a blocking receive's buffer of `cap` bytes, which a
+    /// rendezvous message is put into directly.
+    pub(crate) fn irecv_full(
         &mut self,
         c: Comm,
         coll: bool,
@@ -1517,13 +1496,13 @@ impl<P: FabricApi> Mpi<P> {
         data: &[u8],
         sync: bool,
     ) -> Result<Request, Error> {
-        self.isend_ctx(c, false, dest, tag, data, sync)
+        self.isend_full(c, false, dest, tag, data, sync, false)
     }
 
     /// MPI_Irecv of at most `cap` bytes; the data comes with the completion
     /// ([`Mpi::test`], [`Mpi::wait`]).
     pub fn irecv(&mut self, c: Comm, src: i32, tag: i32, cap: usize) -> Result<Request, Error> {
-        self.irecv_ctx(c, false, src, tag, cap)
+        self.irecv_full(c, false, src, tag, cap, None)
     }
 
     /// MPI_Test: the status and received bytes once `r` is done (and then forgets it).

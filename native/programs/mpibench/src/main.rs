@@ -209,8 +209,26 @@ fn window_with_heap(va: u32, bytes: u32) -> Result<u32, &'static str> {
     Ok(len)
 }
 
-fn pingpong(mpi: &mut Mpi<Service>, o: &Opts, me: u32) -> Result<(), kestrel_mpi::Error> {
+/// One ping-pong round trip between ranks 0 and 1 (`me`): rank 0 sends `out` first; the
+/// status of the receive into `got`.
+fn round_trip(
+    mpi: &mut Mpi<Service>,
+    me: u32,
+    out: &[u8],
+    got: &mut [u8],
+) -> Result<kestrel_mpi::Status, kestrel_mpi::Error> {
     let peer = 1 - me as i32;
+    if me == 0 {
+        mpi.send(WORLD, peer, TAG, out)?;
+        mpi.recv(WORLD, peer, TAG, got)
+    } else {
+        let st = mpi.recv(WORLD, peer, TAG, got)?;
+        mpi.send(WORLD, peer, TAG, out)?;
+        Ok(st)
+    }
+}
+
+fn pingpong(mpi: &mut Mpi<Service>, o: &Opts, me: u32) -> Result<(), kestrel_mpi::Error> {
     let mut out = vec![0u8; o.max];
     let mut got = vec![0u8; o.max];
     for size in sizes(o.min, o.max) {
@@ -220,14 +238,7 @@ fn pingpong(mpi: &mut Mpi<Service>, o: &Opts, me: u32) -> Result<(), kestrel_mpi
         }
         mpi.barrier(WORLD)?;
         // The warm-up round trip, checked.
-        let st = if me == 0 {
-            mpi.send(WORLD, peer, TAG, &out[..size])?;
-            mpi.recv(WORLD, peer, TAG, &mut got[..size])?
-        } else {
-            let st = mpi.recv(WORLD, peer, TAG, &mut got[..size])?;
-            mpi.send(WORLD, peer, TAG, &out[..size])?;
-            st
-        };
+        let st = round_trip(mpi, me, &out[..size], &mut got[..size])?;
         let ok = st.bytes == size
             && got[..size]
                 .iter()
@@ -237,27 +248,13 @@ fn pingpong(mpi: &mut Mpi<Service>, o: &Opts, me: u32) -> Result<(), kestrel_mpi
         let mut best = u64::MAX;
         for _ in 0..o.trials {
             mpi.barrier(WORLD)?;
-            // One untimed round trip first, so both ranks are out of the barrier when the
-            // clock starts: a rank can leave a barrier milliseconds after the other (the
-            // wake-up on a finished ALU reduction is not immediate in every case; at one
-            // boot-argument layout this added 2.3 ms to every 8-byte trial). The barrier's
-            // own cost is the allreduce measurement's business.
-            if me == 0 {
-                mpi.send(WORLD, peer, TAG, &out[..size])?;
-                mpi.recv(WORLD, peer, TAG, &mut got[..size])?;
-            } else {
-                mpi.recv(WORLD, peer, TAG, &mut got[..size])?;
-                mpi.send(WORLD, peer, TAG, &out[..size])?;
-            }
+            // One untimed round trip first, so the clock starts with both ranks out of the
+            // barrier (one may leave it later than the other); the barrier's own cost is the
+            // allreduce measurement's business.
+            round_trip(mpi, me, &out[..size], &mut got[..size])?;
             let t0 = sys::timebase();
             for _ in 0..k {
-                if me == 0 {
-                    mpi.send(WORLD, peer, TAG, &out[..size])?;
-                    mpi.recv(WORLD, peer, TAG, &mut got[..size])?;
-                } else {
-                    mpi.recv(WORLD, peer, TAG, &mut got[..size])?;
-                    mpi.send(WORLD, peer, TAG, &out[..size])?;
-                }
+                round_trip(mpi, me, &out[..size], &mut got[..size])?;
             }
             best = best.min(sys::timebase() - t0);
         }
